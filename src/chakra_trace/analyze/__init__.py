@@ -1,0 +1,1 @@
+"""Analyses over traces: summaries and validation."""

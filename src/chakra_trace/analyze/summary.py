@@ -1,0 +1,98 @@
+"""What a trace holds, in numbers: node kinds, edges, collectives, time span."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..schema.enums import Attr, NodeType, collective_name
+from ..schema.trace import Trace
+
+
+@dataclass
+class TraceSummary:
+    nodes: int
+    node_types: dict[str, int]
+    data_edges: int
+    ctrl_edges: int
+    collectives: dict[str, dict[str, int]]  # by CollectiveType name: count, bytes
+    collectives_by_group: dict[str, dict[str, dict[str, int]]]  # pg_name -> type -> count, bytes
+    collectives_missing_type: int
+    point_to_point: dict[str, dict[str, int]]  # SEND/RECV: count, bytes
+    cpu_ops: int
+    start_us: int | None
+    end_us: int | None
+    span_us: int | None
+    total_duration_us: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _metadata_dict(trace: Trace) -> dict[str, Any]:
+    from ..io.codec import attribute_value
+
+    out: dict[str, Any] = {}
+    if trace.metadata.version:
+        out["version"] = trace.metadata.version
+    for a in trace.metadata.attr:
+        out[a.name] = attribute_value(a)[0]
+    return out
+
+
+def _count_bytes(mask: np.ndarray, size: np.ndarray) -> dict[str, int]:
+    return {"count": int(mask.sum()), "bytes": int(size[mask].sum())}
+
+
+def summarize(trace: Trace) -> TraceSummary:
+    types = trace.types
+    size = np.where(trace.has(Attr.COMM_SIZE), trace.comm_size, 0)
+    has_type = trace.has(Attr.COMM_TYPE)
+    coll = types == NodeType.COMM_COLL_NODE
+    typed = coll & has_type
+    collectives = {}
+    for t in np.unique(trace.comm_type[typed]):
+        collectives[collective_name(int(t))] = _count_bytes(typed & (trace.comm_type == t), size)
+    by_group: dict[str, dict[str, dict[str, int]]] = {}
+    pg = np.where(trace.has(Attr.PG_NAME), trace.pg_name, -1)
+    for g in np.unique(pg[typed]):
+        gname = trace.groups[g] if g >= 0 else ""
+        in_g = typed & (pg == g)
+        by_group.setdefault(gname, {})
+        for t in np.unique(trace.comm_type[in_g]):
+            by_group[gname][collective_name(int(t))] = _count_bytes(in_g & (trace.comm_type == t), size)
+    p2p = {}
+    for key, nt in (("SEND", NodeType.COMM_SEND_NODE), ("RECV", NodeType.COMM_RECV_NODE)):
+        m = types == nt
+        if m.any():
+            p2p[key] = _count_bytes(m, size)
+    if len(trace):
+        timed = trace.start > 0
+        start = int(trace.start[timed].min()) if timed.any() else 0
+        end = int((trace.start + trace.duration).max())
+        span = end - start
+    else:
+        start = end = span = None
+    return TraceSummary(
+        nodes=len(trace),
+        node_types={k: v for k, v in sorted(trace.node_type_counts().items(), key=lambda kv: _type_order(kv[0]))},
+        data_edges=int(trace.data.size),
+        ctrl_edges=int(trace.ctrl.size),
+        collectives=collectives,
+        collectives_by_group=by_group,
+        collectives_missing_type=int((coll & ~has_type).sum()),
+        point_to_point=p2p,
+        cpu_ops=int((trace.has(Attr.IS_CPU_OP) & trace.is_cpu_op).sum()),
+        start_us=start, end_us=end, span_us=span,
+        total_duration_us=int(trace.duration.sum()),
+        metadata=_metadata_dict(trace),
+    )
+
+
+def _type_order(name: str) -> int:
+    try:
+        return int(NodeType[name])
+    except KeyError:
+        return 1 << 30

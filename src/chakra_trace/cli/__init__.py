@@ -1,0 +1,70 @@
+"""The `chakra` command: a thin layer over the library.
+
+Subcommands are imported only when run, so `chakra --help` stays fast. Errors on bad input
+print one line and exit with status 2; `--debug` shows the traceback instead.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+# command name -> "module:function" (relative to chakra_trace.cli)
+COMMANDS = {
+    "info": "info:info",
+    "validate": "validate:validate",
+    "to-json": "convert:to_json",
+    "from-json": "convert:from_json",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.version_option(package_name="chakra-trace")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Chakra execution traces: inspect, validate and convert `.et` files."""
+    ctx.obj = {"debug": debug}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..errors import ChakraError
+
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="chakra", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except (ChakraError, OSError, MemoryError) as e:
+        if debug:
+            raise
+        msg = str(e) if isinstance(e, ChakraError) else f"{type(e).__name__}: {e}"
+        click.echo(f"error: {msg}", err=True)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

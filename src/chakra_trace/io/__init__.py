@@ -1,0 +1,1 @@
+"""Trace files at the edges: `.et` (protobuf stream) and JSON."""

@@ -1,0 +1,493 @@
+"""Node messages <-> columnar `Trace`, many nodes per numpy operation.
+
+Decoding sorts each field of each node into a column or, when it is anything else
+(inputs/outputs, other attributes, a known attribute written with an unexpected member or a
+doc string, unknown fields), keeps its exact bytes in `extra`. Encoding writes the columns
+in field-number order with the extras spliced in where protobuf would put them, so a file we
+write re-serializes byte-identically through the protobuf runtime.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import TraceFormatError
+from ..schema import proto as pb
+from ..schema.enums import ATTR_MEMBER, Attr, parse_collective, parse_node_type
+from ..schema.proto import ATTR_MEMBERS
+from ..schema.trace import COLUMN_ATTRS, Attribute, IOInfo, Node, Trace
+from .wire import (
+    I64, U8, U64, WT_LEN, WT_VARINT, Rows, WireError, decode_packed_varints, encode_key,
+    encode_varint_int, encode_varints, equals_literal, gather_rows, ranges, rows_from_bytes,
+    scan_fields,
+)
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _intern(raw: bytes, data: np.ndarray, lens: np.ndarray, table: list[str] | None = None,
+            lookup: dict | None = None) -> tuple[np.ndarray, list[str], dict]:
+    """Codes of the UTF-8 strings raw[data[i]:data[i]+lens[i]] in a shared string table."""
+    table = table if table is not None else []
+    lookup = lookup if lookup is not None else {}
+    codes = np.empty(data.size, np.int32)
+    get = lookup.get
+    for i, (o, n) in enumerate(zip(data.tolist(), lens.tolist())):
+        key = raw[o:o + n]
+        c = get(key)
+        if c is None:
+            try:
+                s = key.decode("utf-8")
+            except UnicodeDecodeError:
+                raise WireError(o, "string is not valid UTF-8") from None
+            c = lookup.setdefault(key, len(table))
+            table.append(s)
+        codes[i] = c
+    return codes, table, lookup
+
+
+def _as_int64(u: np.ndarray) -> np.ndarray:
+    return u.astype(U64).view(I64)
+
+
+def _deps(buf, f, number: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    packed = (f.number == number) & (f.wtype == WT_LEN)
+    vals, counts = decode_packed_varints(buf, f.data[packed], f.end[packed])
+    owner = np.repeat(f.msg[packed], counts)
+    unpacked = (f.number == number) & (f.wtype == WT_VARINT)
+    if unpacked.any():  # legal but rare: one field per element, possibly mixed with packed runs
+        key = np.concatenate([np.repeat(np.flatnonzero(packed), counts), np.flatnonzero(unpacked)])
+        order = np.argsort(key, kind="stable")
+        vals = np.concatenate([vals, f.value[unpacked]])[order]
+        owner = np.concatenate([owner, f.msg[unpacked]])[order]
+    indptr = np.zeros(n + 1, I64)
+    np.cumsum(np.bincount(owner, minlength=n), out=indptr[1:])
+    return indptr, vals, packed | unpacked
+
+
+_MEMBER_WT = {m: (WT_LEN if (t in ("string", "bytes") or is_list) else WT_VARINT)
+              for m, (_num, t, is_list) in ATTR_MEMBERS.items()}
+
+
+def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metadata=None,
+                 names: tuple[list[str], dict] | None = None,
+                 groups: tuple[list[str], dict] | None = None) -> Trace:
+    """Decode the Node messages buf[starts[i]:ends[i]] into a Trace.
+
+    Raises WireError (offset into buf) on malformed data. `names`/`groups` let successive
+    blocks share string tables.
+    """
+    n = starts.size
+    raw = buf.tobytes() if not isinstance(buf, (bytes, bytearray)) else bytes(buf)
+    buf = np.frombuffer(raw, U8)
+    f = scan_fields(buf, starts, ends)
+    num, wt = f.number, f.wtype
+    used = np.zeros(len(f), bool)
+    cols: dict[str, np.ndarray] = {}
+
+    def scalar(number: int) -> np.ndarray:
+        m = (num == number) & (wt == WT_VARINT)
+        used[m] = True
+        out = np.zeros(n, U64)
+        out[f.msg[m]] = f.value[m]
+        return out
+
+    cols["ids"] = scalar(1)
+    cols["types"] = _as_int64(scalar(3)).astype(np.int32)
+    cols["start"] = scalar(6)
+    cols["duration"] = scalar(7)
+
+    m = (num == 2) & (wt == WT_LEN)
+    used |= m
+    name_table, name_lookup = names if names is not None else ([""], {b"": 0})
+    codes, name_table, _ = _intern(raw, f.data[m], f.value[m].astype(I64), name_table, name_lookup)
+    cols["name_codes"] = np.zeros(n, np.int32)
+    cols["name_codes"][f.msg[m]] = codes
+
+    for number, key in ((4, "ctrl"), (5, "data")):
+        indptr, vals, m = _deps(buf, f, number, n)
+        cols[key + "_indptr"], cols[key] = indptr, vals
+        used |= m
+
+    group_table, group_lookup = groups if groups is not None else ([], {})
+    present = np.zeros(n, np.uint16)
+    for c in COLUMN_ATTRS:
+        cols[c.name] = np.zeros(n, c.dtype)
+    a_rows = np.flatnonzero((num == 10) & (wt == WT_LEN))
+    if a_rows.size:
+        sub = scan_fields(buf, f.data[a_rows], f.end[a_rows])
+        na = a_rows.size
+        is_name = (sub.number == 1) & (sub.wtype == WT_LEN)
+        nsub = np.bincount(sub.msg, minlength=na)
+        cand = (nsub == 2) & (np.bincount(sub.msg[is_name], minlength=na) == 1)
+        name_row = np.zeros(na, I64)
+        name_row[sub.msg[is_name]] = np.flatnonzero(is_name)
+        val_row = np.zeros(na, I64)
+        val_row[sub.msg[~is_name]] = np.flatnonzero(~is_name)
+        ci = np.flatnonzero(cand)
+        nd, nl, vr = sub.data[name_row[ci]], sub.value[name_row[ci]].astype(I64), val_row[ci]
+        col_of = np.full(ci.size, -1, np.int16)
+        for c in COLUMN_ATTRS:
+            number = ATTR_MEMBERS[c.member][0]
+            hit = (sub.number[vr] == number) & (sub.wtype[vr] == _MEMBER_WT[c.member])
+            hit &= equals_literal(buf, nd, nl, c.name.encode())
+            col_of[hit] = c.bit
+        sel = np.flatnonzero(col_of >= 0)
+        if sel.size:
+            node_of = f.msg[a_rows[ci[sel]]]
+            _, first = np.unique(node_of * 16 + col_of[sel], return_index=True)
+            sel = sel[first]  # only a node's first occurrence of an attribute becomes a column
+            for c in COLUMN_ATTRS:
+                s = sel[col_of[sel] == c.bit]
+                if not s.size:
+                    continue
+                rows = f.msg[a_rows[ci[s]]]
+                v = vr[s]
+                if c.member == "string_val":
+                    vals, group_table, _ = _intern(raw, sub.data[v], sub.value[v].astype(I64),
+                                                   group_table, group_lookup)
+                elif c.member == "bool_val":
+                    vals = sub.value[v] != 0
+                elif c.member == "uint64_val":
+                    vals = sub.value[v]
+                else:  # int64 / int32: two's complement of the varint
+                    vals = _as_int64(sub.value[v]).astype(c.dtype)
+                cols[c.name][rows] = vals
+                present[rows] |= np.uint16(1 << c.bit)
+                used[a_rows[ci[s]]] = True
+    cols["present"] = present
+
+    ex = np.flatnonzero(~used)
+    tail = num[ex] >= 10
+    order = np.lexsort((ex, tail, f.msg[ex]))
+    ex, tail = ex[order], tail[order]
+    lens = f.end[ex] - f.start[ex]
+    cols["extra"] = buf[ranges(f.start[ex], lens)]
+    per_node = np.bincount(f.msg[ex], weights=lens, minlength=n).astype(I64)
+    cols["extra_indptr"] = np.zeros(n + 1, I64)
+    np.cumsum(per_node, out=cols["extra_indptr"][1:])
+    cols["extra_split"] = np.bincount(f.msg[ex][~tail], weights=lens[~tail], minlength=n).astype(np.uint32)
+    return Trace(n, metadata=metadata, names=name_table, groups=group_table, **cols)
+
+
+def decode_messages(payloads: list[bytes], metadata=None) -> Trace:
+    """Decode a list of serialized Node messages."""
+    lens = np.fromiter((len(p) for p in payloads), I64, len(payloads))
+    ends = np.cumsum(lens)
+    raw = b"".join(payloads)
+    try:
+        return decode_nodes(np.frombuffer(raw, U8), ends - lens, ends, metadata=metadata)
+    except WireError as e:
+        i = int(np.searchsorted(ends, e.offset, side="right"))
+        raise TraceFormatError(None, e.message, offset=e.offset - int(ends[i] - lens[i]),
+                               offset_kind="byte in message", message_index=i + 1) from None
+
+
+def concat_traces(traces: list[Trace]) -> Trace:
+    if not traces:
+        return Trace(0)
+    first = traces[0]
+    name_lookup = {"": 0}
+    group_lookup: dict[str, int] = {}
+    cols: dict[str, list] = {k: [] for k in Trace._ARRAYS}
+    for t in traces:
+        nmap = np.array([name_lookup.setdefault(s, len(name_lookup)) for s in t.names], np.int32)
+        gmap = np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32)
+        for k in Trace._ARRAYS:
+            a = getattr(t, k)
+            if k == "name_codes":
+                a = nmap[a]
+            elif k == Attr.PG_NAME:
+                a = gmap[a] if len(t.groups) else a
+            cols[k].append(a)
+    names = [""] * len(name_lookup)
+    for s, c in name_lookup.items():
+        names[c] = s
+    groups = [""] * len(group_lookup)
+    for s, c in group_lookup.items():
+        groups[c] = s
+    out = {}
+    for k, parts in cols.items():
+        if k.endswith("indptr"):
+            acc, pieces = 0, [np.zeros(1, I64)]
+            for p in parts:
+                pieces.append(p[1:] + acc)
+                acc += int(p[-1])
+            out[k] = np.concatenate(pieces)
+        else:
+            out[k] = np.concatenate(parts)
+    return Trace(out["ids"].size, metadata=first.metadata, names=names, groups=groups, **out)
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _str_table(strings: list[str]) -> Rows:
+    return rows_from_bytes([s.encode("utf-8") for s in strings])
+
+
+def _expand(mask: np.ndarray, data: np.ndarray, lens_of_set: np.ndarray) -> Rows:
+    return Rows.where(mask, data, lens_of_set)
+
+
+def _varint_field(number: int, values_u64: np.ndarray, mask: np.ndarray) -> Rows:
+    key = np.frombuffer(encode_key(number, WT_VARINT), U8)
+    vb, vs = encode_varints(values_u64[mask])
+    return _expand(mask, _join_prefix(key, vb, vs), vs + key.size)
+
+
+def _join_prefix(prefix: np.ndarray, data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    k = sizes.size
+    if k == 0:
+        return np.zeros(0, U8)
+    return Rows.concat([Rows(np.tile(prefix, k), np.full(k, prefix.size, I64)), Rows(data, sizes)]).data
+
+
+def _len_field(number: int, payload: Rows, mask: np.ndarray) -> Rows:
+    """`number` as a length-delimited field around each masked row of payload."""
+    key = np.frombuffer(encode_key(number, WT_LEN), U8)
+    lb, ls = encode_varints(payload.lens[mask].astype(U64))
+    head = _expand(mask, _join_prefix(key, lb, ls), ls + key.size)
+    return Rows.concat([head, Rows(payload.data, np.where(mask, payload.lens, 0))])
+
+
+def _packed(indptr: np.ndarray, flat: np.ndarray) -> Rows:
+    vb, vs = encode_varints(flat)
+    cs = np.zeros(vs.size + 1, I64)
+    np.cumsum(vs, out=cs[1:])
+    return Rows(vb, cs[indptr[1:]] - cs[indptr[:-1]])
+
+
+def _attr_values(t: Trace, c, rows: np.ndarray) -> Rows:
+    """Encoded oneof member (tag + value) of column attribute c on rows."""
+    number = ATTR_MEMBERS[c.member][0]
+    vals = getattr(t, c.name)[rows]
+    if c.member == "string_val":
+        payload = gather_rows(_str_table(t.groups), vals)
+        return _len_field(number, payload, np.ones(rows.size, bool))
+    if c.member == "bool_val":
+        u = vals.astype(U64)
+    elif c.member == "uint64_val":
+        u = vals.astype(U64)
+    else:
+        u = vals.astype(I64).view(U64)
+    return _varint_field(number, u, np.ones(rows.size, bool))
+
+
+def node_payloads(t: Trace) -> Rows:
+    """Serialized Node message of every row."""
+    parts = [_varint_field(1, t.ids, t.ids != 0)]
+    names = gather_rows(_str_table(t.names), t.name_codes)
+    parts.append(_len_field(2, names, names.lens > 0))
+    parts.append(_varint_field(3, t.types.astype(I64).view(U64), t.types != 0))
+    for number, ip, flat in ((4, t.ctrl_indptr, t.ctrl), (5, t.data_indptr, t.data)):
+        parts.append(_len_field(number, _packed(ip, flat), np.diff(ip) > 0))
+    parts.append(_varint_field(6, t.start, t.start != 0))
+    parts.append(_varint_field(7, t.duration, t.duration != 0))
+    ex_start = t.extra_indptr[:-1]
+    head = t.extra_split.astype(I64)
+    parts.append(Rows(t.extra[ranges(ex_start, head)], head))
+    for c in COLUMN_ATTRS:
+        mask = (t.present & np.uint16(1 << c.bit)) != 0
+        if not mask.any():
+            continue
+        rows = np.flatnonzero(mask)
+        name_field = np.frombuffer(b"\x0a" + encode_varint_int(len(c.name)) + c.name.encode(), U8)
+        value = _attr_values(t, c, rows)
+        inner = Rows.concat([Rows(np.tile(name_field, rows.size), np.full(rows.size, name_field.size, I64)), value])
+        parts.append(_len_field(10, _expand(mask, inner.data, inner.lens), mask))
+    tail = np.diff(t.extra_indptr) - head
+    parts.append(Rows(t.extra[ranges(ex_start + head, tail)], tail))
+    return Rows.concat(parts)
+
+
+def encode_rows(t: Trace, rows: np.ndarray) -> list[bytes]:
+    """Serialized Node messages of some rows."""
+    p = node_payloads(t.take(rows))
+    raw = p.data.tobytes()
+    ends = np.cumsum(p.lens)
+    return [raw[e - l: e] for e, l in zip(ends.tolist(), p.lens.tolist())]
+
+
+def iter_pb(t: Trace, chunk: int = 65536) -> Iterator:
+    for s in range(0, len(t), chunk):
+        for payload in encode_rows(t, np.arange(s, min(s + chunk, len(t)))):
+            yield pb.Node.FromString(payload)
+
+
+# --------------------------------------------------------------------------- plain nodes
+
+
+def attribute_value(a) -> tuple[Any, str | None]:
+    member = a.WhichOneof("value")
+    if member is None:
+        return None, None
+    v = getattr(a, member)
+    if ATTR_MEMBERS[member][2]:
+        v = list(v.values)
+    return v, member
+
+
+def pb_to_node(m) -> Node:
+    attrs = []
+    for a in m.attr:
+        value, member = attribute_value(a)
+        attrs.append(Attribute(a.name, value, member, a.doc_string))
+    io = {}
+    for key in ("inputs", "outputs"):
+        if m.HasField(key):
+            x = getattr(m, key)
+            io[key] = IOInfo(x.values, x.shapes, x.types)
+    return Node(
+        id=m.id, name=m.name, type=m.type, ctrl_deps=list(m.ctrl_deps), data_deps=list(m.data_deps),
+        start_time_micros=m.start_time_micros, duration_micros=m.duration_micros,
+        inputs=io.get("inputs"), outputs=io.get("outputs"), attrs=attrs,
+        unknown_fields=_unknown_bytes(m),
+    )
+
+
+def _unknown_bytes(m) -> bytes:
+    """Wire bytes of fields the schema does not know (kept through edits)."""
+    known = pb.Node()
+    known.CopyFrom(m)
+    try:
+        known.DiscardUnknownFields()
+    except AttributeError:  # pragma: no cover
+        return b""
+    full = m.SerializeToString()
+    if full == known.SerializeToString():
+        return b""
+    kb = known.SerializeToString()
+    return full[len(kb):] if full.startswith(kb) else b""
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def infer_member(name: str, value: Any) -> str:
+    """The oneof member to write for a Python value (the vocabulary's member for known names)."""
+    if name in ATTR_MEMBER:
+        return ATTR_MEMBER[name]
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value)
+        if not items:
+            return "int64_list"
+        scalar = infer_member("", items[0])
+        if scalar == "int64_val" and any(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                                         and x > _INT64_MAX for x in items):
+            scalar = "uint64_val"
+        return scalar[:-4] + "_list"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool_val"
+    if isinstance(value, (int, np.integer)):
+        return "int64_val" if _INT64_MIN <= int(value) <= _INT64_MAX else "uint64_val"
+    if isinstance(value, (float, np.floating)):
+        return "double_val"
+    if isinstance(value, str):
+        return "string_val"
+    if isinstance(value, (bytes, bytearray)):
+        return "bytes_val"
+    raise TypeError(f"attribute {name!r}: cannot store a value of type {type(value).__name__}")
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if name == Attr.COMM_TYPE and isinstance(value, str):
+        return parse_collective(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def attribute_to_pb(a: Attribute, msg=None):
+    msg = msg if msg is not None else pb.AttributeProto()
+    msg.name = a.name
+    if a.doc:
+        msg.doc_string = a.doc
+    if a.value is None and a.member is None:
+        return msg
+    value = _coerce(a.name, a.value)
+    member = a.member or infer_member(a.name, value)
+    if member not in ATTR_MEMBERS:
+        raise ValueError(f"attribute {a.name!r}: unknown member {member!r}")
+    try:
+        if ATTR_MEMBERS[member][2]:
+            getattr(msg, member).values.extend(list(value))
+            if not list(value):
+                getattr(msg, member).SetInParent()
+        else:
+            setattr(msg, member, value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"attribute {a.name!r}: value {value!r} does not fit {member}: {e}") from None
+    return msg
+
+
+def node_to_pb(node: Node):
+    m = pb.Node(id=int(node.id), name=node.name, type=parse_node_type(node.type),
+                start_time_micros=int(node.start_time_micros), duration_micros=int(node.duration_micros))
+    m.ctrl_deps.extend(int(x) for x in node.ctrl_deps)
+    m.data_deps.extend(int(x) for x in node.data_deps)
+    for key in ("inputs", "outputs"):
+        io = getattr(node, key)
+        if io is not None:
+            getattr(m, key).CopyFrom(pb.IOInfo(values=io.values, shapes=io.shapes, types=io.types))
+    for a in node.attrs:
+        if not isinstance(a, Attribute):
+            a = Attribute(*a) if isinstance(a, tuple) else a
+        attribute_to_pb(a, m.attr.add())
+    if node.unknown_fields:
+        m.MergeFromString(node.unknown_fields)
+    return m
+
+
+# --------------------------------------------------------------------------- extra attributes
+
+
+_SCALAR_DTYPES = {"int64": I64, "uint64": U64, "int32": np.int32, "uint32": np.uint32,
+                  "sint32": np.int32, "sint64": I64, "bool": np.bool_}
+
+
+def extra_attr_array(t: Trace, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:
+    """(values, present) of an attribute stored in the extras, decoded for all nodes at once.
+
+    Integer and bool members decode vectorized; other members go through protobuf.
+    """
+    n = len(t)
+    buf = t.extra
+    f = scan_fields(buf, t.extra_indptr[:-1], t.extra_indptr[1:])
+    a = np.flatnonzero((f.number == 10) & (f.wtype == WT_LEN))
+    present = np.zeros(n, bool)
+    if not a.size:
+        return np.zeros(n, dtype or I64), present
+    sub = scan_fields(buf, f.data[a], f.end[a])
+    is_name = (sub.number == 1) & (sub.wtype == WT_LEN)
+    hit = np.zeros(a.size, bool)
+    nr = np.flatnonzero(is_name)
+    hit[sub.msg[nr]] = equals_literal(buf, sub.data[nr], sub.value[nr].astype(I64), name.encode())
+    val_rows = np.flatnonzero(hit[sub.msg] & ~is_name & (sub.number >= 3))
+    _, first = np.unique(f.msg[a[sub.msg[val_rows]]], return_index=True)
+    val_rows = val_rows[first]
+    rows = f.msg[a[sub.msg[val_rows]]]
+    members = {ATTR_MEMBERS_BY_NUM.get(int(x)) for x in np.unique(sub.number[val_rows])}
+    present[rows] = True
+    simple = members <= {f"{k}_val" for k in _SCALAR_DTYPES} and (sub.wtype[val_rows] == WT_VARINT).all()
+    if simple and members:
+        member = next(iter(members))
+        kind = ATTR_MEMBERS[member][1]
+        raw = sub.value[val_rows]
+        if kind.startswith("sint"):
+            raw = (raw >> U64(1)) ^ (U64(0) - (raw & U64(1)))
+        vals = np.zeros(n, dtype or _SCALAR_DTYPES[kind])
+        vals[rows] = (raw != 0) if kind == "bool" else (_as_int64(raw) if kind != "uint64" else raw)
+        return vals, present
+    vals = np.empty(n, object)
+    for r in rows.tolist():
+        vals[r] = t.node(r).attr(name)
+    if dtype is not None:
+        vals = np.where(present, vals, 0).astype(dtype)
+    return vals, present
+
+
+ATTR_MEMBERS_BY_NUM = {num: m for m, (num, _t, _l) in ATTR_MEMBERS.items()}

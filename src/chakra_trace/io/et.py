@@ -1,0 +1,192 @@
+"""Reading and writing `.et` files: streaming, bulk columnar load, atomic writes, discovery."""
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterator
+
+import numpy as np
+
+from ..errors import TraceFormatError
+from ..schema import proto as pb
+from ..schema.trace import Trace
+from .codec import concat_traces, decode_nodes, node_payloads
+from .stream import Limits, iter_frame_blocks
+from .wire import Rows, WireError, encode_varint_int, encode_varints
+
+Progress = Callable[[int], None]  # called with the number of bytes consumed so far
+
+
+def _metadata(path: str, block, kind: str):
+    s, e = int(block.starts[0]), int(block.ends[0])
+    try:
+        return pb.GlobalMetadata.FromString(block.buf[s:e].tobytes())
+    except Exception as exc:  # protobuf raises DecodeError (a different class per runtime)
+        raise TraceFormatError(path, f"global metadata is not a valid message ({exc})",
+                               offset=block.base + s, offset_kind=kind, message_index=0) from None
+
+
+def _kind(path: str) -> str:
+    with open(path, "rb") as f:
+        return "decompressed byte" if f.read(2) == b"\x1f\x8b" else "byte"
+
+
+def iter_chunks(path: str | os.PathLike, *, limits: Limits | None = None,
+                progress: Progress | None = None) -> Iterator[Trace]:
+    """Stream a `.et` file as columnar chunks (one per I/O block), in bounded memory.
+
+    Chunks share string tables, so codes are comparable across chunks.
+    """
+    path = os.fspath(path)
+    kind = _kind(path)
+    metadata = None
+    names: tuple[list[str], dict] = ([""], {b"": 0})
+    groups: tuple[list[str], dict] = ([], {})
+    for block in iter_frame_blocks(path, limits):
+        starts, ends = block.starts, block.ends
+        index0 = block.index0
+        if metadata is None:
+            metadata = _metadata(path, block, kind)
+            starts, ends, index0 = starts[1:], ends[1:], 1
+        if progress is not None:
+            progress(block.base + int(block.ends[-1]))
+        if starts.size == 0:
+            continue
+        try:
+            chunk = decode_nodes(block.buf, starts, ends, metadata=metadata, names=names, groups=groups)
+        except WireError as e:
+            i = int(np.searchsorted(starts, e.offset, side="right")) - 1
+            node_id = _peek_id(block.buf, starts[i], ends[i])
+            raise TraceFormatError(path, e.message, offset=block.base + e.offset, offset_kind=kind,
+                                   message_index=index0 + i, node_id=node_id) from None
+        yield chunk
+    if metadata is None:
+        raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0,
+                               offset_kind=kind)
+
+
+def _peek_id(buf: np.ndarray, start: int, end: int) -> int | None:
+    """The node id of a malformed message, if its first field is a readable id."""
+    if end > start and buf[start] == 0x08:
+        v, s = 0, 0
+        for p in range(start + 1, min(end, start + 11)):
+            v |= int(buf[p] & 0x7F) << s
+            s += 7
+            if buf[p] < 0x80:
+                return v
+    return None
+
+
+def read_trace(path: str | os.PathLike, *, limits: Limits | None = None,
+               progress: Progress | None = None) -> Trace:
+    """Load a whole `.et` file (plain or gzip) into a columnar Trace."""
+    chunks = list(iter_chunks(path, limits=limits, progress=progress))
+    if not chunks:
+        meta = None
+        for block in iter_frame_blocks(os.fspath(path), limits):
+            meta = _metadata(os.fspath(path), block, _kind(os.fspath(path)))
+            break
+        return Trace(0, metadata=meta)
+    if len(chunks) == 1:
+        return chunks[0]
+    return concat_traces(chunks)
+
+
+def iter_nodes(path: str | os.PathLike, *, limits: Limits | None = None) -> Iterator:
+    """Stream protobuf Node messages one at a time, in constant memory."""
+    path = os.fspath(path)
+    kind = _kind(path)
+    first = True
+    for block in iter_frame_blocks(path, limits):
+        raw = block.buf
+        for i, (s, e) in enumerate(zip(block.starts.tolist(), block.ends.tolist())):
+            if first:
+                first = False
+                continue
+            try:
+                yield pb.Node.FromString(raw[s:e].tobytes())
+            except Exception as exc:
+                raise TraceFormatError(path, f"node message does not parse ({exc})", offset=block.base + s,
+                                       offset_kind=kind, message_index=block.index0 + i) from None
+
+
+def read_metadata(path: str | os.PathLike, *, limits: Limits | None = None):
+    path = os.fspath(path)
+    for block in iter_frame_blocks(path, limits):
+        return _metadata(path, block, _kind(path))
+    raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, *, compress: bool | None = None) -> Iterator[BinaryIO]:
+    """A file handle whose content replaces `path` only if the block finishes without error.
+
+    `compress=None` gzips when the name ends in `.gz`.
+    """
+    path = Path(path)
+    if compress is None:
+        compress = path.suffix == ".gz"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if compress:
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+                    yield gz
+            else:
+                yield raw
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def encode_trace(trace: Trace, chunk: int = 1 << 18) -> Iterator[bytes]:
+    """The `.et` bytes of a trace, in pieces (metadata frame, then framed nodes)."""
+    meta = trace.metadata.SerializeToString()
+    yield encode_varint_int(len(meta)) + meta
+    for s in range(0, len(trace), chunk):
+        part = trace if (s == 0 and len(trace) <= chunk) else trace.take(np.arange(s, min(s + chunk, len(trace))))
+        rows = node_payloads(part)
+        lb, ls = encode_varints(rows.lens.astype(np.uint64))
+        yield Rows.concat([Rows(lb, ls), rows]).data.tobytes()
+
+
+def write_trace(trace: Trace, path: str | os.PathLike, *, compress: bool | None = None) -> None:
+    """Write a trace as `.et` (gzip if `compress`, or if the name ends in `.gz`), atomically."""
+    with atomic_output(path, compress=compress) as f:
+        for piece in encode_trace(trace):
+            f.write(piece)
+
+
+# --------------------------------------------------------------------------- workloads
+
+_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.et(?:\.gz)?$")
+
+
+def discover(prefix: str | os.PathLike) -> dict[int, Path]:
+    """Per-rank files `<prefix>.<rank>.et` (or `.et.gz`), as {rank: path}."""
+    prefix = Path(prefix)
+    parent = prefix.parent if str(prefix.parent) else Path(".")
+    found: dict[int, Path] = {}
+    if not parent.is_dir():
+        return found
+    for p in parent.iterdir():
+        m = _RANK_RE.match(p.name)
+        if m and m.group("prefix") == prefix.name:
+            rank = int(m.group("rank"))
+            if rank in found:
+                raise TraceFormatError(str(p), f"rank {rank} appears twice (also {found[rank].name})")
+            found[rank] = p
+    return dict(sorted(found.items()))

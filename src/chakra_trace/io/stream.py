@@ -1,0 +1,209 @@
+"""Byte streams of `.et` files: gzip sniffing, a decompression-bomb guard, varint framing.
+
+A `.et` file is a GlobalMetadata message followed by Node messages, each prefixed by its
+length as a varint. Nothing here trusts a length prefix: a frame is only materialized after
+its bytes are really there, and no buffer grows past `max_message_bytes`.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO, Iterator
+
+import numpy as np
+
+from ..errors import TraceFormatError
+
+GZIP_MAGIC = b"\x1f\x8b"
+BLOCK = 8 << 20
+DEFAULT_MAX_MESSAGE = 256 << 20  # protobuf's own hard limit is 2 GiB
+DEFAULT_MAX_RATIO = 500  # real traces compress 5-50x; a zero-filled bomb ~1000x
+RATIO_GRACE = 64 << 20  # ratio is only checked past this many decompressed bytes
+
+
+@dataclass
+class Limits:
+    """Bounds that keep hostile input from taking unbounded memory or time."""
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE
+    max_ratio: float = DEFAULT_MAX_RATIO
+    max_bytes: int | None = None  # hard cap on decompressed bytes
+
+
+class _GuardedGzip(io.RawIOBase):
+    """A gzip reader that fails cleanly on corrupt data and on decompression bombs."""
+
+    def __init__(self, raw: BinaryIO, path: str, limits: Limits):
+        self._raw = raw
+        self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._path = path
+        self._limits = limits
+        self.produced = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            n = self._gz.readinto(b)
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
+            reason = "ends early (truncated gzip stream)" if isinstance(e, EOFError) else f"is corrupt ({e})"
+            raise TraceFormatError(
+                self._path, f"gzip data {reason}", offset=self.produced, offset_kind="decompressed byte"
+            ) from None
+        self.produced += n
+        lim = self._limits
+        if lim.max_bytes is not None and self.produced > lim.max_bytes:
+            raise TraceFormatError(
+                self._path, f"decompressed size exceeds the limit of {lim.max_bytes} bytes",
+                offset=self.produced, offset_kind="decompressed byte",
+            )
+        if self.produced > RATIO_GRACE:
+            consumed = max(self._raw.tell(), 1)
+            if self.produced / consumed > lim.max_ratio:
+                raise TraceFormatError(
+                    self._path,
+                    f"decompression ratio above {lim.max_ratio:g}:1 ({self.produced} bytes from {consumed}); "
+                    "this looks like a gzip bomb (raise max_ratio to read it anyway)",
+                    offset=self.produced, offset_kind="decompressed byte",
+                )
+        return n
+
+    def close(self) -> None:
+        self._gz.close()
+        self._raw.close()
+        super().close()
+
+
+def open_binary(path: str | os.PathLike, limits: Limits | None = None) -> tuple[BinaryIO, bool]:
+    """Open a file for reading, transparently gunzipping it if it starts with the gzip magic."""
+    path = os.fspath(path)
+    limits = limits or Limits()
+    try:
+        raw = open(path, "rb")
+    except OSError as e:
+        raise TraceFormatError(path, e.strerror or str(e)) from None
+    head = raw.read(2)
+    raw.seek(0)
+    if head == GZIP_MAGIC:
+        return io.BufferedReader(_GuardedGzip(raw, path, limits), BLOCK), True
+    return raw, False
+
+
+def decode_varint_at(buf, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position); next position -1 if the varint is cut off at `end`."""
+    result = shift = 0
+    while pos < end:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise ValueError("varint longer than 10 bytes")
+    return 0, -1
+
+
+@dataclass
+class FrameBlock:
+    """A run of complete frames: payload i is buf[starts[i]:ends[i]]."""
+
+    buf: np.ndarray  # uint8 view of the block
+    starts: np.ndarray
+    ends: np.ndarray
+    base: int  # stream offset of buf[0]
+    index0: int  # message index of the first frame (0 = GlobalMetadata)
+
+
+class _FrameError(Exception):
+    def __init__(self, pos: int, message: str):
+        super().__init__(message)
+        self.pos, self.message = pos, message
+
+
+def split_frames(data: bytes, end: int, limit: int) -> tuple[list[int], list[int], int, int]:
+    """Find complete frames in data[:end].
+
+    Returns (starts, ends, position of the first incomplete frame, bytes still needed to
+    complete it, or 1 if even its length prefix is incomplete).
+    """
+    starts: list[int] = []
+    ends: list[int] = []
+    append_s, append_e = starts.append, ends.append
+    pos = 0
+    while pos < end:
+        n = data[pos]
+        p = pos + 1
+        if n >= 0x80:
+            try:
+                n, p = decode_varint_at(data, pos, end)
+            except ValueError:
+                raise _FrameError(pos, "length prefix is not a valid varint (longer than 10 bytes)") from None
+            if p < 0:
+                return starts, ends, pos, 1
+        if n > limit:
+            raise _FrameError(pos, f"length prefix says {n} bytes, more than the {limit}-byte message limit")
+        q = p + n
+        if q > end:
+            return starts, ends, pos, q - end
+        append_s(p)
+        append_e(q)
+        pos = q
+    return starts, ends, pos, 0
+
+
+def iter_frame_blocks(
+    path: str | os.PathLike, limits: Limits | None = None, block: int = BLOCK
+) -> Iterator[FrameBlock]:
+    """Stream a `.et` file as blocks of complete frames, in bounded memory."""
+    path = os.fspath(path)
+    limits = limits or Limits()
+    f, gz = open_binary(path, limits)
+    kind = "decompressed byte" if gz else "byte"
+    base = 0  # stream offset of pending[0]
+    index = 0  # message index of the first frame in pending
+    pending = b""
+    need = 0
+    with f:
+        while True:
+            chunk = f.read(max(block, need))
+            data = pending + chunk if pending else chunk
+            try:
+                starts, ends, stop, need = split_frames(data, len(data), limits.max_message_bytes)
+            except _FrameError as e:
+                raise TraceFormatError(path, e.message, offset=base + e.pos, offset_kind=kind,
+                                       message_index=index + _count_before(data, e.pos)) from None
+            if starts:
+                yield FrameBlock(np.frombuffer(data, np.uint8), np.asarray(starts, np.int64),
+                                 np.asarray(ends, np.int64), base, index)
+                index += len(starts)
+            if not chunk:
+                if stop < len(data):
+                    n, p = decode_varint_at(data, stop, len(data))
+                    if p < 0:
+                        msg = "file ends inside a length prefix (truncated file)"
+                    else:
+                        msg = (f"truncated message: length prefix says {n} bytes, "
+                               f"only {len(data) - p} remain in the file")
+                    raise TraceFormatError(path, msg, offset=base + stop, offset_kind=kind, message_index=index)
+                return
+            pending = data[stop:]
+            base += stop
+
+
+def _count_before(data: bytes, pos: int) -> int:
+    starts, _, _, _ = split_frames(data, pos, 1 << 62)
+    return len(starts)
+
+
+def write_frames(f: BinaryIO, payloads) -> None:
+    """Write varint-framed messages (used by the streaming writer)."""
+    from .wire import encode_varint_int
+
+    for p in payloads:
+        f.write(encode_varint_int(len(p)))
+        f.write(p)

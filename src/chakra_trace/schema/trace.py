@@ -1,0 +1,403 @@
+"""The columnar trace model: one rank's graph of operations, hot data in numpy arrays.
+
+A node is a row. Dependencies are CSR (indptr + flat ids). The attributes that simulators
+and analyzers read (`COLUMN_ATTRS`) are typed columns with a presence bit each; everything
+else a node carries (inputs/outputs, other attributes, doc strings, unknown fields) stays as
+its original protobuf field bytes in `extra`, so nothing is lost and nothing is decoded
+until asked for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields as dc_fields
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from .enums import Attr, NodeType, collective_name, node_type_name
+
+
+@dataclass(frozen=True)
+class ColumnAttr:
+    name: str
+    member: str  # oneof member other tools read
+    dtype: Any
+    bit: int
+
+
+COLUMN_ATTRS: tuple[ColumnAttr, ...] = tuple(
+    ColumnAttr(n, m, d, i)
+    for i, (n, m, d) in enumerate(
+        [
+            (Attr.IS_CPU_OP, "bool_val", np.bool_),
+            (Attr.NUM_OPS, "int64_val", np.int64),
+            (Attr.TENSOR_SIZE, "uint64_val", np.uint64),
+            (Attr.COMM_TYPE, "int64_val", np.int64),
+            (Attr.COMM_SIZE, "int64_val", np.int64),
+            (Attr.COMM_PRIORITY, "int32_val", np.int32),
+            (Attr.COMM_SRC, "int32_val", np.int32),
+            (Attr.COMM_DST, "int32_val", np.int32),
+            (Attr.COMM_TAG, "int32_val", np.int32),
+            (Attr.PG_NAME, "string_val", np.int32),  # code into Trace.groups
+        ]
+    )
+)
+COLUMN_BY_NAME = {c.name: c for c in COLUMN_ATTRS}
+
+
+@dataclass
+class Attribute:
+    """One attribute as written on the wire: `member` is the protobuf oneof member."""
+
+    name: str
+    value: Any
+    member: str | None = None  # inferred from the value (or the vocabulary) when None
+    doc: str = ""
+
+
+@dataclass
+class IOInfo:
+    values: str = ""
+    shapes: str = ""
+    types: str = ""
+
+
+@dataclass
+class Node:
+    """A node as a plain Python object, for building and editing traces by hand."""
+
+    id: int
+    name: str = ""
+    type: int = NodeType.COMP_NODE
+    ctrl_deps: list[int] = field(default_factory=list)
+    data_deps: list[int] = field(default_factory=list)
+    start_time_micros: int = 0
+    duration_micros: int = 0
+    inputs: IOInfo | None = None
+    outputs: IOInfo | None = None
+    attrs: list[Attribute] = field(default_factory=list)
+    unknown_fields: bytes = b""  # wire fields this schema does not know, kept verbatim
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        for a in self.attrs:
+            if a.name == name:
+                return a.value
+        return default
+
+
+def _csr(lists: Iterable[Iterable[int]], n: int) -> tuple[np.ndarray, np.ndarray]:
+    lens = np.zeros(n, np.int64)
+    flat: list[int] = []
+    for i, deps in enumerate(lists):
+        deps = list(deps)
+        lens[i] = len(deps)
+        flat.extend(deps)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(lens, out=indptr[1:])
+    return indptr, np.asarray(flat, np.uint64)
+
+
+def _empty_indptr(n: int) -> np.ndarray:
+    return np.zeros(n + 1, np.int64)
+
+
+class Trace:
+    """One rank's execution trace.
+
+    Columns (length n): ``ids`` (uint64), ``types`` (int32 NodeType), ``name_codes`` (int32
+    into ``names``), ``start``/``duration`` (uint64 µs), ``ctrl_indptr``/``ctrl`` and
+    ``data_indptr``/``data`` (CSR of dependency ids), ``present`` (uint16 bit per
+    COLUMN_ATTR) and one array per COLUMN_ATTR, ``extra``/``extra_indptr``/``extra_split``
+    (raw wire fields kept losslessly; bytes before ``extra_split`` precede attributes).
+    """
+
+    _ARRAYS = (
+        "ids", "types", "name_codes", "start", "duration", "ctrl_indptr", "ctrl",
+        "data_indptr", "data", "present", *(c.name for c in COLUMN_ATTRS),
+        "extra", "extra_indptr", "extra_split",
+    )
+
+    def __init__(self, n: int = 0, *, metadata=None, names: list[str] | None = None,
+                 groups: list[str] | None = None, **arrays: np.ndarray):
+        from . import proto as pb
+
+        self.metadata = metadata if metadata is not None else pb.GlobalMetadata()
+        self.names: list[str] = names if names is not None else []
+        self.groups: list[str] = groups if groups is not None else []
+        defaults = {
+            "ids": np.zeros(n, np.uint64), "types": np.zeros(n, np.int32),
+            "name_codes": np.zeros(n, np.int32), "start": np.zeros(n, np.uint64),
+            "duration": np.zeros(n, np.uint64), "ctrl_indptr": _empty_indptr(n),
+            "ctrl": np.zeros(0, np.uint64), "data_indptr": _empty_indptr(n),
+            "data": np.zeros(0, np.uint64), "present": np.zeros(n, np.uint16),
+            "extra": np.zeros(0, np.uint8), "extra_indptr": _empty_indptr(n),
+            "extra_split": np.zeros(n, np.uint32),
+        }
+        for c in COLUMN_ATTRS:
+            defaults[c.name] = np.zeros(n, c.dtype)
+        unknown = set(arrays) - set(defaults)
+        if unknown:
+            raise TypeError(f"unknown trace columns: {sorted(unknown)}")
+        defaults.update(arrays)
+        for k in self._ARRAYS:
+            setattr(self, k, defaults[k])
+        if not self.names:
+            self.names = [""]
+        self._check_shapes()
+        self._index: tuple[np.ndarray, np.ndarray] | None = None
+
+    # ------------------------------------------------------------------ basics
+    def _check_shapes(self) -> None:
+        n = self.ids.size
+        for k in self._ARRAYS:
+            a = getattr(self, k)
+            want = n + 1 if k.endswith("indptr") else n
+            if k in ("ctrl", "data", "extra"):
+                continue
+            if a.shape != (want,):
+                raise ValueError(f"column {k} has shape {a.shape}, expected ({want},)")
+        for ip, flat in (("ctrl_indptr", "ctrl"), ("data_indptr", "data"), ("extra_indptr", "extra")):
+            if getattr(self, ip)[-1] != getattr(self, flat).size:
+                raise ValueError(f"{ip}[-1] does not match the length of {flat}")
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self)
+
+    def __repr__(self) -> str:
+        return f"<Trace {len(self)} nodes, {self.data.size} data deps, {self.ctrl.size} ctrl deps>"
+
+    def copy(self) -> "Trace":
+        from . import proto as pb
+
+        meta = pb.GlobalMetadata()
+        meta.CopyFrom(self.metadata)
+        return Trace(len(self), metadata=meta, names=list(self.names), groups=list(self.groups),
+                     **{k: getattr(self, k).copy() for k in self._ARRAYS})
+
+    def nbytes(self) -> int:
+        """Memory held by the columns and string tables."""
+        import sys
+
+        total = sum(getattr(self, k).nbytes for k in self._ARRAYS)
+        total += sum(sys.getsizeof(s) for s in self.names) + 8 * len(self.names)
+        total += sum(sys.getsizeof(s) for s in self.groups) + 8 * len(self.groups)
+        return total
+
+    # ------------------------------------------------------------------ derived columns
+    @property
+    def name_array(self) -> np.ndarray:
+        """Node names as an object array (built on demand)."""
+        return np.asarray(self.names, dtype=object)[self.name_codes]
+
+    def has(self, attr: str) -> np.ndarray:
+        """Boolean mask of nodes that carry a column attribute."""
+        return (self.present & np.uint16(1 << COLUMN_BY_NAME[attr].bit)) != 0
+
+    def ctrl_deps(self, i: int) -> np.ndarray:
+        return self.ctrl[self.ctrl_indptr[i]: self.ctrl_indptr[i + 1]]
+
+    def data_deps(self, i: int) -> np.ndarray:
+        return self.data[self.data_indptr[i]: self.data_indptr[i + 1]]
+
+    def index_of(self, ids) -> np.ndarray:
+        """Row index of each id (-1 where the id is not in the trace). Duplicates: first row."""
+        if self._index is None:
+            order = np.argsort(self.ids, kind="stable")
+            self._index = (self.ids[order], order)
+        sorted_ids, order = self._index
+        ids = np.asarray(ids, np.uint64)
+        if sorted_ids.size == 0:
+            return np.full(ids.shape, -1, np.int64)
+        pos = np.searchsorted(sorted_ids, ids)
+        pos_c = np.minimum(pos, sorted_ids.size - 1)
+        found = sorted_ids[pos_c] == ids
+        return np.where(found, order[pos_c], -1).astype(np.int64)
+
+    def row(self, node_id: int) -> int:
+        i = int(self.index_of([node_id])[0])
+        if i < 0:
+            raise KeyError(f"no node with id {node_id}")
+        return i
+
+    def dep_rows(self, kind: str = "data") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Edges as row indices: (dependent row, dependency row or -1 if missing, dependency id)."""
+        indptr, flat = (self.data_indptr, self.data) if kind == "data" else (self.ctrl_indptr, self.ctrl)
+        src = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(indptr))
+        return src, self.index_of(flat), flat
+
+    # ------------------------------------------------------------------ node access
+    def node(self, i: int) -> Node:
+        """Row i as a plain `Node` (every field and attribute, decoded)."""
+        from ..io.codec import encode_rows, pb_to_node
+        from . import proto as pb
+
+        return pb_to_node(pb.Node.FromString(encode_rows(self, np.array([i]))[0]))
+
+    def node_by_id(self, node_id: int) -> Node:
+        return self.node(self.row(node_id))
+
+    def __iter__(self) -> Iterator[Node]:
+        from ..io.codec import iter_pb
+
+        from ..io.codec import pb_to_node
+
+        for m in iter_pb(self):
+            yield pb_to_node(m)
+
+    def attr(self, i: int, name: str, default: Any = None) -> Any:
+        """Value of attribute `name` on row i (column or extra), or `default`."""
+        c = COLUMN_BY_NAME.get(name)
+        if c is not None and self.present[i] & (1 << c.bit):
+            v = getattr(self, name)[i]
+            return self.groups[v] if name == Attr.PG_NAME else v.item()
+        if self.extra_indptr[i] == self.extra_indptr[i + 1]:
+            return default
+        return self.node(i).attr(name, default)
+
+    def attr_array(self, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:
+        """(values, present mask) of an attribute over all nodes, decoded vectorized."""
+        c = COLUMN_BY_NAME.get(name)
+        if c is not None:
+            vals = getattr(self, name)
+            if name == Attr.PG_NAME:
+                vals = np.asarray(self.groups, dtype=object)[vals] if self.groups else np.full(len(self), "", object)
+            return vals, self.has(name)
+        from ..io.codec import extra_attr_array
+
+        return extra_attr_array(self, name, dtype)
+
+    # ------------------------------------------------------------------ summaries
+    def node_type_counts(self) -> dict[str, int]:
+        vals, counts = np.unique(self.types, return_counts=True)
+        return {node_type_name(int(v)): int(c) for v, c in zip(vals, counts)}
+
+    def collectives(self) -> dict[str, dict[str, int]]:
+        """Collective count and bytes by type (COMM_COLL nodes)."""
+        coll = self.types == NodeType.COMM_COLL_NODE
+        out: dict[str, dict[str, int]] = {}
+        ctype = np.where(self.has(Attr.COMM_TYPE), self.comm_type, -1)[coll]
+        size = np.where(self.has(Attr.COMM_SIZE), self.comm_size, 0)[coll]
+        for t in np.unique(ctype):
+            m = ctype == t
+            key = "MISSING_COMM_TYPE" if t < 0 else collective_name(int(t))
+            out[key] = {"count": int(m.sum()), "bytes": int(size[m].sum())}
+        return out
+
+    # ------------------------------------------------------------------ editing
+    def take(self, rows) -> "Trace":
+        """A new trace with the given rows (boolean mask or indices), in that order."""
+        from . import proto as pb
+
+        rows = np.asarray(rows)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        arrays = {}
+        for k in self._ARRAYS:
+            if k.endswith("indptr") or k in ("ctrl", "data", "extra"):
+                continue
+            arrays[k] = getattr(self, k)[rows]
+        for ip, flat in (("ctrl_indptr", "ctrl"), ("data_indptr", "data"), ("extra_indptr", "extra")):
+            indptr = getattr(self, ip)
+            arrays[ip], arrays[flat] = _take_csr(indptr, getattr(self, flat), rows)
+        meta = pb.GlobalMetadata()
+        meta.CopyFrom(self.metadata)
+        return Trace(rows.size, metadata=meta, names=list(self.names), groups=list(self.groups), **arrays)
+
+    def with_deps(self, kind: str, keep: np.ndarray) -> "Trace":
+        """A copy keeping only the dependency entries (flat positions) where keep is True."""
+        out = self.copy()
+        ip, flat = ("data_indptr", "data") if kind == "data" else ("ctrl_indptr", "ctrl")
+        indptr = getattr(self, ip)
+        owner = np.repeat(np.arange(len(self)), np.diff(indptr))
+        counts = np.bincount(owner[keep], minlength=len(self))
+        new_indptr = np.zeros(len(self) + 1, np.int64)
+        np.cumsum(counts, out=new_indptr[1:])
+        setattr(out, ip, new_indptr)
+        setattr(out, flat, getattr(self, flat)[keep])
+        out._index = None
+        return out
+
+    def set_attr(self, name: str, values, rows=None) -> None:
+        """Set a column attribute on rows (all rows if None), marking it present."""
+        c = COLUMN_BY_NAME[name]
+        rows = np.arange(len(self)) if rows is None else np.asarray(rows)
+        if name == Attr.PG_NAME:
+            values = np.broadcast_to(np.asarray(values, dtype=object), rows.shape)
+            values = np.array([self.group_code(str(v)) for v in values], np.int32)
+        getattr(self, name)[rows] = values
+        self.present[rows] |= np.uint16(1 << c.bit)
+
+    def clear_attr(self, name: str, rows=None) -> None:
+        c = COLUMN_BY_NAME[name]
+        rows = slice(None) if rows is None else rows
+        self.present[rows] &= np.uint16(~(1 << c.bit) & 0xFFFF)
+        getattr(self, name)[rows] = 0
+
+    def group_code(self, pg_name: str) -> int:
+        try:
+            return self.groups.index(pg_name)
+        except ValueError:
+            self.groups.append(pg_name)
+            return len(self.groups) - 1
+
+    # ------------------------------------------------------------------ comparison
+    def equals(self, other: "Trace") -> bool:
+        """Same nodes and metadata (string tables may be coded differently)."""
+        return not self.differences(other, limit=1)
+
+    def differences(self, other: "Trace", limit: int = 10) -> list[str]:
+        out: list[str] = []
+        if self.metadata.SerializeToString(deterministic=True) != other.metadata.SerializeToString(deterministic=True):
+            out.append("global metadata differs")
+        if len(self) != len(other):
+            return out + [f"node count {len(self)} != {len(other)}"]
+        if not np.array_equal(self.name_array, other.name_array):
+            i = int(np.flatnonzero(self.name_array != other.name_array)[0])
+            out.append(f"row {i}: name {self.name_array[i]!r} != {other.name_array[i]!r}")
+        for k in self._ARRAYS:
+            if k in ("name_codes", Attr.PG_NAME):
+                continue
+            a, b = getattr(self, k), getattr(other, k)
+            if k in COLUMN_BY_NAME:
+                bit = np.uint16(1 << COLUMN_BY_NAME[k].bit)
+                a = np.where(self.present & bit, a, 0)
+                b = np.where(other.present & bit, b, 0)
+            if a.shape != b.shape or not np.array_equal(a, b):
+                out.append(f"column {k} differs")
+        pa, pb_ = self.attr_array(Attr.PG_NAME), other.attr_array(Attr.PG_NAME)
+        if not np.array_equal(np.where(pa[1], pa[0], ""), np.where(pb_[1], pb_[0], "")):
+            out.append("column pg_name differs")
+        return out[:limit]
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[Node], metadata=None) -> "Trace":
+        """Build a trace from `Node` objects (or protobuf Node messages)."""
+        from ..io.codec import decode_messages, node_to_pb
+
+        payloads = [n.SerializeToString() if hasattr(n, "SerializeToString") else node_to_pb(n).SerializeToString()
+                    for n in nodes]
+        return decode_messages(payloads, metadata=metadata)
+
+    @classmethod
+    def concat(cls, traces: list["Trace"]) -> "Trace":
+        """Rows of several traces one after another (metadata from the first)."""
+        from ..io.codec import concat_traces
+
+        return concat_traces(traces)
+
+
+def _take_csr(indptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ..io.wire import ranges
+
+    lens = np.diff(indptr)[rows]
+    new_indptr = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(lens, out=new_indptr[1:])
+    return new_indptr, flat[ranges(indptr[:-1][rows], lens)]
+
+
+def node_fields() -> list[str]:
+    return [f.name for f in dc_fields(Node)]
