@@ -19,51 +19,50 @@ from ..schema.proto import ATTR_MEMBERS
 from ..schema.trace import COLUMN_ATTRS, Attribute, IOInfo, Node, Trace
 from .wire import (
     I64, U8, U64, WT_LEN, WT_VARINT, Rows, WireError, decode_packed_varints, encode_key,
-    encode_varint_int, encode_varints, equals_literal, gather_rows, ranges, rows_from_bytes,
+    encode_varint_int, encode_varints, equals_literal, gather_rows, intern_bytes, ranges, rows_from_bytes,
     scan_fields,
 )
 
 # --------------------------------------------------------------------------- decoding
 
 
-def _intern(raw: bytes, data: np.ndarray, lens: np.ndarray, table: list[str] | None = None,
+def _intern(buf: np.ndarray, raw: bytes, data: np.ndarray, lens: np.ndarray, table: list[str] | None = None,
             lookup: dict | None = None) -> tuple[np.ndarray, list[str], dict]:
     """Codes of the UTF-8 strings raw[data[i]:data[i]+lens[i]] in a shared string table."""
     table = table if table is not None else []
     lookup = lookup if lookup is not None else {}
-    codes = np.empty(data.size, np.int32)
-    get = lookup.get
-    for i, (o, n) in enumerate(zip(data.tolist(), lens.tolist())):
+    local, first = intern_bytes(buf, data, lens)
+    to_table = np.empty(first.size, np.int32)
+    for j, (o, n) in enumerate(zip(data[first].tolist(), lens[first].tolist())):
         key = raw[o:o + n]
-        c = get(key)
+        c = lookup.get(key)
         if c is None:
             try:
-                s = key.decode("utf-8")
+                table.append(key.decode("utf-8"))
             except UnicodeDecodeError:
                 raise WireError(o, "string is not valid UTF-8") from None
-            c = lookup.setdefault(key, len(table))
-            table.append(s)
-        codes[i] = c
-    return codes, table, lookup
+            c = lookup[key] = len(table) - 1
+        to_table[j] = c
+    return to_table[local], table, lookup
 
 
 def _as_int64(u: np.ndarray) -> np.ndarray:
     return u.astype(U64).view(I64)
 
 
-def _deps(buf, f, number: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    packed = (f.number == number) & (f.wtype == WT_LEN)
+def _deps(buf, f, key, number: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    packed = np.flatnonzero(key == (number << 3 | WT_LEN))
     vals, counts = decode_packed_varints(buf, f.data[packed], f.end[packed])
     owner = np.repeat(f.msg[packed], counts)
-    unpacked = (f.number == number) & (f.wtype == WT_VARINT)
-    if unpacked.any():  # legal but rare: one field per element, possibly mixed with packed runs
-        key = np.concatenate([np.repeat(np.flatnonzero(packed), counts), np.flatnonzero(unpacked)])
-        order = np.argsort(key, kind="stable")
+    unpacked = np.flatnonzero(key == (number << 3 | WT_VARINT))
+    if unpacked.size:  # legal but rare: one field per element, possibly mixed with packed runs
+        row = np.concatenate([np.repeat(packed, counts), unpacked])
+        order = np.argsort(row, kind="stable")
         vals = np.concatenate([vals, f.value[unpacked]])[order]
         owner = np.concatenate([owner, f.msg[unpacked]])[order]
     indptr = np.zeros(n + 1, I64)
     np.cumsum(np.bincount(owner, minlength=n), out=indptr[1:])
-    return indptr, vals, packed | unpacked
+    return indptr, vals, np.concatenate([packed, unpacked])
 
 
 _MEMBER_WT = {m: (WT_LEN if (t in ("string", "bytes") or is_list) else WT_VARINT)
@@ -82,12 +81,13 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
     raw = buf.tobytes() if not isinstance(buf, (bytes, bytearray)) else bytes(buf)
     buf = np.frombuffer(raw, U8)
     f = scan_fields(buf, starts, ends)
-    num, wt = f.number, f.wtype
+    num = f.number
+    key = (num << 3) | f.wtype  # the field's tag
     used = np.zeros(len(f), bool)
     cols: dict[str, np.ndarray] = {}
 
     def scalar(number: int) -> np.ndarray:
-        m = (num == number) & (wt == WT_VARINT)
+        m = np.flatnonzero(key == (number << 3 | WT_VARINT))
         used[m] = True
         out = np.zeros(n, U64)
         out[f.msg[m]] = f.value[m]
@@ -98,23 +98,23 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
     cols["start"] = scalar(6)
     cols["duration"] = scalar(7)
 
-    m = (num == 2) & (wt == WT_LEN)
-    used |= m
+    m = np.flatnonzero(key == (2 << 3 | WT_LEN))
+    used[m] = True
     name_table, name_lookup = names if names is not None else ([""], {b"": 0})
-    codes, name_table, _ = _intern(raw, f.data[m], f.value[m].astype(I64), name_table, name_lookup)
+    codes, name_table, _ = _intern(buf, raw, f.data[m], f.value[m].astype(I64), name_table, name_lookup)
     cols["name_codes"] = np.zeros(n, np.int32)
     cols["name_codes"][f.msg[m]] = codes
 
-    for number, key in ((4, "ctrl"), (5, "data")):
-        indptr, vals, m = _deps(buf, f, number, n)
-        cols[key + "_indptr"], cols[key] = indptr, vals
-        used |= m
+    for number, col in ((4, "ctrl"), (5, "data")):
+        indptr, vals, m = _deps(buf, f, key, number, n)
+        cols[col + "_indptr"], cols[col] = indptr, vals
+        used[m] = True
 
     group_table, group_lookup = groups if groups is not None else ([], {})
     present = np.zeros(n, np.uint16)
     for c in COLUMN_ATTRS:
         cols[c.name] = np.zeros(n, c.dtype)
-    a_rows = np.flatnonzero((num == 10) & (wt == WT_LEN))
+    a_rows = np.flatnonzero(key == (10 << 3 | WT_LEN))
     if a_rows.size:
         sub = scan_fields(buf, f.data[a_rows], f.end[a_rows])
         na = a_rows.size
@@ -127,11 +127,16 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
         val_row[sub.msg[~is_name]] = np.flatnonzero(~is_name)
         ci = np.flatnonzero(cand)
         nd, nl, vr = sub.data[name_row[ci]], sub.value[name_row[ci]].astype(I64), val_row[ci]
+        name_codes, first = intern_bytes(buf, nd, nl)
+        unique_names = [raw[o:o + k] for o, k in zip(nd[first].tolist(), nl[first].tolist())]
         col_of = np.full(ci.size, -1, np.int16)
         for c in COLUMN_ATTRS:
+            try:
+                code = unique_names.index(c.name.encode())
+            except ValueError:
+                continue
             number = ATTR_MEMBERS[c.member][0]
-            hit = (sub.number[vr] == number) & (sub.wtype[vr] == _MEMBER_WT[c.member])
-            hit &= equals_literal(buf, nd, nl, c.name.encode())
+            hit = (name_codes == code) & (sub.number[vr] == number) & (sub.wtype[vr] == _MEMBER_WT[c.member])
             col_of[hit] = c.bit
         sel = np.flatnonzero(col_of >= 0)
         if sel.size:
@@ -145,7 +150,7 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
                 rows = f.msg[a_rows[ci[s]]]
                 v = vr[s]
                 if c.member == "string_val":
-                    vals, group_table, _ = _intern(raw, sub.data[v], sub.value[v].astype(I64),
+                    vals, group_table, _ = _intern(buf, raw, sub.data[v], sub.value[v].astype(I64),
                                                    group_table, group_lookup)
                 elif c.member == "bool_val":
                     vals = sub.value[v] != 0

@@ -134,6 +134,9 @@ def atomic_output(path: str | os.PathLike, *, compress: bool | None = None) -> I
     if compress is None:
         compress = path.suffix == ".gz"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
     try:
         with os.fdopen(fd, "wb") as raw:
             if compress:

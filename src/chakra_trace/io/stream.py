@@ -16,6 +16,7 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from ..errors import TraceFormatError
+from .wire import _native
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK = 8 << 20
@@ -125,12 +126,23 @@ class _FrameError(Exception):
         self.pos, self.message = pos, message
 
 
-def split_frames(data: bytes, end: int, limit: int) -> tuple[list[int], list[int], int, int]:
+def split_frames(data: bytes, end: int, limit: int) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Find complete frames in data[:end].
 
     Returns (starts, ends, position of the first incomplete frame, bytes still needed to
     complete it, or 1 if even its length prefix is incomplete).
     """
+    if _native is not None:
+        try:
+            s, e, stop, need = _native.split_frames(data, end, limit)
+        except ValueError as exc:
+            raise _FrameError(*exc.args) from None
+        return np.frombuffer(s, np.int64), np.frombuffer(e, np.int64), stop, need
+    s, e, stop, need = _split_frames_py(data, end, limit)
+    return np.asarray(s, np.int64), np.asarray(e, np.int64), stop, need
+
+
+def _split_frames_py(data: bytes, end: int, limit: int) -> tuple[list[int], list[int], int, int]:
     starts: list[int] = []
     ends: list[int] = []
     append_s, append_e = starts.append, ends.append
@@ -177,9 +189,8 @@ def iter_frame_blocks(
             except _FrameError as e:
                 raise TraceFormatError(path, e.message, offset=base + e.pos, offset_kind=kind,
                                        message_index=index + _count_before(data, e.pos)) from None
-            if starts:
-                yield FrameBlock(np.frombuffer(data, np.uint8), np.asarray(starts, np.int64),
-                                 np.asarray(ends, np.int64), base, index)
+            if starts.size:
+                yield FrameBlock(np.frombuffer(data, np.uint8), starts, ends, base, index)
                 index += len(starts)
             if not chunk:
                 if stop < len(data):

@@ -6,7 +6,16 @@ paid per *field position*, not per node. Errors carry the byte offset where pars
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
+
+try:  # optional C kernels (setup.py builds them); CHAKRA_TRACE_PURE=1 forces numpy
+    from . import _wire as _native
+except ImportError:  # pragma: no cover - depends on the build
+    _native = None
+if os.environ.get("CHAKRA_TRACE_PURE"):
+    _native = None
 
 U8 = np.uint8
 I64 = np.int64
@@ -76,10 +85,28 @@ class Fields:
         return Fields(*(getattr(self, s)[mask_or_index] for s in self.__slots__))
 
 
+def _native_call(fn, *args):
+    try:
+        return fn(*args)
+    except ValueError as e:
+        if len(e.args) == 2 and isinstance(e.args[0], int):
+            raise WireError(e.args[0], e.args[1]) from None
+        raise
+
+
 def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields:
-    """Split each message buf[starts[i]:ends[i]] into its fields, in lockstep."""
-    starts = np.asarray(starts, I64)
-    ends = np.asarray(ends, I64)
+    """Split each message buf[starts[i]:ends[i]] into its fields (wire order within a message)."""
+    starts = np.ascontiguousarray(starts, I64)
+    ends = np.ascontiguousarray(ends, I64)
+    if _native is not None:
+        out = _native_call(_native.scan_fields, np.ascontiguousarray(buf, U8), starts, ends)
+        dt = (I64, I64, np.int8, U64, I64, I64, I64)
+        return Fields(*(np.frombuffer(b, d) for b, d in zip(out, dt)))
+    return _scan_fields_numpy(buf, starts, ends)
+
+
+def _scan_fields_numpy(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields:
+    """scan_fields in lockstep over all messages: one numpy pass per field position."""
     cols: list[tuple] = []
     lane = np.flatnonzero(ends > starts)
     pos = starts[lane]
@@ -144,6 +171,10 @@ def scan_fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields
 
 def decode_packed_varints(buf: np.ndarray, data: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode packed varint payloads buf[data[i]:end[i]]; return (values, count per payload)."""
+    if _native is not None:
+        v, c = _native_call(_native.decode_packed, np.ascontiguousarray(buf, U8),
+                            np.ascontiguousarray(data, I64), np.ascontiguousarray(end, I64))
+        return np.frombuffer(v, U64), np.frombuffer(c, I64)
     lens = end - data
     total = int(lens.sum())
     if total == 0:
@@ -154,7 +185,11 @@ def decode_packed_varints(buf: np.ndarray, data: np.ndarray, end: np.ndarray) ->
     last = np.cumsum(lens)[lens > 0] - 1
     if not term[last].all():
         i = int(np.flatnonzero(lens > 0)[np.flatnonzero(~term[last])[0]])
-        raise WireError(int(data[i]), "packed varints run past the end of their field")
+        at = int(data[i])  # start of the varint that is cut off
+        for p in range(int(data[i]), int(end[i])):
+            if buf[p] < 0x80:
+                at = p + 1
+        raise WireError(at, "packed varints run past the end of their field")
     vid = np.cumsum(term) - term  # value index of each byte
     vstart = np.flatnonzero(np.concatenate(([True], term[:-1])))
     shift = (np.arange(total) - vstart[vid]) * 7
@@ -177,6 +212,30 @@ def ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
         return np.zeros(0, I64)
     offs = np.cumsum(lens) - lens
     return np.repeat(np.asarray(starts, I64) - offs, lens) + np.arange(total, dtype=I64)
+
+
+def intern_bytes(buf: np.ndarray, data: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Number the distinct byte strings buf[data[i]:data[i]+lens[i]] in order of first appearance.
+
+    Returns (code of each string, index of each code's first occurrence).
+    """
+    data = np.ascontiguousarray(data, I64)
+    lens = np.ascontiguousarray(lens, I64)
+    if _native is not None:
+        c, f = _native_call(_native.intern, np.ascontiguousarray(buf, U8), data, lens)
+        return np.frombuffer(c, np.int32), np.frombuffer(f, I64)
+    raw = buf.tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
+    lookup: dict[bytes, int] = {}
+    first: list[int] = []
+    codes = np.empty(data.size, np.int32)
+    for i, (o, n) in enumerate(zip(data.tolist(), lens.tolist())):
+        key = raw[o:o + n]
+        c = lookup.get(key)
+        if c is None:
+            c = lookup[key] = len(first)
+            first.append(i)
+        codes[i] = c
+    return codes, np.asarray(first, I64)
 
 
 def equals_literal(buf: np.ndarray, data: np.ndarray, lens: np.ndarray, literal: bytes) -> np.ndarray:
@@ -258,7 +317,12 @@ class Rows:
         lens = np.zeros(n, I64)
         for p in parts:
             lens += p.lens
-        out = np.empty(int(lens.sum()), U8)
+        total = int(lens.sum())
+        if _native is not None and len(parts) <= 256:
+            raw = _native.concat_rows(tuple(np.ascontiguousarray(p.data, U8) for p in parts),
+                                      tuple(np.ascontiguousarray(p.lens, I64) for p in parts), total)
+            return cls(np.frombuffer(raw, U8), lens)
+        out = np.empty(total, U8)
         row_start = np.cumsum(lens) - lens
         for p in parts:
             if p.data.size:

@@ -1,0 +1,133 @@
+"""`chakra validate`: find what breaks simulators in a trace or workload, and repair what can be."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .common import console, json_option, print_json, progress
+
+_STYLE = {"error": "bold red", "warning": "yellow"}
+
+
+def _load(path: str, comm_groups: str | None):
+    """(trace, rank) for a file or a one-rank prefix; (workload, None) for several ranks."""
+    from ..errors import ChakraError
+    from ..io.et import discover, read_trace
+    from ..schema.workload import Workload
+
+    if os.path.isfile(path):
+        with progress("reading", path) as cb:
+            return read_trace(path, progress=cb), None
+    if os.path.isdir(path):
+        raise ChakraError(f"{path}: is a directory; give a .et file or a workload prefix (<prefix>.<rank>.et)")
+    found = discover(path)
+    if not found:
+        raise ChakraError(f"{path}: no such file, and no files named {Path(path).name}.<rank>.et[.gz]")
+    if len(found) == 1:
+        (rank, p), = found.items()
+        with progress("reading", p) as cb:
+            return read_trace(p, progress=cb), rank
+    return Workload.load(path, comm_groups=comm_groups), None
+
+
+def _check(obj, rank):
+    from ..analyze.validate import validate_trace, validate_workload
+    from ..schema.workload import Workload
+
+    if isinstance(obj, Workload):
+        return validate_workload(obj)
+    return validate_trace(obj, rank=rank)
+
+
+def _failed(report, strict: bool) -> bool:
+    return bool(report.errors or (strict and report.warnings))
+
+
+def _print_report(con, title: str, report) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    if report.issues:
+        show_rank = any(i.rank is not None for i in report.issues) and len(report.ranks) > 1
+        t = Table(title=title, title_justify="left", show_lines=False)
+        t.add_column("severity")
+        t.add_column("code")
+        t.add_column("count", justify="right")
+        if show_rank:
+            t.add_column("rank", justify="right")
+        t.add_column("message", overflow="fold")
+        for i in report.issues:
+            msg = escape(i.message) + (" [dim](fixable)[/dim]" if i.fixable else "")
+            row = [f"[{_STYLE[i.severity]}]{i.severity}[/]", i.code, f"{i.count:,}"]
+            if show_rank:
+                row.append("" if i.rank is None else str(i.rank))
+            t.add_row(*row, msg)
+        con.print(t)
+    style = "bold red" if report.errors else ("yellow" if report.warnings else "bold green")
+    con.print(f"[{style}]{escape(report.summary_line())}[/]")
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@json_option
+@click.option("--fix", "fix_out", type=click.Path(dir_okay=False), default=None, metavar="OUT",
+              help="Write a repaired copy of the (single) trace to OUT and re-validate it; the exit "
+                   "status then reflects the repaired copy.")
+@click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too.")
+@click.option("--comm-groups", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="ASTRA-sim communicator-group JSON ({group: [ranks]}) for cross-rank checks.")
+def validate(paths: tuple[str, ...], as_json: bool, fix_out: str | None, strict: bool,
+             comm_groups: str | None) -> None:
+    """Check `.et` files or workloads (PATH = a file or a prefix of `<prefix>.<rank>.et[.gz]`).
+
+    A prefix with several ranks is checked per rank and across ranks (collective order per
+    communicator group, send/receive matching). Exit status: 0 without errors (warnings
+    allowed unless --strict), 1 with errors, 2 on unreadable input.
+    """
+    from ..analyze.validate import fix_trace, validate_trace
+    from ..io.et import read_trace, write_trace
+    from ..schema.workload import Workload
+
+    if fix_out is not None and len(paths) != 1:
+        raise click.UsageError("--fix takes exactly one PATH")
+    con = console()
+    results: list[dict[str, Any]] = []
+    failed = False
+    for path in paths:
+        obj, rank = _load(path, comm_groups)
+        if fix_out is not None and isinstance(obj, Workload):
+            raise click.UsageError(f"--fix repairs one trace; {path} is a workload of {len(obj)} ranks")
+        if comm_groups and not isinstance(obj, Workload) and not as_json:
+            click.echo("note: --comm-groups applies to workloads of several ranks; ignored", err=True)
+        report = _check(obj, rank)
+        out: dict[str, Any] = {"path": path, "report": report.to_dict()}
+        if not as_json:
+            _print_report(con, path, report)
+        if fix_out is None:
+            failed |= _failed(report, strict)
+        else:
+            fixed, changes = fix_trace(obj)
+            write_trace(fixed, fix_out)
+            fixed_report = validate_trace(read_trace(fix_out), rank=rank)
+            failed |= _failed(fixed_report, strict)
+            out["fix"] = {"output": fix_out, "changes": changes, "report": fixed_report.to_dict()}
+            if not as_json:
+                con.print()
+                if changes:
+                    con.print(f"[bold]repaired copy written to {fix_out}:[/bold]")
+                    for ch in changes:
+                        con.print(f"  - {ch}", highlight=False)
+                else:
+                    con.print(f"[bold]nothing to repair; unchanged copy written to {fix_out}[/bold]")
+                con.print()
+                _print_report(con, f"{fix_out} (repaired)", fixed_report)
+        results.append(out)
+    if as_json:
+        print_json(results[0] if len(results) == 1 else results)
+    if failed:
+        # `raise SystemExit` rather than ctx.exit: the status must survive click's
+        # standalone_mode=False in `chakra_trace.cli.main`.
+        raise SystemExit(1)

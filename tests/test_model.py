@@ -1,0 +1,175 @@
+"""The columnar model: building, typed attribute access, editing, workloads."""
+import json
+
+import numpy as np
+import pytest
+
+from chakra_trace import (Attribute, CollectiveType, IOInfo, Node, NodeType, Trace, TraceBuilder, Workload,
+                          discover, read_trace, write_trace)
+from chakra_trace.errors import ChakraError, TraceFormatError
+from chakra_trace.schema.workload import read_comm_groups
+
+
+def small() -> Trace:
+    b = TraceBuilder(metadata={"schema": "test", "pid": 7})
+    x = b.comp("aten::mm", 120, num_ops=2_000_000, tensor_size=4096, rf_id=3)
+    y = b.collective("ALL_GATHER", 1 << 20, deps=[x], pg_name="dp", comm_priority=-2)
+    b.send(1, 64, tag=9, deps=[y])
+    b.recv(1, 64, tag=9, deps=[y], ctrl_deps=[x])
+    return b.build()
+
+
+def test_builder_columns_and_typed_access():
+    t = small()
+    assert len(t) == 4
+    assert t.ids.tolist() == [0, 1, 2, 3]
+    assert t.types.tolist() == [4, 7, 5, 6]
+    assert t.name_array.tolist() == ["aten::mm", "all_gather", "send", "recv"]
+    assert t.duration[0] == 120
+    assert t.data_deps(1).tolist() == [0] and t.ctrl_deps(3).tolist() == [0]
+    assert t.has("comm_type").tolist() == [False, True, False, False]
+    assert t.comm_type[1] == CollectiveType.ALL_GATHER and t.comm_size[1] == 1 << 20
+    assert t.attr(1, "pg_name") == "dp" and t.attr(1, "comm_priority") == -2
+    assert t.attr(2, "comm_dst") == 1 and t.attr(3, "comm_src") == 1 and t.attr(3, "comm_tag") == 9
+    assert t.attr(0, "num_ops") == 2_000_000 and t.attr(0, "tensor_size") == 4096
+    assert t.attr(0, "rf_id") == 3  # not a column: lives in the extras
+    assert t.attr(1, "rf_id", "none") == "none"
+    vals, present = t.attr_array("rf_id")
+    assert present.tolist() == [True, False, False, False] and vals[0] == 3
+    groups, has = t.attr_array("pg_name")
+    assert groups[1] == "dp" and has.tolist() == [False, True, False, False]
+    meta = {a.name: a for a in t.metadata.attr}
+    assert meta["schema"].string_val == "test" and meta["pid"].int64_val == 7
+
+
+def test_node_view_has_canonical_members():
+    n = small().node(1)
+    members = {a.name: a.member for a in n.attrs}
+    assert members["comm_type"] == "int64_val" and members["comm_size"] == "int64_val"
+    assert members["comm_priority"] == "int32_val" and members["pg_name"] == "string_val"
+    assert small().node(0).attr("tensor_size") == 4096
+    assert {a.name: a.member for a in small().node(0).attrs}["tensor_size"] == "uint64_val"
+
+
+def test_noncanonical_known_attribute_is_kept_not_columned():
+    t = Trace.from_nodes([Node(1, "x", NodeType.COMM_COLL_NODE,
+                               attrs=[Attribute("comm_size", 77, "uint64_val"), Attribute("comm_type", 2)])])
+    assert not t.has("comm_size")[0] and t.has("comm_type")[0]
+    n = t.node(0)
+    assert [(a.name, a.member, a.value) for a in n.attrs if a.name == "comm_size"] == [("comm_size", "uint64_val", 77)]
+
+
+def test_from_nodes_roundtrip_everything(tmp_path):
+    nodes = [
+        Node(5, "a", NodeType.COMP_NODE, ctrl_deps=[9], data_deps=[2**64 - 1], start_time_micros=10,
+             duration_micros=3, inputs=IOInfo("[1]", "[[2]]", "['Tensor']"), outputs=IOInfo(),
+             attrs=[Attribute("f", [1.5, float("inf")], "float_list"), Attribute("s", -3, "sint64_val"),
+                    Attribute("b", b"\x00\xff"), Attribute("doc", 1, doc="why"), Attribute("empty", None)],
+             unknown_fields=b"\x58\x05"),
+        Node(2**64 - 1, "", 1000),
+    ]
+    t = Trace.from_nodes(nodes)
+    for path in (tmp_path / "x.et", tmp_path / "x.et.gz"):
+        write_trace(t, path)
+        back = read_trace(path)
+        assert t.differences(back) == []
+        assert [back.node(i) for i in range(len(back))] == [t.node(i) for i in range(len(t))]
+    got = t.node(0)
+    assert got.inputs == IOInfo("[1]", "[[2]]", "['Tensor']") and got.outputs == IOInfo()
+    assert got.unknown_fields == b"\x58\x05"
+    assert got.attr("s") == -3 and got.attr("b") == b"\x00\xff"
+    assert [a.doc for a in got.attrs if a.name == "doc"] == ["why"]
+    assert t.types[1] == 1000
+
+
+def test_take_concat_with_deps_and_set_attr():
+    t = small()
+    sub = t.take([3, 1])
+    assert sub.ids.tolist() == [3, 1] and sub.data_deps(0).tolist() == [1] and sub.attr(1, "pg_name") == "dp"
+    both = Trace.concat([t, sub])
+    assert len(both) == 6 and both.attr(5, "pg_name") == "dp" and both.name_array[4] == "recv"
+    keep = np.ones(t.data.size, bool)
+    keep[0] = False
+    pruned = t.with_deps("data", keep)
+    assert pruned.data.size == t.data.size - 1 and pruned.data_deps(1).tolist() == []
+    t2 = t.copy()
+    t2.set_attr("comm_size", 5, rows=[0])
+    t2.set_attr("pg_name", "tp", rows=[0])
+    assert t2.attr(0, "comm_size") == 5 and t2.attr(0, "pg_name") == "tp" and t.attr(0, "comm_size") is None
+    t2.clear_attr("comm_size", rows=[0])
+    assert t2.attr(0, "comm_size") is None
+
+
+def test_index_of_and_dep_rows():
+    t = small()
+    assert t.index_of([3, 0, 42]).tolist() == [3, 0, -1]
+    src, dst, ids = t.dep_rows("data")
+    assert src.tolist() == [1, 2, 3] and dst.tolist() == [0, 1, 1]
+    with pytest.raises(KeyError):
+        t.row(42)
+
+
+def test_iteration_yields_nodes():
+    names = [n.name for n in small()]
+    assert names == ["aten::mm", "all_gather", "send", "recv"]
+
+
+def test_empty_trace_roundtrip(tmp_path):
+    t = Trace(0)
+    write_trace(t, tmp_path / "e.et")
+    assert (tmp_path / "e.et").read_bytes() == b"\x00"
+    assert len(read_trace(tmp_path / "e.et")) == 0
+
+
+def test_write_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "t.et"
+    write_trace(small(), path)
+    before = path.read_bytes()
+    from chakra_trace.io import et
+
+    def boom(trace, chunk=0):
+        yield b"\x00"
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(et, "encode_trace", boom)
+    with pytest.raises(RuntimeError):
+        et.write_trace(small(), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["t.et"]
+
+
+def test_workload_discovery_and_groups(tmp_path):
+    t = small()
+    Workload({0: t, 1: t}).save(tmp_path / "job")
+    write_trace(t, tmp_path / "other.0.et")
+    assert list(discover(tmp_path / "job")) == [0, 1]
+    (tmp_path / "groups.json").write_text(json.dumps({"dp": [1, 0]}))
+    w = Workload.load(tmp_path / "job", comm_groups=tmp_path / "groups.json")
+    assert w.ranks == [0, 1] and w.groups == {"dp": [0, 1]}
+    assert w.group_ranks("") == [0, 1] and w.all_groups()["dp"] == [0, 1]
+    with pytest.raises(ChakraError, match="no files named"):
+        Workload.load(tmp_path / "missing")
+    (tmp_path / "bad.json").write_text(json.dumps({"dp": ["x"]}))
+    with pytest.raises(TraceFormatError, match="list of integer ranks"):
+        read_comm_groups(tmp_path / "bad.json")
+
+
+def test_resnet_numbers(resnet_path):
+    t = read_trace(resnet_path)
+    assert len(t) == 3664
+    assert t.node_type_counts() == {"COMP_NODE": 3643, "COMM_COLL_NODE": 21}
+    assert t.data.size == 181_878
+    c = t.collectives()
+    assert c["ALL_REDUCE"] == {"count": 5, "bytes": 102_228_128}
+    assert c["BROADCAST"] == {"count": 2, "bytes": 212_904}
+
+
+def test_info_json_cli(resnet_path, capsys):
+    from chakra_trace.cli import main
+
+    assert main(["info", str(resnet_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["nodes"] == 3664 and out["node_types"] == {"COMP_NODE": 3643, "COMM_COLL_NODE": 21}
+    assert out["data_edges"] == 181_878 and out["ctrl_edges"] == 3664
+    assert out["collectives"]["ALL_REDUCE"] == {"count": 5, "bytes": 102_228_128}
+    assert out["collectives_missing_type"] == 14
