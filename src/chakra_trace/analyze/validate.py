@@ -146,6 +146,11 @@ def _fmt_ids(ids: list[int], total: int | None = None) -> str:
     return s + (f", … ({total - 8:,} more)" if total > 8 else "")
 
 
+def _v(n: int, verb: str) -> str:
+    """The verb agreeing with a count: _v(1, "have") == "has"."""
+    return verb if n != 1 else {"have": "has"}.get(verb, verb + "s")
+
+
 def _plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else (plural or word + 's')}"
 
@@ -276,7 +281,7 @@ def validate_trace(trace: Trace, rank: int | None = None) -> Report:
         if dup.size:
             rows = int(np.isin(t.ids, dup).sum())
             c.add(ERROR, "duplicate-id", dup.size,
-                  f"{_plural(dup.size, 'node id')} appear on more than one node ({rows:,} nodes); "
+                  f"{_plural(dup.size, 'node id')} {_v(dup.size, 'appear')} on more than one node ({rows:,} nodes); "
                   f"dependencies on them are ambiguous: {_fmt_ids(_ids(dup), dup.size)}", dup)
 
     # ---- dependencies
@@ -288,7 +293,8 @@ def validate_trace(trace: Trace, rank: int | None = None) -> Report:
             dependents = np.unique(e.src[m])
             c.add(WARNING, f"missing-{kind}-dep", int(m.sum()),
                   f"{_plural(int(m.sum()), f'{word} dependency', f'{word} dependencies')} (of "
-                  f"{_plural(dependents.size, 'node')}) point to {_plural(targets.size, 'id')} not in the trace "
+                  f"{_plural(dependents.size, 'node')}) {_v(int(m.sum()), 'point')} to {_plural(targets.size, 'id')} "
+                  f"not in the trace "
                   f"(e.g. {_fmt_ids(_ids(targets), targets.size)}); ASTRA-sim aborts on them",
                   t.ids[dependents], fixable=True,
                   dependents=int(dependents.size), missing_targets=int(targets.size), missing_ids=_ids(targets))
@@ -335,18 +341,18 @@ def validate_trace(trace: Trace, rank: int | None = None) -> Report:
     if bad.any():
         vals = np.unique(types[bad])
         c.add(ERROR, "invalid-node-type", int(bad.sum()),
-              f"{_plural(int(bad.sum()), 'node')} have a type outside NodeType: "
+              f"{_plural(int(bad.sum()), 'node')} {_v(int(bad.sum()), 'have')} a type outside NodeType: "
               f"{', '.join(str(v) for v in vals[:10])}", t.ids[bad], values=[int(v) for v in vals[:SAMPLE]])
     if reserved.any():
         vals = np.unique(types[reserved])
         c.add(WARNING, "reserved-node-type", int(reserved.sum()),
-              f"{_plural(int(reserved.sum()), 'node')} use node types reserved by an upstream proposal "
+              f"{_plural(int(reserved.sum()), 'node')} {_v(int(reserved.sum()), 'use')} node types reserved by an upstream proposal "
               f"({', '.join(str(v) for v in vals)}); other tools do not know them", t.ids[reserved],
               values=[int(v) for v in vals])
     untyped = types == NodeType.INVALID_NODE
     if untyped.any():
         c.add(WARNING, "untyped-node", int(untyped.sum()),
-              f"{_plural(int(untyped.sum()), 'node')} have type INVALID_NODE (0, the default when unset); "
+              f"{_plural(int(untyped.sum()), 'node')} {_v(int(untyped.sum()), 'have')} type INVALID_NODE (0, the default when unset); "
               f"simulators skip or reject them", t.ids[untyped])
 
     # ---- attributes: presence counts the extras too (known names with a doc string or another member)
@@ -363,7 +369,7 @@ def validate_trace(trace: Trace, rank: int | None = None) -> Report:
     if badc.any():
         vals = np.unique(t.comm_type[badc])
         c.add(ERROR, "invalid-comm-type", int(badc.sum()),
-              f"{_plural(int(badc.sum()), 'node')} have a comm_type outside CollectiveCommType: "
+              f"{_plural(int(badc.sum()), 'node')} {_v(int(badc.sum()), 'have')} a comm_type outside CollectiveCommType: "
               f"{', '.join(str(v) for v in vals[:10])}", t.ids[badc], values=[int(v) for v in vals[:SAMPLE]])
 
     coll = types == NodeType.COMM_COLL_NODE
@@ -377,12 +383,12 @@ def validate_trace(trace: Trace, rank: int | None = None) -> Report:
     nt = coll & ~has_type & ~host
     if nt.any():
         c.add(WARNING, "collective-missing-type", int(nt.sum()),
-              f"{_plural(int(nt.sum()), 'COMM_COLL node')} have no comm_type; other tools read it as ALL_REDUCE",
+              f"{_plural(int(nt.sum()), 'COMM_COLL node')} {_v(int(nt.sum()), 'have')} no comm_type; other tools read it as ALL_REDUCE",
               t.ids[nt], host_side=False)
     ns = coll & ~has_size & ~host
     if ns.any():
         c.add(WARNING, "collective-missing-size", int(ns.sum()),
-              f"{_plural(int(ns.sum()), 'COMM_COLL node')} have no comm_size; simulators move 0 bytes",
+              f"{_plural(int(ns.sum()), 'COMM_COLL node')} {_v(int(ns.sum()), 'have')} no comm_size; simulators move 0 bytes",
               t.ids[ns])
 
     for nt_, attr, word in ((NodeType.COMM_SEND_NODE, Attr.COMM_DST, "COMM_SEND"),
@@ -391,16 +397,16 @@ def validate_trace(trace: Trace, rank: int | None = None) -> Report:
         m = is_t & ~has(attr)
         if m.any():
             c.add(ERROR, "p2p-missing-peer", int(m.sum()),
-                  f"{_plural(int(m.sum()), f'{word} node')} have no {attr}; other tools read rank 0",
+                  f"{_plural(int(m.sum()), f'{word} node')} {_v(int(m.sum()), 'have')} no {attr}; other tools read rank 0",
                   t.ids[m], attr=attr)
         neg = is_t & t.has(attr) & (getattr(t, attr) < 0)
         if neg.any():
             c.add(ERROR, "invalid-peer", int(neg.sum()),
-                  f"{_plural(int(neg.sum()), f'{word} node')} have a negative {attr}", t.ids[neg], attr=attr)
+                  f"{_plural(int(neg.sum()), f'{word} node')} {_v(int(neg.sum()), 'have')} a negative {attr}", t.ids[neg], attr=attr)
         ms = is_t & ~has(Attr.COMM_SIZE)
         if ms.any():
             c.add(WARNING, "p2p-missing-size", int(ms.sum()),
-                  f"{_plural(int(ms.sum()), f'{word} node')} have no comm_size; simulators move 0 bytes", t.ids[ms])
+                  f"{_plural(int(ms.sum()), f'{word} node')} {_v(int(ms.sum()), 'have')} no comm_size; simulators move 0 bytes", t.ids[ms])
 
     # ---- sizes
     neg = []
@@ -416,13 +422,13 @@ def validate_trace(trace: Trace, rank: int | None = None) -> Report:
             m = p & (sv > ABSURD_BYTES)
             if m.any():
                 absurd.append((attr, m))
-    for code, sev, found, what in (("negative-size", ERROR, neg, "negative"),
-                                   ("absurd-size", WARNING, absurd, "over 1 PiB (2**50 bytes)")):
+    for code, sev, found, what in (("negative-size", ERROR, neg, "a negative size"),
+                                   ("absurd-size", WARNING, absurd, "a size over 1 PiB (2**50 bytes)")):
         if found:
             m = np.logical_or.reduce([x[1] for x in found])
             by = {a: int(x.sum()) for a, x in found}
             c.add(sev, code, int(m.sum()),
-                  f"{_plural(int(m.sum()), 'node')} have a {what} " +
+                  f"{_plural(int(m.sum()), 'node')} {_v(int(m.sum()), 'have')} {what}: " +
                   ", ".join(f"{a} ({k:,})" for a, k in by.items()), t.ids[m], by_attr=by)
 
     report = Report(c.issues, nodes=n, ranks=[] if rank is None else [rank])
@@ -444,8 +450,8 @@ def _check_noncanonical(c: _Checker, extra: _ExtraAttrs) -> None:
         desc = "; ".join(f"{a} as {', '.join(f'{m} ({v:,})' for m, v in d.items())} (expected {ATTR_MEMBER[a]})"
                          for a, d in by.items())
         c.add(WARNING, "noncanonical-member", int(bad.sum()),
-              f"{_plural(int(bad.sum()), 'attribute')} of the Chakra vocabulary on {rows.size:,} nodes use a "
-              f"member other tools do not read (they read 0): {desc}", t.ids[rows], by_attr=by)
+              f"{_plural(int(bad.sum()), 'attribute')} of the Chakra vocabulary (on {_plural(rows.size, 'node')}) "
+              f"{_v(int(bad.sum()), 'use')} a member other tools do not read (they read 0): {desc}", t.ids[rows], by_attr=by)
     # a known attribute with the right member in the extras while the column also holds it: a repeat
     if extra.rows.size:
         from ..schema.trace import COLUMN_BY_NAME
@@ -458,7 +464,7 @@ def _check_noncanonical(c: _Checker, extra: _ExtraAttrs) -> None:
         if rep.any():
             names = sorted({_KNOWN[int(k)] for k in np.unique(extra.name[rep])})
             c.add(WARNING, "duplicate-attr", int(rep.sum()),
-                  f"{_plural(int(rep.sum()), 'attribute')} appear more than once on a node "
+                  f"{_plural(int(rep.sum()), 'attribute')} {_v(int(rep.sum()), 'appear')} more than once on a node "
                   f"({', '.join(names)}); tools may read either value", t.ids[extra.rows[rep]], attrs=names)
 
 
@@ -756,7 +762,7 @@ def _check_p2p(workload) -> list[Issue]:
               f"{int(S[4][a])}), recv {int(R[3][b]):,} B (node {int(R[4][b])})"
               for a, b in zip(ps[diff][:3], pr[diff][:3])]
         issues.append(Issue(ERROR, "p2p-size-mismatch", int(diff.sum()),
-                            f"{_plural(int(diff.sum()), 'send/receive pair')} disagree on comm_size: "
+                            f"{_plural(int(diff.sum()), 'send/receive pair')} {_v(int(diff.sum()), 'disagree')} on comm_size: "
                             + "; ".join(ex), _ids(S[4][ps[diff]]), None, False,
                             {"pairs": [{"src": int(S[0][a]), "dst": int(S[1][a]), "tag": int(S[2][a]),
                                         "send_node": int(S[4][a]), "recv_node": int(R[4][b]),
@@ -773,7 +779,7 @@ def _check_p2p(workload) -> list[Issue]:
                 desc.append(f"{k:,} {'to' if own == 0 else 'from'} rank {peer} tag {tag}")
             more = f", … ({chans.shape[1] - 3} more channels)" if chans.shape[1] > 3 else ""
             issues.append(Issue(ERROR, code, int(mr.sum()),
-                                f"{_plural(int(mr.sum()), word + ' node')} have no matching {other} "
+                                f"{_plural(int(mr.sum()), word + ' node')} {_v(int(mr.sum()), 'have')} no matching {other} "
                                 f"(matched in order per source, destination and tag): {'; '.join(desc)}{more}",
                                 _ids(X[4][mr]), r, False,
                                 {"channels": [{"peer": int(p), "tag": int(tg)} for p, tg in chans.T[:SAMPLE].tolist()]}))

@@ -260,7 +260,7 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
             yield d
 
 
-def _is_lines_path(path: str) -> bool:
+def is_json_lines_path(path: str) -> bool:
     name = os.path.basename(path).lower()
     return name.endswith(".jsonl") or name.endswith(".jsonl.gz")
 
@@ -293,7 +293,7 @@ def write_json(trace: Trace | Iterable[Trace], path: str | os.PathLike, *, lines
     from .et import atomic_output
 
     path = os.fspath(path)
-    lines = lines or _is_lines_path(path)
+    lines = lines or is_json_lines_path(path)
     if lines and indent is not None:
         raise ValueError("indent cannot be used with JSON Lines output (one object per line)")
     meta, chunks = _chunks(trace)

@@ -181,20 +181,12 @@ def decode_packed_varints(buf: np.ndarray, data: np.ndarray, end: np.ndarray) ->
         return np.zeros(0, U64), np.zeros(data.size, I64)
     b = buf[ranges(data, lens)]
     term = b < 0x80
-    # each payload must end on a terminating byte
-    last = np.cumsum(lens)[lens > 0] - 1
-    if not term[last].all():
-        i = int(np.flatnonzero(lens > 0)[np.flatnonzero(~term[last])[0]])
-        at = int(data[i])  # start of the varint that is cut off
-        for p in range(int(data[i]), int(end[i])):
-            if buf[p] < 0x80:
-                at = p + 1
-        raise WireError(at, "packed varints run past the end of their field")
     vid = np.cumsum(term) - term  # value index of each byte
     vstart = np.flatnonzero(np.concatenate(([True], term[:-1])))
     shift = (np.arange(total) - vstart[vid]) * 7
-    if (shift >= 70).any():
-        raise WireError(int(data[0]), "packed varint longer than 10 bytes")
+    last = np.cumsum(lens)[lens > 0] - 1
+    if (shift >= 70).any() or not term[last].all():
+        _raise_first_packed_error(buf, data, end)
     contrib = (b & 0x7F).astype(U64) << shift.astype(U64)
     values = np.bitwise_or.reduceat(contrib, vstart)
     # values per payload: terminators inside each payload
@@ -202,6 +194,21 @@ def decode_packed_varints(buf: np.ndarray, data: np.ndarray, end: np.ndarray) ->
     bstart = np.cumsum(lens) - lens
     counts = cs[bstart + lens] - cs[bstart]
     return values, counts
+
+
+def _raise_first_packed_error(buf: np.ndarray, data: np.ndarray, end: np.ndarray) -> None:
+    """Report the first malformed varint in payload order (slow path, only on bad input)."""
+    from .stream import decode_varint_at
+
+    for p, e in zip(data.tolist(), end.tolist()):
+        while p < e:
+            try:
+                _, q = decode_varint_at(buf, p, e)
+            except ValueError:
+                raise WireError(p, "packed varint longer than 10 bytes") from None
+            if q < 0:
+                raise WireError(p, "packed varints run past the end of their field")
+            p = q
 
 
 def ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
