@@ -355,35 +355,89 @@ def timed(fn, repeat: int = 1):
 
 
 _RSS_PROBE = textwrap.dedent("""
-    import gc, json, os, resource, sys
+    import ctypes, gc, json, os, sys
     import numpy as np
     from chakra_trace.io.et import read_trace
     if sys.argv[2] == "no-native":
         for name, mod in list(sys.modules.items()):
             if name.startswith("chakra_trace") and getattr(mod, "_native", None) is not None:
                 mod._native = None
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    def status(key):
+        # VmHWM, unlike ru_maxrss, is per address space: not inherited from the parent at exec
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
     gc.collect()
-    before = rss()
-    peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak-RSS mark
+    except OSError:
+        pass
+    before, peak0 = status("VmRSS"), status("VmHWM")
     t = read_trace(sys.argv[1])
     gc.collect()
-    after = rss()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"nodes": len(t), "before": before, "after": after, "peak_before": peak0,
-                      "peak": peak, "nbytes": t.nbytes()}))
+    after, peak = status("VmRSS"), status("VmHWM")
+    trimmed = None
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # give back heap that glibc keeps after frees
+        trimmed = status("VmRSS")
+    except OSError:
+        pass
+    print(json.dumps({"nodes": len(t), "before": before, "after": after, "after_malloc_trim": trimmed,
+                      "peak_before": peak0, "peak": peak, "nbytes": t.nbytes()}))
 """)
+
 
 
 def rss_probe(path: str, native: bool) -> dict:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    if not native:
+        env["CHAKRA_TRACE_PURE"] = "1"
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-c", _RSS_PROBE, path, "native" if native else "no-native"], capture_output=True, text=True, env=env,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def line_profile(fn, funcs, top: int = 25) -> str:
+    """Seconds per source line of `funcs` while fn() runs.
+
+    cProfile books every numpy operation as time of the calling function (they are not
+    Python calls), so for vectorized code a per-line split says much more.
+    """
+    import collections
+    import linecache
+
+    codes = {f.__code__ for f in funcs}
+    acc: collections.Counter = collections.Counter()
+
+    def tracer(frame, event, arg):
+        if event != "call" or frame.f_code not in codes:
+            return None
+        state = [frame.f_lineno, time.perf_counter()]
+
+        def local(fr, ev, a):
+            acc[(fr.f_code.co_filename, state[0])] += time.perf_counter() - state[1]
+            state[0] = fr.f_lineno
+            state[1] = time.perf_counter()
+            return local
+
+        return local
+
+    t0 = time.perf_counter()
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    total = time.perf_counter() - t0
+    out = [f"total {total:.3f} s (line tracing adds a little)"]
+    for (fname, line), sec in acc.most_common(top):
+        src = linecache.getline(fname, line).strip()
+        out.append(f"{sec:7.3f} s {100 * sec / total:5.1f}%  {os.path.basename(fname)}:{line}  {src[:100]}")
+    return "\n".join(out)
 
 
 def profile_load(path: str, top: int = 18) -> str:
@@ -486,6 +540,8 @@ def main(argv: list[str] | None = None) -> int:
         res["bytes_per_node"] = {
             "nbytes": res["nbytes"] / n,
             "rss_growth": (probe["after"] - probe["before"]) / n,
+            "rss_growth_after_malloc_trim": ((probe["after_malloc_trim"] - probe["before"]) / n
+                                             if probe["after_malloc_trim"] is not None else None),
             "peak_during_load": (probe["peak"] - probe["before"]) / n,
             "file_plain": res["file_bytes"] / n,
             "file_gzip": res["gzip_bytes"] / n,
@@ -497,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
             "write_gzip_vs_naive": res["naive_write_s"] / res["write_gzip_s"],
             "iter_nodes_vs_naive": res["naive_load_s"] / res["iter_nodes_s"],
         }
+        # strict: what the process really holds after the load, not only what the arrays hold
         worst_mem = max(res["bytes_per_node"]["nbytes"], res["bytes_per_node"]["rss_growth"])
         res["targets"] = {
             "load_ratio": {"target": TARGET_LOAD_RATIO, "value": res["ratios"]["load_vs_naive"],
@@ -510,6 +567,19 @@ def main(argv: list[str] | None = None) -> int:
             print("\ncProfile of read_trace (plain), by own time:")
             res["profile"] = profile_load(plain)
             print(res["profile"])
+            from chakra_trace.io import codec, et, stream, wire
+
+            funcs = [et.read_trace, et.iter_chunks, stream.iter_frame_blocks, codec.decode_nodes,
+                     codec.concat_traces] + [getattr(codec, k) for k in ("_deps", "_intern") if hasattr(codec, k)]
+            print("time per source line of the loader (read_trace, plain):")
+            res["line_profile_load"] = line_profile(lambda: read_trace(plain), funcs)
+            print(res["line_profile_load"])
+            print("\ntime per source line of the writer (write_trace, plain):")
+            t2 = read_trace(plain)
+            wfuncs = [et.write_trace, et.encode_trace, codec.node_payloads]
+            res["line_profile_write"] = line_profile(lambda: write_trace(t2, plain + ".w"), wfuncs, top=15)
+            print(res["line_profile_write"])
+            del t2
         if args.json_out:
             with open(args.json_out, "w") as f:
                 json.dump(res, f, indent=2, default=float)
@@ -550,6 +620,9 @@ def report(res: dict) -> None:
     print("\nmemory of the loaded columnar model:")
     print(f"  Trace.nbytes():          {b['nbytes']:7.1f} B/node")
     print(f"  RSS growth (subprocess): {b['rss_growth']:7.1f} B/node")
+    if b["rss_growth_after_malloc_trim"] is not None:
+        print(f"  RSS growth after malloc_trim(0): {b['rss_growth_after_malloc_trim']:7.1f} B/node "
+              "(heap glibc kept after the load's temporaries were freed)")
     print(f"  peak RSS during load:    {b['peak_during_load']:7.1f} B/node above the pre-load RSS")
     big = sorted(res["nbytes_by_column"].items(), key=lambda kv: -kv[1])[:6]
     print("  largest columns: " + ", ".join(f"{k} {v / n:.1f}" for k, v in big) + " (B/node)")
@@ -557,8 +630,10 @@ def report(res: dict) -> None:
     print("\ntargets:")
     print(f"  bulk load >= {t['load_ratio']['target']:g}x naive: {t['load_ratio']['value']:.1f}x -> "
           f"{'MET' if t['load_ratio']['met'] else 'NOT MET'}")
-    print(f"  <= {t['bytes_per_node']['target']:g} B/node resident: {t['bytes_per_node']['value']:.1f} -> "
-          f"{'MET' if t['bytes_per_node']['met'] else 'NOT MET'}")
+    print(f"  <= {t['bytes_per_node']['target']:g} B/node resident (max of nbytes and RSS growth): "
+          f"{t['bytes_per_node']['value']:.1f} -> {'MET' if t['bytes_per_node']['met'] else 'NOT MET'}")
+    print(f"     (the arrays alone: {b['nbytes']:.1f} B/node -> "
+          f"{'MET' if b['nbytes'] <= t['bytes_per_node']['target'] else 'NOT MET'})")
 
 
 if __name__ == "__main__":

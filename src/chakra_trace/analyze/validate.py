@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..schema.enums import (
-    ATTR_MEMBER, RESERVED_NODE_TYPES, Attr, CollectiveType, NodeType, collective_name, node_type_name,
+    ATTR_MEMBER, RESERVED_NODE_TYPES, Attr, CollectiveType, NodeType, collective_name,
 )
 from ..schema.trace import Trace
 
@@ -146,13 +146,12 @@ def _fmt_ids(ids: list[int], total: int | None = None) -> str:
     return s + (f", … ({total - 8:,} more)" if total > 8 else "")
 
 
-def _v(n: int, verb: str) -> str:
-    """The verb agreeing with a count: _v(1, "have") == "has"."""
-    return verb if n != 1 else {"have": "has"}.get(verb, verb + "s")
-
-
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
+def _n(k: int, noun: str, verb: str | None = None, plural: str | None = None) -> str:
+    """"1 node has" / "3 nodes have": a count with its noun and (optionally) an agreeing verb."""
+    out = f"{k:,} {noun if k == 1 else (plural or noun + 's')}"
+    if verb:
+        out += " " + (verb if k != 1 else {"have": "has"}.get(verb, verb + "s"))
+    return out
 
 
 @dataclass
@@ -268,158 +267,174 @@ def _host_collectives(trace: Trace, has_type: np.ndarray, has_size: np.ndarray) 
 
 
 def validate_trace(trace: Trace, rank: int | None = None) -> Report:
-    """Check one rank's trace: ids, dependencies, cycles, enums and attributes."""
+    """Check one rank's trace: ids, dependencies, cycles, node types and attributes."""
     c = _Checker(trace, rank)
     t = trace
-    n = len(t)
     kinds = {"data": _edges(t, "data"), "ctrl": _edges(t, "ctrl")}
+    _check_ids(c)
+    _check_deps(c, kinds)
+    _check_cycles(c, kinds)
+    _check_types(c)
+    extra = _extra_attrs(t)
+    _check_noncanonical(c, extra)
+    _check_comm(c, extra)
+    _check_sizes(c)
+    return Report(c.issues, nodes=len(t), ranks=[] if rank is None else [rank]).sort()
 
-    # ---- ids
-    if n > 1 and not (t.ids[1:] > t.ids[:-1]).all():
-        s = np.sort(t.ids)
-        dup = np.unique(s[1:][s[1:] == s[:-1]])
-        if dup.size:
-            rows = int(np.isin(t.ids, dup).sum())
-            c.add(ERROR, "duplicate-id", dup.size,
-                  f"{_plural(dup.size, 'node id')} {_v(dup.size, 'appear')} on more than one node ({rows:,} nodes); "
-                  f"dependencies on them are ambiguous: {_fmt_ids(_ids(dup), dup.size)}", dup)
 
-    # ---- dependencies
-    for kind, word in (("data", "data"), ("ctrl", "control")):
-        e = kinds[kind]
+def _check_ids(c: _Checker) -> None:
+    ids = c.t.ids
+    if ids.size < 2 or (ids[1:] > ids[:-1]).all():
+        return
+    s = np.sort(ids)
+    dup = np.unique(s[1:][s[1:] == s[:-1]])
+    if dup.size:
+        rows = int(np.isin(ids, dup).sum())
+        c.add(ERROR, "duplicate-id", dup.size,
+              f"{_n(dup.size, 'node id', 'appear')} on more than one node ({rows:,} nodes); dependencies on "
+              f"them are ambiguous: {_fmt_ids(_ids(dup), dup.size)}", dup)
+
+
+_WORD = {"data": "data", "ctrl": "control"}
+
+
+def _check_deps(c: _Checker, kinds: dict[str, "_Edges"]) -> None:
+    t = c.t
+    for kind, e in kinds.items():
         m = e.missing
-        if m.any():
-            targets = np.unique(e.ids[m])
-            dependents = np.unique(e.src[m])
-            c.add(WARNING, f"missing-{kind}-dep", int(m.sum()),
-                  f"{_plural(int(m.sum()), f'{word} dependency', f'{word} dependencies')} (of "
-                  f"{_plural(dependents.size, 'node')}) {_v(int(m.sum()), 'point')} to {_plural(targets.size, 'id')} "
-                  f"not in the trace "
-                  f"(e.g. {_fmt_ids(_ids(targets), targets.size)}); ASTRA-sim aborts on them",
-                  t.ids[dependents], fixable=True,
-                  dependents=int(dependents.size), missing_targets=int(targets.size), missing_ids=_ids(targets))
-    sd = {k: int(e.self_dep.sum()) for k, e in kinds.items()}
-    if sd["data"] or sd["ctrl"]:
-        rows = np.concatenate([e.src[e.self_dep] for e in kinds.values()])
-        parts = [f"{v:,} {w}" for k, w in (("data", "data"), ("ctrl", "control")) if (v := sd[k])]
-        c.add(WARNING, "self-dep", sd["data"] + sd["ctrl"],
-              f"{' and '.join(parts)} {'dependency' if sum(sd.values()) == 1 else 'dependencies'} of a node on "
-              f"itself (a simulator that resolves them waits forever)", t.ids[rows], fixable=True, data=sd["data"], ctrl=sd["ctrl"])
-    dd = {k: int((e.duplicate & ~e.self_dep & ~e.missing).sum()) for k, e in kinds.items()}
-    if dd["data"] or dd["ctrl"]:
-        rows = np.concatenate([e.src[e.duplicate & ~e.self_dep & ~e.missing] for e in kinds.values()])
-        parts = [f"{v:,} {w}" for k, w in (("data", "data"), ("ctrl", "control")) if (v := dd[k])]
-        c.add(WARNING, "duplicate-dep", dd["data"] + dd["ctrl"],
-              f"{' and '.join(parts)} dependency entries repeat an earlier entry of the same node",
-              t.ids[rows], fixable=True, data=dd["data"], ctrl=dd["ctrl"])
+        if not m.any():
+            continue
+        k = int(m.sum())
+        targets = np.unique(e.ids[m])
+        dependents = np.unique(e.src[m])
+        c.add(WARNING, f"missing-{kind}-dep", k,
+              f"{_n(k, f'{_WORD[kind]} dependency', None, f'{_WORD[kind]} dependencies')} (of "
+              f"{_n(dependents.size, 'node')}) {'points' if k == 1 else 'point'} to {_n(targets.size, 'id')} "
+              f"not in the trace (e.g. "
+              f"{_fmt_ids(_ids(targets), targets.size)}); ASTRA-sim aborts on them",
+              t.ids[dependents], fixable=True, dependents=int(dependents.size),
+              missing_targets=int(targets.size), missing_ids=_ids(targets))
+    for code, attr, what in (("self-dep", "self_dep", "of a node on itself (a simulator that resolves them "
+                                                      "waits forever)"),
+                             ("duplicate-dep", "duplicate", "repeat an earlier entry of the same node")):
+        masks = {k: getattr(e, attr) & ~e.missing & (~e.self_dep if attr == "duplicate" else True)
+                 for k, e in kinds.items()}
+        by = {k: int(m.sum()) for k, m in masks.items()}
+        total = sum(by.values())
+        if not total:
+            continue
+        rows = np.concatenate([kinds[k].src[m] for k, m in masks.items()])
+        parts = " and ".join(f"{v:,} {_WORD[k]}" for k, v in by.items() if v)
+        noun = "dependency" if total == 1 else "dependencies"
+        if code == "duplicate-dep":
+            noun = "dependency entry" if total == 1 else "dependency entries"
+            what = ("repeats" if total == 1 else "repeat") + " an earlier entry of the same node"
+        c.add(WARNING, code, total, f"{parts} {noun} {what}", t.ids[rows], fixable=True, **by)
 
-    # ---- cycles (over data and control dependencies together)
-    keep = [~e.missing & ~e.self_dep for e in kinds.values()]
-    src = np.concatenate([e.src[k] for e, k in zip(kinds.values(), keep)])
-    dst = np.concatenate([e.dst[k] for e, k in zip(kinds.values(), keep)])
-    cyc = find_cycle(n, src, dst, t.ids)
-    if cyc is not None:
-        cycle, blocked = cyc
-        kinds_of = _edge_kinds(t, cycle + cycle[:1] if len(cycle) <= 1000 else cycle[:1001])
-        ids = [int(x) for x in t.ids[cycle]]
-        steps = [f"{a} -{k}-> " for a, k in zip(ids, kinds_of)]
-        shown = "".join(steps[:SAMPLE]) + (f"{ids[0]}" if len(ids) <= SAMPLE else "…")
-        ke = kinds["data"]
-        kd = ~ke.missing & ~ke.self_dep
-        data_acyclic = "ctrl" in kinds_of and find_cycle(n, ke.src[kd], ke.dst[kd], t.ids) is None
-        note = "; data dependencies alone are acyclic" if data_acyclic else ""
-        c.add(ERROR, "cycle", blocked,
-              f"dependency cycle of {_plural(len(ids), 'node')}: {shown} (each depends on the next){note}; "
-              f"{_plural(blocked, 'node')} on or behind cycles can never run", t.ids[cycle],
-              cycle=ids[:1000], edge_kinds=kinds_of[:1000], cycle_length=len(ids), blocked_nodes=blocked,
-              data_acyclic=bool(data_acyclic))
 
-    # ---- node types
+def _check_cycles(c: _Checker, kinds: dict[str, "_Edges"]) -> None:
+    """Cycles over data and control dependencies together (ASTRA-sim resolves both)."""
+    t = c.t
+    n = len(t)
+    keep = {k: ~e.missing & ~e.self_dep for k, e in kinds.items()}
+    src = np.concatenate([e.src[keep[k]] for k, e in kinds.items()])
+    dst = np.concatenate([e.dst[keep[k]] for k, e in kinds.items()])
+    found = find_cycle(n, src, dst, t.ids)
+    if found is None:
+        return
+    cycle, blocked = found
+    kinds_of = _edge_kinds(t, cycle + cycle[:1] if len(cycle) <= 1000 else cycle[:1001])
+    ids = [int(x) for x in t.ids[cycle]]
+    shown = "".join(f"{a} -{k}-> " for a, k in zip(ids[:SAMPLE], kinds_of)) + \
+        (f"{ids[0]}" if len(ids) <= SAMPLE else "…")
+    e = kinds["data"]
+    data_acyclic = any("ctrl" in k for k in kinds_of) and \
+        find_cycle(n, e.src[keep["data"]], e.dst[keep["data"]], t.ids) is None
+    note = "; data dependencies alone are acyclic" if data_acyclic else ""
+    c.add(ERROR, "cycle", blocked,
+          f"dependency cycle of {_n(len(ids), 'node')}: {shown} (each depends on the next){note}; "
+          f"{_n(blocked, 'node')} on or behind cycles can never run", t.ids[cycle], fixable=bool(data_acyclic),
+          cycle=ids[:1000], edge_kinds=kinds_of[:1000], cycle_length=len(ids), blocked_nodes=blocked,
+          data_acyclic=bool(data_acyclic))
+
+
+def _check_types(c: _Checker) -> None:
+    t = c.t
     types = t.types.astype(np.int64)
     reserved = (types >= min(RESERVED_NODE_TYPES)) & (types <= max(RESERVED_NODE_TYPES))
     bad = ((types < _NODE_TYPES[0]) | (types > _NODE_TYPES[-1])) & ~reserved
-    if bad.any():
-        vals = np.unique(types[bad])
-        c.add(ERROR, "invalid-node-type", int(bad.sum()),
-              f"{_plural(int(bad.sum()), 'node')} {_v(int(bad.sum()), 'have')} a type outside NodeType: "
-              f"{', '.join(str(v) for v in vals[:10])}", t.ids[bad], values=[int(v) for v in vals[:SAMPLE]])
-    if reserved.any():
-        vals = np.unique(types[reserved])
-        c.add(WARNING, "reserved-node-type", int(reserved.sum()),
-              f"{_plural(int(reserved.sum()), 'node')} {_v(int(reserved.sum()), 'use')} node types reserved by an upstream proposal "
-              f"({', '.join(str(v) for v in vals)}); other tools do not know them", t.ids[reserved],
-              values=[int(v) for v in vals])
-    untyped = types == NodeType.INVALID_NODE
-    if untyped.any():
-        c.add(WARNING, "untyped-node", int(untyped.sum()),
-              f"{_plural(int(untyped.sum()), 'node')} {_v(int(untyped.sum()), 'have')} type INVALID_NODE (0, the default when unset); "
-              f"simulators skip or reject them", t.ids[untyped])
+    for code, sev, m, what in (
+        ("invalid-node-type", ERROR, bad, "a type outside NodeType: {}"),
+        ("reserved-node-type", WARNING, reserved,
+         "a node type reserved by an upstream proposal ({}); other tools do not know it"),
+        ("untyped-node", WARNING, types == NodeType.INVALID_NODE,
+         "type INVALID_NODE ({}, the default when unset); simulators skip or reject it"),
+    ):
+        if m.any():
+            vals = np.unique(types[m])
+            k = int(m.sum())
+            c.add(sev, code, k, f"{_n(k, 'node', 'have')} " + what.format(", ".join(str(v) for v in vals[:10])),
+                  t.ids[m], values=[int(v) for v in vals[:SAMPLE]])
 
-    # ---- attributes: presence counts the extras too (known names with a doc string or another member)
-    extra = _extra_attrs(t)
+
+def _check_comm(c: _Checker, extra: "_ExtraAttrs") -> None:
+    t = c.t
 
     def has(attr: str) -> np.ndarray:
         return _present(t, extra, attr)
 
-    _check_noncanonical(c, extra)
-
     has_type, has_size = has(Attr.COMM_TYPE), has(Attr.COMM_SIZE)
-    col_type = t.has(Attr.COMM_TYPE)
-    badc = col_type & ((t.comm_type < _COLL_TYPES[0]) | (t.comm_type > _COLL_TYPES[-1]))
-    if badc.any():
-        vals = np.unique(t.comm_type[badc])
-        c.add(ERROR, "invalid-comm-type", int(badc.sum()),
-              f"{_plural(int(badc.sum()), 'node')} {_v(int(badc.sum()), 'have')} a comm_type outside CollectiveCommType: "
-              f"{', '.join(str(v) for v in vals[:10])}", t.ids[badc], values=[int(v) for v in vals[:SAMPLE]])
+    bad = t.has(Attr.COMM_TYPE) & ((t.comm_type < _COLL_TYPES[0]) | (t.comm_type > _COLL_TYPES[-1]))
+    if bad.any():
+        vals = np.unique(t.comm_type[bad])
+        k = int(bad.sum())
+        c.add(ERROR, "invalid-comm-type", k,
+              f"{_n(k, 'node', 'have')} a comm_type outside CollectiveCommType: "
+              f"{', '.join(str(v) for v in vals[:10])}", t.ids[bad], values=[int(v) for v in vals[:SAMPLE]])
 
-    coll = types == NodeType.COMM_COLL_NODE
+    coll = t.types == NodeType.COMM_COLL_NODE
     host = _host_collectives(t, has_type, has_size)
     if host.any():
+        k = int(host.sum())
         names = sorted(set(t.name_array[host][:200].tolist()))
-        c.add(WARNING, "collective-missing-type", int(host.sum()),
-              f"{_plural(int(host.sum()), 'COMM_COLL node')} without comm_type or comm_size are host-side launch "
-              f"ops (is_cpu_op; e.g. {', '.join(repr(x) for x in names[:2])}); other tools read them as 0-byte "
-              f"ALL_REDUCE", t.ids[host], fixable=True, host_side=True)
-    nt = coll & ~has_type & ~host
-    if nt.any():
-        c.add(WARNING, "collective-missing-type", int(nt.sum()),
-              f"{_plural(int(nt.sum()), 'COMM_COLL node')} {_v(int(nt.sum()), 'have')} no comm_type; other tools read it as ALL_REDUCE",
-              t.ids[nt], host_side=False)
-    ns = coll & ~has_size & ~host
-    if ns.any():
-        c.add(WARNING, "collective-missing-size", int(ns.sum()),
-              f"{_plural(int(ns.sum()), 'COMM_COLL node')} {_v(int(ns.sum()), 'have')} no comm_size; simulators move 0 bytes",
-              t.ids[ns])
-
-    for nt_, attr, word in ((NodeType.COMM_SEND_NODE, Attr.COMM_DST, "COMM_SEND"),
-                            (NodeType.COMM_RECV_NODE, Attr.COMM_SRC, "COMM_RECV")):
-        is_t = types == nt_
-        m = is_t & ~has(attr)
+        c.add(WARNING, "collective-missing-type", k,
+              f"{_n(k, 'COMM_COLL node')} without comm_type or comm_size {'is a' if k == 1 else 'are'} host-side "
+              f"launch op{'s' * (k != 1)} (is_cpu_op; e.g. {', '.join(repr(x) for x in names[:2])}); other tools "
+              f"read {'it' if k == 1 else 'them'} as 0-byte ALL_REDUCE", t.ids[host], fixable=True, host_side=True)
+    for code, m, what in (
+        ("collective-missing-type", coll & ~has_type & ~host, "no comm_type; other tools read ALL_REDUCE"),
+        ("collective-missing-size", coll & ~has_size & ~host, "no comm_size; simulators move 0 bytes"),
+    ):
         if m.any():
-            c.add(ERROR, "p2p-missing-peer", int(m.sum()),
-                  f"{_plural(int(m.sum()), f'{word} node')} {_v(int(m.sum()), 'have')} no {attr}; other tools read rank 0",
-                  t.ids[m], attr=attr)
-        neg = is_t & t.has(attr) & (getattr(t, attr) < 0)
-        if neg.any():
-            c.add(ERROR, "invalid-peer", int(neg.sum()),
-                  f"{_plural(int(neg.sum()), f'{word} node')} {_v(int(neg.sum()), 'have')} a negative {attr}", t.ids[neg], attr=attr)
-        ms = is_t & ~has(Attr.COMM_SIZE)
-        if ms.any():
-            c.add(WARNING, "p2p-missing-size", int(ms.sum()),
-                  f"{_plural(int(ms.sum()), f'{word} node')} {_v(int(ms.sum()), 'have')} no comm_size; simulators move 0 bytes", t.ids[ms])
+            k = int(m.sum())
+            c.add(WARNING, code, k, f"{_n(k, 'COMM_COLL node', 'have')} {what}", t.ids[m],
+                  **({"host_side": False} if code == "collective-missing-type" else {}))
 
-    # ---- sizes
-    neg = []
-    absurd = []
+    for node_type, attr, word in ((NodeType.COMM_SEND_NODE, Attr.COMM_DST, "COMM_SEND"),
+                                  (NodeType.COMM_RECV_NODE, Attr.COMM_SRC, "COMM_RECV")):
+        is_t = t.types == node_type
+        for code, sev, m, what in (
+            ("p2p-missing-peer", ERROR, is_t & ~has(attr), f"no {attr}; other tools read rank 0"),
+            ("invalid-peer", ERROR, is_t & t.has(attr) & (getattr(t, attr) < 0), f"a negative {attr}"),
+            ("p2p-missing-size", WARNING, is_t & ~has(Attr.COMM_SIZE), "no comm_size; simulators move 0 bytes"),
+        ):
+            if m.any():
+                k = int(m.sum())
+                c.add(sev, code, k, f"{_n(k, word + ' node', 'have')} {what}", t.ids[m], attr=attr)
+
+
+def _check_sizes(c: _Checker) -> None:
+    t = c.t
+    neg, absurd = [], []
     for attr in (Attr.COMM_SIZE, Attr.TENSOR_SIZE, Attr.NUM_OPS):
         p = t.has(attr)
         v = getattr(t, attr)
-        sv = v.view(np.int64) if v.dtype == np.uint64 else v  # a uint64 >= 2**63 is a wrapped negative
-        m = p & (sv < 0)
+        v = v.view(np.int64) if v.dtype == np.uint64 else v  # a uint64 >= 2**63 is a wrapped negative
+        m = p & (v < 0)
         if m.any():
             neg.append((attr, m))
-        if attr != Attr.NUM_OPS:
-            m = p & (sv > ABSURD_BYTES)
+        if attr != Attr.NUM_OPS:  # bytes
+            m = p & (v > ABSURD_BYTES)
             if m.any():
                 absurd.append((attr, m))
     for code, sev, found, what in (("negative-size", ERROR, neg, "a negative size"),
@@ -427,12 +442,9 @@ def validate_trace(trace: Trace, rank: int | None = None) -> Report:
         if found:
             m = np.logical_or.reduce([x[1] for x in found])
             by = {a: int(x.sum()) for a, x in found}
-            c.add(sev, code, int(m.sum()),
-                  f"{_plural(int(m.sum()), 'node')} {_v(int(m.sum()), 'have')} {what}: " +
-                  ", ".join(f"{a} ({k:,})" for a, k in by.items()), t.ids[m], by_attr=by)
-
-    report = Report(c.issues, nodes=n, ranks=[] if rank is None else [rank])
-    return report.sort()
+            k = int(m.sum())
+            c.add(sev, code, k, f"{_n(k, 'node', 'have')} {what}: " + ", ".join(f"{a} ({v:,})" for a, v in by.items()),
+                  t.ids[m], by_attr=by)
 
 
 def _check_noncanonical(c: _Checker, extra: _ExtraAttrs) -> None:
@@ -449,23 +461,26 @@ def _check_noncanonical(c: _Checker, extra: _ExtraAttrs) -> None:
         rows = np.unique(extra.rows[bad])
         desc = "; ".join(f"{a} as {', '.join(f'{m} ({v:,})' for m, v in d.items())} (expected {ATTR_MEMBER[a]})"
                          for a, d in by.items())
-        c.add(WARNING, "noncanonical-member", int(bad.sum()),
-              f"{_plural(int(bad.sum()), 'attribute')} of the Chakra vocabulary (on {_plural(rows.size, 'node')}) "
-              f"{_v(int(bad.sum()), 'use')} a member other tools do not read (they read 0): {desc}", t.ids[rows], by_attr=by)
+        k = int(bad.sum())
+        c.add(WARNING, "noncanonical-member", k,
+              f"{_n(k, 'attribute')} of the Chakra vocabulary (on {_n(rows.size, 'node')}) "
+              f"{'uses' if k == 1 else 'use'} a member other tools do not read (they read 0): {desc}",
+              t.ids[rows], by_attr=by)
     # a known attribute with the right member in the extras while the column also holds it: a repeat
     if extra.rows.size:
         from ..schema.trace import COLUMN_BY_NAME
 
         rep = np.zeros(extra.rows.size, bool)
-        for name, col in COLUMN_BY_NAME.items():
+        for name in COLUMN_BY_NAME:
             m = extra.canonical & (extra.name == _KNOWN.index(name))
             if m.any():
                 rep[m] = t.has(name)[extra.rows[m]]
         if rep.any():
             names = sorted({_KNOWN[int(k)] for k in np.unique(extra.name[rep])})
-            c.add(WARNING, "duplicate-attr", int(rep.sum()),
-                  f"{_plural(int(rep.sum()), 'attribute')} {_v(int(rep.sum()), 'appear')} more than once on a node "
-                  f"({', '.join(names)}); tools may read either value", t.ids[extra.rows[rep]], attrs=names)
+            k = int(rep.sum())
+            c.add(WARNING, "duplicate-attr", k,
+                  f"{_n(k, 'attribute', 'repeat')} one already on the node ({', '.join(names)}); tools may read "
+                  f"either value", t.ids[extra.rows[rep]], attrs=names)
 
 
 # --------------------------------------------------------------------------- cycles
@@ -520,7 +535,7 @@ def find_cycle(n: int, src: np.ndarray, dst: np.ndarray, ids: np.ndarray | None 
     e = left[src] & left[dst]
     pred = np.full(n, -1, np.int64)
     s_e, d_e = src[e], dst[e]
-    pred[s_e[::-1]] = d_e[::-1]  # (the first listed dependency wins)
+    pred[s_e] = d_e  # any remaining dependency will do
     v = int(np.flatnonzero(left)[0])
     seen: dict[int, int] = {}
     path: list[int] = []
@@ -529,6 +544,84 @@ def find_cycle(n: int, src: np.ndarray, dst: np.ndarray, ids: np.ndarray | None 
         path.append(v)
         v = int(pred[v])
     return path[seen[v]:], int(left.sum())
+
+
+def scc_labels(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Strongly connected component of each row (iterative Tarjan over CSR lists).
+
+    Edges go from a dependent row `src` to its dependency row `dst`; an edge lies on a cycle
+    exactly when both ends share a component.
+    """
+    order = np.argsort(src, kind="stable")
+    adj = dst[order].tolist()
+    ip = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=ip[1:])
+    ipl = ip.tolist()
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    label = [-1] * n
+    stack: list[int] = []
+    counter = comp = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work = [(root, ipl[root])]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        while work:
+            v, k = work[-1]
+            if k < ipl[v + 1]:
+                work[-1] = (v, k + 1)
+                w = adj[k]
+                if index[w] < 0:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack[w] = True
+                    work.append((w, ipl[w]))
+                elif on_stack[w] and index[w] < low[v]:
+                    low[v] = index[w]
+                continue
+            work.pop()
+            if work:
+                u = work[-1][0]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+            if low[v] == index[v]:
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    label[w] = comp
+                    if w == v:
+                        break
+                comp += 1
+    return np.asarray(label, np.int64)
+
+
+def _ctrl_edges_on_cycles(trace: Trace) -> tuple[np.ndarray, int] | None:
+    """Control entries that lie on a dependency cycle, when the data dependencies alone are acyclic.
+
+    Dropping exactly these is the one repair that keeps every data dependency (what simulators
+    must respect) and every control dependency not on a cycle; the result is acyclic because
+    what stays inside a component is data edges only. None when there is nothing to do or
+    the data dependencies are cyclic themselves (then no repair is unambiguous).
+    """
+    n = len(trace)
+    kinds = {k: _edges(trace, k) for k in ("data", "ctrl")}
+    ok = {k: ~e.missing & ~e.self_dep for k, e in kinds.items()}
+    d, c = kinds["data"], kinds["ctrl"]
+    src = np.concatenate([d.src[ok["data"]], c.src[ok["ctrl"]]])
+    dst = np.concatenate([d.dst[ok["data"]], c.dst[ok["ctrl"]]])
+    found = find_cycle(n, src, dst, trace.ids)
+    if found is None or find_cycle(n, d.src[ok["data"]], d.dst[ok["data"]], trace.ids) is not None:
+        return None
+    labels = scc_labels(n, src, dst)
+    sizes = np.bincount(labels)
+    on_cycle = ok["ctrl"] & (labels[c.src] == labels[np.maximum(c.dst, 0)]) & (sizes[labels[c.src]] > 1)
+    return on_cycle, found[1]
 
 
 # --------------------------------------------------------------------------- repair
@@ -540,10 +633,13 @@ def fix_trace(trace: Trace) -> tuple[Trace, list[str]]:
     - drop data/control dependencies on nodes not in the trace,
     - drop dependencies of a node on itself,
     - drop exact repeats of a dependency entry within a node,
+    - when the data dependencies alone are acyclic, drop the control dependencies that lie on
+      a cycle (both ends in one strongly connected component): the only choice-free way out,
     - retype host-side COMM_COLL nodes (is_cpu_op, neither comm_type nor comm_size, such as
       ``c10d::allreduce_``; the GPU node carries the collective) to COMP_NODE.
 
-    Duplicate ids, cycles and invalid values are left alone (they stay reported).
+    Duplicate ids, cycles through data dependencies and invalid values are left alone (they
+    stay reported).
     """
     out = trace.copy()
     changes: list[str] = []
@@ -559,23 +655,32 @@ def fix_trace(trace: Trace) -> tuple[Trace, list[str]]:
         np.cumsum(counts, out=indptr[1:])
         setattr(out, ip, indptr)
         setattr(out, flat, getattr(trace, flat)[~drop])
-        miss, self_, dup = int(e.missing.sum()), int((e.self_dep & ~e.missing).sum()), \
-            int((e.duplicate & ~e.missing & ~e.self_dep).sum())
+        miss = int(e.missing.sum())
+        self_ = int((e.self_dep & ~e.missing).sum())
+        dup = int((e.duplicate & ~e.missing & ~e.self_dep).sum())
         if miss:
-            changes.append(f"dropped {_plural(miss, f'{word} dependency', f'{word} dependencies')} on "
-                           f"{_plural(np.unique(e.ids[e.missing]).size, 'missing node')}")
+            changes.append(f"dropped {_n(miss, f'{word} dependency', plural=f'{word} dependencies')} on "
+                           f"{_n(np.unique(e.ids[e.missing]).size, 'missing node')}")
         if self_:
-            changes.append(f"dropped {_plural(self_, f'{word} self-dependency', f'{word} self-dependencies')}")
+            changes.append(f"dropped {_n(self_, f'{word} self-dependency', plural=f'{word} self-dependencies')}")
         if dup:
-            changes.append(f"dropped {_plural(dup, f'repeated {word} dependency entry', f'repeated {word} dependency entries')}")
+            changes.append("dropped " + _n(dup, f"repeated {word} dependency entry",
+                                           plural=f"repeated {word} dependency entries"))
     out._index = None
+    cyclic = _ctrl_edges_on_cycles(out)
+    if cyclic is not None:
+        on_cycle, blocked = cyclic
+        out = out.with_deps("ctrl", ~on_cycle)
+        changes.append(f"dropped {_n(int(on_cycle.sum()), 'control dependency', plural='control dependencies')} "
+                       f"that lie on dependency cycles (the data dependencies alone are acyclic; "
+                       f"{_n(blocked, 'node')} could never run)")
 
     extra = _extra_attrs(trace)
     host = _host_collectives(trace, _present(trace, extra, Attr.COMM_TYPE), _present(trace, extra, Attr.COMM_SIZE))
     if host.any():
         out.types[host] = NodeType.COMP_NODE
         names = sorted(set(trace.name_array[host][:200].tolist()))
-        changes.append(f"retyped {_plural(int(host.sum()), 'host-side COMM_COLL node')} (is_cpu_op, neither "
+        changes.append(f"retyped {_n(int(host.sum()), 'host-side COMM_COLL node')} (is_cpu_op, neither "
                        f"comm_type nor comm_size, e.g. {', '.join(repr(x) for x in names[:3])}) to COMP_NODE")
     return out, changes
 
@@ -613,13 +718,18 @@ def _collective_seq(t: Trace, group: str) -> tuple[np.ndarray, np.ndarray, np.nd
     return t.comm_type[m].astype(np.int64), size[m].astype(np.int64), t.ids[m]
 
 
+def _bytes(size: int) -> str:
+    return f"{size:,} B" if size >= 0 else "no comm_size"
+
+
 def _describe(ct: int, size: int) -> str:
     return f"{collective_name(ct)} of {size:,} B" if size >= 0 else f"{collective_name(ct)} (no comm_size)"
 
 
 def _rank_list(ranks: list[int]) -> str:
     s = ", ".join(str(r) for r in ranks[:10])
-    return ("rank " if len(ranks) == 1 else "ranks ") + s + (f", … ({len(ranks) - 10} more)" if len(ranks) > 10 else "")
+    more = f", … ({len(ranks) - 10} more)" if len(ranks) > 10 else ""
+    return ("rank " if len(ranks) == 1 else "ranks ") + s + more
 
 
 def _check_groups(workload) -> list[Issue]:
@@ -637,7 +747,7 @@ def _check_groups(workload) -> list[Issue]:
             for r in outside:
                 ids = _collective_seq(workload.traces[r], g)[2]
                 issues.append(Issue(ERROR, "not-in-group", int(ids.size),
-                                    f"rank {r} issues {_plural(int(ids.size), 'collective')} on {label(g)}, "
+                                    f"rank {r} issues {_n(int(ids.size), 'collective')} on {label(g)}, "
                                     f"which does not include it", _ids(ids), r, False, {"group": g}))
         present = [r for r in members if r in workload.traces]
         if len(present) < 2:
@@ -670,7 +780,7 @@ def _check_groups(workload) -> list[Issue]:
                         if s_[first] != rs[first]:
                             what.add("comm_size")
                 else:
-                    key = f"nothing (only {_plural(int(t_.size), 'collective')})"
+                    key = f"nothing (only {_n(int(t_.size), 'collective')})"
                     per_rank[r] = None
                 by.setdefault(key, []).append(r)
             parts = "; ".join(f"{_rank_list(rs_)}: {k}" for k, rs_ in by.items())
@@ -720,7 +830,7 @@ def _check_p2p(workload) -> list[Issue]:
         for r in np.unique(rk[bad]).tolist():
             m = bad & (rk == r)
             issues.append(Issue(ERROR, "unknown-peer", int(m.sum()),
-                                f"{_plural(int(m.sum()), 'COMM_' + name.upper() + ' node')} {word} "
+                                f"{_n(int(m.sum()), 'COMM_' + name.upper() + ' node')} {word} "
                                 f"{_rank_list(np.unique(peer[m]).tolist())}, not in the workload",
                                 _ids(ids[m]), r, False, {"kind": name, "peers": np.unique(peer[m]).tolist()[:SAMPLE]}))
     # match in order per (src, dst, tag): the k-th send with a key pairs with the k-th receive
@@ -758,11 +868,11 @@ def _check_p2p(workload) -> list[Issue]:
     ps, pr = o[:-1][pair], o[1:][pair] - ns
     diff = S[3][ps] != R[3][pr]
     if diff.any():
-        ex = [f"rank {int(S[0][a])} → {int(S[1][a])} tag {int(S[2][a])}: send {int(S[3][a]):,} B (node "
-              f"{int(S[4][a])}), recv {int(R[3][b]):,} B (node {int(R[4][b])})"
+        ex = [f"rank {int(S[0][a])} → {int(S[1][a])} tag {int(S[2][a])}: send {_bytes(int(S[3][a]))} (node "
+              f"{int(S[4][a])}), recv {_bytes(int(R[3][b]))} (node {int(R[4][b])})"
               for a, b in zip(ps[diff][:3], pr[diff][:3])]
         issues.append(Issue(ERROR, "p2p-size-mismatch", int(diff.sum()),
-                            f"{_plural(int(diff.sum()), 'send/receive pair')} {_v(int(diff.sum()), 'disagree')} on comm_size: "
+                            f"{_n(int(diff.sum()), 'send/receive pair', 'disagree')} on comm_size: "
                             + "; ".join(ex), _ids(S[4][ps[diff]]), None, False,
                             {"pairs": [{"src": int(S[0][a]), "dst": int(S[1][a]), "tag": int(S[2][a]),
                                         "send_node": int(S[4][a]), "recv_node": int(R[4][b]),
@@ -779,10 +889,11 @@ def _check_p2p(workload) -> list[Issue]:
                 desc.append(f"{k:,} {'to' if own == 0 else 'from'} rank {peer} tag {tag}")
             more = f", … ({chans.shape[1] - 3} more channels)" if chans.shape[1] > 3 else ""
             issues.append(Issue(ERROR, code, int(mr.sum()),
-                                f"{_plural(int(mr.sum()), word + ' node')} {_v(int(mr.sum()), 'have')} no matching {other} "
+                                f"{_n(int(mr.sum()), word + ' node', 'have')} no matching {other} "
                                 f"(matched in order per source, destination and tag): {'; '.join(desc)}{more}",
                                 _ids(X[4][mr]), r, False,
-                                {"channels": [{"peer": int(p), "tag": int(tg)} for p, tg in chans.T[:SAMPLE].tolist()]}))
+                                {"channels": [{"peer": int(p), "tag": int(tg)}
+                                              for p, tg in chans.T[:SAMPLE].tolist()]}))
     return issues
 
 

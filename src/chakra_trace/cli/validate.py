@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ def _load(path: str, comm_groups: str | None):
     from ..schema.workload import Workload
 
     if os.path.isfile(path):
+        m = re.match(r"^.*\.(\d+)\.et(?:\.gz)?$", Path(path).name)  # <prefix>.<rank>.et: rank known
         with progress("reading", path) as cb:
-            return read_trace(path, progress=cb), None
+            return read_trace(path, progress=cb), (int(m.group(1)) if m else None)
     if os.path.isdir(path):
         raise ChakraError(f"{path}: is a directory; give a .et file or a workload prefix (<prefix>.<rank>.et)")
     found = discover(path)

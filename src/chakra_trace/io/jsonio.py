@@ -71,7 +71,7 @@ _NODE_KEYS = ("id", "name", "type", "ctrl_deps", "data_deps", "start_time_micros
               "inputs", "outputs", "attr", "unknown_fields")
 _CANON_NAN64 = 0x7FF8000000000000
 _CANON_NAN32 = 0x7FC00000
-_FLT_MAX = float(np.finfo(np.float32).max)
+_FLT_OVERFLOW = 2.0 ** 128 - 2.0 ** 103  # finite doubles from here up round to a float32 infinity
 
 
 # =========================================================================== writing
@@ -245,8 +245,7 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
             try:
                 m = pb.Node.FromString(xraw[a:b])
             except Exception as exc:  # protobuf's DecodeError differs per runtime
-                raise TraceFormatError(None, f"node fields do not parse ({exc})", node_id=ids[i],
-                                       message_index=s + i + 1) from None
+                raise TraceFormatError(None, f"node fields do not parse ({exc})", node_id=ids[i]) from None
             unknown = _has_unknown(m)
             for key in ("inputs", "outputs"):
                 if m.HasField(key):
@@ -443,9 +442,8 @@ def _real(v, kind: str, what: str) -> float:
                    f'"NaN:0x<{width} hex digits>", got {_jtype(v)}')
     else:
         raise _Bad(f"{what}: expected a number, got {_jtype(v)}")
-    if kind == "float" and abs(x) > _FLT_MAX and math.isfinite(x):
-        if abs(x) - _FLT_MAX >= float(np.spacing(np.float32(_FLT_MAX))) / 2:
-            raise _Bad(f"{what}: {v!r} is out of range for a 32-bit float")
+    if kind == "float" and math.isfinite(x) and abs(x) >= _FLT_OVERFLOW:
+        raise _Bad(f"{what}: {v!r} is out of range for a 32-bit float")
     return x
 
 
@@ -610,15 +608,20 @@ def _metadata_from_json(d):
     return meta
 
 
-def _check_header(h: dict, lines: bool) -> None:
+def _check_header(h: dict, lines: bool, partial: bool = False) -> None:
+    """Validate the header keys; `partial` checks only the keys seen so far."""
     allowed = {"format", "version", "metadata"} | (set() if lines else {"nodes"})
     for k in h:
         if k not in allowed:
             raise _Bad(f"header: unknown key {k!r}; expected {', '.join(sorted(allowed))}")
     if "format" not in h:
+        if partial:
+            return
         raise _Bad(f"not a chakra trace JSON file: the header has no \"format\": \"{FORMAT}\"")
     if h["format"] != FORMAT:
         raise _Bad(f"not a chakra trace JSON file: format is {_jtype(h['format'])}, expected \"{FORMAT}\"")
+    if "version" not in h and partial:
+        return
     v = h.get("version")
     if type(v) is not int:
         raise _Bad(f"header: version must be the integer {VERSION}, got {_jtype(v)}")
@@ -660,7 +663,8 @@ class _Text:
         self.line0, self.col0 = 1, 0  # position of buf[0]
         self.dec = json.JSONDecoder()
 
-    def fill(self, want: int = _TEXT_BLOCK) -> bool:
+    def fill(self, want: int | None = None) -> bool:
+        """Read more text (dropping what was consumed); False at end of file."""
         if self.eof:
             return False
         if self.pos:
@@ -670,7 +674,7 @@ class _Text:
             self.col0 = len(done) - done.rfind("\n") - 1 if nl else self.col0 + len(done)
             self.buf, self.pos = self.buf[self.pos:], 0
         try:
-            s = self.f.read(max(want, len(self.buf)))
+            s = self.f.read(want or _TEXT_BLOCK)
         except UnicodeDecodeError as e:
             raise TraceFormatError(self.path, f"not UTF-8 text ({e.reason} near line {self.where()[0]})") from None
         if not s:
@@ -713,11 +717,13 @@ class _Text:
                 v, end = self.dec.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as e:
                 incomplete = e.pos >= len(self.buf) - 64 or e.msg.startswith("Unterminated string")
-                if not self.eof and incomplete and self.fill(max(_TEXT_BLOCK, len(self.buf))):
+                if not self.eof and incomplete:
+                    self.fill(max(_TEXT_BLOCK, len(self.buf) - self.pos))  # shifts the buffer: parse again
                     continue
                 raise self.error(f"invalid JSON{context}: {e.msg}", e.pos) from None
-            if end >= len(self.buf) and not self.eof and self.fill():
-                continue  # a number could go on in the next block
+            if not self.eof and (end >= len(self.buf) or (type(v) in (int, float) and end > len(self.buf) - 64)):
+                self.fill(max(_TEXT_BLOCK, len(self.buf) - self.pos))  # a number could go on in the next block
+                continue
             self.pos = end
             return v
 
@@ -767,11 +773,12 @@ def _iter_json_nodes(t: _Text, path: str) -> Iterator[tuple[str, Any]]:
                 raise t.error("invalid JSON: expected an object key")
             t.expect(":", "':'")
             if key == "nodes":
-                if "format" in header:
-                    try:
-                        _check_header(header, lines=False)
-                    except _Bad as e:
-                        raise TraceFormatError(path, str(e)) from None
+                if seen_nodes:
+                    raise t.error("header: 'nodes' appears twice")
+                try:
+                    _check_header(header, lines=False, partial=True)
+                except _Bad as e:
+                    raise TraceFormatError(path, str(e)) from None
                 seen_nodes = True
                 if t.peek() != "[":
                     raise t.error("'nodes': expected a list of node objects")
