@@ -2,14 +2,17 @@
 """I/O benchmark of the `.et` reader/writer against a straightforward protobuf loop.
 
     python benchmarks/io_bench.py [--nodes N] [--json OUT] [--extras few|converter] [--profile]
+                                  [--repeat K] [--no-native]
 
 Everything is measured in the same run and reported as ratios too, since shared machines
 are noisy. Steps:
 
   (a) bulk load `read_trace` (plain and gzip)          (b) naive loop: Python varint framing,
-      one `Node.ParseFromString` per message, values appended to Python lists
+      one `Node.ParseFromString` per message; id, name, type, deps, start, duration and the
+      column attributes appended to Python lists
   (c) `write_trace` (plain and gzip)                   (d) naive write: build one pb.Node per
-      node, SerializeToString, frame
+      node from those lists, SerializeToString, frame (it writes no extras, so it has less
+      to write than (c))
   (e) streaming `iter_nodes`                           (f) memory of the loaded columnar model:
       `Trace.nbytes()` and RSS growth of a fresh subprocess that loads the file
 
@@ -20,6 +23,10 @@ control parent and 1-4 data deps to earlier nodes per node, start/duration, colu
 (`--extras few`: rf_id, seq_id, tid, stream as int64_val; `--extras converter`: also
 fw_parent, fw_tid, scope, op_schema and inputs/outputs IOInfo, like the reference PyTorch
 converter writes on every node).
+
+If the bulk-load target is missed (or with --profile) it prints a cProfile of read_trace and a
+per-source-line timing of the loader and writer (cProfile books numpy work to the caller).
+`--no-native` measures the pure-numpy code paths (as with CHAKRA_TRACE_PURE=1).
 """
 from __future__ import annotations
 
@@ -266,6 +273,7 @@ def naive_load(path: str) -> dict:
     with open(path, "rb") as f:
         data = f.read()
     Node = pb.Node
+    columns = _COLUMN_NAMES
     ids, names, types, ctrl, deps, start, dur, attrs = [], [], [], [], [], [], [], []
     pos, end = 0, len(data)
     meta = None
@@ -292,7 +300,7 @@ def naive_load(path: str) -> dict:
         deps.append(list(node.data_deps))
         start.append(node.start_time_micros)
         dur.append(node.duration_micros)
-        attrs.append({a.name: getattr(a, a.WhichOneof("value")) for a in node.attr})
+        attrs.append({a.name: getattr(a, a.WhichOneof("value")) for a in node.attr if a.name in columns})
     return {"metadata": meta, "ids": ids, "names": names, "types": types, "ctrl": ctrl, "data": deps,
             "start": start, "duration": dur, "attrs": attrs}
 

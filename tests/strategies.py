@@ -110,7 +110,8 @@ def attributes(draw, names=None) -> Attribute:
     if canonical is not None and choice <= 5:
         member = canonical  # the member consumers read (a column for the column attributes)
     else:
-        member = draw(st.sampled_from(sorted(ATTR_MEMBERS)))
+        member = draw(st.one_of(st.sampled_from(sorted(ATTR_MEMBERS)), st.sampled_from(sorted(ATTR_MEMBERS)),
+                                st.sampled_from(["double_val", "double_list", "float_val", "float_list"])))
     if name == Attr.COMM_TYPE and member == "string_val":
         member = canonical  # see test_roundtrip.py::test_comm_type_string_member_rebuilds (codec bug)
     value = draw(member_values(member))

@@ -146,7 +146,7 @@ def _cases(good: bytes) -> dict[str, Case]:
                              dict(words=("gzip", "corrupt"))),
         "gzip_bad_crc": Case(gz[:-8] + bytes(b ^ 0xFF for b in gz[-8:-4]) + gz[-4:],
                              dict(words=("gzip", "corrupt", "crc"))),
-        "gzip_magic_only": Case(b"\x1f\x8b", dict(offset=0, words=("gzip",))),
+        "gzip_magic_only": Case(b"\x1f\x8b", dict(offset=2, words=("gzip", "truncated"))),
     }
 
 
@@ -187,9 +187,7 @@ def test_library_error_says_where(bad_files, name):
 
 @pytest.mark.parametrize("name", [
     "truncated_message", "truncated_in_prefix", "overlong_varint_prefix", "bad_wire_type", "gzip_truncated",
-    pytest.param("empty_file", marks=pytest.mark.xfail(
-        strict=True, reason="src bug: iter_nodes yields nothing for an empty file (read_trace and "
-                            "read_metadata raise 'empty file: expected a GlobalMetadata message first')")),
+    "empty_file",
 ])
 def test_streaming_reader_errors_too(bad_files, name):
     path, expect = bad_files[name]
@@ -369,19 +367,10 @@ def _assert_bomb_stopped(path: Path, res: dict) -> None:
     low = res["message"].lower()
     assert str(path) in res["message"] and "offset" in low
     assert "ratio" in low and "bomb" in low, res
-    assert res["offset"] < BOMB_BYTES // 4, f"stopped only after {res['offset']} of {BOMB_BYTES} bytes"
+    assert res["offset"] < 4 << 20, f"stopped only after {res['offset']} of {BOMB_BYTES} bytes"
     assert res["peak_growth"] < 256 << 20, f"peak RSS grew {res['peak_growth'] >> 20} MiB"
 
 
-BOMB_XFAIL = pytest.mark.xfail(
-    strict=True,
-    reason="src bug: the ratio guard (stream._GuardedGzip) only checks after RATIO_GRACE=64 MiB, "
-           "per readinto call, against raw.tell() that includes gzip's 128 KiB read-ahead; zero bytes "
-           "are valid empty messages, so ~115 B of columns are built per decompressed byte first",
-)
-
-
-@BOMB_XFAIL
 def test_gzip_bomb_of_zero_bytes(tmp_path):
     """200 MB of zero bytes (each a valid empty message) gzipped to ~200 KB."""
     p = tmp_path / "bomb.0.et.gz"
@@ -389,7 +378,6 @@ def test_gzip_bomb_of_zero_bytes(tmp_path):
     _assert_bomb_stopped(p, _probe(p))
 
 
-@BOMB_XFAIL
 def test_gzip_bomb_behind_one_huge_length_prefix(tmp_path):
     """An empty metadata frame, then one node frame announcing ~200 MB of zero bytes."""
     p = tmp_path / "bomb1.0.et.gz"

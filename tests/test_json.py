@@ -313,6 +313,42 @@ def test_tiny_read_blocks(tmp_path, block, monkeypatch):
     assert "nodes[1]: expected a node object, got the number 1500.0" in read_error(p)
 
 
+def test_corrupted_input_fails_cleanly(tmp_path, monkeypatch):
+    """Truncated or mangled files either read or raise a one-line TraceFormatError, and the
+    outcome does not depend on where the text blocks happen to end."""
+    import random
+
+    from chakra_trace.io import jsonio
+
+    rnd = random.Random(0)
+    t = small_trace()
+    for name, kw in (("c.json", {}), ("c.jsonl", {}), ("d.json", {"indent": 1})):
+        write_json(t, tmp_path / name, **kw)
+        data = (tmp_path / name).read_bytes()
+        cases = [data[:i] for i in range(0, len(data), 17)]
+        for _ in range(60):
+            b = bytearray(data)
+            i = rnd.randrange(len(b))
+            if rnd.random() < 0.5:
+                b[i] = rnd.choice(b'{}[],:"0-9eE.tfn\\ \nx\xff')
+            else:
+                del b[i]
+            cases.append(bytes(b))
+        q = tmp_path / ("bad-" + name)
+        for c in cases:
+            q.write_bytes(c)
+            outcomes = []
+            for block in (1 << 20, 3):
+                monkeypatch.setattr(jsonio, "_TEXT_BLOCK", block)
+                try:
+                    r = read_json(q)
+                    outcomes.append((r.ids.tolist(), r.extra.tobytes(), r.metadata.SerializeToString()))
+                except TraceFormatError as e:
+                    assert "\n" not in str(e)
+                    outcomes.append(str(e))
+            assert outcomes[0] == outcomes[1], c
+
+
 # --------------------------------------------------------------------------- CLI
 
 

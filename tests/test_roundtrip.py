@@ -5,10 +5,9 @@ import dataclasses
 import gzip
 import json
 import math
-import shutil
 import struct
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from unittest import mock
 
@@ -18,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chakra_trace.io import jsonio
-from chakra_trace.io.et import iter_chunks, iter_nodes, read_trace, write_trace
+from chakra_trace.io.et import iter_chunks, read_trace, write_trace
 from chakra_trace.io.jsonio import read_json, write_json
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.trace import Attribute, Node, Trace
@@ -126,7 +125,7 @@ def test_et_gzip_roundtrip(trace):
 def test_json_document_roundtrip(trace, indent, name, small):
     with _tmp() as d:
         p = Path(d) / name
-        with small_blocks() if small else _nothing():
+        with small_blocks() if small else nullcontext():
             assert write_json(trace, p, indent=indent) == len(trace)
             doc = json.loads(_text(p))
             back = read_json(p)
@@ -140,7 +139,7 @@ def test_json_document_roundtrip(trace, indent, name, small):
 def test_json_lines_roundtrip(trace, name, small):
     with _tmp() as d:
         p = Path(d) / name
-        with small_blocks() if small else _nothing():
+        with small_blocks() if small else nullcontext():
             write_json(trace, p, lines=name == "t.json")
             raw = _text(p)
             back = read_json(p)
@@ -182,11 +181,6 @@ def test_json_chunks_equal_whole(trace, data):
         parts = [trace.take(np.arange(a, b)) for a, b in zip(bounds, bounds[1:])]
         write_json(iter(parts), d / "parts.jsonl")
         assert (d / "whole.jsonl").read_bytes() == (d / "parts.jsonl").read_bytes()
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 # --------------------------------------------------------------------------- the real trace

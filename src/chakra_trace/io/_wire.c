@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A growable array that lives inside a bytes object, so returning it copies nothing. */
+/* A growable array that lives inside a bytearray, so returning it copies nothing and numpy
+ * views of it are writable. */
 typedef struct {
     PyObject *obj;
     char *data;
@@ -19,24 +20,21 @@ static int vec_init(vec *v, Py_ssize_t item, Py_ssize_t cap) {
     v->item = item;
     v->len = 0;
     v->cap = cap > 16 ? cap : 16;
-    v->obj = PyBytes_FromStringAndSize(NULL, v->cap * item);
-    v->data = v->obj ? PyBytes_AS_STRING(v->obj) : NULL;
+    v->obj = PyByteArray_FromStringAndSize(NULL, v->cap * item);
+    v->data = v->obj ? PyByteArray_AS_STRING(v->obj) : NULL;
     return v->obj ? 0 : -1;
 }
 
 static int vec_grow(vec *v) {
     Py_ssize_t cap = v->cap * 2;
-    if (_PyBytes_Resize(&v->obj, cap * v->item) < 0) {
-        v->data = NULL;
-        return -1;
-    }
-    v->data = PyBytes_AS_STRING(v->obj);
+    if (PyByteArray_Resize(v->obj, cap * v->item) < 0) return -1;
+    v->data = PyByteArray_AS_STRING(v->obj);
     v->cap = cap;
     return 0;
 }
 
 static PyObject *vec_bytes(vec *v) {
-    if (v->obj && _PyBytes_Resize(&v->obj, v->len * v->item) < 0) v->obj = NULL;
+    if (v->obj && PyByteArray_Resize(v->obj, v->len * v->item) < 0) Py_CLEAR(v->obj);
     PyObject *b = v->obj;
     v->obj = NULL;
     v->data = NULL;
@@ -389,7 +387,258 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * decode_nodes: one pass over Chakra Node messages, producing the columns codec.py builds.
+ * Same rules as the numpy path: fields 1/3/6/7 varint scalars (last wins), 2 name, 4/5 deps
+ * (packed or not), 10 attributes whose message is exactly {name, one member} with a column's
+ * name and canonical member become column values (first occurrence per node); every other
+ * field is kept verbatim in `extra`, fields numbered below 10 first (protobuf's order). */
+
+#define MAX_COLS 16
+
+typedef struct {
+    const char *name;
+    Py_ssize_t len;
+    int field, wt;
+} colspec;
+
+static inline int skip_value(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, int wt, uint64_t *value,
+                             Py_ssize_t *data, const char **err) {
+    *data = *p;
+    if (wt == 0 || wt == 2) {
+        int ok = read_varint(buf, p, end, value);
+        if (ok <= 0) {
+            *err = ok == 0 ? "varint runs past the end of its message" : "varint longer than 10 bytes";
+            return -1;
+        }
+        if (wt == 2) {
+            *data = *p;
+            if ((uint64_t)(end - *p) < *value) {
+                *err = "length-delimited field runs past the end of its message";
+                return -1;
+            }
+            *p += (Py_ssize_t)*value;
+        }
+        return 0;
+    }
+    if (wt == 1 || wt == 5) {
+        int width = wt == 1 ? 8 : 4;
+        if (end - *p < width) {
+            *err = "fixed-width value runs past the end of its message";
+            return -1;
+        }
+        uint64_t v = 0;
+        for (int k = 0; k < width; k++) v |= (uint64_t)buf[*p + k] << (8 * k);
+        *value = v;
+        *p += width;
+        return 0;
+    }
+    *err = "invalid tag: unsupported wire type";
+    return -1;
+}
+
+static inline int vec_push(vec *v, const void *item) {
+    if (v->len == v->cap && vec_grow(v)) return -1;
+    memcpy(v->data + v->len * v->item, item, (size_t)v->item);
+    v->len++;
+    return 0;
+}
+
+static inline int vec_extend(vec *v, const void *src, Py_ssize_t count) {
+    while (v->len + count > v->cap)
+        if (vec_grow(v)) return -1;
+    memcpy(v->data + v->len * v->item, src, (size_t)(count * v->item));
+    v->len += count;
+    return 0;
+}
+
+static PyObject *decode_nodes(PyObject *self, PyObject *args) {
+    Py_buffer bv, sv, ev;
+    PyObject *cols;
+    if (!PyArg_ParseTuple(args, "y*y*y*O!", &bv, &sv, &ev, &PyTuple_Type, &cols)) return NULL;
+    const uint8_t *buf = bv.buf;
+    const int64_t *starts = sv.buf, *ends = ev.buf;
+    Py_ssize_t n = sv.len / 8, ncol = PyTuple_GET_SIZE(cols);
+    colspec spec[MAX_COLS];
+    PyObject *result = NULL;
+    enum { IDS, TYPES, START, DUR, NAME_OFF, NAME_LEN, CTRL, CTRL_N, DATA, DATA_N, PRESENT,
+           T_NODE, T_COL, T_VAL, T_LEN, EXTRA, EXTRA_N, EXTRA_SPLIT, TAIL, NV };
+    vec v[NV];
+    const Py_ssize_t item[NV] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 2, 8, 1, 8, 8, 1, 8, 4, 1};
+    for (int k = 0; k < NV; k++) v[k].obj = NULL;
+    if (ncol > MAX_COLS) {
+        PyErr_SetString(PyExc_ValueError, "decode_nodes: too many column attributes");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < ncol; k++) {
+        PyObject *c = PyTuple_GET_ITEM(cols, k);
+        if (!PyArg_ParseTuple(c, "y#ii", &spec[k].name, &spec[k].len, &spec[k].field, &spec[k].wt)) goto done;
+    }
+    /* Every value takes at least one byte of input, so the block size bounds each vector:
+     * reserving that much avoids regrowth copies, and pages never written are never faulted in. */
+    Py_ssize_t bytes = n ? (Py_ssize_t)(ends[n - 1] - starts[0]) + 16 : 16;
+    if (bytes < 16 || bytes > bv.len + 16) bytes = bv.len + 16;
+    for (int k = 0; k < NV; k++) {
+        int fixed = k <= NAME_LEN || k == CTRL_N || k == DATA_N || k == PRESENT || k == EXTRA_N || k == EXTRA_SPLIT;
+        Py_ssize_t cap = fixed ? n : (k >= T_NODE && k <= T_LEN) ? bytes / 4 + 16 : bytes;
+        if (vec_init(&v[k], item[k], cap)) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (fixed) {
+            memset(v[k].data, 0, (size_t)(n * item[k]));
+            v[k].len = n;
+        }
+    }
+    uint64_t *ids = (uint64_t *)v[IDS].data, *types = (uint64_t *)v[TYPES].data;
+    uint64_t *st = (uint64_t *)v[START].data, *du = (uint64_t *)v[DUR].data;
+    int64_t *noff = (int64_t *)v[NAME_OFF].data, *nlen = (int64_t *)v[NAME_LEN].data;
+    int64_t *cn = (int64_t *)v[CTRL_N].data, *dn = (int64_t *)v[DATA_N].data, *en = (int64_t *)v[EXTRA_N].data;
+    uint16_t *present = (uint16_t *)v[PRESENT].data;
+    uint32_t *split = (uint32_t *)v[EXTRA_SPLIT].data;
+    const char *err = NULL;
+    Py_ssize_t err_at = 0;
+
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t pos = starts[i], end = ends[i];
+        if (pos < 0 || end > bv.len || pos > end) {
+            err = "message bounds outside the buffer";
+            err_at = pos;
+            goto fail;
+        }
+        Py_ssize_t extra0 = v[EXTRA].len;
+        v[TAIL].len = 0;
+        while (pos < end) {
+            Py_ssize_t p = pos, data;
+            uint64_t tag, value = 0;
+            int ok = read_varint(buf, &p, end, &tag);
+            if (ok <= 0) {
+                err = ok == 0 ? "varint runs past the end of its message" : "varint longer than 10 bytes";
+                err_at = pos;
+                goto fail;
+            }
+            uint64_t number = tag >> 3;
+            int wt = (int)(tag & 7);
+            if (number == 0) {
+                err = "invalid tag: field number 0";
+                err_at = pos;
+                goto fail;
+            }
+            if (skip_value(buf, &p, end, wt, &value, &data, &err) < 0) {
+                err_at = pos;
+                goto fail;
+            }
+            int used = 0;
+            if (wt == 0 && (number == 1 || number == 3 || number == 6 || number == 7)) {
+                (number == 1 ? ids : number == 3 ? types : number == 6 ? st : du)[i] = value;
+                used = 1;
+            } else if (wt == 2 && number == 2) {
+                noff[i] = data;
+                nlen[i] = (int64_t)value;
+                used = 1;
+            } else if ((number == 4 || number == 5) && (wt == 0 || wt == 2)) {
+                vec *out = &v[number == 4 ? CTRL : DATA];
+                int64_t *count = number == 4 ? cn : dn;
+                if (wt == 0) {
+                    if (vec_push(out, &value)) goto nomem;
+                    count[i]++;
+                } else {
+                    Py_ssize_t q = data;
+                    while (q < p) {
+                        uint64_t x;
+                        Py_ssize_t at = q;
+                        int r = read_varint(buf, &q, p, &x);
+                        if (r <= 0) {
+                            err = r == 0 ? "packed varints run past the end of their field" : "packed varint longer than 10 bytes";
+                            err_at = at;
+                            goto fail;
+                        }
+                        if (vec_push(out, &x)) goto nomem;
+                        count[i]++;
+                    }
+                }
+                used = 1;
+            } else if (wt == 2 && number == 10) {
+                /* attribute: exactly one name field and one other field */
+                Py_ssize_t q = data, aend = p, name_at = -1, name_n = 0, val_data = 0;
+                int fields = 0, names = 0, mfield = 0, mwt = 0;
+                uint64_t mval = 0;
+                while (q < aend) {
+                    Py_ssize_t at = q, d;
+                    uint64_t t, x = 0;
+                    int r = read_varint(buf, &q, aend, &t);
+                    if (r <= 0) {
+                        err = r == 0 ? "varint runs past the end of its message" : "varint longer than 10 bytes";
+                        err_at = at;
+                        goto fail;
+                    }
+                    if ((t >> 3) == 0) {
+                        err = "invalid tag: field number 0";
+                        err_at = at;
+                        goto fail;
+                    }
+                    if (skip_value(buf, &q, aend, (int)(t & 7), &x, &d, &err) < 0) {
+                        err_at = at;
+                        goto fail;
+                    }
+                    fields++;
+                    if ((t >> 3) == 1 && (t & 7) == 2) {
+                        names++;
+                        name_at = d;
+                        name_n = (Py_ssize_t)x;
+                    } else {
+                        mfield = (int)(t >> 3);
+                        mwt = (int)(t & 7);
+                        mval = x;
+                        val_data = d;
+                    }
+                }
+                if (fields == 2 && names == 1) {
+                    for (Py_ssize_t k = 0; k < ncol; k++) {
+                        if (spec[k].len == name_n && spec[k].field == mfield && spec[k].wt == mwt &&
+                            memcmp(buf + name_at, spec[k].name, (size_t)name_n) == 0) {
+                            if (present[i] & (1u << k)) break; /* a repeat stays in the extras */
+                            present[i] |= (uint16_t)(1u << k);
+                            int64_t node = i, len = mwt == 2 ? (int64_t)mval : 0;
+                            uint64_t val = mwt == 2 ? (uint64_t)val_data : mval;
+                            int8_t col = (int8_t)k;
+                            if (vec_push(&v[T_NODE], &node) || vec_push(&v[T_COL], &col) ||
+                                vec_push(&v[T_VAL], &val) || vec_push(&v[T_LEN], &len))
+                                goto nomem;
+                            used = 1;
+                            break;
+                        }
+                    }
+                }
+            }
+            if (!used) {
+                if (vec_extend(number < 10 ? &v[EXTRA] : &v[TAIL], buf + pos, p - pos)) goto nomem;
+            }
+            pos = p;
+        }
+        split[i] = (uint32_t)(v[EXTRA].len - extra0);
+        if (v[TAIL].len && vec_extend(&v[EXTRA], v[TAIL].data, v[TAIL].len)) goto nomem;
+        en[i] = v[EXTRA].len - extra0;
+    }
+    result = PyTuple_New(NV - 1);
+    if (result)
+        for (int k = 0; k < NV - 1; k++) PyTuple_SET_ITEM(result, k, vec_bytes(&v[k]));
+    goto done;
+nomem:
+    PyErr_NoMemory();
+    goto done;
+fail:
+    wire_error(err_at, err);
+done:
+    for (int k = 0; k < NV; k++) vec_free(&v[k]);
+    PyBuffer_Release(&bv);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"decode_nodes", decode_nodes, METH_VARARGS, "Decode Chakra Node messages into columns."},
     {"concat_rows", concat_rows, METH_VARARGS, "Row-wise concatenation of ragged byte rows."},
     {"intern", intern, METH_VARARGS, "Number distinct byte strings in order of appearance."},
     {"split_frames", split_frames, METH_VARARGS, "Find complete varint-framed messages."},

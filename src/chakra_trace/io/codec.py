@@ -18,7 +18,7 @@ from ..schema.enums import ATTR_MEMBER, Attr, parse_collective, parse_node_type
 from ..schema.proto import ATTR_MEMBERS
 from ..schema.trace import COLUMN_ATTRS, Attribute, IOInfo, Node, Trace
 from .wire import (
-    I64, U8, U64, WT_LEN, WT_VARINT, Rows, WireError, decode_packed_varints, encode_key,
+    I64, U8, U64, _native, _native_call, WT_LEN, WT_VARINT, Rows, WireError, decode_packed_varints, encode_key,
     encode_varint_int, encode_varints, equals_literal, gather_rows, intern_bytes, ranges, rows_from_bytes,
     scan_fields,
 )
@@ -26,15 +26,15 @@ from .wire import (
 # --------------------------------------------------------------------------- decoding
 
 
-def _intern(buf: np.ndarray, raw: bytes, data: np.ndarray, lens: np.ndarray, table: list[str] | None = None,
+def _intern(buf: np.ndarray, data: np.ndarray, lens: np.ndarray, table: list[str] | None = None,
             lookup: dict | None = None) -> tuple[np.ndarray, list[str], dict]:
-    """Codes of the UTF-8 strings raw[data[i]:data[i]+lens[i]] in a shared string table."""
+    """Codes of the UTF-8 strings buf[data[i]:data[i]+lens[i]] in a shared string table."""
     table = table if table is not None else []
     lookup = lookup if lookup is not None else {}
     local, first = intern_bytes(buf, data, lens)
     to_table = np.empty(first.size, np.int32)
     for j, (o, n) in enumerate(zip(data[first].tolist(), lens[first].tolist())):
-        key = raw[o:o + n]
+        key = buf[o:o + n].tobytes()
         c = lookup.get(key)
         if c is None:
             try:
@@ -78,8 +78,12 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
     blocks share string tables.
     """
     n = starts.size
-    raw = buf.tobytes() if not isinstance(buf, (bytes, bytearray)) else bytes(buf)
-    buf = np.frombuffer(raw, U8)
+    buf = np.frombuffer(buf, U8) if isinstance(buf, (bytes, bytearray, memoryview)) else buf
+    name_table, name_lookup = names if names is not None else ([""], {b"": 0})
+    group_table, group_lookup = groups if groups is not None else ([], {})
+    if _native is not None:
+        return _decode_nodes_native(buf, starts, ends, metadata, (name_table, name_lookup),
+                                    (group_table, group_lookup))
     f = scan_fields(buf, starts, ends)
     num = f.number
     key = (num << 3) | f.wtype  # the field's tag
@@ -100,8 +104,7 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
 
     m = np.flatnonzero(key == (2 << 3 | WT_LEN))
     used[m] = True
-    name_table, name_lookup = names if names is not None else ([""], {b"": 0})
-    codes, name_table, _ = _intern(buf, raw, f.data[m], f.value[m].astype(I64), name_table, name_lookup)
+    codes, name_table, _ = _intern(buf, f.data[m], f.value[m].astype(I64), name_table, name_lookup)
     cols["name_codes"] = np.zeros(n, np.int32)
     cols["name_codes"][f.msg[m]] = codes
 
@@ -110,7 +113,6 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
         cols[col + "_indptr"], cols[col] = indptr, vals
         used[m] = True
 
-    group_table, group_lookup = groups if groups is not None else ([], {})
     present = np.zeros(n, np.uint16)
     for c in COLUMN_ATTRS:
         cols[c.name] = np.zeros(n, c.dtype)
@@ -128,7 +130,7 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
         ci = np.flatnonzero(cand)
         nd, nl, vr = sub.data[name_row[ci]], sub.value[name_row[ci]].astype(I64), val_row[ci]
         name_codes, first = intern_bytes(buf, nd, nl)
-        unique_names = [raw[o:o + k] for o, k in zip(nd[first].tolist(), nl[first].tolist())]
+        unique_names = [buf[o:o + k].tobytes() for o, k in zip(nd[first].tolist(), nl[first].tolist())]
         col_of = np.full(ci.size, -1, np.int16)
         for c in COLUMN_ATTRS:
             try:
@@ -150,7 +152,7 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
                 rows = f.msg[a_rows[ci[s]]]
                 v = vr[s]
                 if c.member == "string_val":
-                    vals, group_table, _ = _intern(buf, raw, sub.data[v], sub.value[v].astype(I64),
+                    vals, group_table, _ = _intern(buf, sub.data[v], sub.value[v].astype(I64),
                                                    group_table, group_lookup)
                 elif c.member == "bool_val":
                     vals = sub.value[v] != 0
@@ -176,6 +178,49 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
     return Trace(n, metadata=metadata, names=name_table, groups=group_table, **cols)
 
 
+_COLUMN_SPEC = tuple((c.name.encode(), ATTR_MEMBERS[c.member][0], _MEMBER_WT[c.member]) for c in COLUMN_ATTRS)
+_NATIVE_OUT = (U64, U64, U64, U64, I64, I64, U64, I64, U64, I64, np.uint16, I64, np.int8, U64, I64, U8, I64,
+               np.uint32)
+
+
+def _indptr(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(counts.size + 1, I64)
+    np.cumsum(counts, out=out[1:])
+    return out
+
+
+def _decode_nodes_native(buf, starts, ends, metadata, names, groups) -> Trace:
+    """decode_nodes through the C kernel: one pass per node, same result as the numpy path."""
+    n = starts.size
+    out = _native_call(_native.decode_nodes, buf, np.ascontiguousarray(starts, I64),
+                       np.ascontiguousarray(ends, I64), _COLUMN_SPEC)
+    (ids, types, start, duration, noff, nlen, ctrl, ctrl_n, data, data_n, present, t_node, t_col, t_val, t_len,
+     extra, extra_n, split) = (np.frombuffer(b, d) for b, d in zip(out, _NATIVE_OUT))
+    name_codes, name_table, _ = _intern(buf, noff, nlen, *names)
+    cols: dict[str, np.ndarray] = {
+        "ids": ids, "types": types.view(I64).astype(np.int32), "start": start, "duration": duration,
+        "name_codes": name_codes, "ctrl": ctrl, "ctrl_indptr": _indptr(ctrl_n), "data": data,
+        "data_indptr": _indptr(data_n), "present": present.copy(), "extra": extra,
+        "extra_indptr": _indptr(extra_n), "extra_split": split,
+    }
+    group_table = groups[0]
+    for c in COLUMN_ATTRS:
+        col = np.zeros(n, c.dtype)
+        m = np.flatnonzero(t_col == c.bit)
+        if m.size:
+            rows, v = t_node[m], t_val[m]
+            if c.member == "string_val":
+                col[rows], group_table, _ = _intern(buf, v.view(I64), t_len[m], *groups)
+            elif c.member == "bool_val":
+                col[rows] = v != 0
+            elif c.member == "uint64_val":
+                col[rows] = v
+            else:
+                col[rows] = _as_int64(v).astype(c.dtype)
+        cols[c.name] = col
+    return Trace(n, metadata=metadata, names=name_table, groups=group_table, **cols)
+
+
 def decode_messages(payloads: list[bytes], metadata=None) -> Trace:
     """Decode a list of serialized Node messages."""
     lens = np.fromiter((len(p) for p in payloads), I64, len(payloads))
@@ -189,39 +234,47 @@ def decode_messages(payloads: list[bytes], metadata=None) -> Trace:
                                offset_kind="byte in message", message_index=i + 1) from None
 
 
-def concat_traces(traces: list[Trace]) -> Trace:
+def concat_traces(traces: list[Trace], *, consume: bool = False) -> Trace:
+    """Rows of several traces one after another (metadata from the first).
+
+    With consume=True each input column is released as soon as it is copied, so the peak
+    memory is the result plus one column (the inputs are unusable afterwards).
+    """
     if not traces:
         return Trace(0)
     first = traces[0]
     name_lookup = {"": 0}
     group_lookup: dict[str, int] = {}
-    cols: dict[str, list] = {k: [] for k in Trace._ARRAYS}
+    name_maps, group_maps = [], []
     for t in traces:
-        nmap = np.array([name_lookup.setdefault(s, len(name_lookup)) for s in t.names], np.int32)
-        gmap = np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32)
-        for k in Trace._ARRAYS:
+        name_maps.append(np.array([name_lookup.setdefault(s, len(name_lookup)) for s in t.names], np.int32))
+        group_maps.append(np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32))
+    out = {}
+    for k in Trace._ARRAYS:
+        parts = []
+        for t, nmap, gmap in zip(traces, name_maps, group_maps):
             a = getattr(t, k)
             if k == "name_codes":
                 a = nmap[a]
-            elif k == Attr.PG_NAME:
-                a = gmap[a] if len(t.groups) else a
-            cols[k].append(a)
+            elif k == Attr.PG_NAME and len(t.groups):
+                a = gmap[a]
+            parts.append(a)
+            if consume:
+                setattr(t, k, None)
+        if k.endswith("indptr"):
+            acc, pieces = 0, [np.zeros(1, I64)]
+            for p in parts:
+                pieces.append(p[1:] + acc)
+                acc += int(p[-1])
+            parts = pieces
+        out[k] = np.concatenate(parts)
+        del parts
     names = [""] * len(name_lookup)
     for s, c in name_lookup.items():
         names[c] = s
     groups = [""] * len(group_lookup)
     for s, c in group_lookup.items():
         groups[c] = s
-    out = {}
-    for k, parts in cols.items():
-        if k.endswith("indptr"):
-            acc, pieces = 0, [np.zeros(1, I64)]
-            for p in parts:
-                pieces.append(p[1:] + acc)
-                acc += int(p[-1])
-            out[k] = np.concatenate(pieces)
-        else:
-            out[k] = np.concatenate(parts)
     return Trace(out["ids"].size, metadata=first.metadata, names=names, groups=groups, **out)
 
 

@@ -93,7 +93,27 @@ def read_trace(path: str | os.PathLike, *, limits: Limits | None = None,
         return Trace(0, metadata=meta)
     if len(chunks) == 1:
         return chunks[0]
-    return concat_traces(chunks)
+    trace = concat_traces(chunks, consume=True)
+    del chunks
+    release_free_memory()
+    return trace
+
+
+def release_free_memory() -> None:
+    """Hand heap pages freed by a bulk load's temporaries back to the OS (glibc keeps them)."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
 
 
 def iter_nodes(path: str | os.PathLike, *, limits: Limits | None = None) -> Iterator:
@@ -112,6 +132,9 @@ def iter_nodes(path: str | os.PathLike, *, limits: Limits | None = None) -> Iter
             except Exception as exc:
                 raise TraceFormatError(path, f"node message does not parse ({exc})", offset=block.base + s,
                                        offset_kind=kind, message_index=block.index0 + i) from None
+    if first:
+        raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0,
+                               offset_kind=kind)
 
 
 def read_metadata(path: str | os.PathLike, *, limits: Limits | None = None):
@@ -124,8 +147,12 @@ def read_metadata(path: str | os.PathLike, *, limits: Limits | None = None):
 # --------------------------------------------------------------------------- writing
 
 
+GZIP_LEVEL = 1  # 4x faster than level 6 for ~13% larger files; readers don't care
+
+
 @contextmanager
-def atomic_output(path: str | os.PathLike, *, compress: bool | None = None) -> Iterator[BinaryIO]:
+def atomic_output(path: str | os.PathLike, *, compress: bool | None = None,
+                  compresslevel: int = GZIP_LEVEL) -> Iterator[BinaryIO]:
     """A file handle whose content replaces `path` only if the block finishes without error.
 
     `compress=None` gzips when the name ends in `.gz`.
@@ -140,7 +167,7 @@ def atomic_output(path: str | os.PathLike, *, compress: bool | None = None) -> I
     try:
         with os.fdopen(fd, "wb") as raw:
             if compress:
-                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+                with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=compresslevel, mtime=0) as gz:
                     yield gz
             else:
                 yield raw
@@ -160,15 +187,16 @@ def encode_trace(trace: Trace, chunk: int = 1 << 18) -> Iterator[bytes]:
     meta = trace.metadata.SerializeToString()
     yield encode_varint_int(len(meta)) + meta
     for s in range(0, len(trace), chunk):
-        part = trace if (s == 0 and len(trace) <= chunk) else trace.take(np.arange(s, min(s + chunk, len(trace))))
+        part = trace if (s == 0 and len(trace) <= chunk) else trace.slice(s, s + chunk)
         rows = node_payloads(part)
         lb, ls = encode_varints(rows.lens.astype(np.uint64))
         yield Rows.concat([Rows(lb, ls), rows]).data.tobytes()
 
 
-def write_trace(trace: Trace, path: str | os.PathLike, *, compress: bool | None = None) -> None:
+def write_trace(trace: Trace, path: str | os.PathLike, *, compress: bool | None = None,
+                compresslevel: int = GZIP_LEVEL) -> None:
     """Write a trace as `.et` (gzip if `compress`, or if the name ends in `.gz`), atomically."""
-    with atomic_output(path, compress=compress) as f:
+    with atomic_output(path, compress=compress, compresslevel=compresslevel) as f:
         for piece in encode_trace(trace):
             f.write(piece)
 

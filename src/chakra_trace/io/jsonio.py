@@ -39,6 +39,7 @@ import math
 import os
 import re
 import struct
+from functools import partial
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -50,10 +51,14 @@ from ..schema.proto import ATTR_MEMBERS
 from ..schema.trace import COLUMN_ATTRS, Trace
 from .stream import Limits, open_binary
 
+__all__ = ["FORMAT", "VERSION", "attr_to_json", "header_json", "is_json_lines_path", "iter_json_nodes",
+           "metadata_to_json", "read_json", "write_json"]
+
 FORMAT = "chakra-trace-json"
 VERSION = 1
 
-_WRITE_CHUNK = 4096  # rows encoded at a time
+_WRITE_CHUNK = 4096  # rows encoded (and nodes written) at a time
+_WRITE_CHUNK_CHARS = 8 << 20  # ... or fewer, once their JSON text reaches this size
 _READ_CHUNK = 4096  # nodes decoded into a columnar chunk at a time
 _READ_CHUNK_BYTES = 32 << 20  # ... or fewer, once their messages reach this size
 _TEXT_BLOCK = 1 << 20  # characters read from the input at a time
@@ -298,45 +303,48 @@ def write_json(trace: Trace | Iterable[Trace], path: str | os.PathLike, *, lines
     meta, chunks = _chunks(trace)
     header = header_json(meta)
     compact = {"ensure_ascii": False, "allow_nan": False, "separators": (",", ":")}
+    if lines:
+        head = json.dumps(header, **compact) + "\n"
+        first_sep, sep, close, empty_close = "", "\n", "\n", ""
+        dump = partial(json.dumps, **compact)
+    elif indent is None:
+        head = json.dumps(header, **compact)[:-1] + ',"nodes":['
+        first_sep, sep, close, empty_close = "\n", ",\n", "\n]}\n", "]}\n"
+        dump = partial(json.dumps, **compact)
+    else:
+        pad = " " * indent
+        ind = pad * 2
+        items = [f"{pad}{json.dumps(k)}: " + json.dumps(v, ensure_ascii=False, allow_nan=False,
+                                                      indent=indent).replace("\n", "\n" + pad)
+                 for k, v in header.items()]
+        head = "{\n" + ",\n".join(items) + f',\n{pad}"nodes": ['
+        first_sep, sep, close, empty_close = "\n" + ind, ",\n" + ind, f"\n{pad}]\n}}\n", "]\n}\n"
+
+        def dump(o) -> str:
+            return json.dumps(o, ensure_ascii=False, allow_nan=False, indent=indent).replace("\n", "\n" + ind)
+
     count = 0
     with atomic_output(path) as f:
-        if lines:
-            f.write((json.dumps(header, **compact) + "\n").encode("utf-8"))
-            for part in chunks:
-                buf = [json.dumps(node, **compact) for node in iter_json_nodes(part)]
-                count += len(buf)
-                if buf:
-                    f.write(("\n".join(buf) + "\n").encode("utf-8"))
-            return count
-        if indent is None:
-            head = json.dumps(header, **compact)
-            f.write((head[:-1] + ',"nodes":[').encode("utf-8"))
-            ind, close = "", "]}\n"
+        f.write(head.encode("utf-8"))
+        buf: list[str] = []
+        size = 0
 
-            def dump(o) -> str:
-                return json.dumps(o, **compact)
-        else:
-            pad = " " * indent
-            items = [f"{pad}{json.dumps(k)}: " + json.dumps(v, ensure_ascii=False, allow_nan=False,
-                                                          indent=indent).replace("\n", "\n" + pad)
-                     for k, v in header.items()]
-            f.write(("{\n" + ",\n".join(items) + f',\n{pad}"nodes": [').encode("utf-8"))
-            ind, close = pad * 2, f"\n{pad}]\n}}\n"
+        def flush() -> None:
+            nonlocal buf, size
+            if buf:
+                f.write(((first_sep if count == len(buf) else sep) + sep.join(buf)).encode("utf-8"))
+            buf, size = [], 0
 
-            def dump(o) -> str:
-                return json.dumps(o, ensure_ascii=False, allow_nan=False, indent=indent).replace("\n", "\n" + ind)
         for part in chunks:
-            buf = [dump(node) for node in iter_json_nodes(part)]
-            if not buf:
-                continue
-            text = (",\n" + ind).join(buf)
-            f.write((("\n" if count == 0 else ",\n") + ind + text).encode("utf-8"))
-            count += len(buf)
-        if count == 0:  # "nodes": [] on one line
-            close = close.lstrip("\n").lstrip(" ")
-        elif indent is None:
-            close = "\n" + close
-        f.write(close.encode("utf-8"))
+            for node in iter_json_nodes(part):
+                text = dump(node)
+                buf.append(text)
+                count += 1
+                size += len(text)
+                if len(buf) >= _WRITE_CHUNK or size >= _WRITE_CHUNK_CHARS:
+                    flush()
+        flush()
+        f.write((close if count else empty_close).encode("utf-8"))
     return count
 
 
@@ -608,19 +616,19 @@ def _metadata_from_json(d):
     return meta
 
 
-def _check_header(h: dict, lines: bool, partial: bool = False) -> None:
-    """Validate the header keys; `partial` checks only the keys seen so far."""
+def _check_header(h: dict, lines: bool, so_far: bool = False) -> None:
+    """Validate the header keys; `so_far` checks only the keys seen so far."""
     allowed = {"format", "version", "metadata"} | (set() if lines else {"nodes"})
     for k in h:
         if k not in allowed:
             raise _Bad(f"header: unknown key {k!r}; expected {', '.join(sorted(allowed))}")
     if "format" not in h:
-        if partial:
+        if so_far:
             return
         raise _Bad(f"not a chakra trace JSON file: the header has no \"format\": \"{FORMAT}\"")
     if h["format"] != FORMAT:
         raise _Bad(f"not a chakra trace JSON file: format is {_jtype(h['format'])}, expected \"{FORMAT}\"")
-    if "version" not in h and partial:
+    if "version" not in h and so_far:
         return
     v = h.get("version")
     if type(v) is not int:
@@ -776,7 +784,7 @@ def _iter_json_nodes(t: _Text, path: str) -> Iterator[tuple[str, Any]]:
                 if seen_nodes:
                     raise t.error("header: 'nodes' appears twice")
                 try:
-                    _check_header(header, lines=False, partial=True)
+                    _check_header(header, lines=False, so_far=True)
                 except _Bad as e:
                     raise TraceFormatError(path, str(e)) from None
                 seen_nodes = True

@@ -6,7 +6,6 @@ its bytes are really there, and no buffer grows past `max_message_bytes`.
 """
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import zlib
@@ -22,7 +21,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 BLOCK = 8 << 20
 DEFAULT_MAX_MESSAGE = 256 << 20  # protobuf's own hard limit is 2 GiB
 DEFAULT_MAX_RATIO = 500  # real traces compress 5-50x; a zero-filled bomb ~1000x
-RATIO_GRACE = 64 << 20  # ratio is only checked past this many decompressed bytes
+RATIO_GRACE = 1 << 20  # ratio is only checked past this many decompressed bytes
 
 
 @dataclass
@@ -35,46 +34,84 @@ class Limits:
 
 
 class _GuardedGzip(io.RawIOBase):
-    """A gzip reader that fails cleanly on corrupt data and on decompression bombs."""
+    """A gzip reader that fails cleanly on corrupt data and on decompression bombs.
+
+    It reads the compressed file in small pieces and decompresses at most 1 MiB per call,
+    so the ratio of output to input consumed so far is known exactly and a bomb is stopped
+    after about RATIO_GRACE bytes, however large the read it was asked for.
+    """
+
+    RAW_CHUNK = 64 << 10
+    OUT_CHUNK = 1 << 20
 
     def __init__(self, raw: BinaryIO, path: str, limits: Limits):
         self._raw = raw
-        self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
         self._path = path
         self._limits = limits
-        self.produced = 0
+        self._d = zlib.decompressobj(31)
+        self._buf = b""
+        self.read_raw = 0  # compressed bytes read from the file
+        self.produced = 0  # decompressed bytes handed out
 
     def readable(self) -> bool:
         return True
 
+    @property
+    def consumed(self) -> int:
+        return self.read_raw - len(self._buf)
+
+    def _fail(self, reason: str) -> None:
+        raise TraceFormatError(self._path, f"gzip data {reason} (after {self.produced} decompressed bytes)",
+                               offset=self.consumed, offset_kind="compressed byte")
+
+    def _more(self) -> bytes:
+        data = self._raw.read(self.RAW_CHUNK)
+        self.read_raw += len(data)
+        return data
+
     def readinto(self, b) -> int:
-        try:
-            n = self._gz.readinto(b)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as e:
-            reason = "ends early (truncated gzip stream)" if isinstance(e, EOFError) else f"is corrupt ({e})"
-            raise TraceFormatError(
-                self._path, f"gzip data {reason}", offset=self.produced, offset_kind="decompressed byte"
-            ) from None
+        want = min(len(b), self.OUT_CHUNK)
+        while True:
+            if self._d.eof:  # end of a gzip member: another may follow
+                rest = self._d.unused_data or self._more()
+                if not rest:
+                    return 0
+                if not rest.startswith(GZIP_MAGIC[:len(rest)]):
+                    self._buf = rest
+                    self._fail("is followed by bytes that are not gzip")
+                self._d = zlib.decompressobj(31)
+                self._buf = rest
+            if not self._buf:
+                self._buf = self._more()
+                if not self._buf:
+                    self._fail("ends early (truncated gzip stream)")
+            try:
+                out = self._d.decompress(self._buf, want)
+            except zlib.error as e:
+                self._fail(f"is corrupt ({e})")
+            self._buf = self._d.unconsumed_tail or (b"" if not self._d.eof else b"")
+            if out:
+                break
+        n = len(out)
+        b[:n] = out
         self.produced += n
-        lim = self._limits
-        if lim.max_bytes is not None and self.produced > lim.max_bytes:
-            raise TraceFormatError(
-                self._path, f"decompressed size exceeds the limit of {lim.max_bytes} bytes",
-                offset=self.produced, offset_kind="decompressed byte",
-            )
-        if self.produced > RATIO_GRACE:
-            consumed = max(self._raw.tell(), 1)
-            if self.produced / consumed > lim.max_ratio:
-                raise TraceFormatError(
-                    self._path,
-                    f"decompression ratio above {lim.max_ratio:g}:1 ({self.produced} bytes from {consumed}); "
-                    "this looks like a gzip bomb (raise max_ratio to read it anyway)",
-                    offset=self.produced, offset_kind="decompressed byte",
-                )
+        self._check()
         return n
 
+    def _check(self) -> None:
+        lim = self._limits
+        if lim.max_bytes is not None and self.produced > lim.max_bytes:
+            raise TraceFormatError(self._path, f"decompressed size exceeds the limit of {lim.max_bytes} bytes",
+                                   offset=self.produced, offset_kind="decompressed byte")
+        if self.produced > RATIO_GRACE and self.produced > lim.max_ratio * max(self.consumed, 1):
+            raise TraceFormatError(
+                self._path,
+                f"decompression ratio above {lim.max_ratio:g}:1 ({self.produced} bytes from {self.consumed}); "
+                "this looks like a gzip bomb (raise Limits.max_ratio to read it anyway)",
+                offset=self.produced, offset_kind="decompressed byte",
+            )
+
     def close(self) -> None:
-        self._gz.close()
         self._raw.close()
         super().close()
 

@@ -306,6 +306,19 @@ class Trace:
         meta.CopyFrom(self.metadata)
         return Trace(rows.size, metadata=meta, names=list(self.names), groups=list(self.groups), **arrays)
 
+    def slice(self, start: int, stop: int) -> "Trace":
+        """Rows start..stop as a trace of views (no copy of the columns)."""
+        start, stop = max(0, start), min(len(self), stop)
+        arrays = {}
+        for k in self._ARRAYS:
+            if not (k.endswith("indptr") or k in ("ctrl", "data", "extra")):
+                arrays[k] = getattr(self, k)[start:stop]
+        for ip, flat in (("ctrl_indptr", "ctrl"), ("data_indptr", "data"), ("extra_indptr", "extra")):
+            indptr = getattr(self, ip)[start:stop + 1]
+            arrays[ip] = indptr - indptr[0]
+            arrays[flat] = getattr(self, flat)[indptr[0]:indptr[-1]]
+        return Trace(stop - start, metadata=self.metadata, names=self.names, groups=self.groups, **arrays)
+
     def with_deps(self, kind: str, keep: np.ndarray) -> "Trace":
         """A copy keeping only the dependency entries (flat positions) where keep is True."""
         out = self.copy()
