@@ -173,3 +173,27 @@ def test_info_json_cli(resnet_path, capsys):
     assert out["data_edges"] == 181_878 and out["ctrl_edges"] == 3664
     assert out["collectives"]["ALL_REDUCE"] == {"count": 5, "bytes": 102_228_128}
     assert out["collectives_missing_type"] == 14
+
+
+def test_attribute_order_kept_through_edits(tmp_path):
+    odd = Node(7, "coll", NodeType.COMM_COLL_NODE, attrs=[
+        Attribute("tid", 3), Attribute("comm_type", 0), Attribute("rf_id", 9), Attribute("comm_size", 64)])
+    plain = Node(8, "mm", attrs=[Attribute("is_cpu_op", True), Attribute("tid", 1)])
+    t = Trace.from_nodes([plain, odd, plain])
+    names = ["tid", "comm_type", "rf_id", "comm_size"]
+    assert [a.name for a in t.node(1).attrs] == names
+    assert t.placed_rows.tolist() == [1, 1]
+    for view in (t.take([1, 1, 0]), t.slice(1, 2), Trace.concat([t, t]), t.copy()):
+        for i in range(len(view)):
+            if view.ids[i] == 7:
+                assert [a.name for a in view.node(i).attrs] == names
+    assert Trace.concat([t, t]).placed_rows.tolist() == [1, 1, 4, 4]
+    # an edited value stays in place; a removed one disappears; a new one goes first
+    e = t.copy()
+    e.set_attr("comm_size", 128, rows=[1])
+    e.clear_attr("comm_type", rows=[1])
+    e.set_attr("comm_src", 2, rows=[1])
+    got = [(a.name, a.value) for a in e.node(1).attrs]
+    assert got == [("comm_src", 2), ("tid", 3), ("rf_id", 9), ("comm_size", 128)]
+    write_trace(e, tmp_path / "e.et")
+    assert [(a.name, a.value) for a in read_trace(tmp_path / "e.et").node(1).attrs] == got

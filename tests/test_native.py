@@ -127,3 +127,33 @@ def test_concat_rows_agrees(table):
         wire._native = saved
     assert got.data.tobytes() == want.data.tobytes() == b"".join(b"".join(r) for r in table)
     np.testing.assert_array_equal(got.lens, want.lens)
+
+
+def _decode_both(payloads):
+    from chakra_trace.io import codec
+
+    a = codec.decode_messages(payloads)
+    saved = codec._native
+    try:
+        codec._native = None
+        wire_saved, wire._native = wire._native, None
+        b = codec.decode_messages(payloads)
+    finally:
+        codec._native = saved
+        wire._native = wire_saved
+    return a, b
+
+
+from strategies import traces  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(traces())
+def test_node_decoder_agrees_with_numpy(trace):
+    from chakra_trace.io.codec import encode_rows
+
+    payloads = encode_rows(trace, np.arange(len(trace)))
+    a, b = _decode_both(payloads)
+    assert a.differences(b, limit=50) == []
+    for k in ("placed_rows", "placed_bits", "placed_offsets", "extra", "extra_split"):
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)

@@ -229,24 +229,16 @@ def test_resnet_json_content(resnet, tmp_path):
 # --------------------------------------------------------------------------- codec findings
 
 
-@pytest.mark.xfail(strict=True, reason="codec: Trace moves column attributes ahead of the other "
-                                       "attributes, so Node -> Trace -> Node and a reference .et "
-                                       "re-written by write_trace do not keep attribute order")
 def test_attribute_order_survives_trace():
     node = Node(1, attrs=[Attribute("tid", 1, "int64_val"), Attribute("is_cpu_op", True, "bool_val")])
     assert Trace.from_nodes([node]).node(0).attrs == node.attrs
 
 
-@pytest.mark.xfail(strict=True, reason="codec: the reference file is not re-written byte-identically "
-                                       "(attribute order changes, see test_attribute_order_survives_trace)")
 def test_reference_file_rewrites_byte_identical(resnet, tmp_path):
     write_trace(resnet, tmp_path / "r.et")
     assert (tmp_path / "r.et").read_bytes() == gzip.open(RESNET).read()
 
 
-@pytest.mark.xfail(strict=True, reason="codec: attribute_to_pb coerces every str value of comm_type "
-                                       "to a collective number, even with member string_val, so a "
-                                       "node read from a valid file cannot be rebuilt")
 def test_comm_type_string_member_rebuilds():
     from chakra_trace.io.codec import pb_to_node
 

@@ -462,9 +462,9 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
     colspec spec[MAX_COLS];
     PyObject *result = NULL;
     enum { IDS, TYPES, START, DUR, NAME_OFF, NAME_LEN, CTRL, CTRL_N, DATA, DATA_N, PRESENT,
-           T_NODE, T_COL, T_VAL, T_LEN, EXTRA, EXTRA_N, EXTRA_SPLIT, TAIL, NV };
+           T_NODE, T_COL, T_VAL, T_LEN, EXTRA, EXTRA_N, EXTRA_SPLIT, P_NODE, P_BIT, P_OFF, TAIL, NV };
     vec v[NV];
-    const Py_ssize_t item[NV] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 2, 8, 1, 8, 8, 1, 8, 4, 1};
+    const Py_ssize_t item[NV] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 2, 8, 1, 8, 8, 1, 8, 4, 8, 1, 4, 1};
     for (int k = 0; k < NV; k++) v[k].obj = NULL;
     if (ncol > MAX_COLS) {
         PyErr_SetString(PyExc_ValueError, "decode_nodes: too many column attributes");
@@ -480,7 +480,8 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
     if (bytes < 16 || bytes > bv.len + 16) bytes = bv.len + 16;
     for (int k = 0; k < NV; k++) {
         int fixed = k <= NAME_LEN || k == CTRL_N || k == DATA_N || k == PRESENT || k == EXTRA_N || k == EXTRA_SPLIT;
-        Py_ssize_t cap = fixed ? n : (k >= T_NODE && k <= T_LEN) ? bytes / 4 + 16 : bytes;
+        Py_ssize_t cap = fixed ? n : (k >= T_NODE && k <= T_LEN) ? bytes / 4 + 16
+                                   : (k >= P_NODE && k <= P_OFF) ? 64 : bytes;
         if (vec_init(&v[k], item[k], cap)) {
             PyErr_NoMemory();
             goto done;
@@ -508,6 +509,10 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
         }
         Py_ssize_t extra0 = v[EXTRA].len;
         v[TAIL].len = 0;
+        /* where each column attribute sat: canonical = all before other attributes, in bit order */
+        int ncons = 0, canonical = 1;
+        int8_t cons_bit[MAX_COLS];
+        uint32_t cons_off[MAX_COLS];
         while (pos < end) {
             Py_ssize_t p = pos, data;
             uint64_t tag, value = 0;
@@ -605,6 +610,9 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
                             if (vec_push(&v[T_NODE], &node) || vec_push(&v[T_COL], &col) ||
                                 vec_push(&v[T_VAL], &val) || vec_push(&v[T_LEN], &len))
                                 goto nomem;
+                            if (v[TAIL].len || (ncons && cons_bit[ncons - 1] > col)) canonical = 0;
+                            cons_bit[ncons] = col;
+                            cons_off[ncons++] = (uint32_t)v[TAIL].len;
                             used = 1;
                             break;
                         }
@@ -615,6 +623,14 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
                 if (vec_extend(number < 10 ? &v[EXTRA] : &v[TAIL], buf + pos, p - pos)) goto nomem;
             }
             pos = p;
+        }
+        if (!canonical) {
+            for (int k = 0; k < ncons; k++) {
+                int64_t node = i;
+                if (vec_push(&v[P_NODE], &node) || vec_push(&v[P_BIT], &cons_bit[k]) ||
+                    vec_push(&v[P_OFF], &cons_off[k]))
+                    goto nomem;
+            }
         }
         split[i] = (uint32_t)(v[EXTRA].len - extra0);
         if (v[TAIL].len && vec_extend(&v[EXTRA], v[TAIL].data, v[TAIL].len)) goto nomem;

@@ -114,6 +114,7 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
         used[m] = True
 
     present = np.zeros(n, np.uint16)
+    consumed_rows, consumed_bits = [], []
     for c in COLUMN_ATTRS:
         cols[c.name] = np.zeros(n, c.dtype)
     a_rows = np.flatnonzero(key == (10 << 3 | WT_LEN))
@@ -163,7 +164,10 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
                 cols[c.name][rows] = vals
                 present[rows] |= np.uint16(1 << c.bit)
                 used[a_rows[ci[s]]] = True
+                consumed_rows.append(a_rows[ci[s]])
+                consumed_bits.append(np.full(s.size, c.bit, U8))
     cols["present"] = present
+    placed = _placements(f, used, n, consumed_rows, consumed_bits)
 
     ex = np.flatnonzero(~used)
     tail = num[ex] >= 10
@@ -175,12 +179,31 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
     cols["extra_indptr"] = np.zeros(n + 1, I64)
     np.cumsum(per_node, out=cols["extra_indptr"][1:])
     cols["extra_split"] = np.bincount(f.msg[ex][~tail], weights=lens[~tail], minlength=n).astype(np.uint32)
-    return Trace(n, metadata=metadata, names=name_table, groups=group_table, **cols)
+    return Trace(n, metadata=metadata, names=name_table, groups=group_table, placed=placed, **cols)
+
+
+def _placements(f, used: np.ndarray, n: int, consumed_rows: list, consumed_bits: list) -> tuple:
+    """Where column attributes sat on nodes whose attribute order is not the canonical one."""
+    if not consumed_rows:
+        return None
+    rows = np.concatenate(consumed_rows)
+    bits = np.concatenate(consumed_bits)
+    order = np.argsort(rows, kind="stable")  # wire order
+    rows, bits = rows[order], bits[order]
+    tail = np.where(~used & (f.number >= 10), f.end - f.start, 0)
+    before = np.cumsum(tail) - tail  # tail bytes before each field, counted from the block start
+    first_field = np.searchsorted(f.msg, np.arange(n))
+    msg = f.msg[rows]
+    offset = before[rows] - before[first_field[msg]]
+    same_node = np.concatenate(([False], msg[1:] == msg[:-1]))
+    bad = (offset > 0) | (same_node & (bits < np.concatenate(([0], bits[:-1]))))
+    odd = np.isin(msg, msg[bad])
+    return msg[odd], bits[odd], offset[odd].astype(np.uint32)
 
 
 _COLUMN_SPEC = tuple((c.name.encode(), ATTR_MEMBERS[c.member][0], _MEMBER_WT[c.member]) for c in COLUMN_ATTRS)
 _NATIVE_OUT = (U64, U64, U64, U64, I64, I64, U64, I64, U64, I64, np.uint16, I64, np.int8, U64, I64, U8, I64,
-               np.uint32)
+               np.uint32, I64, U8, np.uint32)
 
 
 def _indptr(counts: np.ndarray) -> np.ndarray:
@@ -195,7 +218,7 @@ def _decode_nodes_native(buf, starts, ends, metadata, names, groups) -> Trace:
     out = _native_call(_native.decode_nodes, buf, np.ascontiguousarray(starts, I64),
                        np.ascontiguousarray(ends, I64), _COLUMN_SPEC)
     (ids, types, start, duration, noff, nlen, ctrl, ctrl_n, data, data_n, present, t_node, t_col, t_val, t_len,
-     extra, extra_n, split) = (np.frombuffer(b, d) for b, d in zip(out, _NATIVE_OUT))
+     extra, extra_n, split, p_node, p_bit, p_off) = (np.frombuffer(b, d) for b, d in zip(out, _NATIVE_OUT))
     name_codes, name_table, _ = _intern(buf, noff, nlen, *names)
     cols: dict[str, np.ndarray] = {
         "ids": ids, "types": types.view(I64).astype(np.int32), "start": start, "duration": duration,
@@ -218,7 +241,7 @@ def _decode_nodes_native(buf, starts, ends, metadata, names, groups) -> Trace:
             else:
                 col[rows] = _as_int64(v).astype(c.dtype)
         cols[c.name] = col
-    return Trace(n, metadata=metadata, names=name_table, groups=group_table, **cols)
+    return Trace(n, metadata=metadata, names=name_table, groups=group_table, placed=(p_node, p_bit, p_off), **cols)
 
 
 def decode_messages(payloads: list[bytes], metadata=None) -> Trace:
@@ -246,6 +269,7 @@ def concat_traces(traces: list[Trace], *, consume: bool = False) -> Trace:
     name_lookup = {"": 0}
     group_lookup: dict[str, int] = {}
     name_maps, group_maps = [], []
+    row_counts = [len(t) for t in traces]
     for t in traces:
         name_maps.append(np.array([name_lookup.setdefault(s, len(name_lookup)) for s in t.names], np.int32))
         group_maps.append(np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32))
@@ -275,7 +299,14 @@ def concat_traces(traces: list[Trace], *, consume: bool = False) -> Trace:
     groups = [""] * len(group_lookup)
     for s, c in group_lookup.items():
         groups[c] = s
-    return Trace(out["ids"].size, metadata=first.metadata, names=names, groups=groups, **out)
+    row0, pieces = 0, ([], [], [])
+    for t, count in zip(traces, row_counts):
+        pieces[0].append(t.placed_rows + row0)
+        pieces[1].append(t.placed_bits)
+        pieces[2].append(t.placed_offsets)
+        row0 += count
+    placed = tuple(np.concatenate(p) for p in pieces)
+    return Trace(out["ids"].size, metadata=first.metadata, names=names, groups=groups, placed=placed, **out)
 
 
 # --------------------------------------------------------------------------- encoding
@@ -346,6 +377,7 @@ def node_payloads(t: Trace) -> Rows:
     ex_start = t.extra_indptr[:-1]
     head = t.extra_split.astype(I64)
     parts.append(Rows(t.extra[ranges(ex_start, head)], head))
+    columns: dict[int, Rows] = {}
     for c in COLUMN_ATTRS:
         mask = (t.present & np.uint16(1 << c.bit)) != 0
         if not mask.any():
@@ -354,10 +386,45 @@ def node_payloads(t: Trace) -> Rows:
         name_field = np.frombuffer(b"\x0a" + encode_varint_int(len(c.name)) + c.name.encode(), U8)
         value = _attr_values(t, c, rows)
         inner = Rows.concat([Rows(np.tile(name_field, rows.size), np.full(rows.size, name_field.size, I64)), value])
-        parts.append(_len_field(10, _expand(mask, inner.data, inner.lens), mask))
-    tail = np.diff(t.extra_indptr) - head
-    parts.append(Rows(t.extra[ranges(ex_start + head, tail)], tail))
-    return Rows.concat(parts)
+        columns[c.bit] = _len_field(10, _expand(mask, inner.data, inner.lens), mask)
+    tail_lens = np.diff(t.extra_indptr) - head
+    tail = Rows(t.extra[ranges(ex_start + head, tail_lens)], tail_lens)
+    attrs = Rows.concat(list(columns.values()) + [tail])
+    if t.placed_rows.size:
+        attrs = _keep_attribute_order(t, columns, tail, attrs)
+    return Rows.concat(parts + [attrs])
+
+
+def _row_bytes(rows: Rows, starts: np.ndarray, i: int) -> bytes:
+    return rows.data[starts[i]: starts[i] + rows.lens[i]].tobytes()
+
+
+def _keep_attribute_order(t: Trace, columns: dict[int, Rows], tail: Rows, attrs: Rows) -> Rows:
+    """Re-splice column attributes where they sat on the nodes recorded in t.placed_*."""
+    starts = {bit: np.cumsum(r.lens) - r.lens for bit, r in columns.items()}
+    tail_starts = np.cumsum(tail.lens) - tail.lens
+    odd = np.unique(t.placed_rows)
+    out: list[bytes] = []
+    for r in odd.tolist():
+        sel = np.flatnonzero(t.placed_rows == r)
+        placed = {int(b): int(o) for b, o in zip(t.placed_bits[sel], t.placed_offsets[sel])}
+        rest = _row_bytes(tail, tail_starts, r)
+        piece = [_row_bytes(columns[b], starts[b], r) for b in sorted(columns)
+                 if b not in placed and columns[b].lens[r]]  # added since: canonical place
+        pos = 0
+        for b, off in sorted(placed.items(), key=lambda kv: kv[1]):  # stable: original order on ties
+            if b in columns and columns[b].lens[r]:
+                off = min(off, len(rest))
+                piece += [rest[pos:off], _row_bytes(columns[b], starts[b], r)]
+                pos = off
+        out.append(b"".join(piece) + rest[pos:])
+    is_odd = np.zeros(attrs.lens.size, bool)
+    is_odd[odd] = True
+    a_starts = np.cumsum(attrs.lens) - attrs.lens
+    normal = Rows(attrs.data[ranges(a_starts[~is_odd], attrs.lens[~is_odd])], np.where(is_odd, 0, attrs.lens))
+    spliced = Rows(np.frombuffer(b"".join(out), U8), np.zeros(attrs.lens.size, I64))
+    spliced.lens[odd] = [len(b) for b in out]
+    return Rows.concat([normal, spliced])
 
 
 def encode_rows(t: Trace, rows: np.ndarray) -> list[bytes]:
@@ -449,8 +516,10 @@ def infer_member(name: str, value: Any) -> str:
     raise TypeError(f"attribute {name!r}: cannot store a value of type {type(value).__name__}")
 
 
-def _coerce(name: str, value: Any) -> Any:
-    if name == Attr.COMM_TYPE and isinstance(value, str):
+def _coerce(name: str, value: Any, member: str | None) -> Any:
+    """Accept collective names for comm_type, unless the value is explicitly stored as a string."""
+    if name == Attr.COMM_TYPE and isinstance(value, str) and (member is None or member.endswith("int64_val")
+                                                               or member.endswith("int32_val")):
         return parse_collective(value)
     if isinstance(value, np.generic):
         return value.item()
@@ -466,7 +535,7 @@ def attribute_to_pb(a: Attribute, msg=None):
         msg.doc_string = a.doc
     if a.value is None and a.member is None:
         return msg
-    value = _coerce(a.name, a.value)
+    value = _coerce(a.name, a.value, a.member)
     member = a.member or infer_member(a.name, value)
     if member not in ATTR_MEMBERS:
         raise ValueError(f"attribute {a.name!r}: unknown member {member!r}")

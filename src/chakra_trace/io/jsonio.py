@@ -49,6 +49,7 @@ from ..schema import proto as pb
 from ..schema.enums import NodeType
 from ..schema.proto import ATTR_MEMBERS
 from ..schema.trace import COLUMN_ATTRS, Trace
+from .codec import encode_rows
 from .stream import Limits, open_binary
 
 __all__ = ["FORMAT", "VERSION", "attr_to_json", "header_json", "is_json_lines_path", "iter_json_nodes",
@@ -224,6 +225,8 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
         x0 = int(trace.extra_indptr[s])
         xptr = (trace.extra_indptr[s:e + 1] - x0).tolist()
         xraw = trace.extra[x0:int(trace.extra_indptr[e])].tobytes()
+        # rows whose column attributes sit among the others: take every attribute in wire order
+        placed = set(np.unique(trace.placed_rows[(trace.placed_rows >= s) & (trace.placed_rows < e)]).tolist())
         for i in range(e - s):
             t = types[i]
             d: dict[str, Any] = {
@@ -233,7 +236,8 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
             }
             attrs: list[dict] = []
             p = present[i]
-            if p:
+            whole = (s + i) in placed
+            if p and not whole:
                 for c, bit, vals in col_vals:
                     if p & bit:
                         v = vals[i]
@@ -243,12 +247,12 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
                             v = bool(v)
                         attrs.append({"name": c.name, c.member: v})
             a, b = xptr[i], xptr[i + 1]
-            if a == b:
+            if a == b and not whole:
                 d["attr"] = attrs
                 yield d
                 continue
             try:
-                m = pb.Node.FromString(xraw[a:b])
+                m = pb.Node.FromString(encode_rows(trace, np.array([s + i]))[0] if whole else xraw[a:b])
             except Exception as exc:  # protobuf's DecodeError differs per runtime
                 raise TraceFormatError(None, f"node fields do not parse ({exc})", node_id=ids[i]) from None
             unknown = _has_unknown(m)

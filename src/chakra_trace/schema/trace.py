@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from ..io.wire import ranges
 from .enums import Attr, NodeType, collective_name, node_type_name
 
 
@@ -108,6 +109,11 @@ class Trace:
     ``data_indptr``/``data`` (CSR of dependency ids), ``present`` (uint16 bit per
     COLUMN_ATTR) and one array per COLUMN_ATTR, ``extra``/``extra_indptr``/``extra_split``
     (raw wire fields kept losslessly; bytes before ``extra_split`` precede attributes).
+
+    ``placed_rows``/``placed_bits``/``placed_offsets`` keep attribute order on the rare nodes
+    whose column attributes did not come first (in COLUMN_ATTRS order): each entry says that
+    column attribute ``bit`` of row ``row`` sat ``offset`` bytes into that row's other
+    attributes (entries of a row in their original order).
     """
 
     _ARRAYS = (
@@ -117,7 +123,7 @@ class Trace:
     )
 
     def __init__(self, n: int = 0, *, metadata=None, names: list[str] | None = None,
-                 groups: list[str] | None = None, **arrays: np.ndarray):
+                 groups: list[str] | None = None, placed: tuple | None = None, **arrays: np.ndarray):
         from . import proto as pb
 
         self.metadata = metadata if metadata is not None else pb.GlobalMetadata()
@@ -142,6 +148,10 @@ class Trace:
             setattr(self, k, defaults[k])
         if not self.names:
             self.names = [""]
+        if placed is None:
+            placed = (np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint32))
+        self.placed_rows, self.placed_bits, self.placed_offsets = (
+            np.asarray(placed[0], np.int64), np.asarray(placed[1], np.uint8), np.asarray(placed[2], np.uint32))
         self._check_shapes()
         self._index: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -159,6 +169,10 @@ class Trace:
             if getattr(self, ip)[-1] != getattr(self, flat).size:
                 raise ValueError(f"{ip}[-1] does not match the length of {flat}")
 
+    @property
+    def placed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.placed_rows, self.placed_bits, self.placed_offsets
+
     def __len__(self) -> int:
         return int(self.ids.size)
 
@@ -175,7 +189,7 @@ class Trace:
         meta = pb.GlobalMetadata()
         meta.CopyFrom(self.metadata)
         return Trace(len(self), metadata=meta, names=list(self.names), groups=list(self.groups),
-                     **{k: getattr(self, k).copy() for k in self._ARRAYS})
+                     placed=tuple(a.copy() for a in self.placed), **{k: getattr(self, k).copy() for k in self._ARRAYS})
 
     def nbytes(self) -> int:
         """Memory held by the columns and string tables."""
@@ -304,7 +318,18 @@ class Trace:
             arrays[ip], arrays[flat] = _take_csr(indptr, getattr(self, flat), rows)
         meta = pb.GlobalMetadata()
         meta.CopyFrom(self.metadata)
-        return Trace(rows.size, metadata=meta, names=list(self.names), groups=list(self.groups), **arrays)
+        placed = self.placed
+        if placed[0].size:  # rows may repeat or reorder: map every placement to each new row
+            order = np.argsort(rows, kind="stable")
+            lo = np.searchsorted(rows[order], placed[0], side="left")
+            hi = np.searchsorted(rows[order], placed[0], side="right")
+            reps = hi - lo
+            entry = np.repeat(np.arange(placed[0].size), reps)
+            new_rows = order[ranges(lo, reps)]
+            by = np.lexsort((entry, new_rows))  # group by new row, original entry order inside
+            placed = (new_rows[by], placed[1][entry][by], placed[2][entry][by])
+        return Trace(rows.size, metadata=meta, names=list(self.names), groups=list(self.groups), placed=placed,
+                     **arrays)
 
     def slice(self, start: int, stop: int) -> "Trace":
         """Rows start..stop as a trace of views (no copy of the columns)."""
@@ -317,7 +342,10 @@ class Trace:
             indptr = getattr(self, ip)[start:stop + 1]
             arrays[ip] = indptr - indptr[0]
             arrays[flat] = getattr(self, flat)[indptr[0]:indptr[-1]]
-        return Trace(stop - start, metadata=self.metadata, names=self.names, groups=self.groups, **arrays)
+        keep = (self.placed_rows >= start) & (self.placed_rows < stop)
+        placed = (self.placed_rows[keep] - start, self.placed_bits[keep], self.placed_offsets[keep])
+        return Trace(stop - start, metadata=self.metadata, names=self.names, groups=self.groups, placed=placed,
+                     **arrays)
 
     def with_deps(self, kind: str, keep: np.ndarray) -> "Trace":
         """A copy keeping only the dependency entries (flat positions) where keep is True."""
@@ -380,6 +408,8 @@ class Trace:
                 b = np.where(other.present & bit, b, 0)
             if a.shape != b.shape or not np.array_equal(a, b):
                 out.append(f"column {k} differs")
+        if any(not np.array_equal(a, b) for a, b in zip(self.placed, other.placed)):
+            out.append("attribute placement differs")
         pa, pb_ = self.attr_array(Attr.PG_NAME), other.attr_array(Attr.PG_NAME)
         if not np.array_equal(np.where(pa[1], pa[0], ""), np.where(pb_[1], pb_[0], "")):
             out.append("column pg_name differs")
@@ -404,8 +434,6 @@ class Trace:
 
 
 def _take_csr(indptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from ..io.wire import ranges
-
     lens = np.diff(indptr)[rows]
     new_indptr = np.zeros(rows.size + 1, np.int64)
     np.cumsum(lens, out=new_indptr[1:])
