@@ -68,10 +68,10 @@ def summarize(trace: Trace) -> TraceSummary:
         m = types == nt
         if m.any():
             p2p[key] = _count_bytes(m, size)
-    if len(trace):
-        timed = trace.start > 0
-        start = int(trace.start[timed].min()) if timed.any() else 0
-        end = int((trace.start + trace.duration).max())
+    timed = trace.start > 0
+    if timed.any():  # traces without start times (many converters) have no span to report
+        start = int(trace.start[timed].min())
+        end = int((trace.start + trace.duration)[timed].max())
         span = end - start
     else:
         start = end = span = None
@@ -96,3 +96,8 @@ def _type_order(name: str) -> int:
         return int(NodeType[name])
     except KeyError:
         return 1 << 30
+
+
+def summarize_workload(workload) -> dict[int, TraceSummary]:
+    """Summary of every rank of a Workload."""
+    return {r: summarize(workload[r]) for r in workload.ranks}
