@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from chakra_trace.io.codec import attribute_to_pb, infer_member
 from chakra_trace.schema import proto as pb
-from chakra_trace.schema.enums import ATTR_MEMBER, Attr, NodeType
+from chakra_trace.schema.enums import ATTR_MEMBER, NodeType
 from chakra_trace.schema.proto import ATTR_MEMBERS
 from chakra_trace.schema.trace import COLUMN_ATTRS, Attribute, IOInfo, Node, Trace
 

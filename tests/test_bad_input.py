@@ -113,7 +113,7 @@ class Case:
 
 def _cases(good: bytes) -> dict[str, Case]:
     frames = frame_positions(good)
-    (p1, s1, e1), (p2, s2, e2) = frames[1], frames[2]
+    (p1, s1, e1), (p2, _, _) = frames[1], frames[2]
     meta = good[:frames[0][2]]
     rnd = random.Random(20260101)
     bad_utf8 = b"\x08\x2a\x12\x03\xff\xfeA"  # id 42, name = ff fe 41

@@ -16,7 +16,7 @@ from chakra_trace.analyze.validate import (
 from chakra_trace.cli.validate import validate as validate_cmd
 from chakra_trace.io.et import read_trace, write_trace
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.schema.enums import Attr, NodeType
+from chakra_trace.schema.enums import NodeType
 from chakra_trace.schema.trace import Attribute, Node, Trace
 from chakra_trace.schema.workload import Workload
 

@@ -1,6 +1,6 @@
 """Wire compatibility, checked by an independent minimal decoder written here.
 
-The decoder below knows only what /work/shared/docs/chakra-format.md says: varint-framed
+The decoder below knows only what the project's shared docs/chakra-format.md says: varint-framed
 messages (GlobalMetadata, then Nodes), tag = field << 3 | wire type, wire types 0/1/2/5, and
 the field numbers of Node, IOInfo and AttributeProto. It shares no code with the package,
 so files we write are checked against the format, not against our own reader.
@@ -8,7 +8,6 @@ so files we write are checked against the format, not against our own reader.
 from __future__ import annotations
 
 import gzip
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ from chakra_trace.io.et import read_trace, write_trace
 from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.trace import Attribute, IOInfo
 
-SHARED_RESNET = Path("/work/shared/traces/chakra/resnet50_ddp.0.et.gz")
 DATA = Path(__file__).parent / "data"
 
 # --------------------------------------------------------------------------- minimal decoder
@@ -306,13 +304,7 @@ def test_protobuf_runtime_agrees_byte_for_byte(written):
 
 @pytest.fixture(scope="module")
 def resnet() -> Path:
-    p = DATA / "resnet50_ddp.0.et.gz"
-    if not p.exists():  # keep the sample beside the tests
-        if not SHARED_RESNET.exists():
-            pytest.skip("reference trace not available")
-        DATA.mkdir(exist_ok=True)
-        shutil.copyfile(SHARED_RESNET, p)
-    return p
+    return DATA / "resnet50_ddp.0.et.gz"  # real trace from mlcommons/chakra, tracked with the tests
 
 
 @pytest.fixture(scope="module")
