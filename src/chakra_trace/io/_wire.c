@@ -437,6 +437,24 @@ static inline int skip_value(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, 
     return -1;
 }
 
+/* Read a field tag; on failure set *err and return -1. */
+static inline int read_tag(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *number, int *wt,
+                           const char **err) {
+    uint64_t tag;
+    int ok = read_varint(buf, p, end, &tag);
+    if (ok <= 0) {
+        *err = ok == 0 ? "varint runs past the end of its message" : "varint longer than 10 bytes";
+        return -1;
+    }
+    *number = tag >> 3;
+    *wt = (int)(tag & 7);
+    if (*number == 0) {
+        *err = "invalid tag: field number 0";
+        return -1;
+    }
+    return 0;
+}
+
 static inline int vec_push(vec *v, const void *item) {
     if (v->len == v->cap && vec_grow(v)) return -1;
     memcpy(v->data + v->len * v->item, item, (size_t)v->item);
@@ -515,21 +533,10 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
         uint32_t cons_off[MAX_COLS];
         while (pos < end) {
             Py_ssize_t p = pos, data;
-            uint64_t tag, value = 0;
-            int ok = read_varint(buf, &p, end, &tag);
-            if (ok <= 0) {
-                err = ok == 0 ? "varint runs past the end of its message" : "varint longer than 10 bytes";
-                err_at = pos;
-                goto fail;
-            }
-            uint64_t number = tag >> 3;
-            int wt = (int)(tag & 7);
-            if (number == 0) {
-                err = "invalid tag: field number 0";
-                err_at = pos;
-                goto fail;
-            }
-            if (skip_value(buf, &p, end, wt, &value, &data, &err) < 0) {
+            uint64_t number, value = 0;
+            int wt;
+            if (read_tag(buf, &p, end, &number, &wt, &err) < 0 ||
+                skip_value(buf, &p, end, wt, &value, &data, &err) < 0) {
                 err_at = pos;
                 goto fail;
             }
@@ -570,30 +577,21 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
                 uint64_t mval = 0;
                 while (q < aend) {
                     Py_ssize_t at = q, d;
-                    uint64_t t, x = 0;
-                    int r = read_varint(buf, &q, aend, &t);
-                    if (r <= 0) {
-                        err = r == 0 ? "varint runs past the end of its message" : "varint longer than 10 bytes";
-                        err_at = at;
-                        goto fail;
-                    }
-                    if ((t >> 3) == 0) {
-                        err = "invalid tag: field number 0";
-                        err_at = at;
-                        goto fail;
-                    }
-                    if (skip_value(buf, &q, aend, (int)(t & 7), &x, &d, &err) < 0) {
+                    uint64_t fnum, x = 0;
+                    int fwt;
+                    if (read_tag(buf, &q, aend, &fnum, &fwt, &err) < 0 ||
+                        skip_value(buf, &q, aend, fwt, &x, &d, &err) < 0) {
                         err_at = at;
                         goto fail;
                     }
                     fields++;
-                    if ((t >> 3) == 1 && (t & 7) == 2) {
+                    if (fnum == 1 && fwt == 2) {
                         names++;
                         name_at = d;
                         name_n = (Py_ssize_t)x;
                     } else {
-                        mfield = (int)(t >> 3);
-                        mwt = (int)(t & 7);
+                        mfield = (int)fnum;
+                        mwt = fwt;
                         mval = x;
                         val_data = d;
                     }

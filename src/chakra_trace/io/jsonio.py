@@ -588,15 +588,19 @@ def _node_from_json(d) -> Any:
             if v is not None:
                 _io_pb(v, getattr(m, k), k)
         elif k == "attr":
-            if not isinstance(v, list):
-                raise _Bad(f"attr: expected a list of attribute objects, got {_jtype(v)}")
-            for j, a in enumerate(v):
-                _attr_pb(a, m.attr.add(), f"attr[{j}]")
+            _attrs_pb(v, m.attr, "attr")
         elif k != "unknown_fields":
             raise _Bad(f"unknown key {k!r}; expected {', '.join(_NODE_KEYS)}")
     if "unknown_fields" in d:
         _merge_unknown(m, d["unknown_fields"], "unknown_fields")
     return m
+
+
+def _attrs_pb(v, container, where: str) -> None:
+    if not isinstance(v, list):
+        raise _Bad(f"{where}: expected a list of attribute objects, got {_jtype(v)}")
+    for j, a in enumerate(v):
+        _attr_pb(a, container.add(), f"{where}[{j}]")
 
 
 def _metadata_from_json(d):
@@ -609,10 +613,7 @@ def _metadata_from_json(d):
         if k == "version":
             meta.version = _str(v, "metadata.version")
         elif k == "attr":
-            if not isinstance(v, list):
-                raise _Bad(f"metadata.attr: expected a list of attribute objects, got {_jtype(v)}")
-            for j, a in enumerate(v):
-                _attr_pb(a, meta.attr.add(), f"metadata.attr[{j}]")
+            _attrs_pb(v, meta.attr, "metadata.attr")
         elif k != "unknown_fields":
             raise _Bad(f"metadata: unknown key {k!r}; expected version, attr, unknown_fields")
     if "unknown_fields" in d:
