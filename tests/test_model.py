@@ -197,3 +197,29 @@ def test_attribute_order_kept_through_edits(tmp_path):
     assert got == [("comm_src", 2), ("tid", 3), ("rf_id", 9), ("comm_size", 128)]
     write_trace(e, tmp_path / "e.et")
     assert [(a.name, a.value) for a in read_trace(tmp_path / "e.et").node(1).attrs] == got
+
+
+def test_gzip_prefetch_stops_when_reading_stops(tmp_path):
+    import threading
+
+    import chakra_trace as ct
+
+    b = TraceBuilder()
+    for i in range(50_000):
+        b.add(f"op{i % 7}", id=i, duration=i)
+    path = tmp_path / "t.et.gz"
+    write_trace(b.build(), path)
+    before = threading.active_count()
+    from chakra_trace.io import stream
+
+    for block_size in (1 << 10, stream.BLOCK):
+        it = ct.iter_nodes(path) if block_size == stream.BLOCK else None
+        if it is None:
+            blocks = stream.iter_frame_blocks(path, block=block_size)
+            next(blocks)
+            blocks.close()
+        else:
+            assert next(it).id == 0
+            it.close()
+    assert threading.active_count() == before
+    assert len(read_trace(path)) == 50_000

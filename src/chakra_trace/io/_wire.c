@@ -26,11 +26,18 @@ static int vec_init(vec *v, Py_ssize_t item, Py_ssize_t cap) {
 }
 
 static int vec_grow(vec *v) {
+    /* may be called from a loop that released the GIL: take it back for the resize */
+    int held = PyGILState_Check();
+    PyGILState_STATE g = PyGILState_UNLOCKED;
+    if (!held) g = PyGILState_Ensure();
     Py_ssize_t cap = v->cap * 2;
-    if (PyByteArray_Resize(v->obj, cap * v->item) < 0) return -1;
-    v->data = PyByteArray_AS_STRING(v->obj);
-    v->cap = cap;
-    return 0;
+    int rc = PyByteArray_Resize(v->obj, cap * v->item);
+    if (rc == 0) {
+        v->data = PyByteArray_AS_STRING(v->obj);
+        v->cap = cap;
+    }
+    if (!held) PyGILState_Release(g);
+    return rc < 0 ? -1 : 0;
 }
 
 static PyObject *vec_bytes(vec *v) {
@@ -499,7 +506,7 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
     for (int k = 0; k < NV; k++) {
         int fixed = k <= NAME_LEN || k == CTRL_N || k == DATA_N || k == PRESENT || k == EXTRA_N || k == EXTRA_SPLIT;
         Py_ssize_t cap = fixed ? n : (k >= T_NODE && k <= T_LEN) ? bytes / 4 + 16
-                                   : (k >= P_NODE && k <= P_OFF) ? 64 : bytes;
+                                   : (k >= P_NODE && k <= P_OFF) ? bytes / 4 + 16 : bytes;
         if (vec_init(&v[k], item[k], cap)) {
             PyErr_NoMemory();
             goto done;
@@ -518,6 +525,8 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
     const char *err = NULL;
     Py_ssize_t err_at = 0;
 
+    /* The loop touches only buffers: let other threads (e.g. a gzip reader) run meanwhile. */
+    PyThreadState *ts = PyEval_SaveThread();
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t pos = starts[i], end = ends[i];
         if (pos < 0 || end > bv.len || pos > end) {
@@ -634,14 +643,17 @@ static PyObject *decode_nodes(PyObject *self, PyObject *args) {
         if (v[TAIL].len && vec_extend(&v[EXTRA], v[TAIL].data, v[TAIL].len)) goto nomem;
         en[i] = v[EXTRA].len - extra0;
     }
+    PyEval_RestoreThread(ts);
     result = PyTuple_New(NV - 1);
     if (result)
         for (int k = 0; k < NV - 1; k++) PyTuple_SET_ITEM(result, k, vec_bytes(&v[k]));
     goto done;
 nomem:
-    PyErr_NoMemory();
+    PyEval_RestoreThread(ts);
+    if (!PyErr_Occurred()) PyErr_NoMemory();
     goto done;
 fail:
+    PyEval_RestoreThread(ts);
     wire_error(err_at, err);
 done:
     for (int k = 0; k < NV; k++) vec_free(&v[k]);

@@ -116,6 +116,72 @@ class _GuardedGzip(io.RawIOBase):
         super().close()
 
 
+class _Prefetch(io.RawIOBase):
+    """Decompress ahead on a thread (zlib releases the GIL) while the caller decodes.
+
+    At most `depth` blocks wait in the queue, so read-ahead memory stays bounded; an error
+    on the thread (corrupt data, a bomb) is raised by the next read.
+    """
+
+    def __init__(self, f: BinaryIO, block: int = BLOCK, depth: int = 2):
+        import queue
+        import threading
+
+        self._f = f
+        self._q: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._pending = b""
+        self._done = False
+        self._thread = threading.Thread(target=self._run, args=(block,), daemon=True)
+        self._thread.start()
+
+    def _run(self, block: int) -> None:
+        import queue
+
+        while not self._stop.is_set():
+            try:
+                item = self._f.read(block)
+            except BaseException as e:  # handed to the reader
+                item = e
+            while not self._stop.is_set():
+                try:
+                    self._q.put(item, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if not isinstance(item, bytes) or not item:
+                return
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        parts = [self._pending] if self._pending else []
+        have = len(self._pending)
+        while not self._done and (n < 0 or have < n):
+            item = self._q.get()
+            if isinstance(item, BaseException):
+                self._done = True
+                raise item
+            if not item:
+                self._done = True
+                break
+            parts.append(item)
+            have += len(item)
+        data = b"".join(parts)
+        if n < 0 or len(data) <= n:
+            self._pending = b""
+            return data
+        self._pending = data[n:]
+        return data[:n]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._f.close()
+        super().close()
+
+
 def open_binary(path: str | os.PathLike, limits: Limits | None = None) -> tuple[BinaryIO, bool]:
     """Open a file for reading, transparently gunzipping it if it starts with the gzip magic."""
     path = os.fspath(path)
@@ -212,6 +278,8 @@ def iter_frame_blocks(
     path = os.fspath(path)
     limits = limits or Limits()
     f, gz = open_binary(path, limits)
+    if gz:
+        f = _Prefetch(f, block)
     kind = "decompressed byte" if gz else "byte"
     base = 0  # stream offset of pending[0]
     index = 0  # message index of the first frame in pending
