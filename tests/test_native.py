@@ -157,3 +157,21 @@ def test_node_decoder_agrees_with_numpy(trace):
     assert a.differences(b, limit=50) == []
     for k in ("placed_rows", "placed_bits", "placed_offsets", "extra", "extra_split"):
         np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)
+
+
+def test_intern_falls_back_to_exact_on_hash_collision(monkeypatch):
+    strings = [b"a", b"bb", b"a", b"", b"bb", b"c"]
+    buf = np.frombuffer(b"".join(strings) + b"\0", np.uint8)
+    lens = np.array([len(s) for s in strings], np.int64)
+    data = np.cumsum(lens) - lens
+
+    def collide(*args):
+        raise wire._HashCollision
+
+    monkeypatch.setattr(wire, "_native", None)
+    expected = wire.intern_bytes(buf, data, lens)
+    monkeypatch.setattr(wire, "_intern_hashed", collide)
+    got = wire.intern_bytes(buf, data, lens)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+    assert got[0].tolist() == [0, 1, 0, 2, 1, 3]

@@ -316,14 +316,10 @@ def _str_table(strings: list[str]) -> Rows:
     return rows_from_bytes([s.encode("utf-8") for s in strings])
 
 
-def _expand(mask: np.ndarray, data: np.ndarray, lens_of_set: np.ndarray) -> Rows:
-    return Rows.where(mask, data, lens_of_set)
-
-
 def _varint_field(number: int, values_u64: np.ndarray, mask: np.ndarray) -> Rows:
     key = np.frombuffer(encode_key(number, WT_VARINT), U8)
     vb, vs = encode_varints(values_u64[mask])
-    return _expand(mask, _join_prefix(key, vb, vs), vs + key.size)
+    return Rows.where(mask, _join_prefix(key, vb, vs), vs + key.size)
 
 
 def _join_prefix(prefix: np.ndarray, data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -337,7 +333,7 @@ def _len_field(number: int, payload: Rows, mask: np.ndarray) -> Rows:
     """`number` as a length-delimited field around each masked row of payload."""
     key = np.frombuffer(encode_key(number, WT_LEN), U8)
     lb, ls = encode_varints(payload.lens[mask].astype(U64))
-    head = _expand(mask, _join_prefix(key, lb, ls), ls + key.size)
+    head = Rows.where(mask, _join_prefix(key, lb, ls), ls + key.size)
     return Rows.concat([head, Rows(payload.data, np.where(mask, payload.lens, 0))])
 
 
@@ -386,7 +382,7 @@ def node_payloads(t: Trace) -> Rows:
         name_field = np.frombuffer(b"\x0a" + encode_varint_int(len(c.name)) + c.name.encode(), U8)
         value = _attr_values(t, c, rows)
         inner = Rows.concat([Rows(np.tile(name_field, rows.size), np.full(rows.size, name_field.size, I64)), value])
-        columns[c.bit] = _len_field(10, _expand(mask, inner.data, inner.lens), mask)
+        columns[c.bit] = _len_field(10, Rows.where(mask, inner.data, inner.lens), mask)
     tail_lens = np.diff(t.extra_indptr) - head
     tail = Rows(t.extra[ranges(ex_start + head, tail_lens)], tail_lens)
     attrs = Rows.concat(list(columns.values()) + [tail])

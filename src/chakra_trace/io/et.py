@@ -16,7 +16,7 @@ from ..schema import proto as pb
 from ..schema.trace import Trace
 from .codec import concat_traces, decode_nodes, node_payloads
 from .stream import Limits, iter_frame_blocks
-from .wire import Rows, WireError, encode_varint_int, encode_varints
+from .wire import WireError, encode_varint_int, frame
 
 Progress = Callable[[int], None]  # called with the number of bytes consumed so far
 
@@ -188,9 +188,7 @@ def encode_trace(trace: Trace, chunk: int = 1 << 18) -> Iterator[bytes]:
     yield encode_varint_int(len(meta)) + meta
     for s in range(0, len(trace), chunk):
         part = trace if (s == 0 and len(trace) <= chunk) else trace.slice(s, s + chunk)
-        rows = node_payloads(part)
-        lb, ls = encode_varints(rows.lens.astype(np.uint64))
-        yield Rows.concat([Rows(lb, ls), rows]).data.tobytes()
+        yield frame(node_payloads(part)).data.tobytes()
 
 
 def write_trace(trace: Trace, path: str | os.PathLike, *, compress: bool | None = None,

@@ -314,12 +314,3 @@ def iter_frame_blocks(
 def _count_before(data: bytes, pos: int) -> int:
     starts, _, _, _ = split_frames(data, pos, 1 << 62)
     return len(starts)
-
-
-def write_frames(f: BinaryIO, payloads) -> None:
-    """Write varint-framed messages (used by the streaming writer)."""
-    from .wire import encode_varint_int
-
-    for p in payloads:
-        f.write(encode_varint_int(len(p)))
-        f.write(p)

@@ -40,16 +40,22 @@ class WireError(ValueError):
 def read_varints(buf: np.ndarray, pos: np.ndarray, limit: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
     """Decode one varint at each position; return (values as uint64, byte sizes)."""
     n = pos.size
-    values = np.zeros(n, U64)
     sizes = np.zeros(n, I64)
     if n == 0:
-        return values, sizes
+        return np.zeros(0, U64), sizes
     limit = np.broadcast_to(np.asarray(limit, I64), (n,))
-    lane = np.arange(n)
-    p = pos
-    for k in range(MAX_VARINT_BYTES):
-        if k:
-            p = pos[lane] + k
+    # first byte for every lane at once (most varints end there)
+    if (pos >= limit).any():
+        raise WireError(int(pos[np.flatnonzero(pos >= limit)[0]]), "varint runs past the end of its message")
+    b = buf[pos]
+    values = (b & 0x7F).astype(U64)
+    more = b >= 0x80
+    sizes[~more] = 1
+    lane = np.flatnonzero(more)
+    if lane.size == 0:
+        return values, sizes
+    for k in range(1, MAX_VARINT_BYTES):
+        p = pos[lane] + k
         over = p >= limit[lane]
         if over.any():
             bad = int(pos[lane[over][0]])
@@ -231,6 +237,10 @@ def intern_bytes(buf: np.ndarray, data: np.ndarray, lens: np.ndarray) -> tuple[n
     if _native is not None:
         c, f = _native_call(_native.intern, np.ascontiguousarray(buf, U8), data, lens)
         return np.frombuffer(c, np.int32), np.frombuffer(f, I64)
+    try:
+        return _intern_hashed(buf, data, lens)
+    except _HashCollision:  # astronomically rare: fall back to exact dictionary interning
+        pass
     raw = buf.tobytes() if isinstance(buf, np.ndarray) else bytes(buf)
     lookup: dict[bytes, int] = {}
     first: list[int] = []
@@ -243,6 +253,43 @@ def intern_bytes(buf: np.ndarray, data: np.ndarray, lens: np.ndarray) -> tuple[n
             first.append(i)
         codes[i] = c
     return codes, np.asarray(first, I64)
+
+
+class _HashCollision(Exception):
+    pass
+
+
+_HASH_MUL = np.uint64(0x100000001B3)  # FNV prime: odd, so every power is a unit mod 2**64
+
+
+def _intern_hashed(buf: np.ndarray, data: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """intern_bytes without a Python loop: polynomial hash per string, unique, then verify bytes."""
+    n = data.size
+    if n == 0:
+        return np.zeros(0, np.int32), np.zeros(0, I64)
+    total = int(lens.sum())
+    h = np.zeros(n, U64)
+    if total:
+        idx = ranges(data, lens)
+        rel = idx - np.repeat(data, lens)  # byte position inside its string
+        powers = np.cumprod(np.full(int(lens.max()), _HASH_MUL, U64))  # wraps mod 2**64
+        contrib = (np.asarray(buf)[idx].astype(U64) + U64(1)) * powers[rel]
+        nonempty = lens > 0
+        h[nonempty] = np.add.reduceat(contrib, (np.cumsum(lens) - lens)[nonempty])
+    key = h ^ (lens.astype(U64) * U64(0x9E3779B97F4A7C15))
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    rep = first[inverse.ravel()]  # the first string with the same hash
+    if total:
+        if not np.array_equal(lens[rep], lens):
+            raise _HashCollision
+        same = np.asarray(buf)[np.repeat(data[rep], lens) + rel] == np.asarray(buf)[idx]
+        if not same.all():
+            raise _HashCollision
+    # number codes by first appearance, as the C kernel does
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(first.size, np.int32)
+    rank[order] = np.arange(first.size, dtype=np.int32)
+    return rank[inverse.ravel()], first[order].astype(I64)
 
 
 def equals_literal(buf: np.ndarray, data: np.ndarray, lens: np.ndarray, literal: bytes) -> np.ndarray:
@@ -348,34 +395,6 @@ def gather_rows(table: Rows, index: np.ndarray) -> Rows:
 def rows_from_bytes(items: list[bytes]) -> Rows:
     lens = np.fromiter((len(b) for b in items), I64, len(items))
     return Rows(np.frombuffer(b"".join(items), U8).copy(), lens)
-
-
-def field_varint(number: int, values: np.ndarray, mask: np.ndarray) -> Rows:
-    """`number: varint` for rows where mask is set."""
-    key = np.frombuffer(encode_key(number, WT_VARINT), U8)
-    vb, vs = encode_varints(values[mask])
-    return Rows.where(mask, _prefix_each(key, vb, vs), vs + key.size)
-
-
-def field_len(number: int, payload: Rows, mask: np.ndarray | None = None) -> Rows:
-    """`number: bytes` (length-delimited) wrapping each row's payload where mask is set."""
-    if mask is None:
-        mask = np.ones(payload.lens.size, bool)
-    key = np.frombuffer(encode_key(number, WT_LEN), U8)
-    lb, ls = encode_varints(payload.lens[mask].astype(U64))
-    head = _prefix_each(key, lb, ls)
-    sub = Rows(payload.data, np.where(mask, payload.lens, 0))
-    heads = Rows.where(mask, head, ls + key.size)
-    return Rows.concat([heads, sub])
-
-
-def _prefix_each(prefix: np.ndarray, data: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Insert the same prefix before each ragged item."""
-    n = sizes.size
-    if n == 0:
-        return np.zeros(0, U8)
-    k = prefix.size
-    return Rows.concat([Rows(np.tile(prefix, n), np.full(n, k, I64)), Rows(data, sizes)]).data
 
 
 def frame(rows: Rows) -> Rows:

@@ -8,7 +8,7 @@ until asked for.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields as dc_fields
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -438,7 +438,3 @@ def _take_csr(indptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[n
     new_indptr = np.zeros(rows.size + 1, np.int64)
     np.cumsum(lens, out=new_indptr[1:])
     return new_indptr, flat[ranges(indptr[:-1][rows], lens)]
-
-
-def node_fields() -> list[str]:
-    return [f.name for f in dc_fields(Node)]
