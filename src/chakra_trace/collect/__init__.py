@@ -1,0 +1,1 @@
+"""Recording PyTorch execution traces and Kineto traces of chosen training steps."""

@@ -1,0 +1,1 @@
+"""Converters into Chakra: PyTorch host execution traces + Kineto, and ASTRA-sim text workloads."""
