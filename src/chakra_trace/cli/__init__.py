@@ -16,15 +16,22 @@ COMMANDS = {
     "validate": "validate:validate",
     "to-json": "convert:to_json",
     "from-json": "convert:from_json",
+    "convert": "convert_group:convert",
 }
 
 
 class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when used."""
+
+    def __init__(self, *args, commands: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = COMMANDS if commands is None else commands
+
     def list_commands(self, ctx):
-        return sorted(COMMANDS)
+        return sorted(self.lazy)
 
     def get_command(self, ctx, name):
-        target = COMMANDS.get(name)
+        target = self.lazy.get(name)
         if target is None:
             return None
         module, attr = target.split(":")

@@ -1,0 +1,15 @@
+"""`chakra convert ...`: inputs from other tools into Chakra traces."""
+from __future__ import annotations
+
+import click
+
+from . import LazyGroup
+
+SUBCOMMANDS = {
+    "text": "convert_text:convert_text",
+}
+
+
+@click.group(cls=LazyGroup, commands=SUBCOMMANDS)
+def convert() -> None:
+    """Convert other trace and workload formats into Chakra `.et` traces."""
