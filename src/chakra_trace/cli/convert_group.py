@@ -7,6 +7,7 @@ from . import LazyGroup
 
 SUBCOMMANDS = {
     "text": "convert_text:convert_text",
+    "pytorch": "convert_pytorch:convert_pytorch_cmd",
 }
 
 

@@ -1,0 +1,75 @@
+"""`chakra convert pytorch`: PyTorch execution traces (+ Kineto) to Chakra, one rank or a whole job."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .common import console, json_option, print_json
+
+
+@click.command("pytorch")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("-o", "--output", required=True, help="Output prefix: writes PREFIX.<rank>.et")
+@click.option("--rank", type=int, default=None, help="Rank of a single trace (default: from Kineto, else 0).")
+@click.option("-j", "--jobs", type=int, default=None, help="Ranks converted in parallel (default: CPU count).")
+@click.option("--gzip", "compress", is_flag=True, help="Write .et.gz files.")
+@json_option
+def convert_pytorch_cmd(inputs: tuple[str, ...], output: str, rank: int | None, jobs: int | None, compress: bool,
+                        as_json: bool) -> None:
+    """Convert PyTorch traces to Chakra.
+
+    INPUTS is either a host execution trace and optionally its Kineto trace (one rank), or a
+    folder written by `chakra collect` (every rank, in parallel).
+    """
+    from ..convert.pytorch import collection_files, convert_collection, convert_pytorch
+    from ..errors import ChakraError
+    from ..io.et import write_trace
+
+    if len(inputs) == 1 and os.path.isdir(inputs[0]):
+        files = collection_files(inputs[0])
+        done = _rank_progress(len(files), as_json)
+        reports = convert_collection(inputs[0], output, jobs=jobs, compress=compress, on_rank_done=done)
+    elif 1 <= len(inputs) <= 2 and all(os.path.isfile(p) for p in inputs):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trace, report = convert_pytorch(inputs[0], inputs[1] if len(inputs) == 2 else None, rank=rank)
+        r = rank if rank is not None else next((a.int64_val for a in trace.metadata.attr if a.name == "rank"), 0)
+        write_trace(trace, f"{output}.{r}.et" + (".gz" if compress else ""), compress=compress)
+        reports = {r: report}
+    else:
+        raise ChakraError("expected ET [KINETO] files or one folder written by `chakra collect`")
+    suffix = ".et.gz" if compress else ".et"
+    if as_json:
+        print_json({str(r): {"output": f"{output}.{r}{suffix}", "nodes": rep.nodes, "node_types": rep.node_types,
+                             "collectives": len(rep.collectives), "span_us": rep.span_us,
+                             "warnings": rep.warnings} for r, rep in reports.items()})
+        return
+    con = console()
+    for r, rep in reports.items():
+        con.print(f"rank {r}: {rep.nodes:,} nodes ({', '.join(f'{k} {v:,}' for k, v in rep.node_types.items())}), "
+                  f"{len(rep.collectives)} collectives, {rep.span_us:,.0f} µs recorded -> {output}.{r}{suffix}")
+        for w in rep.warnings:
+            con.print(f"  [yellow]warning:[/yellow] {w}")
+
+
+def _rank_progress(total: int, quiet: bool):
+    """Callback that advances a rich progress bar per converted rank (on a terminal only)."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import Progress
+
+    progress = Progress(console=Console(stderr=True), transient=True)
+    task = progress.add_task("converting ranks", total=total)
+    progress.start()
+
+    def done(rank, report):
+        progress.advance(task)
+        if progress.finished:
+            progress.stop()
+
+    return done

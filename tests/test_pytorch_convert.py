@@ -1,0 +1,119 @@
+"""PyTorch ET (+ Kineto) -> Chakra on the real traces: what the issue must show."""
+import collections
+import warnings
+
+import numpy as np
+import pytest
+
+from chakra_trace import NodeType, read_trace, write_trace
+from chakra_trace.analyze.critical_path import critical_path
+from chakra_trace.analyze.validate import validate_trace, validate_workload
+from chakra_trace.convert.pytorch import ConversionWarning, convert_pytorch
+from chakra_trace.schema.workload import Workload
+
+from conftest import DATA
+
+KINETO = DATA / "kineto"
+CPU_PAIRS = ["mlp_rank0", "transformer_rank0", "ddp_rank0", "ddp_rank1"]
+
+
+def convert(name: str, kineto: bool = True):
+    et = DATA / f"{name}.et.json.gz"
+    return convert_pytorch(et, KINETO / f"{name}.kineto.json.gz" if kineto else None)
+
+
+@pytest.mark.parametrize("name", CPU_PAIRS)
+def test_cpu_pairs_convert_validate_and_reproduce_the_step(name, tmp_path):
+    trace, report = convert(name)
+    assert validate_trace(trace).issues == []
+    assert report.warnings == []
+    cp = critical_path(trace).length_us
+    assert abs(cp - report.span_us) <= 0.02 * report.span_us  # within 2% of the measured steps
+    assert len(report.steps_us) == 2 and report.span_us >= sum(report.steps_us)
+    # every node is timed; host time no op covers is explicit
+    assert (trace.duration > 0).sum() > 0.5 * len(trace)
+    assert "[host]" in set(trace.name_array.tolist())
+    write_trace(trace, tmp_path / "t.0.et")
+    assert read_trace(tmp_path / "t.0.et").equals(trace)
+
+
+def test_compute_nodes_carry_flops_and_bytes():
+    trace, _ = convert("mlp_rank0")
+    names = trace.name_array
+    linear = np.flatnonzero(names == "aten::linear")
+    assert linear.size and trace.has("num_ops")[linear].all()
+    # MLP 64->256 on a batch of 32: 2*32*64*256 FLOPs + bias for the first linear
+    assert 2 * 32 * 64 * 256 + 32 * 256 in trace.num_ops[linear].tolist()
+    assert (trace.tensor_size[linear] > 0).all()
+
+
+def test_ddp_collectives_per_step_and_rank():
+    seqs = {}
+    for rank in (0, 1):
+        trace, report = convert(f"ddp_rank{rank}")
+        step = [("ALL_REDUCE", 68362 * 4), ("ALL_REDUCE", 16640 * 4), ("ALL_REDUCE", 4), ("ALL_GATHER", 8)]
+        assert report.collectives == step * 2
+        coll = trace.types == NodeType.COMM_COLL_NODE
+        assert trace.attr_array("pg_name")[0][coll].tolist() == ["0"] * 8
+        assert (trace.types == NodeType.METADATA_NODE).sum() == 1
+        seqs[rank] = trace
+    report = validate_workload(Workload(seqs))
+    assert report.errors == [] and report.issues == []
+
+
+@pytest.mark.parametrize("name,schema", [("resnet_et", "1.1.0"), ("resnet_1gpu_et_1.0.3", "1.0.3")])
+def test_nccl_resnet_host_traces(name, schema):
+    trace, report = convert_pytorch(DATA / f"{name}.json.gz")
+    assert validate_trace(trace).issues == []
+    counts = collections.Counter(t for t, _ in report.collectives)
+    assert counts == {"ALL_REDUCE": 15, "BROADCAST": 6}
+    sizes = collections.Counter(report.collectives)
+    assert sizes[("BROADCAST", 212480)] == 3 and sizes[("BROADCAST", 424)] == 3
+    # the five gradient buckets of ResNet-50, three iterations
+    assert {s for t, s in report.collectives if t == "ALL_REDUCE"} == {8196000, 9724160, 26255360, 26550272, 31502336}
+    assert sum(s for t, s in report.collectives if t == "ALL_REDUCE") == 3 * 102_228_128
+
+
+def test_older_schemas_and_partial_links():
+    trace, report = convert_pytorch(DATA / "allgather_host_1.0.2.json.gz")
+    assert validate_trace(trace).issues == [] and report.collectives == [("ALL_GATHER", 4)] * 10
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        trace, report = convert_pytorch(DATA / "linear_et.json.gz", KINETO / "linear_kineto_head.json.gz")
+    assert validate_trace(trace).issues == []
+    assert any(issubclass(x.category, ConversionWarning) and "no Kineto event" in str(x.message) for x in w)
+    gpu = ~trace.is_cpu_op & (trace.types == NodeType.COMP_NODE)
+    streams, has_stream = trace.attr_array("stream")
+    assert gpu.sum() > 0 and has_stream[gpu].all() and not has_stream[~gpu].any()
+    assert critical_path(trace).length_us <= report.span_us + 1
+
+
+def test_host_only_conversion_is_untimed_but_complete():
+    trace, report = convert("mlp_rank0", kineto=False)
+    assert validate_trace(trace).issues == []
+    assert (trace.duration == 0).all() and report.steps_us == []
+    assert len(trace) > 50
+
+
+def test_cli_converts_a_collected_folder_and_single_files(tmp_path, capsys):
+    import json
+    import shutil
+
+    from chakra_trace.cli import main
+
+    folder = tmp_path / "collected"
+    folder.mkdir()
+    for r in (0, 1):
+        shutil.copy(DATA / f"ddp_rank{r}.et.json.gz", folder / f"rank{r}.et.json.gz")
+        shutil.copy(KINETO / f"ddp_rank{r}.kineto.json.gz", folder / f"rank{r}.kineto.json.gz")
+    assert main(["convert", "pytorch", str(folder), "-o", str(tmp_path / "out" / "ddp"), "--jobs", "2",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert sorted(out) == ["0", "1"] and out["1"]["collectives"] == 8
+    assert main(["validate", str(tmp_path / "out" / "ddp")]) == 0
+    capsys.readouterr()
+    assert main(["convert", "pytorch", str(DATA / "mlp_rank0.et.json.gz"),
+                 str(KINETO / "mlp_rank0.kineto.json.gz"), "-o", str(tmp_path / "mlp"), "--gzip"]) == 0
+    assert read_trace(tmp_path / "mlp.0.et.gz").node_type_counts() == {"COMP_NODE": 165}
+    assert main(["convert", "pytorch", str(tmp_path), "-o", str(tmp_path / "x")]) == 2  # no rank files
+    assert "no rank<r>.et.json" in capsys.readouterr().err
