@@ -120,14 +120,8 @@ def _numel(shape: Sequence[int]) -> int:
     return prod(shape) if shape else 1
 
 
-def _first_shape(shapes: Sequence, types: Sequence, k: int = 0) -> list[int] | None:
-    seen = 0
-    for shape, t in zip(shapes, types):
-        if isinstance(t, str) and t.startswith("Tensor(") and _is_shape(shape):
-            if seen == k:
-                return shape
-            seen += 1
-    return None
+def _nth(singles: Sequence[Sequence[int]], k: int) -> Sequence[int] | None:
+    return singles[k] if k < len(singles) else None
 
 
 def op_cost(name: str, in_shapes: Sequence, in_types: Sequence, out_shapes: Sequence = (),
@@ -135,8 +129,18 @@ def op_cost(name: str, in_shapes: Sequence, in_types: Sequence, out_shapes: Sequ
     """FLOPs and bytes of one op from its recorded input/output shapes and type strings."""
     if name in _FREE:
         return Cost(0, 0)
-    ins = _tensors(in_shapes, in_types)
-    outs = _tensors(out_shapes, out_types)
+    singles = [shape for shape, t in zip(in_shapes, in_types)
+               if isinstance(t, str) and t.startswith("Tensor(") and _is_shape(shape)]
+    return tensor_cost(name, _tensors(in_shapes, in_types), _tensors(out_shapes, out_types), singles,
+                       in_values)
+
+
+def tensor_cost(name: str, ins: Sequence[tuple[Sequence[int], int]], outs: Sequence[tuple[Sequence[int], int]],
+                singles: Sequence[Sequence[int]], in_values: Sequence | None = None) -> Cost:
+    """FLOPs and bytes from tensor lists: `ins`/`outs` as (shape, itemsize), `singles` the shapes of
+    the top-level Tensor arguments in order (what matmul / conv operands are read from)."""
+    if name in _FREE:
+        return Cost(0, 0)
     moved = sum(_numel(s) * b for s, b in ins) + sum(_numel(s) * b for s, b in outs)
     out_elems = sum(_numel(s) for s, _ in outs)
     if name in _MOVE:
@@ -150,26 +154,29 @@ def op_cost(name: str, in_shapes: Sequence, in_types: Sequence, out_shapes: Sequ
             elems = max(elems, out_elems)
         return Cost(_REDUCTION[name] * elems, moved)
     if name in _MATMUL:
-        return Cost(_matmul_flops(name, in_shapes, in_types, out_elems), moved)
+        return Cost(_matmul_flops(name, singles, out_elems), moved)
     if name in _CONV:
-        return Cost(_conv_flops(in_shapes, in_types, out_elems, transposed="transpose" in name), moved)
+        return Cost(_conv_flops(singles, out_elems, transposed="transpose" in name), moved)
     if name in _CONV_BACKWARD:
-        return Cost(_conv_backward_flops(in_shapes, in_types, in_values), moved)
+        return Cost(_conv_backward_flops(singles, in_values), moved)
     if name in _ATTENTION:
-        return Cost(_attention_flops(in_shapes, in_types), moved)
+        return Cost(_attention_flops(singles), moved)
     return Cost(None, moved)
 
 
-def _matmul_flops(name: str, shapes, types, out_elems: int) -> int | None:
+def needs_values(name: str) -> bool:
+    """Whether the cost of `name` depends on its argument values (not only shapes)."""
+    return name in _CONV_BACKWARD
+
+
+def _matmul_flops(name: str, singles, out_elems: int) -> int | None:
     if name in ("aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv"):
-        a = _first_shape(shapes, types, 1)  # (bias, a, b)
+        a = _nth(singles, 1)  # (bias, a, b)
         bias = out_elems
     else:
-        a = _first_shape(shapes, types, 0)
-        bias = 0
-        if name == "aten::linear" and _first_shape(shapes, types, 2) is not None:
-            bias = out_elems
-    if a is None or not a:
+        a = _nth(singles, 0)
+        bias = out_elems if name == "aten::linear" and _nth(singles, 2) is not None else 0
+    if not a:
         return None
     k = a[-1]  # contracted dimension
     if name in ("aten::dot", "aten::vdot"):
@@ -177,22 +184,18 @@ def _matmul_flops(name: str, shapes, types, out_elems: int) -> int | None:
     return 2 * out_elems * k + bias
 
 
-def _conv_flops(shapes, types, out_elems: int, transposed: bool) -> int | None:
-    x = _first_shape(shapes, types, 0)
-    w = _first_shape(shapes, types, 1)
+def _conv_flops(singles, out_elems: int, transposed: bool) -> int | None:
+    x, w, b = _nth(singles, 0), _nth(singles, 1), _nth(singles, 2)
     if x is None or w is None or len(w) < 3:
         return None
     if transposed:  # weight (Cin, Cout/groups, k...): each input element scatters into Cout/g * k outputs
         return 2 * _numel(x) * w[1] * _numel(w[2:])
-    per_output = w[1] * _numel(w[2:])  # Cin/groups * kernel volume
-    bias = out_elems if _first_shape(shapes, types, 2) is not None and len(_first_shape(shapes, types, 2)) == 1 \
-        else 0
-    return 2 * out_elems * per_output + bias
+    bias = out_elems if b is not None and len(b) == 1 else 0
+    return 2 * out_elems * w[1] * _numel(w[2:]) + bias  # Cin/groups * kernel volume per output
 
 
-def _conv_backward_flops(shapes, types, values) -> int | None:
-    grad_out = _first_shape(shapes, types, 0)
-    w = _first_shape(shapes, types, 2)
+def _conv_backward_flops(singles, values) -> int | None:
+    grad_out, w = _nth(singles, 0), _nth(singles, 2)
     if grad_out is None or w is None or len(w) < 3:
         return None
     mask = [True, True, True]
@@ -204,9 +207,8 @@ def _conv_backward_flops(shapes, types, values) -> int | None:
     return forward * (int(mask[0]) + int(mask[1])) + (_numel(grad_out) if mask[2] else 0)
 
 
-def _attention_flops(shapes, types) -> int | None:
-    q = _first_shape(shapes, types, 0)
-    k = _first_shape(shapes, types, 1)
+def _attention_flops(singles) -> int | None:
+    q, k = _nth(singles, 0), _nth(singles, 1)
     if q is None or k is None or len(q) < 2 or len(k) < 2:
         return None
     batch = _numel(q[:-2])

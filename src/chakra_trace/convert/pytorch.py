@@ -16,6 +16,7 @@ converted trace slower than the run it came from.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import warnings
@@ -28,7 +29,7 @@ from ..schema.builder import TraceBuilder
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.trace import Trace
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
-from .flops import op_cost
+from .flops import needs_values, tensor_cost
 
 # Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
 _INPUT_ARG = {"allreduce": 0, "broadcast": 0, "reduce": 0, "allgather": 1, "reducescatter": 1,
@@ -183,8 +184,27 @@ class _Converter:
 
     # ------------------------------------------------------------------ attributes
     def _cost(self, i: int) -> tuple[int | None, int]:
-        ins, outs = self.h.io(i)
-        c = op_cost(self.names[i], ins["shapes"], ins["types"], outs["shapes"], outs["types"], ins["values"])
+        """FLOPs and bytes of host op i from its flattened tensors (no JSON decoding)."""
+        name = self.names[i]
+        t = self.h.tensors
+        a, b = int(t.indptr[i]), int(t.indptr[i + 1])
+        ins, outs, singles, seen = [], [], [], set()
+        dims, sp = t.shape_dims, t.shape_indptr
+        for k in range(a, b):
+            if t.itemsize[k] <= 0 or "nullptr" in t.types[t.type[k]]:
+                continue  # an undefined tensor (e.g. no bias) is no operand
+            shape = dims[sp[k]:sp[k + 1]].tolist() if t.has_shape[k] else [int(t.numel[k])]
+            entry = (shape, int(t.itemsize[k]))
+            if t.output[k]:
+                outs.append(entry)
+            else:
+                ins.append(entry)
+                arg = int(t.arg[k])
+                if t.elem[k] == 0 and arg not in seen:
+                    seen.add(arg)
+                    singles.append(shape)
+        values = self.h.io(i)[0]["values"] if needs_values(name) else None
+        c = tensor_cost(name, ins, outs, singles, values)
         return c.flops, c.bytes
 
     def _issuer(self, i: int, comm: set[int]) -> int:
@@ -193,11 +213,18 @@ class _Converter:
         if names[i].startswith("c10d::") or names[i] == "record_param_comms":
             return i
         t = h.tensors
-        mine = set(t.tensor_id[t.of(i)].tolist())
+        if not hasattr(self, "_c10d_by_tensor"):  # tensor id -> c10d rows using it, ascending, built once
+            self._c10d_by_tensor: dict[int, list[int]] = {}
+            for j in sorted(comm):
+                if names[j].startswith("c10d::"):
+                    for tid in set(t.tensor_id[t.of(j)].tolist()):
+                        self._c10d_by_tensor.setdefault(tid, []).append(j)
         best = -1
-        for j in sorted(comm):
-            if j < i and names[j].startswith("c10d::") and mine & set(t.tensor_id[t.of(j)].tolist()):
-                best = j
+        for tid in set(t.tensor_id[t.of(i)].tolist()):
+            rows = self._c10d_by_tensor.get(tid, [])
+            k = bisect.bisect_left(rows, i)
+            if k:
+                best = max(best, rows[k - 1])
         if best < 0 and h.parent[i] >= 0:
             p = h.row(int(h.parent[i]))
             if p >= 0 and names[p].startswith("c10d::"):
@@ -229,8 +256,11 @@ class _Converter:
         h = self.h
         if self.names[issuer] == "record_param_comms":
             return issuer if h.attr(issuer, "in_msg_nelems") is not None else -1
-        idx = np.flatnonzero((h.parent == h.ids[issuer]) & (self.names == "record_param_comms"))
-        for j in idx.tolist():
+        if not hasattr(self, "_rpc_children"):  # record_param_comms rows by parent id, built once
+            self._rpc_children: dict[int, list[int]] = {}
+            for j in np.flatnonzero(self.names == "record_param_comms").tolist():
+                self._rpc_children.setdefault(int(h.parent[j]), []).append(j)
+        for j in self._rpc_children.get(int(h.ids[issuer]), []):
             if h.attr(j, "in_msg_nelems") is not None and h.attr(j, "collective_name") != "wait":
                 return j
         return -1
@@ -285,6 +315,7 @@ class _Converter:
         pending_joins: dict[int, list[tuple[int, int]]] = {}  # thread -> [(coll node, end ns)]
         first_start = lo
         last_gpu: dict[tuple, tuple[int, int]] = {}  # (device, stream) -> (node id, end ns)
+        emitted: dict[int, tuple[list, list]] = {}  # thread -> (end times, node ids) in order
         # walk all threads in time order so cross-thread edges only point backwards in time
         for s, e, th, i in sorted(events, key=lambda ev: (ev[0], ev[3] if isinstance(ev[3], int) else -1)):
             if isinstance(i, tuple):  # GPU work: (kineto row, launching host row)
@@ -311,7 +342,7 @@ class _Converter:
                 if issuer >= 0 and issuer != i and issuer in node_of:
                     deps.append(node_of[issuer])
                 elif issuer >= 0 and issuer != i:
-                    prev = self._last_before(issuer, node_of)
+                    prev = self._last_before(issuer, emitted)
                     if prev is not None:
                         deps.append(prev)
                 nid = self._comm_node(b, i, issuer, kind, deps, common)
@@ -325,6 +356,9 @@ class _Converter:
                              op_schema=h.strings[sched] if sched >= 0 and h.strings[sched] else None, **common)
             node_of[i] = nid
             last[th] = (nid, e)
+            ends, ids = emitted.setdefault(th, ([], []))
+            ends.append(e)
+            ids.append(nid)
             for sync_end in [t for (tt, t0, t) in syncs if tt == th and s <= t0 and t <= e]:
                 waits = [g for g, ge in last_gpu.values() if ge <= sync_end]
                 if waits:  # the host waited for the GPU here (synchronize, item(), blocking copy)
@@ -373,13 +407,11 @@ class _Converter:
             return int(vals[np.argmax(counts)])
         return -1
 
-    def _last_before(self, issuer: int, node_of: dict[int, int]) -> int | None:
+    def _last_before(self, issuer: int, emitted: dict) -> int | None:
         """The node that ran last on the issuer's thread before the issuer started."""
-        best, best_end = None, -1
-        for row, nid in node_of.items():
-            if self.tid[row] == self.tid[issuer] and best_end <= self.end[row] <= self.start[issuer]:
-                best, best_end = nid, self.end[row]
-        return best
+        ends, ids = emitted.get(int(self.tid[issuer]), ([], []))
+        k = bisect.bisect_right(ends, int(self.start[issuer]))  # a thread's nodes do not overlap
+        return ids[k - 1] if k else None
 
     def _comm_node(self, b: TraceBuilder, i: int, issuer: int, kind, deps, common) -> int:
         names = self.names

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Conversion throughput: PyTorch host ET + Kineto -> Chakra, on a large generated pair.
+
+The pair is the real gloo DDP rank-0 trace (tests/data) repeated until it has at least
+--nodes host nodes: every copy gets fresh node ids, rf_ids / External ids and timestamps
+shifted past the previous copy, so it reads like one long recording of many steps.
+Measured in a fresh subprocess: wall time of `convert_pytorch` (nodes/s of host nodes) and
+its peak RSS growth per host node. Targets from the issue: >= 100,000 nodes/s, <= 1 KB/node.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+
+def generate(out_dir: str, min_nodes: int) -> tuple[str, str, int]:
+    et = json.load(gzip.open(os.path.join(DATA, "ddp_rank0.et.json.gz")))
+    kin = json.load(gzip.open(os.path.join(DATA, "kineto", "ddp_rank0.kineto.json.gz")))
+    nodes = et["nodes"]
+    synthetic = [n for n in nodes if n["name"].startswith("[pytorch|profiler") or n["name"].startswith("## ")]
+    body = [n for n in nodes if n not in synthetic]
+    events = [e for e in kin["traceEvents"] if e.get("ph") == "X"]
+    other = [e for e in kin["traceEvents"] if e.get("ph") != "X"]
+    id_span = max(n["id"] for n in nodes) + 1
+    rf_span = max(e.get("args", {}).get("Record function id", 0) for e in events) + 1
+    t0 = min(e["ts"] for e in events)
+    t_span = max(e["ts"] + e.get("dur", 0) for e in events) - t0 + 100.0
+    copies = -(-min_nodes // len(body))
+    et_path = os.path.join(out_dir, "big.et.json")
+    k_path = os.path.join(out_dir, "big.kineto.json")
+    with open(et_path, "w") as f:
+        head = {k: v for k, v in et.items() if k != "nodes"}
+        f.write(json.dumps(head)[:-1] + ', "nodes": [\n')
+        first = True
+        for n in synthetic:
+            f.write(("" if first else ",\n") + json.dumps(n))
+            first = False
+        for c in range(copies):
+            for n in body:
+                m = dict(n)
+                m["id"] = n["id"] + c * id_span
+                if isinstance(n.get("ctrl_deps"), int) and n["ctrl_deps"] > 3:
+                    m["ctrl_deps"] = n["ctrl_deps"] + c * id_span
+                m["attrs"] = [dict(a, value=a["value"] + c * rf_span) if a["name"] == "rf_id" and a["value"] else a
+                              for a in n["attrs"]]
+                f.write(",\n" + json.dumps(m))
+        f.write("\n]}\n")
+    with open(k_path, "w") as f:
+        head = {k: v for k, v in kin.items() if k != "traceEvents"}
+        f.write(json.dumps(head)[:-1] + ', "traceEvents": [\n')
+        first = True
+        for e in other:
+            f.write(("" if first else ",\n") + json.dumps(e))
+            first = False
+        for c in range(copies):
+            for e in events:
+                m = dict(e, ts=round(e["ts"] + c * t_span, 3))
+                args = dict(e.get("args", {}))
+                for key in ("Record function id", "External id"):
+                    if key in args:
+                        args[key] += c * rf_span
+                if e["name"].startswith("ProfilerStep#"):
+                    m["name"] = f"ProfilerStep#{2 + 2 * c + int(e['name'][13:]) - 2}"
+                m["args"] = args
+                f.write(",\n" + json.dumps(m))
+        f.write("\n]}\n")
+    return et_path, k_path, copies * len(body) + len(synthetic)
+
+
+PROBE = r"""
+import json, os, sys, time, warnings
+sys.path.insert(0, os.path.join(sys.argv[3], "src"))
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+import numpy, chakra_trace
+from chakra_trace.convert.pytorch import convert_pytorch
+base = rss()
+open("/proc/self/clear_refs", "w").write("5")  # reset the high-water mark
+t = time.perf_counter()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    trace, report = convert_pytorch(sys.argv[1], sys.argv[2])
+dt = time.perf_counter() - t
+print(json.dumps({"seconds": dt, "peak_growth": hwm() - base, "chakra_nodes": len(trace),
+                  "collectives": len(report.collectives)}))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=300_000, help="host nodes to generate (default 300,000)")
+    ap.add_argument("--json", dest="json_out", help="write the figures to this JSON file")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        et, kin, n = generate(tmp, args.nodes)
+        gen = time.perf_counter() - t
+        size = os.path.getsize(et) + os.path.getsize(kin)
+        print(f"generated {n:,} host nodes ({size / 2**20:.0f} MiB of JSON) in {gen:.1f} s")
+        out = subprocess.run([sys.executable, "-c", PROBE, et, kin, ROOT], capture_output=True, text=True)
+        if out.returncode:
+            sys.exit(out.stderr)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+    rate = n / r["seconds"]
+    per_node = r["peak_growth"] / n
+    res = {"host_nodes": n, "seconds": r["seconds"], "nodes_per_s": rate, "peak_bytes_per_node": per_node,
+           "chakra_nodes": r["chakra_nodes"], "collectives": r["collectives"],
+           "targets": {"nodes_per_s >= 100000": rate >= 100_000, "peak_bytes_per_node <= 1024": per_node <= 1024}}
+    print(f"convert_pytorch: {r['seconds']:.2f} s -> {rate:,.0f} host nodes/s "
+          f"({'MET' if rate >= 100_000 else 'NOT MET'}: target >= 100,000)")
+    print(f"peak memory: {per_node:,.0f} bytes per host node ({'MET' if per_node <= 1024 else 'NOT MET'}: "
+          f"target <= 1,024); {r['chakra_nodes']:,} Chakra nodes, {r['collectives']:,} collectives")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
