@@ -17,6 +17,7 @@ COMMANDS = {
     "to-json": "convert:to_json",
     "from-json": "convert:from_json",
     "convert": "convert_group:convert",
+    "collect": "collect:collect",
 }
 
 
