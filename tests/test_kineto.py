@@ -4,7 +4,7 @@ Samples in tests/data/kineto/:
 
 - ``{mlp,transformer,ddp}_rank*.{et,kineto}.json.gz``: copies of the torch 2.13 CPU pairs
   (``../shared/traces/pytorch-cpu``; profiled steps ProfilerStep#2 and #3).
-- ``linear_et.json.gz``: copy of ``param/linear_et`` (ET schema 1.0.1).
+- the host ETs paired with these traces are in tests/data (e.g. ``linear_et.json.gz``, ET schema 1.0.1).
 - ``linear_kineto_head.json.gz`` / ``resnet_kineto_head.json.gz``: the head of
   ``param/linear_kineto`` / ``param/resnet_kineto`` (GPU traces, 1.2 and 1.6 MB gzipped):
   every ``M`` event plus every event with ``ts`` <= (ts of the CPU op whose External id is
@@ -29,7 +29,8 @@ from chakra_trace.convert.link import (
 )
 from chakra_trace.errors import TraceFormatError
 
-DATA = Path(__file__).parent / "data" / "kineto"
+DATA = Path(__file__).parent / "data" / "kineto"  # Kineto traces; their host ETs are in ET_DATA
+ET_DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"  # ../shared beside the checkout
 full = pytest.mark.skipif(not SHARED.is_dir(), reason="needs the shared traces beside the checkout")
 
@@ -260,7 +261,7 @@ LINK_COUNTS = {  # matched, host rows, names of the unmatched host rows
 
 @pytest.mark.parametrize("name", CPU_PAIRS)
 def test_link_cpu_pair_by_rf_id(kin, name):
-    ids, rf, names, _ = read_et(DATA / f"{name}.et.json.gz")
+    ids, rf, names, _ = read_et(ET_DATA / f"{name}.et.json.gz")
     k = kin(f"{name}.kineto.json.gz")
     lk = link(ids, rf, names, k)
     matched, rows, unmatched = LINK_COUNTS[name]
@@ -288,7 +289,7 @@ def test_link_linear_falls_back_to_external_id(kin):
     it tracks the ET rf_id only from the start of the first session (rf_id 1..171 in a
     row), then drifts, so 218 of 931 host ops match with the same name; 692 candidates have
     a different name (710 with the whole Kineto file, where only 3 rf_ids have no event)."""
-    ids, rf, names, _ = read_et(DATA / "linear_et.json.gz")
+    ids, rf, names, _ = read_et(ET_DATA / "linear_et.json.gz")
     k = kin("linear_kineto_head.json.gz")
     lk = link(ids, rf, names, k)
     c = lk.counts
@@ -486,7 +487,7 @@ def test_interval_parents_random_against_brute_force():
 
 
 def _et_vs_interval_disagreements(kin, name):
-    ids, rf, names, parents = read_et(DATA / f"{name}.et.json.gz")
+    ids, rf, names, parents = read_et(ET_DATA / f"{name}.et.json.gz")
     k = kin(f"{name}.kineto.json.gz")
     lk = link(ids, rf, names, k)
     cpu = np.flatnonzero(k.mask(CPU_CATS) & (k.ph == ord("X")))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import gc
 import json
+import operator
 import os
 import queue
 import re
@@ -73,6 +74,7 @@ _FLAT_KEYS = frozenset((
 
 BLOCK = 4 << 20
 _MASK = bytes.maketrans(b"0123456789", b"0000000000")
+_MASKED = operator.methodcaller("translate", _MASK)
 _WS = re.compile(rb"[ \t\n\r]*")
 _STR_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _RUN_B = re.compile(rb"[0-9]+")
@@ -1051,9 +1053,10 @@ def _safe_id(o) -> int | None:
 
 
 class _Blocks:
-    """Decompressed blocks of a file. Data read before an error is handed out before the error.
+    """Decompressed data of a file in pieces. Data read before an error is handed out before the error.
 
-    gzip is decompressed on a thread (zlib releases the GIL) at most `depth` blocks ahead.
+    Plain files are read into one reused buffer (no fresh memory per block). gzip is
+    decompressed on a thread (zlib releases the GIL) at most a few MiB ahead.
     """
 
     def __init__(self, path: str, block: int, limits: Limits | None):
@@ -1062,33 +1065,25 @@ class _Blocks:
         self._f = f
         self._block = block
         self._q = None
-        self._err: BaseException | None = None
         if gz:
             self._raw = f.raw  # _GuardedGzip: each read gives <= 1 MiB and never drops data on an error
-            self._q = queue.Queue(maxsize=2)
+            self._q = queue.Queue(maxsize=max(2, (8 << 20) // (1 << 20)))
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._run, daemon=True)
             self._thread.start()
+        else:
+            self._tmp = bytearray(block)
+            self._view = memoryview(self._tmp)
 
     def _run(self) -> None:
-        parts: list[bytes] = []
-        have = 0
         try:
             while not self._stop.is_set():
-                data = self._raw.read(self._block - have if self._block - have > 0 else self._block)
+                data = self._raw.read(1 << 20)
                 if not data:
                     break
-                parts.append(data)
-                have += len(data)
-                if have >= self._block:
-                    self._put(b"".join(parts))
-                    parts, have = [], 0
-            if parts:
-                self._put(b"".join(parts))
+                self._put(data)
             self._put(b"")
         except BaseException as e:  # handed to the reader after the data before it
-            if parts:
-                self._put(b"".join(parts))
             self._put(e)
 
     def _put(self, item) -> None:
@@ -1099,10 +1094,14 @@ class _Blocks:
             except queue.Full:
                 continue
 
-    def next(self) -> bytes:
-        """Next block; b"" at the end. Raises the reader's error (TraceFormatError) once data ran out."""
+    def next(self):
+        """Next piece of data (bytes-like, valid until the next call); empty at the end.
+
+        Raises the reader's error (a TraceFormatError) once the data before it was handed out.
+        """
         if self._q is None:
-            return self._f.read(self._block)
+            n = self._f.readinto(self._tmp)
+            return self._view[:n]
         item = self._q.get()
         if isinstance(item, BaseException):
             self._q.put(b"")  # later calls see the end
@@ -1138,8 +1137,7 @@ class _Reader:
         self.block = block
         self.src = _Blocks(path, block, limits)
         self.kind = "decompressed byte" if self.src.gz else "byte"
-        self.raw = b""
-        self.mask = b""
+        self.raw = bytearray()  # the text not consumed yet (reused: no fresh memory per block)
         self.base = 0  # file offset of raw[0]
         self.eof = False
         self.gz_error: TraceFormatError | None = None
@@ -1155,32 +1153,32 @@ class _Reader:
 
     # -------------------------------------------------------------- buffer
     def more(self) -> bool:
+        """Append about one block of data; False at the end of the file."""
         if self.eof:
             return False
-        try:
-            blk = self.src.next()
-        except TraceFormatError as e:
-            if self.salvage or "ends early" in e.reason:
-                self.gz_error = e  # a truncated gzip stream: read the JSON up to there
-                blk = b""
-            else:
-                raise
-        if not blk:
-            self.eof = True
-            return False
-        if self.raw:
+        got = 0
+        while got < self.block:
+            try:
+                blk = self.src.next()
+            except TraceFormatError as e:
+                if self.salvage or "ends early" in e.reason:
+                    self.gz_error = e  # a truncated gzip stream: read the JSON up to there
+                    blk = b""
+                else:
+                    raise
+            if not len(blk):
+                if not got:
+                    self.eof = True
+                    return False
+                break
             self.raw += blk
-            self.mask = self.raw.translate(_MASK)
-        else:
-            self.raw = blk
-            self.mask = blk.translate(_MASK)
+            got += len(blk)
         self._text = None
         return True
 
     def drop(self, n: int) -> None:
         if n:
-            self.raw = self.raw[n:]
-            self.mask = self.mask[n:]
+            del self.raw[:n]
             self.base += n
             self._text = None
 
@@ -1328,7 +1326,7 @@ class _Reader:
             return pos
         sep = None
         if sep_start is not None:
-            s = self.raw[sep_start - 1: pos + 1]  # "}" + spaces "," spaces + "{"
+            s = bytes(self.raw[sep_start - 1: pos + 1])  # "}" + spaces "," spaces + "{"
             if s.startswith(b"}") and s.endswith(b"{") and s.strip(b"} \t\r\n{") == b",":
                 sep = s
         while True:
@@ -1338,10 +1336,12 @@ class _Reader:
                 status, pos, _ = self.exact(pos)
             if status == "end":
                 return pos
-            # more data needed: everything before pos is done
+            # everything before pos is done
             self.flush()
             self.drop(pos)
             pos = 0
+            if status == "resume":  # back to the fast path after a few exact nodes
+                continue
             if not self.more():
                 # end of file: the rest (last node, "]", tail) exactly
                 status, pos, _ = self.exact(pos, final=True)
@@ -1356,16 +1356,17 @@ class _Reader:
             status, p, _ = self.exact(pos)
             return status, p
         if pos == 0:  # split the whole buffer (no copy), then drop the first "{"
-            parts = self.mask.split(sep)
+            parts = self.raw.split(sep)
             parts[0] = parts[0][1:]
         else:
-            parts = self.mask[pos + 1:].split(sep)
+            parts = self.raw[pos + 1:].split(sep)
         k = len(parts) - 1
         if k <= 0:
             return "more", pos
         del parts[-1]
         tb = self.tb
         lens = np.fromiter(map(len, parts), np.int64, k)
+        parts = list(map(_MASKED, map(bytes, parts)))  # the template keys
         starts = np.empty(k, np.int64)
         starts[0] = pos + 1
         np.cumsum(lens[:-1] + len(sep), out=starts[1:])
@@ -1397,17 +1398,23 @@ class _Reader:
         if err is not None:
             self.fail(err)
         if cut < k:  # not one JSON object: rescan exactly from there
-            status, p, _ = self.exact(int(starts[cut]) - 1)
+            # pieces before it were fine: an odd separator, go back to splitting soon; else stay exact
+            status, p, _ = self.exact(int(starts[cut]) - 1, limit=8 if cut else None)
             return status, p
         return "more", int(starts[k - 1] + lens[k - 1] + len(sep)) - 1
 
-    def exact(self, pos: int, one: bool = False, final: bool = False) -> tuple[str, int, int | None]:
+    def exact(self, pos: int, one: bool = False, final: bool = False,
+              limit: int | None = None) -> tuple[str, int, int | None]:
         """Nodes one by one with the JSON scanner, from the '{' (or spaces) at pos.
 
         Stops at "]" ("end"), when the next node is not complete in the buffer ("more"; unless
-        `final`), or after one node if `one` (then also returns where the separator begins).
+        `final`), after one node if `one` (then also returns where the separator begins), or
+        after `limit` nodes ("resume").
         """
+        done = 0
         while True:
+            if limit is not None and done >= limit:
+                return "resume", _WS.match(self.raw, pos).end(), None
             pos = self.skip_ws(pos) if final or one else _WS.match(self.raw, pos).end()
             if pos >= len(self.raw):
                 if final or self.eof:
@@ -1441,6 +1448,7 @@ class _Reader:
                 q = self.skip_ws(p)
                 return "next", q, end
             pos = p
+            done += 1
 
     def flush(self) -> None:
         if not self.pend_s:
@@ -1452,7 +1460,7 @@ class _Reader:
         tids = np.empty(starts.size, np.int64)
         for j in range(starts.size):
             s, e = int(starts[j]), int(ends[j])
-            key = self.mask[s:e]
+            key = bytes(self.raw[s:e]).translate(_MASK)
             t = tb.tmap.get(key)
             if t is None:
                 try:
@@ -1474,7 +1482,7 @@ class _Reader:
         raise err
 
     def compile(self, s: int, e: int, key: bytes, index: int, register: bool = True) -> int | None:
-        piece = self.raw[s:e]
+        piece = bytes(self.raw[s:e])
         try:
             if register:
                 return self.tb.lookup_miss(piece, key)
@@ -1551,7 +1559,7 @@ class _Reader:
                 p, c = int(tb.o_ptr.v[t]), int(tb.o_cnt.v[t])
                 s0 = int(starts[j])
                 for s, e in zip(tb.o_start.v[p:p + c].tolist(), tb.o_end.v[p:p + c].tolist()):
-                    self.objs.append(raw[s0 + s:s0 + e])
+                    self.objs.append(bytes(raw[s0 + s:s0 + e]))
         self.out_tm.append(tids.astype(np.int32))
         self.out_ints.append(vals)
         self.count += k
