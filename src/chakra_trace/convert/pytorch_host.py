@@ -33,9 +33,7 @@ import gc
 import json
 import operator
 import os
-import queue
 import re
-import threading
 import warnings
 from dataclasses import dataclass, field
 from json.scanner import make_scanner
@@ -44,7 +42,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..io.stream import Limits, open_binary
+from ..io.stream import Limits, Prefetch, open_binary
 from ..io.wire import ranges
 
 __all__ = [
@@ -1056,70 +1054,33 @@ class _Blocks:
     """Decompressed data of a file in pieces. Data read before an error is handed out before the error.
 
     Plain files are read into one reused buffer (no fresh memory per block). gzip is
-    decompressed on a thread (zlib releases the GIL) at most a few MiB ahead.
+    decompressed ahead on a thread (stream.Prefetch).
     """
 
     def __init__(self, path: str, block: int, limits: Limits | None):
         f, gz = open_binary(path, limits)
         self.gz = gz
         self._f = f
-        self._block = block
-        self._q = None
-        if gz:
-            self._raw = f.raw  # _GuardedGzip: each read gives <= 1 MiB and never drops data on an error
-            self._q = queue.Queue(maxsize=max(2, (8 << 20) // (1 << 20)))
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        else:
+        self._prefetch = Prefetch(f.raw, owner=f) if gz else None
+        if not gz:
             self._tmp = bytearray(block)
             self._view = memoryview(self._tmp)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                data = self._raw.read(1 << 20)
-                if not data:
-                    break
-                self._put(data)
-            self._put(b"")
-        except BaseException as e:  # handed to the reader after the data before it
-            self._put(e)
-
-    def _put(self, item) -> None:
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
 
     def next(self):
         """Next piece of data (bytes-like, valid until the next call); empty at the end.
 
         Raises the reader's error (a TraceFormatError) once the data before it was handed out.
         """
-        if self._q is None:
+        if self._prefetch is None:
             n = self._f.readinto(self._tmp)
             return self._view[:n]
-        item = self._q.get()
-        if isinstance(item, BaseException):
-            self._q.put(b"")  # later calls see the end
-            raise item
-        if not item:
-            self._q.put(b"")
-        return item
+        return self._prefetch.next()
 
     def close(self) -> None:
-        if self._q is not None:
-            self._stop.set()
-            try:
-                while True:
-                    self._q.get_nowait()
-            except queue.Empty:
-                pass
-            self._thread.join()
-        self._f.close()
+        if self._prefetch is not None:
+            self._prefetch.close()
+        else:
+            self._f.close()
 
 
 class _Stop(Exception):

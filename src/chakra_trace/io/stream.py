@@ -116,55 +116,69 @@ class _GuardedGzip(io.RawIOBase):
         super().close()
 
 
-class _Prefetch(io.RawIOBase):
+class Prefetch(io.RawIOBase):
     """Decompress ahead on a thread (zlib releases the GIL) while the caller decodes.
 
-    At most `depth` blocks wait in the queue, so read-ahead memory stays bounded; an error
-    on the thread (corrupt data, a bomb) is raised by the next read.
+    Pieces of at most `piece` bytes come out in order; an error on the thread (corrupt data,
+    truncation, a bomb) is raised only after the data read before it was handed out, so a
+    salvaging reader keeps everything up to the break. At most `depth` pieces wait in the
+    queue, so read-ahead memory stays bounded.
     """
 
-    def __init__(self, f: BinaryIO, block: int = BLOCK, depth: int = 2):
+    def __init__(self, raw: BinaryIO, piece: int = 1 << 20, depth: int = 8, owner: BinaryIO | None = None):
         import queue
         import threading
 
-        self._f = f
+        self._raw = raw
+        self._owner = owner if owner is not None else raw  # what to close (keeps a wrapper alive)
         self._q: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self._pending = b""
         self._done = False
-        self._thread = threading.Thread(target=self._run, args=(block,), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(piece,), daemon=True)
         self._thread.start()
 
-    def _run(self, block: int) -> None:
+    def _run(self, piece: int) -> None:
+        try:
+            while not self._stop.is_set():
+                data = self._raw.read(piece)
+                self._put(data)
+                if not data:
+                    return
+        except BaseException as e:  # handed to the reader after the data before it
+            self._put(e)
+
+    def _put(self, item) -> None:
         import queue
 
         while not self._stop.is_set():
             try:
-                item = self._f.read(block)
-            except BaseException as e:  # handed to the reader
-                item = e
-            while not self._stop.is_set():
-                try:
-                    self._q.put(item, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-            if not isinstance(item, bytes) or not item:
+                self._q.put(item, timeout=0.1)
                 return
+            except queue.Full:
+                continue
 
     def readable(self) -> bool:
         return True
 
+    def next(self) -> bytes:
+        """The next piece; b"" at the end (and ever after); raises the thread's error in its place."""
+        if self._done:
+            return b""
+        item = self._q.get()
+        if isinstance(item, BaseException):
+            self._done = True
+            raise item
+        if not item:
+            self._done = True
+        return item
+
     def read(self, n: int = -1) -> bytes:
         parts = [self._pending] if self._pending else []
         have = len(self._pending)
-        while not self._done and (n < 0 or have < n):
-            item = self._q.get()
-            if isinstance(item, BaseException):
-                self._done = True
-                raise item
+        while n < 0 or have < n:
+            item = self.next()
             if not item:
-                self._done = True
                 break
             parts.append(item)
             have += len(item)
@@ -176,9 +190,16 @@ class _Prefetch(io.RawIOBase):
         return data[:n]
 
     def close(self) -> None:
+        import queue
+
         self._stop.set()
+        try:
+            while True:
+                self._q.get_nowait()
+        except queue.Empty:
+            pass
         self._thread.join()
-        self._f.close()
+        self._owner.close()
         super().close()
 
 
@@ -279,7 +300,7 @@ def iter_frame_blocks(
     limits = limits or Limits()
     f, gz = open_binary(path, limits)
     if gz:
-        f = _Prefetch(f, block)
+        f = Prefetch(f.raw, owner=f)  # the guarded gzip stream itself: no data is lost in a buffer on errors
     kind = "decompressed byte" if gz else "byte"
     base = 0  # stream offset of pending[0]
     index = 0  # message index of the first frame in pending
