@@ -117,3 +117,39 @@ def test_cli_converts_a_collected_folder_and_single_files(tmp_path, capsys):
     assert read_trace(tmp_path / "mlp.0.et.gz").node_type_counts() == {"COMP_NODE": 165}
     assert main(["convert", "pytorch", str(tmp_path), "-o", str(tmp_path / "x")]) == 2  # no rank files
     assert "no rank<r>.et.json" in capsys.readouterr().err
+
+
+def test_all_to_allv_from_record_param_comms(tmp_path):
+    """A hand-made NCCL host trace (schema 1.1.0 layout) with an all_to_allv."""
+    import gzip
+    import json
+
+    def node(i, name, parent, attrs=(), shapes=(), types=(), values=()):
+        base = [{"name": "rf_id", "type": "uint64", "value": i}, {"name": "tid", "type": "uint64", "value": 1}]
+        return {"id": i, "name": name, "ctrl_deps": parent,
+                "inputs": {"values": list(values), "shapes": list(shapes), "types": list(types)},
+                "outputs": {"values": [], "shapes": [], "types": []},
+                "attrs": base + [{"name": k, "type": t, "value": v} for k, t, v in attrs]}
+
+    comm = [("collective_name", "string", "all_to_allv"), ("dtype", "string", "Float"),
+            ("in_msg_nelems", "uint64", 8), ("out_msg_nelems", "uint64", 8),
+            ("in_split_size", "string", "[2, 6]"), ("out_split_size", "string", "[3, 5]"),
+            ("pg_name", "string", "0"), ("pg_desc", "string", "default_pg"), ("pg_size", "uint64", 2)]
+    nodes = [
+        node(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        node(3, "ProfilerStep#1", 2),
+        node(4, "c10d::alltoall_base_", 3, shapes=[[8], [8]], types=["Tensor(float)", "Tensor(float)"],
+             values=[[10, 10, 0, 8, 4, "cuda:0"], [11, 11, 0, 8, 4, "cuda:0"]]),
+        node(5, "record_param_comms", 4, attrs=comm),
+        node(6, "nccl:all_to_allv", 5),
+        node(1, "[pytorch|profiler|execution_trace|process]", 1),
+    ]
+    path = tmp_path / "a2a.et.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"schema": "1.1.0-chakra.0.0.4", "pid": 1, "time": "", "start_ts": 0, "finish_ts": 1,
+                   "nodes": nodes}, f)
+    trace, report = convert_pytorch(path)
+    assert report.collectives == [("ALL_TO_ALL", 32)]
+    coll = int(np.flatnonzero(trace.types == NodeType.COMM_COLL_NODE)[0])
+    assert trace.attr(coll, "in_split_size") == "[2, 6]" and trace.attr(coll, "out_split_size") == "[3, 5]"
+    assert trace.attr(coll, "pg_name") == "0" and validate_trace(trace).errors == []

@@ -225,9 +225,12 @@ class _Converter:
             k = bisect.bisect_left(rows, i)
             if k:
                 best = max(best, rows[k - 1])
-        if best < 0 and h.parent[i] >= 0:
-            p = h.row(int(h.parent[i]))
-            if p >= 0 and names[p].startswith("c10d::"):
+        p, hops = i, 0
+        while best < 0 and h.parent[p] >= 0 and hops < 4:  # nccl:* -> record_param_comms -> c10d::*
+            p, hops = h.row(int(h.parent[p])), hops + 1
+            if p < 0:
+                break
+            if names[p].startswith("c10d::"):
                 best = p
         return best
 
@@ -264,6 +267,16 @@ class _Converter:
             if h.attr(j, "in_msg_nelems") is not None and h.attr(j, "collective_name") != "wait":
                 return j
         return -1
+
+    def _splits(self, issuer: int) -> dict[str, str]:
+        """all_to_allv split sizes (elements per peer) as recorded, e.g. {"in_split_size": "[2, 6]"}."""
+        rpc = self._record_param_comms(issuer) if issuer >= 0 else -1
+        out = {}
+        for key in ("in_split_size", "out_split_size"):
+            v = self.h.attr(rpc, key) if rpc >= 0 else None
+            if v not in (None, "", "[]", []):
+                out[key] = v if isinstance(v, str) else json.dumps(v)
+        return out
 
     def _pg_name(self, issuer: int) -> str | None:
         rpc = self._record_param_comms(issuer) if issuer >= 0 else -1
@@ -420,7 +433,7 @@ class _Converter:
         if kind.collective is not None:
             self.r.collectives.append((collective_name(kind.collective), size))
             return b.collective(kind.collective, size, name=names[i], deps=deps, pg_name=self._pg_name(issuer),
-                                **common)
+                                **self._splits(issuer), **common)
         src = issuer if issuer >= 0 else i
         vals = self.h.io(src)[0]["values"]
         peer = vals[2] if len(vals) > 2 and isinstance(vals[2], int) else None
