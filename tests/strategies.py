@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from chakra_trace.io.codec import attribute_to_pb, infer_member
 from chakra_trace.schema import proto as pb
+from chakra_trace.io.wire import encode_varint_int
 from chakra_trace.schema.enums import ATTR_MEMBER, NodeType
 from chakra_trace.schema.proto import ATTR_MEMBERS
 from chakra_trace.schema.trace import COLUMN_ATTRS, Attribute, IOInfo, Node, Trace
@@ -122,31 +123,19 @@ def attributes(draw, names=None) -> Attribute:
     return Attribute(name, value, explicit, doc)
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 @st.composite
 def unknown_field(draw, min_number: int) -> bytes:
     number = draw(st.one_of(st.integers(min_number, min_number + 40), st.integers(min_number, (1 << 29) - 1)))
     wtype = draw(st.sampled_from([0, 1, 2, 5]))
-    key = _varint((number << 3) | wtype)
+    key = encode_varint_int((number << 3) | wtype)
     if wtype == 0:
-        return key + _varint(draw(st.integers(0, U64_MAX)))
+        return key + encode_varint_int(draw(st.integers(0, U64_MAX)))
     if wtype == 1:
         return key + draw(st.binary(min_size=8, max_size=8))
     if wtype == 5:
         return key + draw(st.binary(min_size=4, max_size=4))
     payload = draw(st.binary(max_size=10))
-    return key + _varint(len(payload)) + payload
+    return key + encode_varint_int(len(payload)) + payload
 
 
 @lru_cache(maxsize=None)

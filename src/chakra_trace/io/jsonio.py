@@ -167,29 +167,28 @@ def attr_to_json(a, unknown: bool = True) -> dict:
             d[member] = _scalar_json(kind, v)
     if a.doc_string:
         d["doc_string"] = a.doc_string
+    _add_unknown(d, a, unknown)
+    return d
+
+
+def _add_unknown(d: dict, msg, unknown: bool) -> None:
+    """Keep a message's own unknown wire fields (base64) in its JSON object."""
     if unknown:
-        u = _own_unknown(a)
+        u = _own_unknown(msg)
         if u:
             d["unknown_fields"] = _b64(u)
-    return d
 
 
 def _io_json(x, unknown: bool) -> dict:
     d = {"values": x.values, "shapes": x.shapes, "types": x.types}
-    if unknown:
-        u = _own_unknown(x)
-        if u:
-            d["unknown_fields"] = _b64(u)
+    _add_unknown(d, x, unknown)
     return d
 
 
 def metadata_to_json(meta) -> dict:
     unknown = _has_unknown(meta)
     d: dict[str, Any] = {"version": meta.version, "attr": [attr_to_json(a, unknown) for a in meta.attr]}
-    if unknown:
-        u = _own_unknown(meta)
-        if u:
-            d["unknown_fields"] = _b64(u)
+    _add_unknown(d, meta, unknown)
     return d
 
 
@@ -261,10 +260,7 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
                     d[key] = _io_json(getattr(m, key), unknown)
             attrs.extend(attr_to_json(x, unknown) for x in m.attr)
             d["attr"] = attrs
-            if unknown:
-                u = _own_unknown(m)
-                if u:
-                    d["unknown_fields"] = _b64(u)
+            _add_unknown(d, m, unknown)
             yield d
 
 
