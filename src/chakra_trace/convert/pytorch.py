@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..schema.builder import TraceBuilder
-from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
+from ..schema.enums import NodeType, collective_name
 from ..schema.trace import Trace
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
 from .flops import needs_values, tensor_cost
@@ -34,6 +34,7 @@ from .flops import needs_values, tensor_cost
 # Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
 _INPUT_ARG = {"allreduce": 0, "broadcast": 0, "reduce": 0, "allgather": 1, "reducescatter": 1,
               "alltoall": 1, "alltoallv": 1, "gather": 1, "scatter": 0, "send": 0, "recv": 0}
+# Ranges that only label time; record_param_comms only wraps the op that does the communication.
 _ANNOTATION_PREFIXES = ("ProfilerStep#", "Optimizer.", "## ", "[pytorch|profiler", "enumerate(DataLoader)",
                         "DistributedDataParallel.", "PyTorch Profiler", "record_param_comms")
 
@@ -141,8 +142,7 @@ class _Converter:
         if self.timed:
             p = interval_parents(self.start[rows], self.end[rows], self.tid[rows])
             return np.where(p >= 0, rows[np.maximum(p, 0)], -1)
-        pos = h.row_index(h.parent[rows]) if hasattr(h, "row_index") else np.array(
-            [h.row(int(x)) if x >= 0 else -1 for x in h.parent[rows].tolist()], np.int64)
+        pos = np.array([h.row(int(x)) if x >= 0 else -1 for x in h.parent[rows].tolist()], np.int64)
         in_scope = np.zeros(len(h), bool)
         in_scope[rows] = True
         return np.where((pos >= 0) & in_scope[np.maximum(pos, 0)], pos, -1)
@@ -175,12 +175,12 @@ class _Converter:
             p = parent[i]
             if p >= 0 and folded_into[p] >= 0:
                 folded_into[i] = folded_into[p]  # inside an op that is a node
-            elif annotation[i] or holds[i] or names[i] == "record_param_comms" and i not in comm:
+            elif annotation[i] or holds[i]:
                 continue  # descended into
             else:
                 folded_into[i] = i
                 node_rows.append(i)
-        return self._emit(np.asarray(node_rows, np.int64), folded_into, comm, kinds, annotation)
+        return self._emit(np.asarray(node_rows, np.int64), folded_into, comm, kinds)
 
     # ------------------------------------------------------------------ attributes
     def _cost(self, i: int) -> tuple[int | None, int]:
@@ -286,7 +286,7 @@ class _Converter:
         return str(groups[0].get("pg_name", "0")) if len(groups) == 1 else None
 
     # ------------------------------------------------------------------ output
-    def _emit(self, node_rows, folded_into, comm, kinds, annotation) -> Trace:
+    def _emit(self, node_rows, folded_into, comm, kinds) -> Trace:
         h, names = self.h, self.names
         us = (lambda t: int(round(t / 1000.0))) if self.timed else (lambda t: 0)
         lo = self.window[0] if self.timed else 0
@@ -492,7 +492,7 @@ class _GpuWork:
         return out
 
 
-__all__ = ["ConversionReport", "ConversionWarning", "convert_pytorch", "Attr", "CollectiveType"]
+__all__ = ["ConversionReport", "ConversionWarning", "collection_files", "convert_collection", "convert_pytorch"]
 
 
 # --------------------------------------------------------------------------- whole collections
