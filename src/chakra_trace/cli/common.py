@@ -28,6 +28,7 @@ def progress(label: str, path: str | os.PathLike | None = None) -> Iterator[Call
     if not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     total = None
@@ -36,6 +37,6 @@ def progress(label: str, path: str | os.PathLike | None = None) -> Iterator[Call
             gz = f.read(2) == b"\x1f\x8b"
         total = None if gz else os.path.getsize(path)
     cols = [TextColumn(label), BarColumn(), DownloadColumn(), TimeRemainingColumn()]
-    with Progress(*cols, transient=True, console=__import__("rich.console").console.Console(stderr=True)) as p:
+    with Progress(*cols, transient=True, console=Console(stderr=True)) as p:
         task = p.add_task(label, total=total)
         yield lambda done: p.update(task, completed=done)

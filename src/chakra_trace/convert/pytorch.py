@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -321,7 +322,7 @@ class _Converter:
         events = [(int(self.start[i]), int(self.end[i]), int(self.tid[i]), i) for i in node_rows.tolist()]
         gpu_events = self.gpu.events(folded_into, self.window) if self.gpu is not None and self.timed else []
         events += gpu_events
-        syncs = self.gpu.sync_points() if gpu_events else []
+        syncs = self.gpu.sync_points() if gpu_events else {}
         main = self._main_thread(node_rows)
         node_of: dict[int, int] = {}
         last: dict[int, tuple[int, int]] = {}  # thread -> (node id, end ns)
@@ -347,6 +348,7 @@ class _Converter:
                     deps.append(coll)
                 else:
                     pending_joins.setdefault(th, []).append((coll, cend))
+            deps += _sync_waits(syncs.get(th, ()), s, e, last_gpu)
             kind = kinds.get(i)
             common = dict(start=us(s - lo) if self.timed else 0, duration=us(e) - us(s) if self.timed else 0,
                           rf_id=int(h.rf_id[i]) if h.has("rf_id")[i] else None, tid=int(th))
@@ -372,10 +374,6 @@ class _Converter:
             ends, ids = emitted.setdefault(th, ([], []))
             ends.append(e)
             ids.append(nid)
-            for sync_end in [t for (tt, t0, t) in syncs if tt == th and s <= t0 and t <= e]:
-                waits = [g for g, ge in last_gpu.values() if ge <= sync_end]
-                if waits:  # the host waited for the GPU here (synchronize, item(), blocking copy)
-                    b._nodes[-1].data_deps.extend(w for w in waits if w not in b._nodes[-1].data_deps)
         if self.timed and main in last and last[main][1] < self.window[1]:
             self._gap(b, last[main], self.window[1], main, us, lo)
         self._metadata_node(b)
@@ -479,17 +477,32 @@ class _GpuWork:
                         (int(lk.gpu_event[g]), h)))
         return out
 
-    def sync_points(self) -> list[tuple[int, int, int]]:
-        """(thread, start, end) of runtime calls where the host waits for the GPU."""
+    def sync_points(self) -> dict[int, list[tuple[int, int]]]:
+        """{thread: [(start, end), ...] sorted} of runtime calls where the host waits for the GPU."""
         kin = self.kin
-        out = []
+        out: dict[int, list[tuple[int, int]]] = {}
         names = kin.names
         for r in np.flatnonzero(kin.cat == kin.cats.index("cuda_runtime")).tolist() if "cuda_runtime" in kin.cats \
                 else []:
             name = names[kin.name[r]]
             if "Synchronize" in name or name in ("cudaMemcpy", "cudaMemcpy2D", "cudaMemset"):
-                out.append((int(kin.tid[r]), int(kin.ts[r]), int(kin.ts[r] + max(kin.dur[r], 0))))
+                out.setdefault(int(kin.tid[r]), []).append((int(kin.ts[r]), int(kin.ts[r] + max(kin.dur[r], 0))))
+        for calls in out.values():
+            calls.sort()
         return out
+
+
+def _sync_waits(calls, start: int, end: int, last_gpu: dict) -> list[int]:
+    """GPU nodes a host op from start to end waited for: each stream's last op that had ended when
+    a synchronizing call inside the host op returned (synchronize, item(), blocking copy)."""
+    waits: list[int] = []
+    for k in range(bisect.bisect_left(calls, (start, -1)), len(calls)):
+        t0, t1 = calls[k]
+        if t0 > end:
+            break
+        if t1 <= end:
+            waits += [g for g, ge in last_gpu.values() if ge <= t1 and g not in waits]
+    return waits
 
 
 __all__ = ["ConversionReport", "ConversionWarning", "collection_files", "convert_collection", "convert_pytorch"]
@@ -497,7 +510,7 @@ __all__ = ["ConversionReport", "ConversionWarning", "collection_files", "convert
 
 # --------------------------------------------------------------------------- whole collections
 
-_RANK_FILE = __import__("re").compile(r"^rank(\d+)\.(et|kineto)\.json(?:\.gz)?$")
+_RANK_FILE = re.compile(r"^rank(\d+)\.(et|kineto)\.json(?:\.gz)?$")
 
 
 def collection_files(folder: str | os.PathLike) -> dict[int, tuple[str, str | None]]:
