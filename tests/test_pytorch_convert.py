@@ -1,5 +1,7 @@
 """PyTorch ET (+ Kineto) -> Chakra on the real traces: what the issue must show."""
 import collections
+import gzip
+import json
 import warnings
 
 import numpy as np
@@ -119,18 +121,23 @@ def test_cli_converts_a_collected_folder_and_single_files(tmp_path, capsys):
     assert "no rank<r>.et.json" in capsys.readouterr().err
 
 
+def node(i, name, parent, attrs=(), shapes=(), types=(), values=()):
+    """A host ET node in the schema 1.1.0 layout (rf_id = id, thread 1)."""
+    base = [{"name": "rf_id", "type": "uint64", "value": i}, {"name": "tid", "type": "uint64", "value": 1}]
+    return {"id": i, "name": name, "ctrl_deps": parent,
+            "inputs": {"values": list(values), "shapes": list(shapes), "types": list(types)},
+            "outputs": {"values": [], "shapes": [], "types": []},
+            "attrs": base + [{"name": k, "type": t, "value": v} for k, t, v in attrs]}
+
+
+def write_et(path, nodes):
+    with gzip.open(path, "wt") as f:
+        json.dump({"schema": "1.1.0-chakra.0.0.4", "pid": 1, "time": "", "start_ts": 0, "finish_ts": 1,
+                   "nodes": nodes}, f)
+
+
 def test_all_to_allv_from_record_param_comms(tmp_path):
     """A hand-made NCCL host trace (schema 1.1.0 layout) with an all_to_allv."""
-    import gzip
-    import json
-
-    def node(i, name, parent, attrs=(), shapes=(), types=(), values=()):
-        base = [{"name": "rf_id", "type": "uint64", "value": i}, {"name": "tid", "type": "uint64", "value": 1}]
-        return {"id": i, "name": name, "ctrl_deps": parent,
-                "inputs": {"values": list(values), "shapes": list(shapes), "types": list(types)},
-                "outputs": {"values": [], "shapes": [], "types": []},
-                "attrs": base + [{"name": k, "type": t, "value": v} for k, t, v in attrs]}
-
     comm = [("collective_name", "string", "all_to_allv"), ("dtype", "string", "Float"),
             ("in_msg_nelems", "uint64", 8), ("out_msg_nelems", "uint64", 8),
             ("in_split_size", "string", "[2, 6]"), ("out_split_size", "string", "[3, 5]"),
@@ -145,11 +152,47 @@ def test_all_to_allv_from_record_param_comms(tmp_path):
         node(1, "[pytorch|profiler|execution_trace|process]", 1),
     ]
     path = tmp_path / "a2a.et.json.gz"
-    with gzip.open(path, "wt") as f:
-        json.dump({"schema": "1.1.0-chakra.0.0.4", "pid": 1, "time": "", "start_ts": 0, "finish_ts": 1,
-                   "nodes": nodes}, f)
+    write_et(path, nodes)
     trace, report = convert_pytorch(path)
     assert report.collectives == [("ALL_TO_ALL", 32)]
     coll = int(np.flatnonzero(trace.types == NodeType.COMM_COLL_NODE)[0])
     assert trace.attr(coll, "in_split_size") == "[2, 6]" and trace.attr(coll, "out_split_size") == "[3, 5]"
     assert trace.attr(coll, "pg_name") == "0" and validate_trace(trace).errors == []
+
+
+def test_an_op_nested_in_one_of_the_same_start_is_folded(tmp_path):
+    """PyTorch numbers a nested op before its caller when both start in the same nanosecond
+    (aten::result_type inside aten::result_type in the resnet trace): the inner op still folds
+    into the outer one, so it is neither a node of its own nor counted twice."""
+    nodes = [node(2, "[pytorch|profiler|execution_trace|thread]", 1), node(3, "ProfilerStep#1", 2),
+             node(5, "aten::result_type", 3), node(4, "aten::result_type", 5), node(6, "aten::relu", 3),
+             node(1, "[pytorch|profiler|execution_trace|process]", 1)]
+    write_et(tmp_path / "r.et.json.gz", nodes)
+
+    def event(rf, name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"Record function id": rf, "External id": rf}}
+
+    kin = {"traceEvents": [event(3, "ProfilerStep#1", 100.0, 10.0, "user_annotation"),
+                           event(5, "aten::result_type", 102.0, 1.0), event(4, "aten::result_type", 102.0, 0.5),
+                           event(6, "aten::relu", 104.0, 2.0)]}
+    (tmp_path / "r.kineto.json").write_text(json.dumps(kin))
+    trace, report = convert_pytorch(tmp_path / "r.et.json.gz", tmp_path / "r.kineto.json")
+    ops = [(n, d) for n, d in zip(trace.name_array.tolist(), trace.duration.tolist()) if n != "[host]"]
+    assert ops == [("aten::result_type", 1), ("aten::relu", 2)]
+    assert critical_path(trace).length_us == report.span_us == 10
+
+
+def test_no_host_node_lies_inside_another():
+    from chakra_trace.convert.kineto import read_kineto
+    from chakra_trace.convert.link import interval_parents
+
+    trace, _ = convert("transformer_rank0")
+    kin = read_kineto(KINETO / "transformer_rank0.kineto.json.gz")
+    rf, has = trace.attr_array("rf_id")
+    x = np.flatnonzero(kin.mask(("cpu_op", "user_annotation"), ph="X") & (kin.rf_id >= 0))
+    row = dict(zip(kin.rf_id[x].tolist(), x.tolist()))
+    ev = np.array([row[r] for r in rf[has & trace.is_cpu_op].tolist()])
+    assert ev.size > 200
+    parents = interval_parents(kin.ts[ev], kin.ts[ev] + np.maximum(kin.dur[ev], 0), kin.tid[ev])
+    assert (parents < 0).all()

@@ -347,7 +347,7 @@ def _attach_gpu(k: KinetoTrace, cpu_rows: np.ndarray, is_x: np.ndarray, host_of_
     is_cpu_sub[:cpu_rows.size] = True
     sub_of_row = np.full(len(k), -1, np.int64)
     sub_of_row[sub] = np.arange(sub.size)
-    if sub.size:
+    if sub.size and g:  # (no GPU work, nothing to attach: skip the nesting)
         keys = k.thread_keys()[sub]
         par = interval_parents(k.ts[sub], k.ts[sub] + np.maximum(k.dur[sub], 0), keys)
     else:

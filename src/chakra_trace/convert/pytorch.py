@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..schema.builder import TraceBuilder
+from ..io.wire import intern_bytes, ranges
+from ..schema.builder import global_metadata
 from ..schema.enums import NodeType, collective_name
 from ..schema.trace import Trace
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
@@ -61,10 +62,6 @@ class ConversionReport:
         warnings.warn(message, ConversionWarning, stacklevel=3)
 
 
-def _is_annotation(name: str, cat: str | None) -> bool:
-    return cat == "user_annotation" or name.startswith(_ANNOTATION_PREFIXES)
-
-
 def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike | None = None, *,
                     rank: int | None = None) -> tuple[Trace, ConversionReport]:
     """Convert one rank's host execution trace (and its Kineto trace, for timing) to Chakra."""
@@ -74,23 +71,20 @@ def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike |
 
     report = ConversionReport()
     host = read_host_trace(et_path)
-    names = host.name_array
     n = len(host)
     start = np.full(n, -1, np.int64)
     end = np.full(n, -1, np.int64)
     tid = host.tid.copy()
-    cats: list[str | None] = [None] * n
+    user_annotation = np.zeros(n, bool)
     if kineto_path is not None:
         kin = read_kineto(kineto_path)
-        lk = link(host.ids, np.where(host.has("rf_id"), host.rf_id, -1), names, kin)
+        lk = link(host.ids, np.where(host.has("rf_id"), host.rf_id, -1), host.name_array, kin)
         report.linked = dict(lk.counts)
         matched = lk.event >= 0
         start[matched] = lk.start[matched]
         end[matched] = lk.start[matched] + np.maximum(lk.duration[matched], 0)
         tid[matched] = kin.tid[lk.event[matched]]
-        for i in np.flatnonzero(matched).tolist():
-            c = kin.cat[lk.event[i]]
-            cats[i] = kin.cats[c] if c > 0 else None
+        user_annotation[matched] = kin.cat[lk.event[matched]] == kin.cat_code("user_annotation")
         steps = kin.steps()
         if not steps and matched.any():  # no ProfilerStep annotations: the span of the linked ops
             steps = [(-1, int(start[matched].min()), int(end[matched].max()))]
@@ -102,7 +96,7 @@ def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike |
             rank = kin.rank
     else:
         steps = []
-    conv = _Converter(host, names, start, end, tid, cats, steps, report)
+    conv = _Converter(host, start, end, tid, user_annotation, steps, report)
     if kineto_path is not None:
         conv.gpu = _GpuWork(kin, lk)
     trace = conv.run(interval_parents)
@@ -113,14 +107,76 @@ def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike |
     return trace, report
 
 
+def _name_mask(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
+    """pred(name) of each row, evaluated once per distinct name."""
+    table = np.fromiter((bool(pred(s)) for s in names), bool, len(names))
+    return table[codes] if table.size else np.zeros(codes.size, bool)
+
+
+def _levels(parent: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
+    """`rows` grouped by depth in the forest `parent` (-1 at roots), shallowest first, so
+    that a level only reads what the levels above it wrote."""
+    depth = np.zeros(parent.size, np.int64)
+    live = np.flatnonzero(parent >= 0)
+    anc = parent[live]
+    steps = 0
+    while live.size:
+        steps += 1
+        if steps > parent.size:
+            raise ValueError("the op call tree has a cycle")
+        depth[live] += 1
+        anc = parent[anc]
+        keep = anc >= 0
+        live, anc = live[keep], anc[keep]
+    d = depth[rows]
+    order = np.argsort(d, kind="stable")
+    return np.split(rows[order], np.flatnonzero(np.diff(d[order])) + 1)
+
+
+def _us(ns: np.ndarray) -> np.ndarray:
+    """ns -> µs, rounded half to even (as Python's round)."""
+    return np.rint(np.asarray(ns, np.int64) / 1000.0).astype(np.int64)
+
+
+_SIG_CHUNK = 1 << 16  # rows per batch when hashing tensor signatures (bounds temporary memory)
+
+
+def _signatures(name: np.ndarray, t, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Everything the cost model reads of each row (its name code, and per tensor: itemsize,
+    output, arg, elem, undefined, shape), as one byte string per row: (buffer, start, length)."""
+    counts = t.indptr[rows + 1] - t.indptr[rows]
+    ks = ranges(t.indptr[rows], counts)
+    has = t.has_shape[ks]
+    nd = np.where(has, t.shape_indptr[ks + 1] - t.shape_indptr[ks], 1)
+    null = np.fromiter(("nullptr" in x for x in t.types), bool, len(t.types))
+    size = 7 + nd  # int64 words per tensor
+    row_words = np.zeros(rows.size, np.int64)
+    np.add.at(row_words, np.repeat(np.arange(rows.size), counts), size)
+    row_words += 1  # the name code first
+    row_base = np.cumsum(row_words) - row_words
+    first_k = np.cumsum(counts) - counts
+    csize = np.cumsum(size) - size
+    off = np.repeat(row_base + 1 - csize[first_k] if ks.size else row_base + 1, counts) + csize
+    flat = np.empty(int(row_words.sum()), np.int64)
+    flat[row_base] = name[rows]
+    for j, col in enumerate((t.itemsize[ks], t.output[ks], t.arg[ks], t.elem[ks],
+                             null[t.type[ks]] if null.size else np.zeros(ks.size, bool), has, nd)):
+        flat[off + j] = col
+    flat[ranges(off[has] + 7, nd[has])] = t.shape_dims[ranges(t.shape_indptr[ks[has]], nd[has])]
+    flat[off[~has] + 7] = t.numel[ks[~has]]
+    return flat.view(np.uint8), row_base * 8, row_words * 8
+
+
 class _Converter:
-    def __init__(self, host, names, start, end, tid, cats, steps, report: ConversionReport):
+    def __init__(self, host, start, end, tid, user_annotation, steps, report: ConversionReport):
         self.h = host
-        self.names = names
-        self.start, self.end, self.tid, self.cats = start, end, tid, cats
+        self.names = host.name_array
+        self.start, self.end, self.tid = start, end, tid
+        self.user_annotation = user_annotation
         self.steps = steps
         self.r = report
         self.timed = bool(steps)
+        self.window = (0, 0)
         self.gpu: _GpuWork | None = None
 
     # ------------------------------------------------------------------ structure
@@ -143,7 +199,10 @@ class _Converter:
         if self.timed:
             p = interval_parents(self.start[rows], self.end[rows], self.tid[rows])
             return np.where(p >= 0, rows[np.maximum(p, 0)], -1)
-        pos = np.array([h.row(int(x)) if x >= 0 else -1 for x in h.parent[rows].tolist()], np.int64)
+        par = h.parent[rows]
+        pos = np.full(rows.size, -1, np.int64)
+        has = par >= 0
+        pos[has] = [h.row(int(x)) for x in par[has].tolist()]
         in_scope = np.zeros(len(h), bool)
         in_scope[rows] = True
         return np.where((pos >= 0) & in_scope[np.maximum(pos, 0)], pos, -1)
@@ -154,7 +213,8 @@ class _Converter:
         parent = np.full(len(h), -1, np.int64)
         parent[rows] = self._parents(rows, interval_parents)
         self.parent = parent
-        kinds = {int(i): classify(names[i]) for i in rows.tolist() if is_comm_op_name(names[i])}
+        comm_like = rows[_name_mask(h.names, h.name[rows], is_comm_op_name)]
+        kinds = {i: classify(names[i]) for i in comm_like.tolist()}
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
             comm -= self.gpu.hosts_of_comm_kernels()
@@ -169,19 +229,17 @@ class _Converter:
             while j >= 0 and not holds[j]:
                 holds[j] = True
                 j = parent[j]
-        annotation = np.array([_is_annotation(names[i], self.cats[i]) for i in range(len(h))])
-        node_rows, folded_into = [], np.full(len(h), -1, np.int64)
-        order = rows[np.lexsort((h.ids[rows], self.start[rows]))] if self.timed else rows[np.argsort(h.ids[rows])]
-        for i in order.tolist():
-            p = parent[i]
-            if p >= 0 and folded_into[p] >= 0:
-                folded_into[i] = folded_into[p]  # inside an op that is a node
-            elif annotation[i] or holds[i]:
-                continue  # descended into
-            else:
-                folded_into[i] = i
-                node_rows.append(i)
-        return self._emit(np.asarray(node_rows, np.int64), folded_into, comm, kinds)
+        descend = _name_mask(h.names, h.name, lambda s: s.startswith(_ANNOTATION_PREFIXES))
+        descend |= self.user_annotation | holds
+        # each op folds into the outermost op above it (or itself) that is not descended into
+        levels = _levels(parent, rows)
+        folded_into = np.full(len(h), -1, np.int64)
+        for lv in levels:
+            p = parent[lv]
+            up = np.where(p >= 0, folded_into[np.maximum(p, 0)], -1)
+            folded_into[lv] = np.where(up >= 0, up, np.where(descend[lv], -1, lv))
+        node_rows = rows[folded_into[rows] == rows]
+        return self._emit(node_rows, folded_into, comm, kinds, levels)
 
     # ------------------------------------------------------------------ attributes
     def _cost(self, i: int) -> tuple[int | None, int]:
@@ -207,6 +265,67 @@ class _Converter:
         values = self.h.io(i)[0]["values"] if needs_values(name) else None
         c = tensor_cost(name, ins, outs, singles, values)
         return c.flops, c.bytes
+
+    def _cost_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """FLOPs (-1: unknown) and bytes of many rows. Training repeats a few op signatures many
+        times, so the cost model runs once per distinct signature (exact bytes, not a hash)."""
+        h = self.h
+        flops = np.empty(rows.size, np.int64)
+        nbytes = np.empty(rows.size, np.int64)
+        by_values = _name_mask(h.names, h.name[rows], needs_values)
+        cache: dict[bytes, tuple[int, int]] = {}
+        for a in range(0, rows.size, _SIG_CHUNK):
+            part = rows[a:a + _SIG_CHUNK]
+            buf, starts, lens = _signatures(h.name, h.tensors, part)
+            codes, first = intern_bytes(buf, starts, lens)
+            f_u = np.empty(first.size, np.int64)
+            b_u = np.empty(first.size, np.int64)
+            for u, k in enumerate(first.tolist()):
+                key = buf[starts[k]:starts[k] + lens[k]].tobytes()
+                if key not in cache:
+                    f, b = self._cost(int(part[k]))
+                    cache[key] = (-1 if f is None else int(f), int(b))
+                f_u[u], b_u[u] = cache[key]
+            flops[a:a + part.size] = f_u[codes]
+            nbytes[a:a + part.size] = b_u[codes]
+        for k in np.flatnonzero(by_values).tolist():  # the cost depends on argument values too
+            f, b = self._cost(int(rows[k]))
+            flops[k], nbytes[k] = (-1 if f is None else int(f)), int(b)
+        return flops, nbytes
+
+    def _costs(self, folded_into: np.ndarray, comm_mask: np.ndarray, levels) -> tuple:
+        """num_ops, whether known, and tensor_size of every node row.
+
+        FLOPs: the outermost op of each folded subtree that the cost model knows counts, and
+        its descendants do not (aten::linear counts, its addmm child does not; an autograd
+        wrapper the model does not know passes through to its mm children).
+        tensor_size: what the node's own op reads and writes."""
+        n = len(self.h)
+        tgt = folded_into
+        rows = np.flatnonzero(tgt >= 0)
+        rows = rows[~comm_mask[tgt[rows]]]
+        f_rows, b_rows = self._cost_rows(rows)
+        f = np.full(n, -1, np.int64)
+        f[rows] = f_rows
+        use = np.zeros(n, bool)
+        use[rows] = True
+        covered = np.zeros(n, bool)  # an op at or above it inside its node has FLOPs
+        skipped = np.zeros(n, bool)  # an op above it inside its node has FLOPs
+        for lv in levels:
+            lv = lv[use[lv]]
+            p = self.parent[lv]
+            skipped[lv] = (lv != tgt[lv]) & (p >= 0) & covered[np.maximum(p, 0)]
+            covered[lv] = skipped[lv] | (f[lv] > 0)
+        counted = rows[~skipped[rows]]
+        flops = np.zeros(n, np.int64)
+        pos = counted[f[counted] > 0]
+        np.add.at(flops, tgt[pos], f[pos])
+        known = np.zeros(n, bool)
+        known[tgt[counted[f[counted] >= 0]]] = True
+        nbytes = np.zeros(n, np.int64)
+        own = rows == tgt[rows]
+        nbytes[rows[own]] = b_rows[own]
+        return flops, known, nbytes
 
     def _issuer(self, i: int, comm: set[int]) -> int:
         """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET parent."""
@@ -262,7 +381,7 @@ class _Converter:
             return issuer if h.attr(issuer, "in_msg_nelems") is not None else -1
         if not hasattr(self, "_rpc_children"):  # record_param_comms rows by parent id, built once
             self._rpc_children: dict[int, list[int]] = {}
-            for j in np.flatnonzero(self.names == "record_param_comms").tolist():
+            for j in h.names_of("record_param_comms").tolist():
                 self._rpc_children.setdefault(int(h.parent[j]), []).append(j)
         for j in self._rpc_children.get(int(h.ids[issuer]), []):
             if h.attr(j, "in_msg_nelems") is not None and h.attr(j, "collective_name") != "wait":
@@ -286,167 +405,299 @@ class _Converter:
         groups = self.h.process_groups
         return str(groups[0].get("pg_name", "0")) if len(groups) == 1 else None
 
-    # ------------------------------------------------------------------ output
-    def _emit(self, node_rows, folded_into, comm, kinds) -> Trace:
-        h, names = self.h, self.names
-        us = (lambda t: int(round(t / 1000.0))) if self.timed else (lambda t: 0)
-        lo = self.window[0] if self.timed else 0
-        b = TraceBuilder(metadata={"schema": "chakra-trace pytorch converter 1", "source_schema": h.schema or ""})
-        # FLOPs: the outermost op of each folded subtree that the cost model knows counts, and
-        # its descendants do not (aten::linear counts, its addmm child does not; an autograd
-        # wrapper the model does not know passes through to its mm children).
-        # tensor_size: what the node's own op reads and writes.
-        flops = np.zeros(len(h), np.int64)
-        known = np.zeros(len(h), bool)
-        nbytes = np.zeros(len(h), np.int64)
-        covered = np.zeros(len(h), bool)  # an ancestor inside the node already counted FLOPs
-        folded = np.flatnonzero(folded_into >= 0)
-        folded = folded[np.lexsort((h.ids[folded], self.start[folded]))]  # parents before children
-        for i in folded.tolist():
-            tgt = int(folded_into[i])
-            if tgt in comm:
-                continue
-            p = self.parent[i]
-            if i != tgt and p >= 0 and covered[p]:
-                covered[i] = True
-                continue
-            f, by = self._cost(i)
-            if i == tgt:
-                nbytes[tgt] = by
-            if f:
-                flops[tgt] += f
-                known[tgt] = True
-                covered[i] = True
-            elif f == 0:
-                known[tgt] = True
-        events = [(int(self.start[i]), int(self.end[i]), int(self.tid[i]), i) for i in node_rows.tolist()]
-        gpu_events = self.gpu.events(folded_into, self.window) if self.gpu is not None and self.timed else []
-        events += gpu_events
-        syncs = self.gpu.sync_points() if gpu_events else {}
-        main = self._main_thread(node_rows)
-        node_of: dict[int, int] = {}
-        last: dict[int, tuple[int, int]] = {}  # thread -> (node id, end ns)
-        pending_joins: dict[int, list[tuple[int, int]]] = {}  # thread -> [(coll node, end ns)]
-        first_start = lo
-        last_gpu: dict[tuple, tuple[int, int]] = {}  # (device, stream) -> (node id, end ns)
-        emitted: dict[int, tuple[list, list]] = {}  # thread -> (end times, node ids) in order
-        # walk all threads in time order so cross-thread edges only point backwards in time
-        for s, e, th, i in sorted(events, key=lambda ev: (ev[0], ev[3] if isinstance(ev[3], int) else -1)):
-            if isinstance(i, tuple):  # GPU work: (kineto row, launching host row)
-                node_of_gpu = self._gpu_node(b, i, s, e, th, node_of, folded_into, last_gpu, us, lo, comm)
-                last_gpu[th] = (node_of_gpu, e)
-                continue
-            deps = []
-            if th in last:
-                deps.append(last[th][0])
-                if self.timed and th == main and s > last[th][1]:
-                    deps = [self._gap(b, last[th], s, th, us, lo)]
-            elif self.timed and th == main and s > first_start:
-                deps = [self._gap(b, (None, first_start), s, th, us, lo)]
-            for coll, cend in pending_joins.pop(th, []):
-                if cend <= s:
-                    deps.append(coll)
-                else:
-                    pending_joins.setdefault(th, []).append((coll, cend))
-            deps += _sync_waits(syncs.get(th, ()), s, e, last_gpu)
-            kind = kinds.get(i)
-            common = dict(start=us(s - lo) if self.timed else 0, duration=us(e) - us(s) if self.timed else 0,
-                          rf_id=int(h.rf_id[i]) if h.has("rf_id")[i] else None, tid=int(th))
-            if i in comm and kind is not None and (kind.collective is not None or kind.p2p):
-                issuer = self._issuer(i, comm)
-                if issuer >= 0 and issuer != i and issuer in node_of:
-                    deps.append(node_of[issuer])
-                elif issuer >= 0 and issuer != i:
-                    prev = self._last_before(issuer, emitted)
-                    if prev is not None:
-                        deps.append(prev)
-                nid = self._comm_node(b, i, issuer, kind, deps, common)
-                issuing_thread = int(self.tid[issuer]) if issuer >= 0 else th
-                if issuing_thread != th and self.timed:
-                    pending_joins.setdefault(issuing_thread, []).append((nid, e))
-            else:
-                sched = h.op_schema[i]
-                nid = b.comp(names[i], deps=sorted(set(deps)), is_cpu_op=True,
-                             num_ops=int(flops[i]) if known[i] else None, tensor_size=int(nbytes[i]) or None,
-                             op_schema=h.strings[sched] if sched >= 0 and h.strings[sched] else None, **common)
-            node_of[i] = nid
-            last[th] = (nid, e)
-            ends, ids = emitted.setdefault(th, ([], []))
-            ends.append(e)
-            ids.append(nid)
-        if self.timed and main in last and last[main][1] < self.window[1]:
-            self._gap(b, last[main], self.window[1], main, us, lo)
-        self._metadata_node(b)
-        return b.build()
-
-    def _gpu_node(self, b, ev, s, e, stream_key, node_of, folded_into, last_gpu, us, lo, comm) -> int:
-        """A kernel / memcpy / memset: after its launching host node and its stream's previous op."""
-        k_row, host_row = ev
-        kin = self.gpu.kin
-        name = kin.names[kin.name[k_row]]
-        deps = []
-        host_node = node_of.get(int(folded_into[host_row])) if host_row >= 0 else None
-        if host_node is not None:
-            deps.append(host_node)
-        if stream_key in last_gpu:
-            deps.append(last_gpu[stream_key][0])
-        common = dict(start=us(s - lo), duration=us(e) - us(s), stream=int(stream_key[1]),
-                      device=int(stream_key[0]))
-        kind = classify(name)
+    def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
+        """Type and attributes of the node of communication op i (a collective or send/recv)."""
+        size = self._comm_size(i, issuer, kind.collective)
         if kind.collective is not None:
-            issuer = self._issuer(host_row, comm | {host_row}) if host_row >= 0 else -1
-            size = self._comm_size(host_row, issuer, kind.collective) if host_row >= 0 else 0
             self.r.collectives.append((collective_name(kind.collective), size))
-            return b.collective(kind.collective, size, name=name, deps=sorted(set(deps)),
-                                pg_name=self._pg_name(issuer) if issuer >= 0 else None, **common)
-        return b.comp(name, deps=sorted(set(deps)), is_cpu_op=False, **common)
-
-    def _gap(self, b: TraceBuilder, prev: tuple, until: int, thread: int, us, lo: int) -> int:
-        """A `[host]` COMP node for time on the main thread that no op covers."""
-        prev_id, prev_end = prev
-        return b.comp("[host]", us(until) - us(prev_end), deps=[] if prev_id is None else [prev_id],
-                      is_cpu_op=True, start=us(prev_end - lo), tid=thread)
+            return dict(type=NodeType.COMM_COLL_NODE, comm_type=kind.collective, comm_size=size,
+                        pg_name=self._pg_name(issuer), **self._splits(issuer))
+        src = issuer if issuer >= 0 else i
+        vals = self.h.io(src)[0]["values"]
+        peer = vals[2] if len(vals) > 2 and isinstance(vals[2], int) else None
+        tag = vals[3] if len(vals) > 3 and isinstance(vals[3], int) else 0
+        if peer is None:
+            self.r.warn(f"node id {int(self.h.ids[i])}: {self.names[i]} without a recorded peer rank")
+            peer = -1
+        if kind.p2p == "recv":
+            return dict(type=NodeType.COMM_RECV_NODE, comm_src=peer, comm_size=size, comm_tag=tag)
+        return dict(type=NodeType.COMM_SEND_NODE, comm_dst=peer, comm_size=size, comm_tag=tag)
 
     def _main_thread(self, node_rows) -> int:
         """The thread that runs the training loop: the one of the ProfilerStep annotations."""
-        names = self.names
-        steps = [i for i in range(len(self.h)) if names[i].startswith("ProfilerStep#") and self.end[i] >= 0]
-        if steps:
+        h = self.h
+        steps = np.flatnonzero(_name_mask(h.names, h.name, lambda s: s.startswith("ProfilerStep#")) & (self.end >= 0))
+        if steps.size:
             return int(self.tid[steps[0]])
         if len(node_rows):
             vals, counts = np.unique(self.tid[node_rows], return_counts=True)
             return int(vals[np.argmax(counts)])
         return -1
 
-    def _last_before(self, issuer: int, emitted: dict) -> int | None:
-        """The node that ran last on the issuer's thread before the issuer started."""
-        ends, ids = emitted.get(int(self.tid[issuer]), ([], []))
-        k = bisect.bisect_right(ends, int(self.start[issuer]))  # a thread's nodes do not overlap
-        return ids[k - 1] if k else None
+    # ------------------------------------------------------------------ output
+    def _emit(self, node_rows, folded_into, comm, kinds, levels) -> Trace:
+        """Nodes in time order (host ops, GPU work, `[host]` gaps), dependencies, attributes."""
+        h = self.h
+        comm_mask = np.zeros(len(h), bool)
+        comm_mask[list(comm)] = True
+        flops, known, nbytes = self._costs(folded_into, comm_mask, levels)
+        timed = self.timed
+        lo, hi = self.window
+        gpu = self.gpu.events(folded_into, self.window) if self.gpu is not None and timed else None
+        n_gpu = 0 if gpu is None else gpu["krow"].size
+        # ---- events in time order; "key" is the thread (host) or the stream (GPU) they run on
+        is_gpu = np.r_[np.zeros(node_rows.size, bool), np.ones(n_gpu, bool)]
+        src = np.r_[node_rows, np.arange(n_gpu)]  # host row, or index into gpu
+        s = np.r_[self.start[node_rows], gpu["start"] if n_gpu else []].astype(np.int64)
+        e = np.r_[self.end[node_rows], gpu["end"] if n_gpu else []].astype(np.int64)
+        thread = self.tid[node_rows]
+        _, key_h = np.unique(thread, return_inverse=True)
+        key = np.r_[key_h.reshape(-1), gpu["stream_key"] + node_rows.size if n_gpu else []].astype(np.int64)
+        order = np.lexsort((np.where(is_gpu, -1, src), s))
+        is_gpu, src, s, e, key = is_gpu[order], src[order], s[order], e[order], key[order]
+        E = order.size
+        by_key = np.argsort(key, kind="stable")
+        same = key[by_key[1:]] == key[by_key[:-1]]
+        prev = np.full(E, -1, np.int64)
+        prev[by_key[1:][same]] = by_key[:-1][same]
+        host = ~is_gpu
+        th = np.zeros(E, np.int64)
+        th[host] = self.tid[src[host]]
+        main = self._main_thread(node_rows)
+        prev_end = np.where(prev >= 0, e[np.maximum(prev, 0)], lo)
+        gap = host & (th == main) & (s > prev_end) if timed else np.zeros(E, bool)
+        nid = np.cumsum(1 + gap.astype(np.int64)) - 1  # a gap node takes the id before its event
+        n_ids = int(nid[-1]) + 1 if E else 0
+        main_ev = np.flatnonzero(host & (th == main))
+        tail = timed and main_ev.size > 0 and e[main_ev[-1]] < hi
+        groups = h.process_groups
+        N = n_ids + int(tail) + int(bool(groups))
+        host_pos = np.full(len(h), -1, np.int64)  # host row -> event position
+        host_pos[src[host]] = np.flatnonzero(host)
 
-    def _comm_node(self, b: TraceBuilder, i: int, issuer: int, kind, deps, common) -> int:
-        names = self.names
-        size = self._comm_size(i, issuer, kind.collective)
-        deps = sorted(set(deps))
-        if kind.collective is not None:
-            self.r.collectives.append((collective_name(kind.collective), size))
-            return b.collective(kind.collective, size, name=names[i], deps=deps, pg_name=self._pg_name(issuer),
-                                **self._splits(issuer), **common)
-        src = issuer if issuer >= 0 else i
-        vals = self.h.io(src)[0]["values"]
-        peer = vals[2] if len(vals) > 2 and isinstance(vals[2], int) else None
-        tag = vals[3] if len(vals) > 3 and isinstance(vals[3], int) else 0
-        if peer is None:
-            self.r.warn(f"node id {int(self.h.ids[i])}: {names[i]} without a recorded peer rank")
-            peer = -1
-        if kind.p2p == "recv":
-            return b.recv(peer, size, tag=tag, name=names[i], deps=deps, **common)
-        return b.send(peer, size, tag=tag, name=names[i], deps=deps, **common)
+        # ---- columns
+        types = np.full(N, NodeType.COMP_NODE, np.int32)
+        name_src = np.zeros(N, np.int64)  # codes into names_all below
+        kin = self.gpu.kin if self.gpu is not None else None
+        k_off = len(h.names)
+        names_all = list(h.names) + (list(kin.names) if kin is not None else []) + ["[host]", "process_groups"]
+        host_name = len(names_all) - 2
+        ev_ids = nid
+        gap_ids = nid[gap] - 1
+        name_src[ev_ids[host]] = h.name[src[host]]
+        if n_gpu:
+            name_src[ev_ids[is_gpu]] = k_off + kin.name[gpu["krow"][src[is_gpu]]]
+        name_src[gap_ids] = host_name
+        start = np.zeros(N, np.int64)
+        dur = np.zeros(N, np.int64)
+        if timed:
+            start[ev_ids] = _us(s - lo)
+            dur[ev_ids] = _us(e) - _us(s)
+            start[gap_ids] = _us(prev_end[gap] - lo)
+            dur[gap_ids] = _us(s[gap]) - _us(prev_end[gap])
+            if tail:
+                last_end = e[main_ev[-1]]
+                start[n_ids], dur[n_ids] = _us(last_end - lo), _us(hi) - _us(last_end)
+                name_src[n_ids] = host_name
+        is_host_node = np.zeros(N, bool)
+        is_host_node[ev_ids[host]] = True
+        cpu_op = np.zeros(N, bool)  # value of is_cpu_op
+        cpu_op[ev_ids[host]] = True
+        cpu_op[gap_ids] = True
+        if tail:
+            cpu_op[n_ids] = True
+        row_of = np.full(N, -1, np.int64)  # host row of each host node
+        row_of[ev_ids[host]] = src[host]
+        thread_of = np.zeros(N, np.int64)
+        thread_of[ev_ids[host]] = th[host]
+        thread_of[gap_ids] = main
+        if tail:
+            thread_of[n_ids] = main
+        has_tid = is_host_node.copy()
+        has_tid[gap_ids] = True
+        if tail:
+            has_tid[n_ids] = True
 
-    def _metadata_node(self, b: TraceBuilder) -> None:
-        groups = self.h.process_groups
+        # ---- dependencies: thread / stream order, gaps, GPU work after its launch
+        dep_src = [ev_ids[gap & (prev >= 0)] - 1, ev_ids[gap], ev_ids[~gap & (prev >= 0)]]
+        dep_dst = [ev_ids[prev[gap & (prev >= 0)]], gap_ids, ev_ids[prev[~gap & (prev >= 0)]]]
+        if n_gpu:
+            gk = np.flatnonzero(is_gpu)
+            launcher = host_pos[folded_into[gpu["hrow"][src[gk]]]]
+            ok = (launcher >= 0) & (launcher < gk)
+            dep_src.append(ev_ids[gk[ok]])
+            dep_dst.append(ev_ids[launcher[ok]])
+        if tail:
+            dep_src.append(np.array([n_ids]))
+            dep_dst.append(ev_ids[main_ev[-1:]])
+        extra_src: list[int] = []
+        extra_dst: list[int] = []
+
+        # ---- communication nodes (few): type, size, group, and the edges that order them
+        comm_attr: dict[str, dict[int, Any]] = {}
+        threads = _ThreadIndex(host, th, s, e, ev_ids) if comm else None
+        gpu_kinds = {}
+        specials = np.flatnonzero(host & comm_mask[np.where(host, src, 0)]).tolist()
+        if n_gpu:
+            codes = kin.name[gpu["krow"][src[is_gpu]]]
+            gpu_kinds = {int(c): classify(kin.names[int(c)]) for c in np.unique(codes).tolist()}
+            coll_code = np.array([c for c, k in gpu_kinds.items() if k.collective is not None], np.int64)
+            specials += np.flatnonzero(is_gpu)[np.isin(codes, coll_code)].tolist()
+        for k in sorted(specials):
+            nk = int(ev_ids[k])
+            if is_gpu[k]:
+                i = int(gpu["hrow"][src[k]])
+                kind = gpu_kinds[int(kin.name[gpu["krow"][src[k]]])]
+                issuer = self._issuer(i, comm | {i}) if i >= 0 else -1
+                size = self._comm_size(i, issuer, kind.collective) if i >= 0 else 0
+                self.r.collectives.append((collective_name(kind.collective), size))
+                attrs = dict(type=NodeType.COMM_COLL_NODE, comm_type=kind.collective, comm_size=size,
+                             pg_name=self._pg_name(issuer) if issuer >= 0 else None)
+            else:
+                i = int(src[k])
+                kind = kinds.get(i)
+                if kind is None or not (kind.collective is not None or kind.p2p):
+                    continue
+                issuer = self._issuer(i, comm)
+                if issuer >= 0 and issuer != i:
+                    p = host_pos[issuer]
+                    dep = ev_ids[p] if 0 <= p < k else threads.last_before(int(self.tid[issuer]), k,
+                                                                              int(self.start[issuer]))
+                    if dep is not None:
+                        extra_src.append(nk)
+                        extra_dst.append(int(dep))
+                attrs = self._comm_attrs(i, issuer, kind)
+                issuing_thread = int(self.tid[issuer]) if issuer >= 0 else int(th[k])
+                if issuing_thread != th[k] and timed:  # the issuing thread joins it when it is done
+                    target = threads.first_from(issuing_thread, k, int(e[k]))
+                    if target is not None:
+                        extra_src.append(int(target))
+                        extra_dst.append(nk)
+                cpu_op[nk] = False
+            types[nk] = attrs.pop("type")
+            for name, v in attrs.items():
+                if v is not None:
+                    comm_attr.setdefault(name, {})[nk] = v
+        if n_gpu:
+            self._sync_edges(host, is_gpu, th, s, e, ev_ids, key, extra_src, extra_dst)
+        dep_src.append(np.asarray(extra_src, np.int64))
+        dep_dst.append(np.asarray(extra_dst, np.int64))
+        pairs = np.unique(np.concatenate(dep_src).astype(np.int64) * N + np.concatenate(dep_dst).astype(np.int64))
+        indptr = np.zeros(N + 1, np.int64)
+        np.cumsum(np.bincount(pairs // max(N, 1), minlength=N), out=indptr[1:])
+
+        # ---- attributes
+        comp_host = is_host_node & (types == NodeType.COMP_NODE)
+        rows_c = np.maximum(row_of, 0)
+        has_rf = h.has("rf_id")
+        schema_ok = np.array([bool(x) for x in h.strings], bool) if h.strings else np.zeros(1, bool)
+        sched = h.op_schema[rows_c]
+        attrs: dict[str, tuple] = {
+            "is_cpu_op": (cpu_op, np.arange(N) < n_ids + int(tail)),
+            "num_ops": (flops[rows_c], comp_host & known[rows_c]),
+            "tensor_size": (nbytes[rows_c].astype(np.uint64), comp_host & (nbytes[rows_c] != 0)),
+        }
+        for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag"):
+            if name in comm_attr:
+                attrs[name] = _sparse(comm_attr[name], N)
+        if "pg_name" in comm_attr:
+            attrs["pg_name"] = _sparse_strings(comm_attr["pg_name"], N)
+        attrs["op_schema"] = ((np.maximum(sched, 0), h.strings),
+                              comp_host & (sched >= 0) & schema_ok[np.maximum(sched, 0)])
+        attrs["rf_id"] = (h.rf_id[rows_c], is_host_node & has_rf[rows_c])
+        attrs["tid"] = (thread_of, has_tid)
+        if n_gpu:
+            on_gpu = np.zeros(N, bool)
+            on_gpu[ev_ids[is_gpu]] = True
+            for name in ("stream", "device"):
+                col = np.zeros(N, np.int64)
+                col[ev_ids[is_gpu]] = gpu[name][src[is_gpu]]
+                attrs[name] = (col, on_gpu)
+        for name in ("in_split_size", "out_split_size"):
+            if name in comm_attr:
+                attrs[name] = _sparse_strings(comm_attr[name], N)
         if groups:
-            b.add("process_groups", NodeType.METADATA_NODE, pg_config=json.dumps(groups, sort_keys=True))
+            types[N - 1] = NodeType.METADATA_NODE
+            name_src[N - 1] = host_name + 1
+            attrs["pg_config"] = _sparse_strings({N - 1: json.dumps(groups, sort_keys=True)}, N)
+        used, inv = np.unique(name_src, return_inverse=True)
+        table: dict[str, int] = {}
+        remap = np.array([table.setdefault(names_all[u], len(table)) for u in used.tolist()], np.int32)
+        meta = global_metadata({"schema": "chakra-trace pytorch converter 1", "source_schema": h.schema or ""})
+        return Trace.from_columns(list(table), remap[inv.reshape(-1)], types, start=start, duration=dur,
+                                  data=(indptr, (pairs % N).astype(np.uint64)), attrs=attrs, metadata=meta)
+
+    def _sync_edges(self, host, is_gpu, th, s, e, ev_ids, key, out_src: list, out_dst: list) -> None:
+        """Edges from GPU work to the host op that waited for it: each stream's last op that had
+        ended when a synchronizing call inside the host op returned (synchronize, item(), a
+        blocking copy)."""
+        syncs = self.gpu.sync_points()
+        if not syncs:
+            return
+        gk = np.flatnonzero(is_gpu)
+        streams = {int(k): gk[key[gk] == k] for k in np.unique(key[gk]).tolist()}  # positions, in order
+        for thread, calls in syncs.items():
+            t0 = np.array([c[0] for c in calls], np.int64)
+            t1 = [c[1] for c in calls]
+            ks = np.flatnonzero(host & (th == thread))
+            a = np.searchsorted(t0, s[ks], "left")
+            b = np.searchsorted(t0, e[ks], "right")
+            for k, lo_, hi_ in zip(ks[b > a].tolist(), a[b > a].tolist(), b[b > a].tolist()):
+                done = [x for x in t1[lo_:hi_] if x <= e[k]]
+                if not done:
+                    continue
+                until = max(done)
+                for pos in streams.values():
+                    j = int(np.searchsorted(pos, k)) - 1
+                    if j >= 0 and e[pos[j]] <= until:
+                        out_src.append(int(ev_ids[k]))
+                        out_dst.append(int(ev_ids[pos[j]]))
+
+
+class _ThreadIndex:
+    """Host events of each thread in time order, for the few lookups communication needs."""
+
+    def __init__(self, host, th, s, e, ev_ids):
+        self.th, self.s, self.e, self.ids = th, s, e, ev_ids
+        ks = np.flatnonzero(host)
+        order = np.argsort(th[ks], kind="stable")
+        ks = ks[order]
+        cut = np.flatnonzero(np.diff(th[ks])) + 1
+        self.by = {int(th[g[0]]): g for g in np.split(ks, cut) if g.size}
+
+    def last_before(self, thread: int, k: int, t: int) -> int | None:
+        """The node that ran last on `thread` before time t, among events before position k."""
+        pos = self.by.get(thread)
+        if pos is None:
+            return None
+        n = int(np.searchsorted(pos, k))
+        j = int(np.searchsorted(self.e[pos[:n]], t, "right"))  # a thread's nodes do not overlap
+        return int(self.ids[pos[j - 1]]) if j else None
+
+    def first_from(self, thread: int, k: int, t: int) -> int | None:
+        """The first node on `thread` after position k that starts at or after time t."""
+        pos = self.by.get(thread)
+        if pos is None:
+            return None
+        j = max(int(np.searchsorted(pos, k, "right")), int(np.searchsorted(self.s[pos], t, "left")))
+        return int(self.ids[pos[j]]) if j < pos.size else None
+
+
+def _sparse(values: dict[int, Any], n: int) -> tuple[np.ndarray, np.ndarray]:
+    col = np.zeros(n, np.int64)
+    mask = np.zeros(n, bool)
+    if values:
+        idx = np.fromiter(values.keys(), np.int64, len(values))
+        col[idx] = list(values.values())
+        mask[idx] = True
+    return col, mask
+
+
+def _sparse_strings(values: dict[int, str], n: int) -> tuple[tuple[np.ndarray, list[str]], np.ndarray]:
+    table: dict[str, int] = {}
+    codes = {k: table.setdefault(v, len(table)) for k, v in values.items()}
+    col, mask = _sparse(codes, n)
+    return (col, list(table)), mask
 
 
 class _GpuWork:
@@ -458,51 +709,35 @@ class _GpuWork:
 
     def hosts_of_comm_kernels(self) -> set[int]:
         lk, kin = self.lk, self.kin
-        out = set()
-        for g in range(lk.gpu_event.size):
-            if lk.gpu_host[g] >= 0 and classify(kin.names[kin.name[lk.gpu_event[g]]]).is_comm:
-                out.add(int(lk.gpu_host[g]))
-        return out
+        comm_code = _name_mask(kin.names, kin.name[lk.gpu_event], lambda s: classify(s).is_comm)
+        return set(lk.gpu_host[comm_code & (lk.gpu_host >= 0)].tolist())
 
-    def events(self, folded_into: np.ndarray, window: tuple[int, int]) -> list:
-        """(start, end, (device, stream), (kineto row, host row)) of GPU work launched by converted ops."""
+    def events(self, folded_into: np.ndarray, window: tuple[int, int]) -> dict[str, np.ndarray]:
+        """GPU work launched by converted ops inside the window: start, end, device, stream,
+        stream_key (one code per (device, stream)), krow (Kineto row), hrow (launching host row)."""
         lk = self.lk
-        out = []
-        for g in range(lk.gpu_event.size):
-            h = int(lk.gpu_host[g])
-            s = int(lk.gpu_start[g])
-            if h < 0 or folded_into[h] < 0 or not (window[0] <= s <= window[1]):
-                continue
-            out.append((s, s + max(int(lk.gpu_duration[g]), 0), (int(lk.gpu_device[g]), int(lk.gpu_stream[g])),
-                        (int(lk.gpu_event[g]), h)))
-        return out
+        h = lk.gpu_host
+        s = lk.gpu_start
+        ok = (h >= 0) & (folded_into[np.maximum(h, 0)] >= 0) & (s >= window[0]) & (s <= window[1])
+        dev, stream = lk.gpu_device[ok], lk.gpu_stream[ok]
+        pairs = np.stack([dev, stream], axis=1)
+        key = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1) if ok.any() else np.zeros(0, np.int64)
+        return {"start": s[ok], "end": s[ok] + np.maximum(lk.gpu_duration[ok], 0), "device": dev, "stream": stream,
+                "stream_key": key, "krow": lk.gpu_event[ok], "hrow": h[ok]}
 
     def sync_points(self) -> dict[int, list[tuple[int, int]]]:
         """{thread: [(start, end), ...] sorted} of runtime calls where the host waits for the GPU."""
         kin = self.kin
         out: dict[int, list[tuple[int, int]]] = {}
         names = kin.names
-        for r in np.flatnonzero(kin.cat == kin.cats.index("cuda_runtime")).tolist() if "cuda_runtime" in kin.cats \
-                else []:
+        code = kin.cat_code("cuda_runtime")
+        for r in (np.flatnonzero(kin.cat == code).tolist() if code >= 0 else []):
             name = names[kin.name[r]]
             if "Synchronize" in name or name in ("cudaMemcpy", "cudaMemcpy2D", "cudaMemset"):
                 out.setdefault(int(kin.tid[r]), []).append((int(kin.ts[r]), int(kin.ts[r] + max(kin.dur[r], 0))))
         for calls in out.values():
             calls.sort()
         return out
-
-
-def _sync_waits(calls, start: int, end: int, last_gpu: dict) -> list[int]:
-    """GPU nodes a host op from start to end waited for: each stream's last op that had ended when
-    a synchronizing call inside the host op returned (synchronize, item(), blocking copy)."""
-    waits: list[int] = []
-    for k in range(bisect.bisect_left(calls, (start, -1)), len(calls)):
-        t0, t1 = calls[k]
-        if t0 > end:
-            break
-        if t1 <= end:
-            waits += [g for g, ge in last_gpu.values() if ge <= t1 and g not in waits]
-    return waits
 
 
 __all__ = ["ConversionReport", "ConversionWarning", "collection_files", "convert_collection", "convert_pytorch"]

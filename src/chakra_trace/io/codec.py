@@ -344,20 +344,31 @@ def _packed(indptr: np.ndarray, flat: np.ndarray) -> Rows:
     return Rows(vb, cs[indptr[1:]] - cs[indptr[:-1]])
 
 
-def _attr_values(t: Trace, c, rows: np.ndarray) -> Rows:
-    """Encoded oneof member (tag + value) of column attribute c on rows."""
-    number = ATTR_MEMBERS[c.member][0]
-    vals = getattr(t, c.name)[rows]
-    if c.member == "string_val":
-        payload = gather_rows(_str_table(t.groups), vals)
-        return _len_field(number, payload, np.ones(rows.size, bool))
-    if c.member == "bool_val":
+def _member_values(member: str, vals: np.ndarray, table: list[str] | None = None) -> Rows:
+    """Encoded oneof member (tag + value) for each value; string members take codes into `table`."""
+    number = ATTR_MEMBERS[member][0]
+    every = np.ones(vals.size, bool)
+    if member == "string_val":
+        return _len_field(number, gather_rows(_str_table(table or []), vals), every)
+    if member in ("bool_val", "uint64_val"):
         u = vals.astype(U64)
-    elif c.member == "uint64_val":
-        u = vals.astype(U64)
-    else:
+    elif member in ("int64_val", "int32_val"):
         u = vals.astype(I64).view(U64)
-    return _varint_field(number, u, np.ones(rows.size, bool))
+    else:
+        raise ValueError(f"cannot encode {member} values in bulk")
+    return _varint_field(number, u, every)
+
+
+def attribute_rows(name: str, member: str, values: np.ndarray, mask: np.ndarray,
+                   table: list[str] | None = None) -> Rows:
+    """The `attr` field (AttributeProto) of every row where mask is set: {name, member: value}.
+
+    `values` (one per row) are numbers, or codes into `table` for string members."""
+    rows = np.flatnonzero(mask)
+    name_field = np.frombuffer(b"\x0a" + encode_varint_int(len(name.encode())) + name.encode(), U8)
+    value = _member_values(member, np.asarray(values)[rows], table)
+    inner = Rows.concat([Rows(np.tile(name_field, rows.size), np.full(rows.size, name_field.size, I64)), value])
+    return _len_field(10, Rows.where(mask, inner.data, inner.lens), mask)
 
 
 def node_payloads(t: Trace) -> Rows:
@@ -378,11 +389,7 @@ def node_payloads(t: Trace) -> Rows:
         mask = (t.present & np.uint16(1 << c.bit)) != 0
         if not mask.any():
             continue
-        rows = np.flatnonzero(mask)
-        name_field = np.frombuffer(b"\x0a" + encode_varint_int(len(c.name)) + c.name.encode(), U8)
-        value = _attr_values(t, c, rows)
-        inner = Rows.concat([Rows(np.tile(name_field, rows.size), np.full(rows.size, name_field.size, I64)), value])
-        columns[c.bit] = _len_field(10, Rows.where(mask, inner.data, inner.lens), mask)
+        columns[c.bit] = attribute_rows(c.name, c.member, getattr(t, c.name), mask, t.groups)
     tail_lens = np.diff(t.extra_indptr) - head
     tail = Rows(t.extra[ranges(ex_start + head, tail_lens)], tail_lens)
     attrs = Rows.concat(list(columns.values()) + [tail])

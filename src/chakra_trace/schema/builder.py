@@ -65,13 +65,19 @@ class TraceBuilder:
                         comm_size=int(size), comm_tag=tag, **kw)
 
     def build(self) -> Trace:
-        from . import proto as pb
-        from ..io.codec import attribute_to_pb
-
-        meta = pb.GlobalMetadata(version=str(self.metadata.pop("version", "")))
-        for k, v in self.metadata.items():
-            attribute_to_pb(Attribute(k, v), meta.attr.add())
-        return Trace.from_nodes(self._nodes, metadata=meta)
+        return Trace.from_nodes(self._nodes, metadata=global_metadata(self.metadata))
 
 
-__all__ = ["TraceBuilder", "Attr"]
+def global_metadata(items: dict[str, Any]):
+    """A GlobalMetadata message: `version` and one attribute per other item."""
+    from . import proto as pb
+    from ..io.codec import attribute_to_pb
+
+    items = dict(items)
+    meta = pb.GlobalMetadata(version=str(items.pop("version", "")))
+    for k, v in items.items():
+        attribute_to_pb(Attribute(k, v), meta.attr.add())
+    return meta
+
+
+__all__ = ["TraceBuilder", "Attr", "global_metadata"]

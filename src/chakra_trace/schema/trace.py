@@ -426,6 +426,61 @@ class Trace:
         return decode_messages(payloads, metadata=metadata)
 
     @classmethod
+    def from_columns(cls, names: list[str], name_codes, types, *, ids=None, start=None, duration=None,
+                     data: tuple | None = None, ctrl: tuple | None = None, attrs: dict[str, tuple] | None = None,
+                     metadata=None) -> "Trace":
+        """A trace from whole columns: the bulk counterpart of `TraceBuilder`, for converters.
+
+        ``data``/``ctrl`` are CSR pairs (indptr, dependency ids). ``attrs`` maps an attribute
+        name to ``(values, mask)``: numbers per row, or for strings ``((codes, table), mask)``
+        with codes into the list ``table``. Column attributes fill their columns; the others
+        are encoded once, with the vocabulary's member (else int64/bool/string by dtype).
+        """
+        from ..io.codec import attribute_rows
+        from ..io.wire import Rows
+        from .enums import ATTR_MEMBER
+
+        n = len(name_codes)
+        arrays: dict[str, np.ndarray] = {
+            "ids": np.arange(n, dtype=np.uint64) if ids is None else np.asarray(ids, np.uint64),
+            "name_codes": np.asarray(name_codes, np.int32), "types": np.asarray(types, np.int32),
+            "start": np.zeros(n, np.uint64) if start is None else np.asarray(start, np.uint64),
+            "duration": np.zeros(n, np.uint64) if duration is None else np.asarray(duration, np.uint64),
+            "present": np.zeros(n, np.uint16),
+        }
+        for key, csr in (("data", data), ("ctrl", ctrl)):
+            if csr is not None:
+                arrays[f"{key}_indptr"] = np.asarray(csr[0], np.int64)
+                arrays[key] = np.asarray(csr[1], np.uint64)
+        groups: list[str] = []
+        extras = []
+        for name, (values, mask) in (attrs or {}).items():
+            mask = np.asarray(mask, bool)
+            strings = isinstance(values, tuple)
+            c = COLUMN_BY_NAME.get(name)
+            if c is not None:
+                if name == Attr.PG_NAME:  # the table becomes the trace's group table
+                    values, groups = values[0], list(values[1])
+                col = np.zeros(n, c.dtype)
+                col[mask] = np.asarray(values)[mask]
+                arrays[name] = col
+                arrays["present"][mask] |= np.uint16(1 << c.bit)
+                continue
+            if strings:
+                member, (values, table) = "string_val", values
+            else:
+                values = np.asarray(values)
+                table = None
+                member = ATTR_MEMBER.get(name) or ("bool_val" if values.dtype == bool else "int64_val")
+            extras.append(attribute_rows(name, member, values, mask, table))
+        if extras:
+            ex = Rows.concat(extras)
+            indptr = np.zeros(n + 1, np.int64)
+            np.cumsum(ex.lens, out=indptr[1:])
+            arrays.update(extra=np.asarray(ex.data, np.uint8), extra_indptr=indptr)
+        return cls(n, metadata=metadata, names=list(names), groups=groups, **arrays)
+
+    @classmethod
     def concat(cls, traces: list["Trace"]) -> "Trace":
         """Rows of several traces one after another (metadata from the first)."""
         from ..io.codec import concat_traces
