@@ -32,11 +32,18 @@ Top-level members other than ``traceEvents`` are kept in ``metadata`` (``distrib
 ``deviceProperties``, ``traceName``, ``baseTimeNanoseconds``, ...), with properties for the
 common ones. Metadata events (ph ``M``: process/thread names and sort indexes, a few per
 thread) also keep their ``args`` in ``meta_args`` (row index -> dict).
+
+With the optional C kernel (``_kineto.c``, built by setup.py) the events are scanned straight
+out of the text buffer into columns instead of being decoded into dicts; it takes only events
+it reads exactly as the path above would, and leaves every other one (``M`` events, exponents,
+strings where ids or times are expected, bad JSON, ...) to that path, one event at a time, so
+both give the same trace and the same errors. ``CHAKRA_TRACE_PURE=1`` disables it.
 """
 from __future__ import annotations
 
 import codecs
 import json
+import json.decoder
 import os
 import re
 from array import array
@@ -48,6 +55,13 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..io.stream import Limits, open_binary
+
+try:  # optional C scanner (setup.py builds it); CHAKRA_TRACE_PURE=1 forces pure Python
+    from . import _kineto as _native
+except ImportError:  # pragma: no cover - depends on the build
+    _native = None
+if os.environ.get("CHAKRA_TRACE_PURE"):
+    _native = None
 
 __all__ = [
     "CPU_CATS", "GPU_CATS", "RUNTIME_CATS", "KinetoTrace", "read_kineto",
@@ -64,6 +78,8 @@ _STEP_RE = re.compile(r"ProfilerStep#(\d+)\Z")
 _WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
 _CHUNK = 4 << 20
+_scanstring = json.decoder.scanstring  # the C scanner's own string decoder
+_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")  # a cut one cannot parse yet
 _MAX_EVENT = 256 << 20  # one JSON value (an event or a metadata member) may not exceed this
 
 # args keys -> column names, in the order of KinetoTrace._ARG_COLUMNS
@@ -398,8 +414,10 @@ class _Text:
                 if end < len(self.buf) or self.eof:
                     return val, end
                 err_pos, msg, cut = end, "", True  # a number may go on in the next chunk
-            except StopIteration as e:
-                err_pos, msg, cut = e.value, "expected a JSON value", e.value >= len(self.buf)
+            except StopIteration as e:  # no value at e.value (json's C scanner: also a nested one)
+                rest = self.buf[e.value:e.value + 9]
+                err_pos, msg = e.value, "expected a JSON value"
+                cut = e.value + len(rest) >= len(self.buf) and any(w.startswith(rest) for w in _LITERALS)
             except json.JSONDecodeError as e:
                 err_pos, msg = e.pos, e.msg
                 cut = msg.startswith("Unterminated string") or e.pos >= len(self.buf) - 6
@@ -444,7 +462,7 @@ def _ns_list(vals: list, missing: int) -> list:
     try:  # Kineto writes floats with exactly three decimals: drop the point
         return [v * 1000 if v.__class__ is int else int(v[:-4] + v[-3:]) if v[-4] == "." and v[-3:].isdigit()
                 else _ns(v) for v in vals]
-    except (TypeError, IndexError, ValueError):
+    except (TypeError, IndexError, KeyError, ValueError):
         pass
     return [missing if v is None else _ns(v) for v in vals]
 
@@ -454,6 +472,34 @@ def _int_col(vals: list) -> array:
         return array("q", vals)
     except (TypeError, OverflowError):
         return array("q", [v if v.__class__ is int and -(1 << 63) <= v < (1 << 63) else _as_int(v) for v in vals])
+
+
+def _strings(buf: str, table: bytes) -> list[str]:
+    """The strings of a `_kineto` table: int64 (offset, length) pairs into buf, of the text
+    between the quotes (decoded as json does where it has escapes)."""
+    t = memoryview(table).cast("q")
+    out = [buf[t[k]:t[k] + t[k + 1]] for k in range(0, len(t), 2)]
+    for k, s in enumerate(out):
+        if "\\" in s:
+            out[k] = _scanstring(buf, t[2 * k])[0]
+    return out
+
+
+def _global_codes(strings: list[str], codes: bytes, idx: dict) -> np.ndarray:
+    """Chunk-local int32 codes of ``strings`` -> codes in ``idx`` (string -> code), which gains
+    the strings it lacks in this order."""
+    sd = idx.setdefault
+    lut = np.array([sd(s, len(idx)) for s in strings], np.int64)
+    return lut[np.frombuffer(codes, np.int32)]
+
+
+def _with_labels(values: bytes, label_codes: bytes, lut: np.ndarray) -> np.ndarray:
+    """int64 pid/tid values with the rows that hold a string (label code >= 0) resolved."""
+    out = np.frombuffer(values, np.int64).copy()
+    c = np.frombuffer(label_codes, np.int32)
+    m = c >= 0
+    out[m] = lut[c[m]]
+    return out
 
 
 class _Columns:
@@ -542,6 +588,26 @@ class _Columns:
         self.flow_id.extend(_int_col([e.get("id", -1) for e in b]))
         self.rows += len(b)
 
+    def add_native(self, buf: str, r: tuple) -> None:
+        """Append a run of events scanned by `_kineto.scan_events` from ``buf``. Its strings
+        come as chunk-local codes; the distinct ones join the global tables here, in order of
+        first appearance, as add_batch would add them. Raises ValueError like add_batch."""
+        n, _stop, _cut, ph, cat, name, pid, tid, pid_s, tid_s, ts, dur, *ints, cat_tab, name_tab, label_tab = r
+        cat = _global_codes(_strings(buf, cat_tab), cat, self.cat_idx)
+        if cat.size and cat.max() > 32767:
+            raise ValueError("more than 32767 distinct categories")
+        name = _global_codes(_strings(buf, name_tab), name, self.name_idx)
+        if label_tab:  # string pids/tids: "digits" are numbers, the rest labels (pid first)
+            lut = np.array([self.label(s) for s in _strings(buf, label_tab)], np.int64)
+            pid, tid = _with_labels(pid, pid_s, lut).tobytes(), _with_labels(tid, tid_s, lut).tobytes()
+        self.ph += ph
+        self.cat.frombytes(cat.astype(np.int16).tobytes())
+        self.name.frombytes(name.astype(np.int32).tobytes())
+        for col, data in zip((self.pid, self.tid, self.ts, self.dur, *self.args, self.flow_id),
+                             (pid, tid, ts, dur, *ints)):
+            col.frombytes(data)
+        self.rows += n
+
     def build(self, path: str, metadata: dict) -> KinetoTrace:
         def np_(arr, dtype):
             return np.frombuffer(arr, dtype).copy() if len(arr) else np.zeros(0, dtype)
@@ -607,21 +673,25 @@ def read_kineto(path: str | os.PathLike, *, limits: Limits | None = None, chunk:
     scan_ev = _scanner(parse_float=str)  # keep float text: ts/dur are converted to ns exactly
     bulk_decode = json.JSONDecoder(parse_float=str).decode
     seen_events = []
+    native = _native  # looked up per call: tests switch it off
 
     with f:
         t = _Text(f, path, chunk)
 
-        def flush(batch: list) -> None:
+        def add(adder, events, n: int) -> None:
             try:
-                cols.add_batch(batch)
+                adder(*events)
             except (ValueError, TypeError, OverflowError) as exc:
                 msg = str(exc)
                 if msg.startswith("#"):
                     k_txt, _, msg = msg.partition(": ")
                     where = f"event #{cols.rows + int(k_txt[1:])}"
                 else:
-                    where = f"an event among #{cols.rows}-#{cols.rows + len(batch) - 1}"
+                    where = f"an event among #{cols.rows}-#{cols.rows + n - 1}"
                 raise TraceFormatError(path, f"{where} is not a valid trace event: {msg}") from None
+
+        def flush(batch: list) -> None:
+            add(cols.add_batch, (batch,), len(batch))
             batch.clear()
 
         def on_events(pos: int) -> int:
@@ -635,22 +705,49 @@ def read_kineto(path: str | os.PathLike, *, limits: Limits | None = None, chunk:
             sep = _SEP.match
             buf = t.buf
             bulk_after = 0  # absolute offset: no bulk decoding before it (after a failed guess)
+            c_stopped = False  # the C scanner stopped before the event at pos: decode it below
+            c_read_on = False  # ... because it ran past the buffer, which has been extended since
             while True:  # pos is where an event starts
-                end = _bulk_end(buf, pos) if t.base + pos >= bulk_after else -1
-                if end > pos:
-                    # bulk path: all complete events in the buffer, decoded in one C call; a
-                    # boundary guessed inside a string or a nested object cannot parse
-                    try:
-                        events = bulk_decode("[" + buf[pos:end] + "]")
-                    except (ValueError, RecursionError):
-                        events = None
-                        bulk_after = t.base + len(buf)
-                    if events is not None:
-                        if batch:
-                            flush(batch)
-                        flush(events)
-                        pos = end
-                if pos != end:  # one event at a time (buffer ends, odd text, errors)
+                done = False  # the event at pos, and maybe more, went into the columns
+                if native is not None:
+                    # C path: the events the scanner takes go straight into columns; it stops
+                    # before any other one, which is decoded below, then the scanner goes on
+                    if not c_stopped:
+                        n, stop, cut = (r := native.scan_events(buf, pos))[:3]
+                        if n:
+                            if batch:
+                                flush(batch)
+                            add(cols.add_native, (buf, r), n)
+                            pos = stop
+                            done = True
+                        elif cut and not (t.eof or c_read_on):
+                            # the event runs past the buffer: read on once and scan again (if
+                            # still cut, it is decoded below, where t.value reads on as needed)
+                            pos = t.more(pos)
+                            buf = t.buf
+                            c_read_on = True
+                            continue
+                        c_read_on = False
+                        c_stopped = done and not cut  # after a cut, scan the next event again
+                    else:
+                        c_stopped = False
+                elif t.base + pos >= bulk_after:
+                    end = _bulk_end(buf, pos)
+                    if end > pos:
+                        # bulk path: all complete events in the buffer, decoded in one C call; a
+                        # boundary guessed inside a string or a nested object cannot parse
+                        try:
+                            events = bulk_decode("[" + buf[pos:end] + "]")
+                        except (ValueError, RecursionError):
+                            events = None
+                            bulk_after = t.base + len(buf)
+                        if events is not None:
+                            if batch:
+                                flush(batch)
+                            flush(events)
+                            pos = end
+                            done = True
+                if not done:  # one event at a time (buffer ends, odd text, errors)
                     try:
                         e, pos = scan_ev(buf, pos)
                     except (StopIteration, json.JSONDecodeError):

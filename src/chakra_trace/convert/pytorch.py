@@ -21,6 +21,7 @@ import json
 import os
 import re
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,14 +71,19 @@ def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike |
     from .pytorch_host import read_host_trace
 
     report = ConversionReport()
-    host = read_host_trace(et_path)
+    if kineto_path is None:
+        host = read_host_trace(et_path)
+    else:  # the two files are read at once: the Kineto scanner runs without the GIL
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(read_kineto, kineto_path)
+            host = read_host_trace(et_path)  # (if this raises, a Kineto error is not reported)
+            kin = pending.result()
     n = len(host)
     start = np.full(n, -1, np.int64)
     end = np.full(n, -1, np.int64)
     tid = host.tid.copy()
     user_annotation = np.zeros(n, bool)
     if kineto_path is not None:
-        kin = read_kineto(kineto_path)
         lk = link(host.ids, np.where(host.has("rf_id"), host.rf_id, -1), host.name_array, kin)
         report.linked = dict(lk.counts)
         matched = lk.event >= 0

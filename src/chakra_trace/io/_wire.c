@@ -8,51 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A growable array that lives inside a bytearray, so returning it copies nothing and numpy
- * views of it are writable. */
-typedef struct {
-    PyObject *obj;
-    char *data;
-    Py_ssize_t len, cap, item;
-} vec;
-
-static int vec_init(vec *v, Py_ssize_t item, Py_ssize_t cap) {
-    v->item = item;
-    v->len = 0;
-    v->cap = cap > 16 ? cap : 16;
-    v->obj = PyByteArray_FromStringAndSize(NULL, v->cap * item);
-    v->data = v->obj ? PyByteArray_AS_STRING(v->obj) : NULL;
-    return v->obj ? 0 : -1;
-}
-
-static int vec_grow(vec *v) {
-    /* may be called from a loop that released the GIL: take it back for the resize */
-    int held = PyGILState_Check();
-    PyGILState_STATE g = PyGILState_UNLOCKED;
-    if (!held) g = PyGILState_Ensure();
-    Py_ssize_t cap = v->cap * 2;
-    int rc = PyByteArray_Resize(v->obj, cap * v->item);
-    if (rc == 0) {
-        v->data = PyByteArray_AS_STRING(v->obj);
-        v->cap = cap;
-    }
-    if (!held) PyGILState_Release(g);
-    return rc < 0 ? -1 : 0;
-}
-
-static PyObject *vec_bytes(vec *v) {
-    if (v->obj && PyByteArray_Resize(v->obj, v->len * v->item) < 0) Py_CLEAR(v->obj);
-    PyObject *b = v->obj;
-    v->obj = NULL;
-    v->data = NULL;
-    return b;
-}
-
-static void vec_free(vec *v) {
-    Py_XDECREF(v->obj);
-    v->obj = NULL;
-    v->data = NULL;
-}
+#include "../_vec.h"
 
 /* Read a varint at *p (< end). Returns 1 on success, 0 if cut off at end, -1 if over 10 bytes. */
 static inline int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
@@ -459,21 +415,6 @@ static inline int read_tag(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, ui
         *err = "invalid tag: field number 0";
         return -1;
     }
-    return 0;
-}
-
-static inline int vec_push(vec *v, const void *item) {
-    if (v->len == v->cap && vec_grow(v)) return -1;
-    memcpy(v->data + v->len * v->item, item, (size_t)v->item);
-    v->len++;
-    return 0;
-}
-
-static inline int vec_extend(vec *v, const void *src, Py_ssize_t count) {
-    while (v->len + count > v->cap)
-        if (vec_grow(v)) return -1;
-    memcpy(v->data + v->len * v->item, src, (size_t)(count * v->item));
-    v->len += count;
     return 0;
 }
 

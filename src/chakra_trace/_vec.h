@@ -1,0 +1,68 @@
+/* A growable array that lives inside a bytearray, so returning it copies nothing and numpy
+ * views of it are writable. Shared by the optional C extensions (io/_wire.c,
+ * convert/_kineto.c); include after <Python.h>. */
+#ifndef CHAKRA_TRACE_VEC_H
+#define CHAKRA_TRACE_VEC_H
+
+#include <string.h>
+
+typedef struct {
+    PyObject *obj;
+    char *data;
+    Py_ssize_t len, cap, item;
+} vec;
+
+static inline int vec_init(vec *v, Py_ssize_t item, Py_ssize_t cap) {
+    v->item = item;
+    v->len = 0;
+    v->cap = cap > 16 ? cap : 16;
+    v->obj = PyByteArray_FromStringAndSize(NULL, v->cap * item);
+    v->data = v->obj ? PyByteArray_AS_STRING(v->obj) : NULL;
+    return v->obj ? 0 : -1;
+}
+
+static inline int vec_grow(vec *v) {
+    /* may be called from a loop that released the GIL: take it back for the resize */
+    int held = PyGILState_Check();
+    PyGILState_STATE g = PyGILState_UNLOCKED;
+    if (!held) g = PyGILState_Ensure();
+    Py_ssize_t cap = v->cap * 2;
+    int rc = PyByteArray_Resize(v->obj, cap * v->item);
+    if (rc == 0) {
+        v->data = PyByteArray_AS_STRING(v->obj);
+        v->cap = cap;
+    }
+    if (!held) PyGILState_Release(g);
+    return rc < 0 ? -1 : 0;
+}
+
+static inline PyObject *vec_bytes(vec *v) {
+    if (v->obj && PyByteArray_Resize(v->obj, v->len * v->item) < 0) Py_CLEAR(v->obj);
+    PyObject *b = v->obj;
+    v->obj = NULL;
+    v->data = NULL;
+    return b;
+}
+
+static inline void vec_free(vec *v) {
+    Py_XDECREF(v->obj);
+    v->obj = NULL;
+    v->data = NULL;
+}
+
+static inline int vec_push(vec *v, const void *item) {
+    if (v->len == v->cap && vec_grow(v)) return -1;
+    memcpy(v->data + v->len * v->item, item, (size_t)v->item);
+    v->len++;
+    return 0;
+}
+
+static inline int vec_extend(vec *v, const void *src, Py_ssize_t count) {
+    while (v->len + count > v->cap)
+        if (vec_grow(v)) return -1;
+    memcpy(v->data + v->len * v->item, src, (size_t)(count * v->item));
+    v->len += count;
+    return 0;
+}
+
+#endif
