@@ -1,4 +1,5 @@
-/* Optional C kernel for Kineto (Chrome trace) JSON. scan_events() reads a run of complete
+/* Optional C kernels for Kineto (Chrome trace) JSON. nest() is the sweep of
+ * link.interval_parents (which op encloses which, per thread). scan_events() reads a run of complete
  * trace events straight out of the str buffer that kineto.py decodes the file into, and
  * returns the columns _Columns.add_batch would build from `json`'s dicts for them.
  *
@@ -674,11 +675,66 @@ done:
     return out;
 }
 
+/* nest(starts, ends, bounds) -> int64 parent positions: link.interval_parents' sweep over
+ * intervals sorted by (thread, start, -end, index), one stack per thread; bounds (int64) are
+ * the positions where threads begin, then n. Python sorts and maps positions back. */
+static PyObject *nest(PyObject *self, PyObject *args) {
+    Py_buffer sv, ev, bv;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &sv, &ev, &bv)) return NULL;
+    const int64_t *s = sv.buf, *e = ev.buf, *b = bv.buf;
+    Py_ssize_t n = sv.len / 8, nb = bv.len / 8;
+    PyObject *out = NULL;
+    int64_t *stack = NULL;
+    int ok = ev.len == sv.len && nb >= 1 && b[0] == 0 && b[nb - 1] == n;
+    for (Py_ssize_t g = 0; ok && g + 1 < nb; g++) ok = b[g] <= b[g + 1];
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "nest: bad lengths or thread bounds");
+        goto done;
+    }
+    out = PyByteArray_FromStringAndSize(NULL, n * 8);
+    stack = malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!out || !stack) {
+        Py_CLEAR(out);
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *o = (int64_t *)PyByteArray_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t g = 0; g + 1 < nb; g++) {
+        Py_ssize_t top = 0;
+        for (int64_t k = b[g]; k < b[g + 1]; k++) {
+            int64_t sk = s[k], ek = e[k];
+            while (top && e[stack[top - 1]] <= sk) top--; /* closed before k starts */
+            o[k] = -1;
+            if (top && e[stack[top - 1]] >= ek) {
+                o[k] = stack[top - 1];
+            } else if (top) { /* partial overlap: the innermost open interval that contains k */
+                for (Py_ssize_t j = top - 2; j >= 0; j--) {
+                    int64_t p = stack[j];
+                    if (e[p] >= ek && e[p] > sk) {
+                        o[k] = p;
+                        break;
+                    }
+                }
+            }
+            stack[top++] = k;
+        }
+    }
+    Py_END_ALLOW_THREADS
+done:
+    free(stack);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    PyBuffer_Release(&bv);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan_events", scan_events, METH_VARARGS, "Scan a run of Kineto trace events into columns."},
+    {"nest", nest, METH_VARARGS, "Innermost enclosing interval of sorted intervals, per thread."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto", "C Kineto JSON scanner", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto", "C Kineto kernels: event scanning, interval nesting", -1, methods};
 
 PyMODINIT_FUNC PyInit__kineto(void) { return PyModule_Create(&module); }

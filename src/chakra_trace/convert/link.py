@@ -42,6 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import kineto as _kineto
 from .kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace
 
 __all__ = [
@@ -83,12 +84,24 @@ def interval_parents(starts: Any, ends: Any, tids: Any) -> np.ndarray:
     if np.any(ends < starts):
         raise ValueError("an interval ends before it starts")
     order = np.lexsort((np.arange(n), -ends, starts, tids))
-    s = starts[order].tolist()
-    e = ends[order].tolist()
     t = tids[order]
     # thread boundaries in sorted order
     cut = np.flatnonzero(t[1:] != t[:-1]) + 1
-    bounds = [0, *cut.tolist(), n]
+    if _kineto._native is not None:  # the same sweep in C
+        out_arr = np.frombuffer(_kineto._native.nest(np.ascontiguousarray(starts[order]), np.ascontiguousarray(
+            ends[order]), np.concatenate(([0], cut, [n])).astype(np.int64)), np.int64)
+    else:
+        out_arr = _sweep(starts[order].tolist(), ends[order].tolist(), [0, *cut.tolist(), n])
+    has = out_arr >= 0
+    res_sorted = np.full(n, -1, np.int64)
+    res_sorted[has] = order[out_arr[has]]
+    parent[order] = res_sorted
+    return parent
+
+
+def _sweep(s: list, e: list, bounds: list) -> np.ndarray:
+    """Parent position of each sorted interval: one stack per thread."""
+    n = len(s)
     out = [-1] * n
     for b0, b1 in zip(bounds[:-1], bounds[1:]):
         stack: list[int] = []
@@ -110,12 +123,7 @@ def interval_parents(starts: Any, ends: Any, tids: Any) -> np.ndarray:
                             out[k] = p
                             break
             push(k)
-    out_arr = np.asarray(out, np.int64)
-    has = out_arr >= 0
-    res_sorted = np.full(n, -1, np.int64)
-    res_sorted[has] = order[out_arr[has]]
-    parent[order] = res_sorted
-    return parent
+    return np.asarray(out, np.int64)
 
 
 def _climb(parent: np.ndarray, start: np.ndarray, ok: np.ndarray) -> np.ndarray:

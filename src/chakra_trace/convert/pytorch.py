@@ -21,7 +21,6 @@ import json
 import os
 import re
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,13 +70,9 @@ def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike |
     from .pytorch_host import read_host_trace
 
     report = ConversionReport()
-    if kineto_path is None:
-        host = read_host_trace(et_path)
-    else:  # the two files are read at once: the Kineto scanner runs without the GIL
-        with ThreadPoolExecutor(1) as pool:
-            pending = pool.submit(read_kineto, kineto_path)
-            host = read_host_trace(et_path)  # (if this raises, a Kineto error is not reported)
-            kin = pending.result()
+    if kineto_path is not None:  # first: its columns are small, the host trace's peak is not
+        kin = read_kineto(kineto_path)
+    host = read_host_trace(et_path)
     n = len(host)
     start = np.full(n, -1, np.int64)
     end = np.full(n, -1, np.int64)
@@ -104,7 +99,9 @@ def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike |
         steps = []
     conv = _Converter(host, start, end, tid, user_annotation, steps, report)
     if kineto_path is not None:
-        conv.gpu = _GpuWork(kin, lk)
+        if lk.gpu_event.size:
+            conv.gpu = _GpuWork(kin, lk)
+        del kin, lk  # a CPU trace needs nothing more from Kineto: free it before the big step
     trace = conv.run(interval_parents)
     if rank is not None:
         trace.metadata.attr.add(name="rank").int64_val = int(rank)
@@ -245,7 +242,10 @@ class _Converter:
             up = np.where(p >= 0, folded_into[np.maximum(p, 0)], -1)
             folded_into[lv] = np.where(up >= 0, up, np.where(descend[lv], -1, lv))
         node_rows = rows[folded_into[rows] == rows]
-        return self._emit(node_rows, folded_into, comm, kinds, levels)
+        columns = self._emit(node_rows, folded_into, comm, kinds, levels)
+        del parent, folded_into, levels, self.parent  # (the per-op working set goes before encoding)
+        meta = global_metadata({"schema": "chakra-trace pytorch converter 1", "source_schema": h.schema or ""})
+        return Trace.from_columns(**columns, metadata=meta)
 
     # ------------------------------------------------------------------ attributes
     def _cost(self, i: int) -> tuple[int | None, int]:
@@ -441,8 +441,9 @@ class _Converter:
         return -1
 
     # ------------------------------------------------------------------ output
-    def _emit(self, node_rows, folded_into, comm, kinds, levels) -> Trace:
-        """Nodes in time order (host ops, GPU work, `[host]` gaps), dependencies, attributes."""
+    def _emit(self, node_rows, folded_into, comm, kinds, levels) -> dict:
+        """Nodes in time order (host ops, GPU work, `[host]` gaps), dependencies, attributes:
+        the arguments of `Trace.from_columns`."""
         h = self.h
         comm_mask = np.zeros(len(h), bool)
         comm_mask[list(comm)] = True
@@ -629,9 +630,8 @@ class _Converter:
         used, inv = np.unique(name_src, return_inverse=True)
         table: dict[str, int] = {}
         remap = np.array([table.setdefault(names_all[u], len(table)) for u in used.tolist()], np.int32)
-        meta = global_metadata({"schema": "chakra-trace pytorch converter 1", "source_schema": h.schema or ""})
-        return Trace.from_columns(list(table), remap[inv.reshape(-1)], types, start=start, duration=dur,
-                                  data=(indptr, (pairs % N).astype(np.uint64)), attrs=attrs, metadata=meta)
+        return dict(names=list(table), name_codes=remap[inv.reshape(-1)], types=types, start=start, duration=dur,
+                    data=(indptr, (pairs % N).astype(np.uint64)), attrs=attrs)
 
     def _sync_edges(self, host, is_gpu, th, s, e, ev_ids, key, out_src: list, out_dst: list) -> None:
         """Edges from GPU work to the host op that waited for it: each stream's last op that had

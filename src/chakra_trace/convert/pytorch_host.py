@@ -45,6 +45,13 @@ from ..errors import TraceFormatError
 from ..io.stream import Limits, Prefetch, open_binary
 from ..io.wire import ranges
 
+try:  # optional C kernel (setup.py builds it); CHAKRA_TRACE_PURE=1 forces pure Python
+    from . import _host as _native
+except ImportError:  # pragma: no cover - depends on the build
+    _native = None
+if os.environ.get("CHAKRA_TRACE_PURE"):
+    _native = None
+
 __all__ = [
     "HostTensors", "HostTrace", "TruncatedTraceWarning", "read_host_trace",
     "INT_COLUMNS", "PROCESS_GROUP_INIT", "NESTED", "FLAT",
@@ -1316,6 +1323,45 @@ class _Reader:
         if self.raw[pos] != 0x7B:  # "]" or something unexpected
             status, p, _ = self.exact(pos)
             return status, p
+        tb = self.tb
+        cut = err = None
+        if _native is not None:  # cut and keyed in C: Python sees each distinct key once
+            starts, lens, codes, first = (np.frombuffer(x, t) for x, t in zip(
+                _native.split_pieces(self.raw, pos + 1, sep), (np.int64, np.int64, np.int32, np.int64)))
+            k = starts.size
+            if k <= 0:
+                return "more", pos
+            keys = [bytes(self.raw[a:a + n]).translate(_MASK) for a, n in zip(starts[first].tolist(),
+                                                                               lens[first].tolist())]
+            tids_u = [tb.tmap.get(key) for key in keys]
+            for u, j in enumerate(first.tolist()):  # new keys, in order of first appearance
+                if tids_u[u] is None:
+                    try:
+                        tids_u[u] = self.compile(int(starts[j]), int(starts[j] + lens[j]), keys[u], self.count + j)
+                    except TraceFormatError as e:
+                        err = e
+                    if tids_u[u] is None:
+                        cut = j
+                        break
+            tids = np.array([-1 if t is None else t for t in tids_u], np.int64)[codes[:cut]]
+            cut = k if cut is None else cut
+        else:
+            starts, lens, tids, cut, err = self._split_python(pos, sep)
+            if starts is None:
+                return "more", pos
+            k = starts.size
+        if cut:
+            self.extract(starts[:cut], lens[:cut], np.asarray(tids[:cut], np.int64))
+        if err is not None:
+            self.fail(err)
+        if cut < k:  # not one JSON object: rescan exactly from there
+            # pieces before it were fine: an odd separator, go back to splitting soon; else stay exact
+            status, p, _ = self.exact(int(starts[cut]) - 1, limit=8 if cut else None)
+            return status, p
+        return "more", int(starts[k - 1] + lens[k - 1] + len(sep)) - 1
+
+    def _split_python(self, pos: int, sep: bytes) -> tuple:
+        """split_pieces without the C kernel: (starts, lens, template ids, cut, error)."""
         if pos == 0:  # split the whole buffer (no copy), then drop the first "{"
             parts = self.raw.split(sep)
             parts[0] = parts[0][1:]
@@ -1323,7 +1369,7 @@ class _Reader:
             parts = self.raw[pos + 1:].split(sep)
         k = len(parts) - 1
         if k <= 0:
-            return "more", pos
+            return None, None, None, 0, None
         del parts[-1]
         tb = self.tb
         lens = np.fromiter(map(len, parts), np.int64, k)
@@ -1354,15 +1400,7 @@ class _Reader:
                     j = tids.index(None, j + 1)
                 except ValueError:
                     break
-        if cut:
-            self.extract(starts[:cut], lens[:cut], np.array(tids[:cut], np.int64))
-        if err is not None:
-            self.fail(err)
-        if cut < k:  # not one JSON object: rescan exactly from there
-            # pieces before it were fine: an odd separator, go back to splitting soon; else stay exact
-            status, p, _ = self.exact(int(starts[cut]) - 1, limit=8 if cut else None)
-            return status, p
-        return "more", int(starts[k - 1] + lens[k - 1] + len(sep)) - 1
+        return starts, lens, tids, cut, err
 
     def exact(self, pos: int, one: bool = False, final: bool = False,
               limit: int | None = None) -> tuple[str, int, int | None]:

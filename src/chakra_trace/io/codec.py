@@ -349,7 +349,7 @@ def _member_values(member: str, vals: np.ndarray, table: list[str] | None = None
     number = ATTR_MEMBERS[member][0]
     every = np.ones(vals.size, bool)
     if member == "string_val":
-        return _len_field(number, gather_rows(_str_table(table or []), vals), every)
+        return _len_field(number, rows_from_bytes([table[c].encode("utf-8") for c in vals.tolist()]), every)
     if member in ("bool_val", "uint64_val"):
         u = vals.astype(U64)
     elif member in ("int64_val", "int32_val"):
@@ -363,12 +363,19 @@ def attribute_rows(name: str, member: str, values: np.ndarray, mask: np.ndarray,
                    table: list[str] | None = None) -> Rows:
     """The `attr` field (AttributeProto) of every row where mask is set: {name, member: value}.
 
-    `values` (one per row) are numbers, or codes into `table` for string members."""
+    `values` (one per row) are numbers, or codes into `table` for string members (each distinct
+    string is encoded once, then its bytes are gathered: op schemas repeat on many nodes)."""
     rows = np.flatnonzero(mask)
+    vals = np.asarray(values)[rows]
+    if member == "string_val":
+        vals, inv = np.unique(vals, return_inverse=True)
     name_field = np.frombuffer(b"\x0a" + encode_varint_int(len(name.encode())) + name.encode(), U8)
-    value = _member_values(member, np.asarray(values)[rows], table)
-    inner = Rows.concat([Rows(np.tile(name_field, rows.size), np.full(rows.size, name_field.size, I64)), value])
-    return _len_field(10, Rows.where(mask, inner.data, inner.lens), mask)
+    value = _member_values(member, vals, table)
+    inner = Rows.concat([Rows(np.tile(name_field, vals.size), np.full(vals.size, name_field.size, I64)), value])
+    field = _len_field(10, inner, np.ones(vals.size, bool))
+    if member == "string_val":
+        field = gather_rows(field, inv.reshape(-1))
+    return Rows.where(mask, field.data, field.lens)
 
 
 def node_payloads(t: Trace) -> Rows:

@@ -385,11 +385,24 @@ class Rows:
         return cls(out, lens)
 
 
+_GATHER_BYTES = 1 << 18  # output bytes per step: the byte index of a step is 8x its size
+
+
 def gather_rows(table: Rows, index: np.ndarray) -> Rows:
-    """Rows of `table` picked by index (e.g. interned strings by code)."""
+    """Rows of `table` picked by index (e.g. interned strings by code), in steps that bound
+    the temporary byte index (op schemas repeated on every node would need gigabytes)."""
     starts = np.cumsum(table.lens) - table.lens
     lens = table.lens[index]
-    return Rows(table.data[ranges(starts[index], lens)], lens)
+    ends = np.cumsum(lens)
+    out = np.empty(int(ends[-1]) if ends.size else 0, U8)
+    cuts = np.searchsorted(ends, np.arange(_GATHER_BYTES, out.size, _GATHER_BYTES), "right")
+    a = pos = 0
+    for b in [*np.unique(cuts).tolist(), index.size]:
+        if b > a:
+            n = int(ends[b - 1]) - pos
+            out[pos:pos + n] = table.data[ranges(starts[index[a:b]], lens[a:b])]
+            a, pos = b, pos + n
+    return Rows(out, lens)
 
 
 def rows_from_bytes(items: list[bytes]) -> Rows:
