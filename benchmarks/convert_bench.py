@@ -79,9 +79,7 @@ def generate(out_dir: str, min_nodes: int) -> tuple[str, str, int]:
     return et_path, k_path, copies * len(body) + len(synthetic)
 
 
-PROBE = r"""
-import json, os, sys, time, warnings
-sys.path.insert(0, os.path.join(sys.argv[3], "src"))
+_MEMORY = r"""
 def hwm():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):
@@ -90,6 +88,11 @@ def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
+"""  # the peak and current RSS of the probe process
+
+PROBE = _MEMORY + r"""
+import json, os, sys, time, warnings
+sys.path.insert(0, os.path.join(sys.argv[3], "src"))
 import numpy, chakra_trace
 from chakra_trace.convert.pytorch import convert_pytorch
 base = rss()
@@ -103,16 +106,8 @@ print(json.dumps({"seconds": dt, "peak_growth": hwm() - base, "chakra_nodes": le
                   "collectives": len(report.collectives)}))
 """
 
-BASELINE = r"""
+BASELINE = _MEMORY + r"""
 import json, sys, time
-def hwm():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-def rss():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
 base = rss()
 open("/proc/self/clear_refs", "w").write("5")
 t = time.perf_counter()

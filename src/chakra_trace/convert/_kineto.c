@@ -342,6 +342,20 @@ HOT Py_ssize_t time_value(const text *t, int kind, Py_ssize_t p, int64_t *v) {
     return q < 0 || ns_value(t, kind, &m, v) < 0 ? -1 : q;
 }
 
+/* After a member's value at *p: 1 at the object's closing brace (*p just past it), 0 before
+ * another member (*p at its key), -1 on anything else. */
+HOT int after_member(const text *t, int kind, Py_ssize_t *p) {
+    Py_ssize_t q = ws(t, kind, *p);
+    if (q >= t->n) return -1;
+    if (CH(q) == '}') {
+        *p = q + 1;
+        return 1;
+    }
+    if (CH(q) != ',') return -1;
+    *p = ws(t, kind, q + 1);
+    return 0;
+}
+
 /* "args": an object (its column keys read, the rest checked) or null; each "args" member
  * replaces the previous one entirely, as in a dict. */
 HOT Py_ssize_t args_value(const text *t, int kind, Py_ssize_t p, event *ev) {
@@ -355,11 +369,8 @@ HOT Py_ssize_t args_value(const text *t, int kind, Py_ssize_t p, event *ev) {
         if (v < 0 || v >= t->n) return -1;
         p = k >= 0 ? int_arg(t, kind, v, &ev->args[k]) : skip_value(t, kind, v);
         if (p < 0) return -1;
-        p = ws(t, kind, p);
-        if (p >= t->n) return -1;
-        if (CH(p) == '}') return p + 1;
-        if (CH(p) != ',') return -1;
-        p = ws(t, kind, p + 1);
+        int end = after_member(t, kind, &p);
+        if (end) return end < 0 ? -1 : p;
     }
 }
 
@@ -426,11 +437,8 @@ HOT Py_ssize_t parse_event(const text *t, int kind, Py_ssize_t p, event *ev) {
             p = skip_value(t, kind, v);
         }
         if (p < 0) return -1;
-        p = ws(t, kind, p);
-        if (p >= t->n) return -1;
-        if (CH(p) == '}') return p + 1;
-        if (CH(p) != ',') return -1;
-        p = ws(t, kind, p + 1);
+        int end = after_member(t, kind, &p);
+        if (end) return end < 0 ? -1 : p;
     }
 }
 
