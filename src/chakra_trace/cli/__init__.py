@@ -18,6 +18,7 @@ COMMANDS = {
     "from-json": "convert:from_json",
     "convert": "convert_group:convert",
     "collect": "collect:collect",
+    "simulate": "simulate:simulate",
 }
 
 

@@ -1,0 +1,234 @@
+"""Trace-driven distributed-training simulation.
+
+`simulate(workload, network, system)` predicts a training step on a system that may not
+exist: the workload layer (`scheduler`) issues each NPU's nodes as their dependencies
+finish, the system layer (`collectives`) cuts collectives into chunks and runs their
+algorithms' steps, and the network layer (`network`) prices every message. ``compat=True``
+reproduces ASTRA-sim's analytical backends to the nanosecond, flaws included (see
+`COMPAT_DIFFERENCES`).
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import numpy as np
+
+from ..errors import ChakraError
+from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
+from ..schema.trace import Trace
+from ..schema.workload import Workload
+from .collectives import Collectives
+from .engine import Engine
+from .network import Fabric
+from .result import SimResult, totals
+from .scheduler import ACCEL, Matchmaker, Npu, groups_from_traces
+
+__all__ = ["COMPAT_DIFFERENCES", "SimResult", "SimulationBlocked", "SimulationWarning", "Simulator", "simulate"]
+
+#: What our default mode does differently from ASTRA-sim (kept in compat mode).
+COMPAT_DIFFERENCES = {
+    "bandwidth unit": ("'GB/s' read as GiB/s (x 2^30/1e9)", "GB/s is 1e9 bytes/s"),
+    "multi-dimension message cost": ("only the lowest differing dimension is charged",
+                                     "every dimension crossed: its hops' latency; serialization on the slowest"),
+    "sizes": ("chunk and shard sizes are truncated to whole bytes", "fractional bytes kept"),
+    "dimensions covered": ("as many dimensions as algorithms are listed, at most four",
+                           "every dimension (the last listed algorithm repeats)"),
+    "zero-duration compute": ("takes 1 ns", "takes 0 ns"),
+    "exposed communication": ("finish minus the sum of compute durations",
+                              "communication time not overlapped by accelerator compute"),
+    "broadcast, reduce, gather, scatter, barrier, reduce-scatter-block": (
+        "unsupported (broadcast replays its recorded duration)", "simulated with the documented algorithms"),
+    "missing dependency": ("aborts or hangs", "dropped with one warning"),
+}
+
+
+class SimulationWarning(UserWarning):
+    pass
+
+
+class SimulationBlocked(ChakraError):
+    """The run cannot finish: nodes wait for something that never happens."""
+
+    def __init__(self, blocked: dict[int, list[str]], result: SimResult):
+        self.blocked = blocked
+        self.result = result
+        lines = [f"NPU {npu}: {'; '.join(items[:3])}" + (f" (+{len(items) - 3} more)" if len(items) > 3 else "")
+                 for npu, items in sorted(blocked.items())[:8]]
+        more = f"; ... {len(blocked) - 8} more NPUs" if len(blocked) > 8 else ""
+        super().__init__(f"simulation blocked at {result.step_ns} ns: " + " | ".join(lines) + more)
+
+
+class Simulator:
+    def __init__(self, workload: Workload, network, system, *, memory=None, compat: bool = False,
+                 aware: bool = False, comm_groups: dict[str, list[int]] | None = None):
+        self.compat = compat
+        self.system = system
+        self.memory = memory
+        self.npus = network.npus
+        self.engine = Engine()
+        self.fabric = Fabric(network, compat=compat, aware=aware)
+        self.coll = Collectives(self.fabric, system, compat=compat)
+        self.warnings: list[str] = []
+        traces = workload.traces
+        if len(traces) == 1 and self.npus > 1 and next(iter(traces)) == 0:
+            traces = {r: traces[0] for r in range(self.npus)}  # one trace: the same on every NPU
+            self.warn(f"one trace for {self.npus} NPUs: every NPU runs it")
+        if sorted(traces) != list(range(self.npus)):
+            raise ChakraError(f"the workload has ranks {_ranks(traces)} but the network has {self.npus} NPUs "
+                              f"(0..{self.npus - 1})")
+        groups = dict(groups_from_traces(traces.values()))
+        groups.update(workload.groups or {})
+        groups.update(comm_groups or {})
+        self.matcher = Matchmaker(self, groups)
+        self.npus_state = [Npu(r, traces[r], self._durations(traces[r]), self) for r in range(self.npus)]
+        missing = sum(n.missing for n in self.npus_state)
+        if missing:
+            self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
+        self.records: list[dict] = []
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+            warnings.warn(message, SimulationWarning, stacklevel=3)
+
+    # ------------------------------------------------------------------ node costs
+    def _durations(self, t: Trace) -> np.ndarray:
+        """Time of each compute / memory node in ns (-1 for communication)."""
+        s = self.system
+        dur = t.duration.astype(np.int64) * 1000
+        if self.compat:
+            dur = np.maximum(dur, 1)
+        if getattr(s, "roofline_enabled", False):
+            ops = t.num_ops.astype(float)
+            size = t.tensor_size.astype(float)
+            has = t.has(Attr.NUM_OPS) & (ops > 0)
+            peak = float(s.peak_perf) * 1e3  # TFLOPS -> FLOP per ns
+            bw = float(s.local_mem_bw)  # GB/s -> bytes per ns
+            with np.errstate(divide="ignore", invalid="ignore"):
+                perf = np.where(size > 0, np.minimum(peak, bw * ops / np.where(size > 0, size, 1)), peak)
+                roof = np.floor(ops / perf)
+            dur = np.where(has & (t.types == NodeType.COMP_NODE), roof.astype(np.int64), dur)
+        mem = (t.types == NodeType.MEM_LOAD_NODE) | (t.types == NodeType.MEM_STORE_NODE)
+        if mem.any():
+            dur[mem] = self._memory_time(t.tensor_size[mem].astype(float))
+        return dur
+
+    def _memory_time(self, nbytes: np.ndarray) -> np.ndarray:
+        m = self.memory
+        if m is not None and getattr(m, "memory_type", "NO_MEMORY_EXPANSION") != "NO_MEMORY_EXPANSION":
+            bw = float(getattr(m, "remote_mem_bw", 0) or self.system.local_mem_bw)
+            return np.floor(float(getattr(m, "remote_mem_latency", 0)) + nbytes / bw).astype(np.int64)
+        return np.floor(nbytes / float(self.system.local_mem_bw)).astype(np.int64)
+
+    # ------------------------------------------------------------------ node starts
+    def begin(self, npu: Npu, r: int) -> None:
+        typ = int(npu.t.types[r])
+        if typ == NodeType.COMM_COLL_NODE:
+            ctype = int(npu.t.comm_type[r]) if npu.t.has(Attr.COMM_TYPE)[r] else -1
+            if ctype < 0:
+                self.warn(f"NPU {npu.rank}: collective node {int(npu.ids[r])} has no comm_type: skipped")
+                self.engine.at(self.engine.now, npu.complete, r)
+            elif self.compat and ctype not in _ASTRA_TYPES:
+                self.warn(f"{collective_name(ctype)} is not simulated by ASTRA-sim: its recorded duration is replayed")
+                self.engine.after(int(npu.t.duration[r]) * 1000, npu.complete, r)
+            else:
+                self.matcher.collective(npu, r)
+        elif typ == NodeType.COMM_SEND_NODE:
+            self.matcher.send(npu, r)
+        elif typ == NodeType.COMM_RECV_NODE:
+            self.matcher.recv(npu, r)
+        elif typ in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
+            self.engine.after(int(npu.dur[r]), npu.complete, r)
+        else:  # metadata and anything else take no time
+            self.engine.at(self.engine.now, npu.complete, r)
+
+    def run_collective(self, pg: str, k: int, inst: dict) -> None:
+        issued = inst["issued"]
+        ranks = np.array(sorted(issued), np.int64)
+        start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
+        plan = self.coll.plan(inst["ctype"], inst["bytes"], inst["members"])
+        finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
+        for rank, t in zip(ranks.tolist(), finish.tolist()):
+            npu = self.npus_state[rank]
+            self.engine.at(t, npu.complete, issued[rank][1])
+        self.records.append({"group": pg or "all", "index": k, "type": collective_name(inst["ctype"]),
+                             "bytes": inst["bytes"], "npus": int(ranks.size), "algorithm": plan.algorithms,
+                             "chunks": plan.chunks, "start_ns": int(start.min()), "end_ns": int(finish.max())})
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimResult:
+        t0 = time.perf_counter()
+        for npu in self.npus_state:
+            npu.issue()
+        self.engine.run()
+        result = self._result(time.perf_counter() - t0)
+        blocked = self.matcher.blocked()
+        for npu in self.npus_state:
+            if npu.done < len(npu.t):
+                never = np.flatnonzero(npu.start < 0)
+                if never.size:
+                    blocked.setdefault(npu.rank, []).append(
+                        f"{never.size} node(s) never became ready (a dependency cycle or a blocked "
+                        f"dependency), e.g. node {int(npu.ids[never[0]])}")
+        if blocked:
+            raise SimulationBlocked(blocked, result)
+        return result
+
+    def _result(self, wall: float) -> SimResult:
+        n = self.npus
+        cols = {k: np.zeros(n, np.int64) for k in ("finish", "compute", "comm", "overlap", "exposed", "idle",
+                                                   "compute_sum")}
+        nodes, names = {}, {}
+        for npu in self.npus_state:
+            t = npu.t
+            comm = np.isin(t.types, (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE))
+            tot = totals(npu.start, npu.end, npu.kind == ACCEL, comm)
+            for k, v in tot.items():
+                cols[k][npu.rank] = v
+            nodes[npu.rank] = (npu.start, npu.end, npu.kind)
+            names[npu.rank] = np.asarray(t.names, dtype=object)[t.name_codes]
+        exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]
+        return SimResult(finish_ns=cols["finish"], exposed_comm_ns=exposed, compute_ns=cols["compute"],
+                         comm_ns=cols["comm"], overlap_ns=cols["overlap"], idle_ns=cols["idle"],
+                         collectives=self.records, nodes=nodes, names=names,
+                         link_busy_ns=self.fabric.link_busy, mode=("astra" if self.compat else "default") +
+                         ("/aware" if self.fabric.aware else "/unaware"), events=self.engine.events, wall_s=wall,
+                         warnings=self.warnings)
+
+
+_ASTRA_TYPES = {CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.REDUCE_SCATTER,
+                CollectiveType.ALL_TO_ALL}
+
+
+def _ranks(traces) -> str:
+    r = sorted(traces)
+    return f"{r[0]}..{r[-1]} ({len(r)})" if r else "none"
+
+
+def simulate(workload, network, system, *, memory=None, comm_groups=None, compat: bool = False,
+             aware: bool = False) -> SimResult:
+    """Simulate a workload (a `Workload`, a trace, or a `.et` prefix) on a network (a
+    `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
+    or ASTRA-sim system JSON). Raises `SimulationBlocked` when nodes can never run."""
+    from .config import MemoryConfig, Network, SystemConfig
+
+    if isinstance(workload, Trace):
+        workload = Workload({0: workload})
+    elif isinstance(workload, (str, os.PathLike)):
+        workload = Workload.load(workload)
+    if isinstance(network, (str, os.PathLike)):
+        network = Network.from_yaml(network)
+    if isinstance(system, (str, os.PathLike)):
+        system = SystemConfig.from_json(system)
+    elif isinstance(system, dict):
+        system = SystemConfig.from_dict(system)
+    if isinstance(memory, (str, os.PathLike)):
+        memory = MemoryConfig.from_json(memory)
+    if isinstance(comm_groups, (str, os.PathLike)):
+        from ..schema.workload import read_comm_groups
+
+        comm_groups = read_comm_groups(comm_groups)
+    return Simulator(workload, network, system, memory=memory, compat=compat, aware=aware,
+                     comm_groups=comm_groups).run()

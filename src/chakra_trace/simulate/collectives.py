@@ -1,0 +1,265 @@
+"""Collective algorithms as steps over all members at once, and their chunked schedule.
+
+A collective is cut into chunks; each chunk goes through phases (an operation on one
+dimension of the network, or a 1-D ring over a communicator group's members). A phase runs
+its algorithm's steps for every ring/row of the dimension at once: ``T`` holds one time per
+member (shape groups x members), and a step is "send, wait for what arrives, pay the
+endpoint delay and the reduction". Phases of different chunks queue per dimension, at most
+``active_chunks_per_dimension`` at a time, picked FIFO or LIFO among the ready ones.
+
+Algorithms (per phase; p members, D bytes held per member, m = D / p):
+
+- ring: reduce-scatter p-1 steps of m with a reduction each; all-gather p-1 steps of D;
+  all-reduce both (2(p-1) steps of m); all-to-all p(p-1)/2 steps of m.
+- direct: every member sends to all others at once (in a rotated order, so a switch's down
+  links see one message at a time); one step per sub-operation.
+- halvingDoubling: log2 p steps with partner distance 1, 2, 4, ... (messages D/2, D/4, ...)
+  for reduce-scatter, the reverse for all-gather (p must be a power of two, else ring).
+- doubleBinaryTree: two trees each carrying half the data: log2 p reduce steps up and
+  log2 p broadcast steps down (all-reduce only; other operations use ring).
+
+Beyond ASTRA-sim (default mode): broadcast and reduce cost an all-reduce's steps (broadcast
+without reductions: scatter then all-gather; reduce: reduce-scatter then gather), gather and
+scatter an all-gather's, barrier ceil(log2 p) empty messages (dissemination), and
+reduce-scatter-block a reduce-scatter's.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..schema.enums import CollectiveType
+
+RS, AG, AR, A2A, BCAST, BARRIER = "reduce_scatter", "all_gather", "all_reduce", "all_to_all", "broadcast", "barrier"
+
+
+@dataclass
+class Phase:
+    op: str
+    dim: int  # network dimension, or -1 for a communicator ring
+    members: np.ndarray  # (groups, p) NPU ids: the rings/rows this phase runs on
+    nbytes: float  # bytes each member holds for this chunk at the start of the phase
+    algorithm: str
+
+
+@dataclass
+class Plan:
+    """How one collective instance runs: its phases per chunk."""
+
+    ctype: int
+    nbytes: int
+    chunks: int
+    phases: list[Phase] = field(default_factory=list)
+
+    @property
+    def algorithms(self) -> str:
+        return "+".join(dict.fromkeys(f"{p.op}:{p.algorithm}" + (f"@d{p.dim}" if p.dim >= 0 else "")
+                                      for p in self.phases))
+
+
+class Collectives:
+    """Plans collectives and computes their per-member finish times on a fabric."""
+
+    def __init__(self, fabric, system, *, compat: bool):
+        self.f = fabric
+        self.sys = system
+        self.compat = compat
+        self.delta = int(system.endpoint_delay)
+        self.mem_bw = float(system.local_mem_bw)  # decimal GB/s = bytes per ns
+
+    # ------------------------------------------------------------------ planning
+    def _impl(self, op: str) -> tuple[str, ...]:
+        s = self.sys
+        return {AR: s.all_reduce, RS: s.reduce_scatter, AG: s.all_gather, A2A: s.all_to_all}.get(op, s.all_reduce)
+
+    def _dims(self, op: str) -> list[int]:
+        """Dimensions a whole-machine collective runs on."""
+        n = len(self.f.sizes)
+        if self.compat:  # only as many dimensions as algorithms are listed, and at most four
+            n = min(n, len(self._impl(op)), 4)
+        return [d for d in range(n) if self.f.sizes[d] > 1]
+
+    def _rows(self, d: int) -> np.ndarray:
+        """NPU ids of every row of dimension d: shape (npus / size_d, size_d)."""
+        ids = np.arange(self.f.npus).reshape(tuple(int(x) for x in self.f.sizes[::-1]))
+        axis = len(self.f.sizes) - 1 - d
+        return np.moveaxis(ids, axis, -1).reshape(-1, int(self.f.sizes[d]))
+
+    def _algo(self, op: str, d: int) -> str:
+        impl = self._impl(op)
+        name = impl[min(d, len(impl) - 1)] if impl else "ring"
+        return name[3].lower() + name[4:] if name.startswith("one") else name  # one*: the same per phase
+
+    def plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
+        op = {CollectiveType.ALL_REDUCE: AR, CollectiveType.REDUCE_SCATTER: RS, CollectiveType.ALL_GATHER: AG,
+              CollectiveType.ALL_TO_ALL: A2A, CollectiveType.REDUCE_SCATTER_BLOCK: RS, CollectiveType.BROADCAST: BCAST,
+              CollectiveType.REDUCE: AR, CollectiveType.GATHER: AG, CollectiveType.SCATTER: AG,
+              CollectiveType.BARRIER: BARRIER}[ctype]
+        whole = members is None or len(members) == self.f.npus and list(members) == list(range(self.f.npus))
+        p = self.f.npus if whole else len(members)
+        splits = max(1, int(self.sys.preferred_dataset_splits))
+        chunk = nbytes // splits if self.compat else nbytes / splits
+        if op != AG and chunk < p:
+            chunk = p
+        plan = Plan(int(ctype), int(nbytes), splits)
+        if op == BARRIER:
+            chunk, plan.chunks = 0, 1
+        if not whole:  # a communicator: a 1-D ring over its members, in listed order
+            plan.phases.append(Phase(op, -1, np.asarray(members, np.int64)[None, :], chunk, "ring"))
+            return plan
+        dims = self._dims(op if op in (AR, RS, AG, A2A) else AR)
+        opt = getattr(self.sys, "collective_optimization", "baseline")
+        if op == AR and opt == "localBWAware" and len(dims) > 1:
+            size = chunk
+            for d in dims[:-1]:  # reduce-scatter down the dimensions, all-reduce the last, all-gather back
+                plan.phases.append(Phase(RS, d, self._rows(d), size, self._algo(RS, d)))
+                size = size / self.f.sizes[d] if not self.compat else size // self.f.sizes[d]
+            plan.phases.append(Phase(AR, dims[-1], self._rows(dims[-1]), size, self._algo(AR, dims[-1])))
+            for d in reversed(dims[:-1]):
+                plan.phases.append(Phase(AG, d, self._rows(d), size, self._algo(AG, d)))
+                size = size * self.f.sizes[d]
+            return plan
+        size = chunk
+        for d in dims:
+            plan.phases.append(Phase(op, d, self._rows(d), size, self._algo(op if op in (AR, RS, AG, A2A) else AR, d)))
+            if op == RS and opt == "localBWAware":
+                size = size / self.f.sizes[d] if not self.compat else size // self.f.sizes[d]
+        return plan
+
+    # ------------------------------------------------------------------ running
+    def run(self, plan: Plan, npus: np.ndarray, start: np.ndarray, policy: str = "LIFO") -> np.ndarray:
+        """Finish time of each member (same order as npus) for members starting at `start`."""
+        T = np.zeros(self.f.npus, np.int64)  # per NPU, the time of the current chunk's progress
+        ready = [np.zeros(self.f.npus, np.int64) for _ in range(plan.chunks)]
+        for c in range(plan.chunks):
+            ready[c][npus] = start
+        nphase = len(plan.phases)
+        if not nphase:
+            return start.copy()
+        dims = sorted({ph.dim for ph in plan.phases})
+        slots = max(1, int(self.sys.active_chunks_per_dimension))
+        free = {d: [np.zeros(self.f.npus, np.int64) for _ in range(slots)] for d in dims}
+        for d in dims:
+            for f in free[d]:
+                f[npus] = start
+        nxt = [0] * plan.chunks  # next phase of each chunk
+        ready_at = [int(start.max())] * plan.chunks  # scalar time the chunk's next phase is ready
+        seq = list(range(plan.chunks))  # order chunks became ready (for FIFO / LIFO ties)
+        order = 0
+        pending = set(range(plan.chunks))
+        while pending:
+            # the phase that can start first; ties by policy (LIFO: the most recently ready)
+            best = None
+            for c in pending:
+                ph = plan.phases[nxt[c]]
+                k = min(range(slots), key=lambda s: int(free[ph.dim][s][npus].max()))
+                t = max(ready_at[c], int(free[ph.dim][k][npus].max()))
+                key = (t, -seq[c] if policy == "LIFO" else seq[c], c)
+                if best is None or key < best[0]:
+                    best = (key, c, k)
+            _, c, k = best
+            ph = plan.phases[nxt[c]]
+            members = ph.members.ravel()
+            t0 = np.maximum(ready[c][members], free[ph.dim][k][members]).reshape(ph.members.shape)
+            t1 = self._phase(ph, t0)
+            free[ph.dim][k][members] = t1.ravel()
+            ready[c][members] = t1.ravel()
+            ready_at[c] = int(t1.max())
+            order += 1
+            seq[c] = plan.chunks + order
+            nxt[c] += 1
+            if nxt[c] == nphase:
+                pending.discard(c)
+        return np.max(np.stack([r[npus] for r in ready]), axis=0)
+
+    def _phase(self, ph: Phase, T: np.ndarray) -> np.ndarray:
+        """Member times after one phase of one chunk (T: groups x p, when each member starts)."""
+        p = ph.members.shape[1]
+        if p < 2:
+            return T.copy()
+        T = T + self.delta
+        D = float(ph.nbytes)
+        algo = ph.algorithm
+        if algo == "halvingDoubling" and p & (p - 1):
+            algo = "ring"
+        if algo == "doubleBinaryTree" and ph.op != AR:
+            algo = "ring"
+        op = ph.op
+        if op == BARRIER:
+            for k in range(math.ceil(math.log2(p))):
+                T = self._shift(ph, T, 2**k, 0.0, False)
+            return T
+        if algo == "direct":
+            if op in (RS, AR, A2A, BCAST):
+                T = self._direct(ph, T, D / p, op in (RS, AR))
+            if op in (AG, AR, BCAST):
+                T = self._direct(ph, T, D if op == AG else D / p, False)
+            return T
+        if algo == "halvingDoubling":
+            if op in (RS, AR, BCAST):
+                for k in range(int(math.log2(p))):
+                    T = self._pairwise(ph, T, 2**k, D / 2 ** (k + 1), op != BCAST)
+            if op in (AG, AR, BCAST):
+                size = D / p if op != AG else D
+                for k in reversed(range(int(math.log2(p)))):
+                    T = self._pairwise(ph, T, 2**k, size, False)
+                    size *= 2
+            if op == A2A:
+                for k in range(int(math.log2(p))):
+                    T = self._pairwise(ph, T, 2**k, D / 2, False)
+            return T
+        if algo == "doubleBinaryTree":
+            steps = max(1, math.ceil(math.log2(p)))
+            for k in range(steps):  # up the trees, reducing
+                T = self._shift(ph, T, 2**k, D / 2, True)
+            for k in reversed(range(steps)):  # and down again
+                T = self._shift(ph, T, 2**k, D / 2, False)
+            return T
+        # ring
+        m = D / p
+        if op in (RS, AR, BCAST):
+            for _ in range(p - 1):
+                T = self._shift(ph, T, 1, m, op != BCAST)
+        if op in (AG, AR, BCAST):
+            size = D if op == AG else m
+            for _ in range(p - 1):
+                T = self._shift(ph, T, 1, size, False)
+        if op == A2A:
+            for _ in range(p * (p - 1) // 2):
+                T = self._shift(ph, T, 1, m, False)
+        return T
+
+    def _reduce(self, m: float) -> int:
+        return 3 * int(m // self.mem_bw) if self.mem_bw > 0 else 0
+
+    def _finish(self, T, arrival, m: float, reduce: bool) -> np.ndarray:
+        return np.maximum(T, arrival) + self.delta + (self._reduce(m) if reduce else 0)
+
+    def _shift(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> np.ndarray:
+        """Every member sends m bytes to the member `dist` places on, and waits for its own."""
+        src = ph.members
+        dst = np.roll(src, -dist, axis=1)
+        arrival = self.f.send(src, dst, m, T)  # at dst
+        return self._finish(T, np.roll(arrival, dist, axis=1), m, reduce)
+
+    def _pairwise(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> np.ndarray:
+        """Members exchange m bytes with their partner (index XOR dist)."""
+        p = ph.members.shape[1]
+        partner = np.arange(p) ^ dist
+        arrival = self.f.send(ph.members, ph.members[:, partner], m, T)
+        return self._finish(T, arrival[:, partner], m, reduce)
+
+    def _direct(self, ph: Phase, T: np.ndarray, m: float, reduce: bool) -> np.ndarray:
+        """Every member sends m bytes to every other at once (rotated order); waits for all."""
+        g, p = ph.members.shape
+        k = np.arange(1, p)
+        src_idx = np.broadcast_to(np.arange(p)[:, None], (p, p - 1))
+        dst_idx = (src_idx + k[None, :]) % p
+        src = ph.members[:, src_idx]
+        dst = ph.members[:, dst_idx]
+        arrival = self.f.send(src, dst, m, np.broadcast_to(T[:, :, None], src.shape))
+        last = np.zeros((g, p), np.int64)
+        np.maximum.at(last, (np.arange(g)[:, None, None], dst_idx[None, :, :].repeat(g, 0)), arrival)
+        return self._finish(T, last, m, reduce)

@@ -1,0 +1,33 @@
+"""The event loop: pop the earliest event, run its callback. Everything else composes on top.
+
+Events at the same time run in the order they were scheduled, so a run is deterministic.
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Any, Callable
+
+
+class Engine:
+    def __init__(self) -> None:
+        self.now = 0
+        self._queue: list[tuple[int, int, Callable, tuple]] = []
+        self._seq = 0
+        self.events = 0
+
+    def at(self, time: int, callback: Callable[..., Any], *args: Any) -> None:
+        """Run callback(*args) at `time` (not before now)."""
+        heapq.heappush(self._queue, (max(int(time), self.now), self._seq, callback, args))
+        self._seq += 1
+
+    def after(self, delay: int, callback: Callable[..., Any], *args: Any) -> None:
+        self.at(self.now + int(delay), callback, *args)
+
+    def run(self) -> int:
+        """Run until no event is left; returns the time of the last one."""
+        queue, pop = self._queue, heapq.heappop
+        while queue:
+            self.now, _, callback, args = pop(queue)
+            self.events += 1
+            callback(*args)
+        return self.now

@@ -1,0 +1,169 @@
+"""What moving bytes between NPUs costs: the congestion-unaware and congestion-aware models.
+
+Both take batches of messages (arrays of source, destination, bytes, send time) and return
+arrival times in whole ns, so a collective step over a thousand NPUs is a few numpy calls.
+
+- Unaware: a message costs ``hops × latency + bytes / bandwidth``; parallel messages do not
+  share bandwidth. ASTRA-sim (``compat``) charges only the lowest dimension where source and
+  destination differ and truncates once per message; our default charges every dimension the
+  message crosses (latency of each, serialization on the slowest link).
+- Aware: every link is a FIFO. A message moves whole from link to link along its route
+  (dimension by dimension, lowest first; shortest way round a ring; up and down a switch);
+  each hop costs ``latency + bytes / bandwidth`` and keeps the link busy for
+  ``bytes / bandwidth``, each truncated to whole ns. Link busy time is counted for the
+  utilization report.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+GIB_PER_GB = 2**30 / 1e9  # ASTRA-sim reads "GB/s" as GiB/s
+
+
+class Fabric:
+    def __init__(self, network, *, compat: bool = False, aware: bool = False):
+        self.network = network
+        self.compat = compat
+        self.aware = aware
+        dims = network.dims
+        self.sizes = np.array([d.npus for d in dims], np.int64)
+        scale = GIB_PER_GB if compat else 1.0
+        self.bw = np.array([d.bandwidth * scale for d in dims], float)  # bytes per ns
+        self.lat = np.array([d.latency for d in dims], float)
+        self.kind = [d.topology for d in dims]
+        self.npus = int(np.prod(self.sizes))
+        self.stride = np.concatenate(([1], np.cumprod(self.sizes)[:-1])).astype(np.int64)
+        # aware model: one block of link ids per dimension
+        self._link_base = []
+        base = 0
+        for d, k in enumerate(self.kind):
+            self._link_base.append(base)
+            n = int(self.sizes[d])
+            base += self.npus * (n if k == "FullyConnected" else 2)
+        self.link_free = np.zeros(base, np.int64) if aware else None
+        self.link_busy = np.zeros(base, np.int64) if aware else None
+        self._paths: dict = {}
+        self.link_dim = np.repeat(np.arange(len(dims)), np.diff(self._link_base + [base])) if aware else None
+
+    # ------------------------------------------------------------------ geometry
+    def coords(self, npu) -> np.ndarray:
+        npu = np.asarray(npu, np.int64)
+        return (npu[..., None] // self.stride) % self.sizes
+
+    def hops(self, d: int, a, b) -> np.ndarray:
+        """Hops between coordinates a and b of dimension d (0 where equal)."""
+        a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+        diff = np.abs(a - b)
+        if self.kind[d] == "Ring":
+            return np.minimum(diff, self.sizes[d] - diff)
+        return np.where(diff > 0, 2 if self.kind[d] == "Switch" else 1, 0)
+
+    # ------------------------------------------------------------------ costs
+    def send(self, src, dst, nbytes, t_send) -> np.ndarray:
+        """Arrival time of each message (int64 ns)."""
+        src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+        nbytes = np.broadcast_to(np.asarray(nbytes, float), src.shape)
+        t_send = np.broadcast_to(np.asarray(t_send, np.int64), src.shape)
+        if self.aware:
+            return self._route(src.ravel(), dst.ravel(), nbytes.ravel(), t_send.ravel()).reshape(src.shape)
+        return t_send + self.delay(src, dst, nbytes)
+
+    def delay(self, src, dst, nbytes) -> np.ndarray:
+        """Unaware cost of each message."""
+        cs, cd = self.coords(src), self.coords(dst)
+        nbytes = np.asarray(nbytes, float)
+        differ = cs != cd
+        if self.compat:  # the lowest differing dimension only
+            d = np.argmax(differ, axis=-1)
+            any_ = differ.any(axis=-1)
+            h = np.zeros(d.shape, np.int64)
+            for k in range(len(self.kind)):
+                m = d == k
+                h[m] = self.hops(k, cs[..., k][m], cd[..., k][m])
+            cost = np.floor(h * self.lat[d] + nbytes / self.bw[d])
+            return np.where(any_, cost, 0).astype(np.int64)
+        lat = np.zeros(differ.shape[:-1])
+        slow = np.full(differ.shape[:-1], np.inf)
+        for k in range(len(self.kind)):
+            m = differ[..., k]
+            lat = lat + np.where(m, self.hops(k, cs[..., k], cd[..., k]) * self.lat[k], 0)
+            slow = np.where(m, np.minimum(slow, self.bw[k]), slow)
+        return np.where(differ.any(axis=-1), np.floor(lat + nbytes / slow), 0).astype(np.int64)
+
+    # ------------------------------------------------------------------ aware model
+    def _path(self, src: np.ndarray, dst: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Route of each message: per hop number, (message indices, link ids, dimensions)."""
+        key = (src.tobytes(), dst.tobytes())
+        hit = self._paths.get(key)
+        if hit is not None:
+            return hit
+        cur = src.copy()
+        cd = self.coords(dst)
+        via = np.full(src.size, -1, np.int64)  # at a switch of that dimension, on the way down
+        target = np.zeros(src.size, np.int64)
+        hops = []
+        while True:
+            differ = self.coords(cur) != cd
+            active = np.flatnonzero(differ.any(axis=1) | (via >= 0))
+            if not active.size:
+                break
+            d = np.where(via[active] >= 0, via[active], np.argmax(differ[active], axis=1))
+            link = np.zeros(active.size, np.int64)
+            for k, kind in enumerate(self.kind):
+                sel = np.flatnonzero(d == k)
+                if not sel.size:
+                    continue
+                m = active[sel]
+                n, base = int(self.sizes[k]), self._link_base[k]
+                a = self.coords(cur[m])[:, k]
+                b = cd[m, k]
+                if kind == "Ring":  # one hop the shorter way round (ties: upwards)
+                    up = (b - a) % n <= (a - b) % n
+                    link[sel] = base + cur[m] * 2 + (~up)
+                    cur[m] += (np.where(up, a + 1, a - 1) % n - a) * self.stride[k]
+                elif kind == "Switch":  # up from the source, then down to the destination
+                    down = via[m] >= 0
+                    link[sel] = np.where(down, base + target[m] * 2 + 1, base + cur[m] * 2)
+                    target[m] = np.where(down, target[m], cur[m] + (b - a) * self.stride[k])
+                    cur[m] = np.where(down, target[m], cur[m])
+                    via[m] = np.where(down, -1, k)
+                else:  # FullyConnected: the direct link
+                    link[sel] = base + cur[m] * n + b
+                    cur[m] += (b - a) * self.stride[k]
+            hops.append((active, link, d))
+        if len(self._paths) > 4096:
+            self._paths.clear()
+        self._paths[key] = hops
+        return hops
+
+    def _route(self, src, dst, nbytes, t_send) -> np.ndarray:
+        t = t_send.astype(np.int64).copy()
+        for ms, link, dim in self._path(src, dst):
+            busy = np.floor(nbytes[ms] / self.bw[dim]).astype(np.int64)
+            hop = np.floor(self.lat[dim] + nbytes[ms] / self.bw[dim]).astype(np.int64)
+            start = _fifo(link, t[ms], busy, self.link_free)
+            self.link_busy += np.bincount(link, weights=busy, minlength=self.link_busy.size).astype(np.int64)
+            t[ms] = start + hop
+        return t
+
+
+def _fifo(link: np.ndarray, arrive: np.ndarray, busy: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """When each message starts on its link: links serve in arrival order (then batch order),
+    each message after the previous one left and not before the link is free. Updates free."""
+    order = np.lexsort((np.arange(link.size), arrive, link))
+    lk, a, s = link[order], arrive[order], busy[order]
+    first = np.r_[True, lk[1:] != lk[:-1]]
+    seg = np.cumsum(first) - 1
+    seg_start = np.flatnonzero(first)
+    cs = np.cumsum(s)
+    before = cs - s - (cs - s)[seg_start][seg]  # busy time of earlier messages in the segment
+    x = np.maximum(a, free[lk]) - before  # max-plus scan: start_k = before_k + max_{j<=k}(x_j)
+    lo = x.min() if x.size else 0
+    span = (x.max() - lo + 1) if x.size else 1
+    run = np.maximum.accumulate((x - lo) + seg * span) - seg * span + lo
+    start = before + run
+    last = np.r_[seg_start[1:] - 1, lk.size - 1]
+    free[lk[last]] = start[last] + s[last]
+    out = np.empty_like(start)
+    out[order] = start
+    return out

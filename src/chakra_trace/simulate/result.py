@@ -1,0 +1,129 @@
+"""What a simulation tells: per-NPU times, totals, every collective, the timeline, links."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .scheduler import KIND_NAMES
+
+
+@dataclass
+class SimResult:
+    """Per NPU (arrays indexed by NPU): ``finish_ns``; ``compute_ns`` (accelerator compute,
+    union of its busy time); ``comm_ns`` (time with a collective, send or receive in flight);
+    ``overlap_ns`` (both at once); ``exposed_comm_ns``; ``idle_ns`` (finish minus time
+    anything ran). In ASTRA-sim compatibility mode ``exposed_comm_ns`` is what ASTRA-sim
+    prints: finish minus the sum of compute durations; otherwise communication time not
+    hidden behind compute.
+
+    ``collectives``: one record per collective instance (group, index, type, bytes,
+    algorithm, start, end). ``nodes[npu]``: (start, end, kind) arrays per trace row (-1 if
+    never run). ``link_busy_ns`` (aware network): busy time of every link.
+    """
+
+    finish_ns: np.ndarray
+    exposed_comm_ns: np.ndarray
+    compute_ns: np.ndarray
+    comm_ns: np.ndarray
+    overlap_ns: np.ndarray
+    idle_ns: np.ndarray
+    collectives: list[dict] = field(default_factory=list)
+    nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    names: dict[int, np.ndarray] = field(default_factory=dict)
+    link_busy_ns: np.ndarray | None = None
+    mode: str = ""
+    events: int = 0
+    wall_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def step_ns(self) -> int:
+        return int(self.finish_ns.max()) if self.finish_ns.size else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k).tolist() for k in ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns",
+                                                         "overlap_ns", "idle_ns")}
+        out.update(step_ns=self.step_ns, mode=self.mode, events=self.events, wall_s=round(self.wall_s, 4),
+                   collectives=self.collectives, warnings=self.warnings)
+        if self.link_busy_ns is not None and self.step_ns:
+            out["link_utilization_max"] = float(self.link_busy_ns.max() / self.step_ns)
+        return out
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame({k: getattr(self, k) for k in ("finish_ns", "compute_ns", "comm_ns", "overlap_ns",
+                                                           "exposed_comm_ns", "idle_ns")}).rename_axis("npu")
+
+    def collectives_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.collectives)
+
+    def to_chrome_trace(self, path: str | os.PathLike | None = None) -> dict:
+        """The simulated timeline as Chrome/Perfetto trace JSON (µs): a process per NPU, a
+        track per resource (compute, cpu, comm, other)."""
+        events = []
+        for npu, (start, end, kind) in sorted(self.nodes.items()):
+            events.append({"ph": "M", "name": "process_name", "pid": npu, "args": {"name": f"NPU {npu}"}})
+            for k, label in enumerate(KIND_NAMES):
+                events.append({"ph": "M", "name": "thread_name", "pid": npu, "tid": k, "args": {"name": label}})
+            ran = np.flatnonzero(end >= 0)
+            names = self.names.get(npu)
+            for r, s, e, k in zip(ran.tolist(), start[ran].tolist(), end[ran].tolist(), kind[ran].tolist()):
+                events.append({"ph": "X", "pid": npu, "tid": k, "ts": s / 1000, "dur": (e - s) / 1000,
+                               "name": str(names[r]) if names is not None else str(r), "args": {"row": r}})
+        doc = {"traceEvents": events, "displayTimeUnit": "ns"}
+        if path is not None:
+            from ..io.et import atomic_output
+
+            with atomic_output(path, "w") as f:
+                json.dump(doc, f)
+        return doc
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> list[tuple[int, int]]:
+    order = np.argsort(starts, kind="stable")
+    out: list[list[int]] = []
+    for s, e in zip(starts[order].tolist(), ends[order].tolist()):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(a, b) for a, b in out]
+
+
+def _length(iv: list[tuple[int, int]]) -> int:
+    return sum(b - a for a, b in iv)
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def totals(start: np.ndarray, end: np.ndarray, compute: np.ndarray, comm: np.ndarray) -> dict[str, int]:
+    """Busy-time totals of one NPU from its nodes' start/end times (masks: which rows are
+    accelerator compute, which communication)."""
+    ran = end >= 0
+    comp, comm = ran & compute, ran & comm
+    cu = _union(start[comp], end[comp])
+    mu = _union(start[comm], end[comm])
+    allu = _union(start[ran], end[ran])
+    finish = int(end[ran].max()) if ran.any() else 0
+    overlap = _intersect(cu, mu)
+    return {"finish": finish, "compute": _length(cu), "comm": _length(mu), "overlap": overlap,
+            "exposed": _length(mu) - overlap, "idle": finish - _length(allu),
+            "compute_sum": int((end[comp] - start[comp]).sum())}

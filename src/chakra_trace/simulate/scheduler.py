@@ -1,0 +1,182 @@
+"""The workload layer: which node of each NPU's trace runs when.
+
+A node is ready when every dependency (data, and control ones that name an existing node)
+has finished. Per NPU at most one accelerator compute node, one CPU node and one
+collective or send run at a time; ready nodes are issued lowest id first (a node whose
+resource is busy does not hold back nodes of other resources). Receives, metadata and memory
+nodes have no such limit.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+from collections import deque
+
+import numpy as np
+
+from ..schema.enums import Attr, NodeType
+
+ACCEL, CPU, COMM, FREE = 0, 1, 2, 3
+LIMITS = (1, 1, 1, 1 << 62)
+KIND_NAMES = ("compute", "cpu", "comm", "other")
+
+
+class Npu:
+    def __init__(self, rank: int, trace, durations: np.ndarray, sim):
+        self.rank = rank
+        self.t = trace
+        self.sim = sim
+        n = len(trace)
+        self.dur = durations
+        types = trace.types
+        cpu = trace.has(Attr.IS_CPU_OP) & trace.is_cpu_op
+        self.kind = np.full(n, FREE, np.int8)
+        self.kind[(types == NodeType.COMP_NODE) & ~cpu] = ACCEL
+        self.kind[(types == NodeType.COMP_NODE) & cpu] = CPU
+        self.kind[(types == NodeType.COMM_COLL_NODE) | (types == NodeType.COMM_SEND_NODE)] = COMM
+        # dependencies on nodes that exist (a missing one is dropped, and counted)
+        dep_rows = []
+        self.missing = 0
+        for kind in ("data", "ctrl"):
+            src, dst, _ids = trace.dep_rows(kind)
+            ok = dst >= 0
+            self.missing += int((~ok).sum())
+            dep_rows.append((src[ok], dst[ok]))
+        src = np.concatenate([d[0] for d in dep_rows])
+        dst = np.concatenate([d[1] for d in dep_rows])
+        pair = np.unique(src * max(n, 1) + dst) if n else np.zeros(0, np.int64)
+        src, dst = pair // max(n, 1), pair % max(n, 1)
+        self.waiting = np.bincount(src, minlength=n).astype(np.int64)
+        order = np.argsort(dst, kind="stable")
+        self.children = src[order]
+        self.child_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(dst, minlength=n), out=self.child_ptr[1:])
+        self.ids = trace.ids.astype(np.int64)
+        self.ready: list[list] = [[], [], [], []]
+        self.busy = [0, 0, 0, 0]
+        self.start = np.full(n, -1, np.int64)
+        self.end = np.full(n, -1, np.int64)
+        self.done = 0
+        for r in np.flatnonzero(self.waiting == 0).tolist():
+            heapq.heappush(self.ready[self.kind[r]], (int(self.ids[r]), r))
+
+    def issue(self) -> None:
+        """Start every ready node whose resource is free, lowest id first."""
+        for k in (ACCEL, CPU, COMM, FREE):
+            heap = self.ready[k]
+            while heap and self.busy[k] < LIMITS[k]:
+                _, r = heapq.heappop(heap)
+                self.busy[k] += 1
+                self.start[r] = self.sim.engine.now
+                self.sim.begin(self, r)
+
+    def complete(self, r: int) -> None:
+        self.end[r] = self.sim.engine.now
+        self.busy[self.kind[r]] -= 1
+        self.done += 1
+        for c in self.children[self.child_ptr[r]:self.child_ptr[r + 1]].tolist():
+            self.waiting[c] -= 1
+            if self.waiting[c] == 0:
+                heapq.heappush(self.ready[self.kind[c]], (int(self.ids[c]), c))
+        self.issue()
+
+
+class Matchmaker:
+    """Collectives meet their group; sends meet receives (in order per src, dst, tag, size)."""
+
+    def __init__(self, sim, groups: dict[str, list[int]]):
+        self.sim = sim
+        self.groups = groups
+        self.count: dict[tuple[int, str], int] = {}
+        self.open: dict[tuple[str, int], dict] = {}
+        self.sends: dict[tuple, deque] = {}
+        self.recvs: dict[tuple, deque] = {}
+
+    def members(self, pg: str) -> list[int] | None:
+        if pg in ("", "0"):
+            return None
+        if pg not in self.groups:
+            self.sim.warn(f"communicator group {pg!r} is not defined: the collective spans every NPU")
+            return None
+        return self.groups[pg]
+
+    def collective(self, npu: Npu, r: int) -> None:
+        t = npu.t
+        pg = t.groups[t.pg_name[r]] if t.has(Attr.PG_NAME)[r] else ""
+        k = self.count.get((npu.rank, pg), 0)
+        self.count[(npu.rank, pg)] = k + 1
+        key = (pg, k)
+        inst = self.open.get(key)
+        if inst is None:
+            members = self.members(pg)
+            size = self.sim.npus if members is None else len(members)
+            inst = self.open[key] = {"members": members, "size": size, "issued": {}, "ctype": int(t.comm_type[r]),
+                                     "bytes": int(t.comm_size[r]), "name": t.names[t.name_codes[r]]}
+        inst["issued"][npu.rank] = (self.sim.engine.now, r)
+        if len(inst["issued"]) == inst["size"]:
+            del self.open[key]
+            self.sim.run_collective(pg, k, inst)
+
+    def send(self, npu: Npu, r: int) -> None:
+        t = npu.t
+        dst, tag, size = int(t.comm_dst[r]), int(t.comm_tag[r]), int(t.comm_size[r])
+        arrival = int(self.sim.fabric.send(np.array([npu.rank]), np.array([dst]), size,
+                                           np.array([self.sim.engine.now]))[0])
+        self.sim.engine.at(arrival, npu.complete, r)
+        key = (npu.rank, dst, tag, size)
+        waiting = self.recvs.get(key)
+        if waiting:
+            peer, pr = waiting.popleft()
+            self.sim.engine.at(arrival, peer.complete, pr)
+        else:
+            self.sends.setdefault(key, deque()).append(arrival)
+
+    def recv(self, npu: Npu, r: int) -> None:
+        t = npu.t
+        key = (int(t.comm_src[r]), npu.rank, int(t.comm_tag[r]), int(t.comm_size[r]))
+        sent = self.sends.get(key)
+        if sent:
+            self.sim.engine.at(sent.popleft(), npu.complete, r)
+        else:
+            self.recvs.setdefault(key, deque()).append((npu, r))
+
+    def blocked(self) -> dict[int, list[str]]:
+        """What each NPU still waits for when nothing can happen any more."""
+        out: dict[int, list[str]] = {}
+        for (pg, k), inst in self.open.items():
+            everyone = range(self.sim.npus) if inst["members"] is None else inst["members"]
+            missing = [m for m in everyone if m not in inst["issued"]]
+            for rank, (_t, r) in inst["issued"].items():
+                npu = self.sim.npus_state[rank]
+                out.setdefault(rank, []).append(
+                    f"node {int(npu.ids[r])} ({inst['name']}): collective #{k} of group {pg or 'all'} waits for "
+                    f"NPU(s) {_short(missing)} that never reach it")
+        for (src, dst, tag, size), q in self.recvs.items():
+            for npu, r in q:
+                out.setdefault(dst, []).append(
+                    f"node {int(npu.ids[r])}: receive from NPU {src} (tag {tag}, {size} B) has no matching send")
+        return out
+
+
+def _short(xs: list[int]) -> str:
+    return ", ".join(map(str, xs[:8])) + (f", ... ({len(xs)} in all)" if len(xs) > 8 else "")
+
+
+def groups_from_traces(traces) -> dict[str, list[int]]:
+    """Process groups declared by METADATA nodes (the converter's pg_config)."""
+    out: dict[str, list[int]] = {}
+    for t in traces:
+        meta = np.flatnonzero(t.types == NodeType.METADATA_NODE)
+        for r in meta.tolist():
+            raw = t.attr(r, "pg_config")
+            if not raw:
+                continue
+            try:
+                cfg = json.loads(raw)
+            except (TypeError, ValueError):
+                continue
+            for g in cfg if isinstance(cfg, list) else cfg.values() if isinstance(cfg, dict) else []:
+                if isinstance(g, dict) and "pg_name" in g and isinstance(g.get("ranks"), list):
+                    if all(isinstance(x, int) for x in g["ranks"]) and g["ranks"]:
+                        out.setdefault(str(g["pg_name"]), sorted(g["ranks"]))
+    return out

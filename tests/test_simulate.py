@@ -1,0 +1,128 @@
+"""The simulator: ASTRA-sim's reference cases to the nanosecond, and what it adds."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chakra_trace.schema.builder import TraceBuilder
+from chakra_trace.schema.workload import Workload
+from chakra_trace.simulate import SimulationBlocked, simulate
+from chakra_trace.simulate.config import Network, SystemConfig
+from chakra_trace.synthesize import from_spec
+
+REF = Path(__file__).resolve().parents[2] / "shared" / "reference" / "astra-sim"
+CASES = list(csv.DictReader(open(REF / "cases.csv"))) if (REF / "cases.csv").exists() else []
+
+
+@pytest.mark.skipif(not CASES, reason="needs ../shared/reference/astra-sim beside the checkout")
+@pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
+def test_astra_sim_reference_cases_exactly(case):
+    net = Network.from_yaml(REF / "cfg" / case["network"])
+    workload = from_spec(case["workload"], net.npus)
+    res = simulate(workload, net, REF / "cfg" / case["system"], compat=True, aware=case["backend"] == "aware")
+    assert res.finish_ns.tolist() == [int(case["finish_ns"])] * net.npus
+    if case["exposed_ns"]:
+        assert res.exposed_comm_ns.tolist() == [int(case["exposed_ns"])] * net.npus
+
+
+def system(**kw) -> SystemConfig:
+    base = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+            "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"],
+            "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
+            "all-to-all-implementation": ["ring"], "collective-optimization": "localBWAware", "local-mem-bw": 1600}
+    base.update(kw)
+    return SystemConfig.from_dict(base)
+
+
+def test_a_collective_a_member_never_reaches_is_reported_not_hung():
+    traces = {}
+    for r in range(4):
+        b = TraceBuilder()
+        if r != 2:
+            b.collective("ALL_REDUCE", 1 << 20)
+        else:
+            b.comp("busy", 5)
+        traces[r] = b.build()
+    with pytest.raises(SimulationBlocked) as e:
+        simulate(Workload(traces), Network.simple("Ring", 4, 50, 500), system())
+    assert "waits for NPU(s) 2" in str(e.value) and set(e.value.blocked) == {0, 1, 3}
+
+
+def test_a_receive_without_a_send_and_a_cycle_are_reported():
+    traces = {}
+    for r in range(2):
+        b = TraceBuilder()
+        if r == 1:
+            b.recv(0, 64, tag=3)
+        a = b.add("a", "COMP_NODE", id=10, duration=1, data_deps=[11])
+        b.add("b", "COMP_NODE", id=11, duration=1, data_deps=[a])
+        traces[r] = b.build()
+    with pytest.raises(SimulationBlocked) as e:
+        simulate(Workload(traces), Network.simple("Ring", 2, 50, 500), system())
+    text = str(e.value)
+    assert "no matching send" in text and "never became ready" in text
+
+
+def test_missing_dependencies_are_dropped_with_one_warning():
+    b = TraceBuilder()
+    b.comp("x", 3, deps=[999])
+    with pytest.warns(UserWarning, match="do not exist"):
+        res = simulate(Workload({0: b.build(), 1: b.build()}), Network.simple("Ring", 2, 50, 500), system())
+    assert res.finish_ns.tolist() == [3000, 3000]
+
+
+def test_default_mode_and_outputs():
+    net = Network.simple(["Ring", "Switch"], [4, 2], [100, 50], [50, 500])
+    res = simulate(from_spec("train:layers=3:comp_us=50:size=1048576", net.npus), net, system())
+    assert res.finish_ns.shape == (8,) and (res.finish_ns > 450_000).all()
+    assert len(res.collectives) == 3 and all(c["type"] == "ALL_REDUCE" for c in res.collectives)
+    assert (res.overlap_ns > 0).all() and (res.exposed_comm_ns < res.comm_ns).all()
+    d = res.to_dict()
+    assert set(d) >= {"finish_ns", "exposed_comm_ns"}
+    trace = res.to_chrome_trace()
+    assert any(e.get("name") == "allreduce0" for e in trace["traceEvents"])
+
+
+def test_groups_run_a_ring_over_their_members():
+    traces = {}
+    for r in range(4):
+        b = TraceBuilder()
+        b.collective("ALL_REDUCE", 1 << 20, pg_name="1" if r < 2 else "2")
+        traces[r] = b.build()
+    res = simulate(Workload(traces, {"1": [0, 1], "2": [2, 3]}), Network.simple("Ring", 4, 50, 500), system(),
+                   compat=True)
+    two = simulate(from_spec("coll:all_reduce:1048576", 2), Network.simple("Ring", 2, 50, 500), system(),
+                   compat=True)
+    assert res.finish_ns.tolist() == [two.finish_ns[0]] * 4
+    assert {c["group"] for c in res.collectives} == {"1", "2"}
+
+
+@pytest.mark.parametrize("algo", ["ring", "direct", "halvingDoubling", "doubleBinaryTree"])
+@pytest.mark.parametrize("ctype", ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                                   "reduce", "gather", "scatter", "barrier", "reduce_scatter_block"])
+def test_every_collective_and_algorithm_runs(algo, ctype):
+    net = Network.simple("Switch", 8, 50, 500)
+    sysc = system(**{k: [algo] for k in ("all-reduce-implementation", "all-gather-implementation",
+                                         "reduce-scatter-implementation", "all-to-all-implementation")})
+    res = simulate(from_spec(f"coll:{ctype}:1048576", 8), net, sysc)
+    assert (res.finish_ns > 0).all() and len(set(res.finish_ns.tolist())) == 1
+
+
+def test_aware_network_shares_links():
+    """Two NPUs sending to one through a switch queue on its down link; unaware they do not."""
+    traces = {0: TraceBuilder(), 1: TraceBuilder(), 2: TraceBuilder()}
+    traces[0].send(2, 1 << 20, tag=1)
+    traces[1].send(2, 1 << 20, tag=2)
+    traces[2].recv(0, 1 << 20, tag=1)
+    traces[2].recv(1, 1 << 20, tag=2)
+    w = Workload({r: b.build() for r, b in traces.items()})
+    net = Network.simple("Switch", 3, 50, 500)
+    unaware = simulate(w, net, system())
+    aware = simulate(w, net, system(), aware=True)
+    one = 2 * 500 + (1 << 20) / 50
+    assert unaware.finish_ns[2] == int(one)
+    assert aware.finish_ns[2] > unaware.finish_ns[2] + (1 << 20) / 50 * 0.9  # the second waits for the first
+    assert aware.link_busy_ns is not None and aware.link_busy_ns.max() >= 2 * int((1 << 20) / 50)
