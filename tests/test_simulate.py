@@ -4,7 +4,6 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from chakra_trace.schema.builder import TraceBuilder
@@ -69,7 +68,7 @@ def test_a_receive_without_a_send_and_a_cycle_are_reported():
 def test_missing_dependencies_are_dropped_with_one_warning():
     b = TraceBuilder()
     b.comp("x", 3, deps=[999])
-    with pytest.warns(UserWarning, match="do not exist"):
+    with pytest.warns(UserWarning, match="missing"):
         res = simulate(Workload({0: b.build(), 1: b.build()}), Network.simple("Ring", 2, 50, 500), system())
     assert res.finish_ns.tolist() == [3000, 3000]
 
@@ -126,3 +125,20 @@ def test_aware_network_shares_links():
     assert unaware.finish_ns[2] == int(one)
     assert aware.finish_ns[2] > unaware.finish_ns[2] + (1 << 20) / 50 * 0.9  # the second waits for the first
     assert aware.link_busy_ns is not None and aware.link_busy_ns.max() >= 2 * int((1 << 20) / 50)
+
+
+def test_resnet50_on_8_npus(resnet_path):
+    """ASTRA-sim aborts on this trace (missing and cyclic control dependencies): compat mode
+    reports the nodes that can never run; the default mode repairs what has one reading."""
+    from chakra_trace import read_trace
+
+    w = Workload({0: read_trace(resnet_path)})
+    net = Network.simple("Ring", 8, 50, 500)
+    with pytest.raises(SimulationBlocked, match="never became ready"):
+        with pytest.warns(UserWarning):
+            simulate(w, net, system(), compat=True)
+    with pytest.warns(UserWarning, match="repaired"):
+        res = simulate(w, net, system())
+    assert len(set(res.finish_ns.tolist())) == 1 and res.step_ns > 0.25e9
+    assert [c["type"] for c in res.collectives] == ["BROADCAST"] * 2 + ["ALL_REDUCE"] * 5
+    assert sum(c["bytes"] for c in res.collectives if c["type"] == "ALL_REDUCE") == 102_228_128

@@ -23,7 +23,7 @@ from .collectives import Collectives
 from .engine import Engine
 from .network import Fabric
 from .result import SimResult, totals
-from .scheduler import ACCEL, Matchmaker, Npu, groups_from_traces
+from .scheduler import ACCEL, Matchmaker, Npu, Static, groups_from_traces
 
 __all__ = ["COMPAT_DIFFERENCES", "SimResult", "SimulationBlocked", "SimulationWarning", "Simulator", "simulate"]
 
@@ -78,15 +78,32 @@ class Simulator:
         if sorted(traces) != list(range(self.npus)):
             raise ChakraError(f"the workload has ranks {_ranks(traces)} but the network has {self.npus} NPUs "
                               f"(0..{self.npus - 1})")
+        if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
+            traces = self._repaired(traces)
         groups = dict(groups_from_traces(traces.values()))
         groups.update(workload.groups or {})
         groups.update(comm_groups or {})
         self.matcher = Matchmaker(self, groups)
-        self.npus_state = [Npu(r, traces[r], self._durations(traces[r]), self) for r in range(self.npus)]
+        static: dict[int, Static] = {}  # per distinct trace object
+        for t in traces.values():
+            if id(t) not in static:
+                static[id(t)] = Static(t, self._durations(t))
+        self.npus_state = [Npu(r, traces[r], static[id(traces[r])], self) for r in range(self.npus)]
         missing = sum(n.missing for n in self.npus_state)
         if missing:
             self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
         self.records: list[dict] = []
+
+    def _repaired(self, traces: dict[int, Trace]) -> dict[int, Trace]:
+        from ..analyze.validate import fix_trace
+
+        fixed: dict[int, Trace] = {}
+        for t in {id(t): t for t in traces.values()}.values():
+            new, changes = fix_trace(t)
+            fixed[id(t)] = new
+            for c in changes:
+                self.warn(f"trace repaired before simulation: {c}")
+        return {r: fixed[id(t)] for r, t in traces.items()}
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -120,7 +137,11 @@ class Simulator:
         if m is not None and getattr(m, "memory_type", "NO_MEMORY_EXPANSION") != "NO_MEMORY_EXPANSION":
             bw = float(getattr(m, "remote_mem_bw", 0) or self.system.local_mem_bw)
             return np.floor(float(getattr(m, "remote_mem_latency", 0)) + nbytes / bw).astype(np.int64)
-        return np.floor(nbytes / float(self.system.local_mem_bw)).astype(np.int64)
+        bw = float(self.system.local_mem_bw)
+        if bw <= 0:
+            self.warn("memory nodes take no time: the system config gives no local-mem-bw")
+            return np.zeros(nbytes.shape, np.int64)
+        return np.floor(nbytes / bw).astype(np.int64)
 
     # ------------------------------------------------------------------ node starts
     def begin(self, npu: Npu, r: int) -> None:
@@ -128,7 +149,7 @@ class Simulator:
         if typ == NodeType.COMM_COLL_NODE:
             ctype = int(npu.t.comm_type[r]) if npu.t.has(Attr.COMM_TYPE)[r] else -1
             if ctype < 0:
-                self.warn(f"NPU {npu.rank}: collective node {int(npu.ids[r])} has no comm_type: skipped")
+                self.warn(f"collective node {int(npu.ids[r])} has no comm_type: skipped")
                 self.engine.at(self.engine.now, npu.complete, r)
             elif self.compat and ctype not in _ASTRA_TYPES:
                 self.warn(f"{collective_name(ctype)} is not simulated by ASTRA-sim: its recorded duration is replayed")

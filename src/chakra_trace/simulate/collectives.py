@@ -88,8 +88,10 @@ class Collectives:
         return np.moveaxis(ids, axis, -1).reshape(-1, int(self.f.sizes[d]))
 
     def _algo(self, op: str, d: int) -> str:
+        from .config import parse_algorithm
+
         impl = self._impl(op)
-        name = impl[min(d, len(impl) - 1)] if impl else "ring"
+        name = parse_algorithm(impl[min(d, len(impl) - 1)] if impl else "ring")[0]  # direct8 -> direct
         return name[3].lower() + name[4:] if name.startswith("one") else name  # one*: the same per phase
 
     def plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
@@ -131,7 +133,6 @@ class Collectives:
     # ------------------------------------------------------------------ running
     def run(self, plan: Plan, npus: np.ndarray, start: np.ndarray, policy: str = "LIFO") -> np.ndarray:
         """Finish time of each member (same order as npus) for members starting at `start`."""
-        T = np.zeros(self.f.npus, np.int64)  # per NPU, the time of the current chunk's progress
         ready = [np.zeros(self.f.npus, np.int64) for _ in range(plan.chunks)]
         for c in range(plan.chunks):
             ready[c][npus] = start

@@ -43,6 +43,7 @@ class Fabric:
         self.link_free = np.zeros(base, np.int64) if aware else None
         self.link_busy = np.zeros(base, np.int64) if aware else None
         self._paths: dict = {}
+        self._delays: dict = {}
         self.link_dim = np.repeat(np.arange(len(dims)), np.diff(self._link_base + [base])) if aware else None
 
     # ------------------------------------------------------------------ geometry
@@ -69,7 +70,17 @@ class Fabric:
         return t_send + self.delay(src, dst, nbytes)
 
     def delay(self, src, dst, nbytes) -> np.ndarray:
-        """Unaware cost of each message."""
+        """Unaware cost of each message (collective steps repeat the same messages: cached)."""
+        nb = np.asarray(nbytes, float)
+        key = (src.tobytes(), dst.tobytes(), src.shape, nb.tobytes(), nb.shape)
+        hit = self._delays.get(key)
+        if hit is None:
+            if len(self._delays) > 4096:
+                self._delays.clear()
+            hit = self._delays[key] = self._delay(src, dst, nbytes)
+        return hit
+
+    def _delay(self, src, dst, nbytes) -> np.ndarray:
         cs, cd = self.coords(src), self.coords(dst)
         nbytes = np.asarray(nbytes, float)
         differ = cs != cd

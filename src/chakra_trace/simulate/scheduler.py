@@ -21,11 +21,10 @@ LIMITS = (1, 1, 1, 1 << 62)
 KIND_NAMES = ("compute", "cpu", "comm", "other")
 
 
-class Npu:
-    def __init__(self, rank: int, trace, durations: np.ndarray, sim):
-        self.rank = rank
-        self.t = trace
-        self.sim = sim
+class Static:
+    """What the scheduler needs of one trace, computed once however many NPUs run it."""
+
+    def __init__(self, trace, durations: np.ndarray):
         n = len(trace)
         self.dur = durations
         types = trace.types
@@ -35,30 +34,41 @@ class Npu:
         self.kind[(types == NodeType.COMP_NODE) & cpu] = CPU
         self.kind[(types == NodeType.COMM_COLL_NODE) | (types == NodeType.COMM_SEND_NODE)] = COMM
         # dependencies on nodes that exist (a missing one is dropped, and counted)
-        dep_rows = []
+        pairs = []
         self.missing = 0
         for kind in ("data", "ctrl"):
             src, dst, _ids = trace.dep_rows(kind)
             ok = dst >= 0
             self.missing += int((~ok).sum())
-            dep_rows.append((src[ok], dst[ok]))
-        src = np.concatenate([d[0] for d in dep_rows])
-        dst = np.concatenate([d[1] for d in dep_rows])
-        pair = np.unique(src * max(n, 1) + dst) if n else np.zeros(0, np.int64)
+            pairs.append(src[ok] * max(n, 1) + dst[ok])
+        pair = np.unique(np.concatenate(pairs))
         src, dst = pair // max(n, 1), pair % max(n, 1)
         self.waiting = np.bincount(src, minlength=n).astype(np.int64)
-        order = np.argsort(dst, kind="stable")
-        self.children = src[order]
+        self.children = src[np.argsort(dst, kind="stable")]
         self.child_ptr = np.zeros(n + 1, np.int64)
         np.cumsum(np.bincount(dst, minlength=n), out=self.child_ptr[1:])
         self.ids = trace.ids.astype(np.int64)
-        self.ready: list[list] = [[], [], [], []]
+        roots = np.flatnonzero(self.waiting == 0)
+        self.roots = [[(int(self.ids[r]), int(r)) for r in roots[self.kind[roots] == k]] for k in range(4)]
+        for heap in self.roots:
+            heapq.heapify(heap)
+
+
+class Npu:
+    def __init__(self, rank: int, trace, static: Static, sim):
+        self.rank = rank
+        self.t = trace
+        self.sim = sim
+        self.dur, self.kind, self.ids = static.dur, static.kind, static.ids
+        self.children, self.child_ptr = static.children, static.child_ptr
+        self.waiting = static.waiting.copy()
+        self.missing = static.missing
+        self.ready: list[list] = [list(h) for h in static.roots]
         self.busy = [0, 0, 0, 0]
+        n = len(trace)
         self.start = np.full(n, -1, np.int64)
         self.end = np.full(n, -1, np.int64)
         self.done = 0
-        for r in np.flatnonzero(self.waiting == 0).tolist():
-            heapq.heappush(self.ready[self.kind[r]], (int(self.ids[r]), r))
 
     def issue(self) -> None:
         """Start every ready node whose resource is free, lowest id first."""

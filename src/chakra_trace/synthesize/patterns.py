@@ -12,29 +12,25 @@ from ..schema.workload import Workload
 
 def collective(npus: int, comm_type: int | str, nbytes: int) -> Workload:
     """Every NPU runs one collective of nbytes and nothing else."""
-    traces = {}
-    for r in range(npus):
-        b = TraceBuilder()
-        b.collective(comm_type, nbytes)
-        traces[r] = b.build()
-    return Workload(traces)
+    b = TraceBuilder()
+    b.collective(comm_type, nbytes)
+    trace = b.build()
+    return Workload({r: trace for r in range(npus)})  # one trace object shared by every NPU
 
 
 def training_step(npus: int, layers: int, comp_us: int, nbytes: int) -> Workload:
     """Data parallel: `layers` forward nodes of comp_us chained; then per layer, in reverse, a
     backward node of 2 x comp_us after the previous backward, and an all-reduce of nbytes of
     that layer's gradients after its backward node only."""
-    traces = {}
-    for r in range(npus):
-        b = TraceBuilder()
-        prev = None
-        for i in range(layers):
-            prev = b.comp(f"fwd{i}", comp_us, deps=[] if prev is None else [prev])
-        for i in reversed(range(layers)):
-            prev = b.comp(f"bwd{i}", 2 * comp_us, deps=[prev])
-            b.collective("ALL_REDUCE", nbytes, name=f"allreduce{i}", deps=[prev])
-        traces[r] = b.build()
-    return Workload(traces)
+    b = TraceBuilder()
+    prev = None
+    for i in range(layers):
+        prev = b.comp(f"fwd{i}", comp_us, deps=[] if prev is None else [prev])
+    for i in reversed(range(layers)):
+        prev = b.comp(f"bwd{i}", 2 * comp_us, deps=[prev])
+        b.collective("ALL_REDUCE", nbytes, name=f"allreduce{i}", deps=[prev])
+    trace = b.build()
+    return Workload({r: trace for r in range(npus)})
 
 
 def ring_p2p(npus: int, nbytes: int, tag: int = 0) -> Workload:
@@ -50,14 +46,12 @@ def ring_p2p(npus: int, nbytes: int, tag: int = 0) -> Workload:
 
 def roofline_chain(npus: int, ops: list[float], nbytes: list[float]) -> Workload:
     """Chained compute nodes with num_ops and tensor_size (and no recorded duration)."""
-    traces = {}
-    for r in range(npus):
-        b = TraceBuilder()
-        prev = None
-        for i, (o, s) in enumerate(zip(ops, nbytes)):
-            prev = b.comp(f"op{i}", 0, num_ops=o, tensor_size=int(s), deps=[] if prev is None else [prev])
-        traces[r] = b.build()
-    return Workload(traces)
+    b = TraceBuilder()
+    prev = None
+    for i, (o, s) in enumerate(zip(ops, nbytes)):
+        prev = b.comp(f"op{i}", 0, num_ops=o, tensor_size=int(s), deps=[] if prev is None else [prev])
+    trace = b.build()
+    return Workload({r: trace for r in range(npus)})
 
 
 def from_spec(spec: str, npus: int) -> Workload:
