@@ -29,18 +29,21 @@ __all__ = ["COMPAT_DIFFERENCES", "SimResult", "SimulationBlocked", "SimulationWa
 
 #: What our default mode does differently from ASTRA-sim (kept in compat mode).
 COMPAT_DIFFERENCES = {
-    "bandwidth unit": ("'GB/s' read as GiB/s (x 2^30/1e9)", "GB/s is 1e9 bytes/s"),
-    "multi-dimension message cost": ("only the lowest differing dimension is charged",
-                                     "every dimension crossed: its hops' latency; serialization on the slowest"),
-    "sizes": ("chunk and shard sizes are truncated to whole bytes", "fractional bytes kept"),
-    "dimensions covered": ("as many dimensions as algorithms are listed, at most four",
-                           "every dimension (the last listed algorithm repeats)"),
-    "zero-duration compute": ("takes 1 ns", "takes 0 ns"),
+    "bandwidth unit": ('"GB/s" read as GiB/s', "GB/s = 1e9 bytes/s"),
+    "message across several dimensions": ("only the lowest differing dimension is charged",
+                                          "latency of every dimension crossed, serialization on the slowest link"),
+    "chunk and shard sizes": ("truncated to whole bytes", "fractional bytes kept"),
+    "dimensions a collective covers": ("as many as algorithms are listed, at most four",
+                                       "all (the last listed algorithm repeats)"),
+    "zero-duration compute": ("1 ns", "0 ns"),
     "exposed communication": ("finish minus the sum of compute durations",
                               "communication time not overlapped by accelerator compute"),
     "broadcast, reduce, gather, scatter, barrier, reduce-scatter-block": (
-        "unsupported (broadcast replays its recorded duration)", "simulated with the documented algorithms"),
-    "missing dependency": ("aborts or hangs", "dropped with one warning"),
+        "unsupported (broadcast replays its recorded duration)",
+        "simulated (algorithms documented in simulate/collectives.py)"),
+    "all-to-allv split sizes": ("ignored", "each peer gets its own size"),
+    "missing dependencies, control cycles": ("abort or hang", "missing ones dropped, cyclic control edges "
+                                             "removed (as chakra validate --fix), with a warning"),
 }
 
 
@@ -169,7 +172,7 @@ class Simulator:
         issued = inst["issued"]
         ranks = np.array(sorted(issued), np.int64)
         start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
-        plan = self.coll.plan(inst["ctype"], inst["bytes"], inst["members"])
+        plan = self.coll.plan(inst["ctype"], inst["bytes"], inst["members"], self._matrix(inst, ranks))
         finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
         for rank, t in zip(ranks.tolist(), finish.tolist()):
             npu = self.npus_state[rank]
@@ -177,6 +180,23 @@ class Simulator:
         self.records.append({"group": pg or "all", "index": k, "type": collective_name(inst["ctype"]),
                              "bytes": inst["bytes"], "npus": int(ranks.size), "algorithm": plan.algorithms,
                              "chunks": plan.chunks, "start_ns": int(start.min()), "end_ns": int(finish.max())})
+
+    def _matrix(self, inst: dict, ranks: np.ndarray) -> np.ndarray | None:
+        """All-to-allv: bytes from member i to member j (member order), from each member's
+        in_split_size (elements per peer) and comm_size; None unless every member has splits."""
+        splits = inst.get("splits", {})
+        order = inst["members"] if inst["members"] is not None else ranks.tolist()
+        if len(splits) != len(order):
+            return None
+        rows = []
+        for rank in order:
+            split, nbytes = splits[rank]
+            if len(split) != len(order) or sum(split) <= 0:
+                self.warn(f"all-to-allv split sizes of NPU {rank} do not match its group of {len(order)}: "
+                          f"run as an all-to-all")
+                return None
+            rows.append(np.asarray(split) * (nbytes / sum(split)))
+        return np.stack(rows)
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
@@ -214,7 +234,8 @@ class Simulator:
         return SimResult(finish_ns=cols["finish"], exposed_comm_ns=exposed, compute_ns=cols["compute"],
                          comm_ns=cols["comm"], overlap_ns=cols["overlap"], idle_ns=cols["idle"],
                          collectives=self.records, nodes=nodes, names=names,
-                         link_busy_ns=self.fabric.link_busy, mode=("astra" if self.compat else "default") +
+                         link_busy_ns=self.fabric.link_busy,
+                         link_info=self.fabric.links() if self.fabric.aware else None, mode=("astra" if self.compat else "default") +
                          ("/aware" if self.fabric.aware else "/unaware"), events=self.engine.events, wall_s=wall,
                          warnings=self.warnings)
 

@@ -17,11 +17,14 @@ Algorithms (per phase; p members, D bytes held per member, m = D / p):
   for reduce-scatter, the reverse for all-gather (p must be a power of two, else ring).
 - doubleBinaryTree: two trees each carrying half the data: log2 p reduce steps up and
   log2 p broadcast steps down (all-reduce only; other operations use ring).
+- one* variants (oneRing, oneDirect, ...): the algorithm over all NPUs as one dimension,
+  every message costed on the physical network.
 
 Beyond ASTRA-sim (default mode): broadcast and reduce cost an all-reduce's steps (broadcast
 without reductions: scatter then all-gather; reduce: reduce-scatter then gather), gather and
 scatter an all-gather's, barrier ceil(log2 p) empty messages (dissemination), and
-reduce-scatter-block a reduce-scatter's.
+reduce-scatter-block a reduce-scatter's. All-to-allv (an all-to-all whose nodes carry
+``in_split_size``) sends each peer its own size, over the members as one dimension.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ class Phase:
     members: np.ndarray  # (groups, p) NPU ids: the rings/rows this phase runs on
     nbytes: float  # bytes each member holds for this chunk at the start of the phase
     algorithm: str
+    matrix: np.ndarray | None = None  # all-to-allv: bytes from member i to member j, per chunk
 
 
 @dataclass
@@ -94,7 +98,20 @@ class Collectives:
         name = parse_algorithm(impl[min(d, len(impl) - 1)] if impl else "ring")[0]  # direct8 -> direct
         return name[3].lower() + name[4:] if name.startswith("one") else name  # one*: the same per phase
 
-    def plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
+    def plan(self, ctype: int, nbytes: int, members: list[int] | None, matrix: np.ndarray | None = None) -> Plan:
+        """The phases of one collective. ``matrix`` (all-to-allv): bytes each member sends to
+        each other, in member order; the exchange then runs over the members as one ring or
+        one direct step (the first dimension's algorithm), with those sizes."""
+        if matrix is not None and ctype == CollectiveType.ALL_TO_ALL:
+            ids = np.arange(self.f.npus) if members is None else np.asarray(members, np.int64)
+            splits = max(1, int(self.sys.preferred_dataset_splits))
+            algo = "direct" if self._algo(A2A, 0) == "direct" else "ring"
+            plan = Plan(int(ctype), int(nbytes), splits)
+            plan.phases.append(Phase(A2A, -1, ids[None, :], nbytes / splits, algo, np.asarray(matrix, float) / splits))
+            return plan
+        return self._plan(ctype, nbytes, members)
+
+    def _plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
         op = {CollectiveType.ALL_REDUCE: AR, CollectiveType.REDUCE_SCATTER: RS, CollectiveType.ALL_GATHER: AG,
               CollectiveType.ALL_TO_ALL: A2A, CollectiveType.REDUCE_SCATTER_BLOCK: RS, CollectiveType.BROADCAST: BCAST,
               CollectiveType.REDUCE: AR, CollectiveType.GATHER: AG, CollectiveType.SCATTER: AG,
@@ -111,7 +128,12 @@ class Collectives:
         if not whole:  # a communicator: a 1-D ring over its members, in listed order
             plan.phases.append(Phase(op, -1, np.asarray(members, np.int64)[None, :], chunk, "ring"))
             return plan
-        dims = self._dims(op if op in (AR, RS, AG, A2A) else AR)
+        basic = op if op in (AR, RS, AG, A2A) else AR
+        first = self._impl(basic)[0] if self._impl(basic) else "ring"
+        if first.startswith("one"):  # one*: one algorithm over every NPU, the dimensions ignored
+            plan.phases.append(Phase(op, -1, np.arange(self.f.npus)[None, :], chunk, self._algo(basic, 0)))
+            return plan
+        dims = self._dims(basic)
         opt = getattr(self.sys, "collective_optimization", "baseline")
         if op == AR and opt == "localBWAware" and len(dims) > 1:
             size = chunk
@@ -125,7 +147,7 @@ class Collectives:
             return plan
         size = chunk
         for d in dims:
-            plan.phases.append(Phase(op, d, self._rows(d), size, self._algo(op if op in (AR, RS, AG, A2A) else AR, d)))
+            plan.phases.append(Phase(op, d, self._rows(d), size, self._algo(basic, d)))
             if op == RS and opt == "localBWAware":
                 size = size / self.f.sizes[d] if not self.compat else size // self.f.sizes[d]
         return plan
@@ -192,6 +214,13 @@ class Collectives:
             for k in range(math.ceil(math.log2(p))):
                 T = self._shift(ph, T, 2**k, 0.0, False)
             return T
+        if ph.matrix is not None:  # all-to-allv
+            if algo == "direct":
+                return self._direct(ph, T, ph.matrix, False)
+            off = ph.matrix[~np.eye(p, dtype=bool)]
+            for _ in range(p * (p - 1) // 2):
+                T = self._shift(ph, T, 1, float(off.mean()), False)
+            return T
         if algo == "direct":
             if op in (RS, AR, A2A, BCAST):
                 T = self._direct(ph, T, D / p, op in (RS, AR))
@@ -252,15 +281,17 @@ class Collectives:
         arrival = self.f.send(ph.members, ph.members[:, partner], m, T)
         return self._finish(T, arrival[:, partner], m, reduce)
 
-    def _direct(self, ph: Phase, T: np.ndarray, m: float, reduce: bool) -> np.ndarray:
-        """Every member sends m bytes to every other at once (rotated order); waits for all."""
+    def _direct(self, ph: Phase, T: np.ndarray, m, reduce: bool) -> np.ndarray:
+        """Every member sends m bytes (or matrix m[i, j]) to every other at once, in a rotated
+        order; waits for all it receives."""
         g, p = ph.members.shape
         k = np.arange(1, p)
         src_idx = np.broadcast_to(np.arange(p)[:, None], (p, p - 1))
         dst_idx = (src_idx + k[None, :]) % p
         src = ph.members[:, src_idx]
         dst = ph.members[:, dst_idx]
-        arrival = self.f.send(src, dst, m, np.broadcast_to(T[:, :, None], src.shape))
+        size = m[src_idx, dst_idx] if isinstance(m, np.ndarray) else m
+        arrival = self.f.send(src, dst, size, np.broadcast_to(T[:, :, None], src.shape))
         last = np.zeros((g, p), np.int64)
         np.maximum.at(last, (np.arange(g)[:, None, None], dst_idx[None, :, :].repeat(g, 0)), arrival)
-        return self._finish(T, last, m, reduce)
+        return self._finish(T, last, float(np.max(m)) if isinstance(m, np.ndarray) else m, reduce)

@@ -59,6 +59,41 @@ class Fabric:
             return np.minimum(diff, self.sizes[d] - diff)
         return np.where(diff > 0, 2 if self.kind[d] == "Switch" else 1, 0)
 
+    def links(self) -> dict[str, np.ndarray]:
+        """Every link of the aware model: dimension, kind, from and to NPU (-1: the switch)."""
+        dims, kinds, src, dst = [], [], [], []
+        npu = np.arange(self.npus)
+        for d, kind in enumerate(self.kind):
+            n = int(self.sizes[d])
+            c = self.coords(npu)[:, d]
+            if kind == "Ring":
+                up = npu + ((c + 1) % n - c) * self.stride[d]
+                down = npu + ((c - 1) % n - c) * self.stride[d]
+                src += [npu, npu]
+                dst += [up, down]
+                kinds += [np.full(self.npus, "ring+"), np.full(self.npus, "ring-")]
+                order = np.argsort(np.r_[npu * 2, npu * 2 + 1], kind="stable")
+            elif kind == "Switch":
+                src += [npu, np.full(self.npus, -1)]
+                dst += [np.full(self.npus, -1), npu]
+                kinds += [np.full(self.npus, "up"), np.full(self.npus, "down")]
+                order = np.argsort(np.r_[npu * 2, npu * 2 + 1], kind="stable")
+            else:
+                b = np.tile(np.arange(n), self.npus)
+                a = np.repeat(npu, n)
+                src.append(a)
+                dst.append(a + (b - np.repeat(c, n)) * self.stride[d])
+                kinds.append(np.full(a.size, "direct"))
+                order = np.arange(a.size)
+            for lst in (src, dst, kinds):
+                if kind != "FullyConnected":
+                    merged = np.r_[lst[-2], lst[-1]][order]
+                    del lst[-2:]
+                    lst.append(merged)
+            dims.append(np.full(src[-1].size, d))
+        return {"dim": np.concatenate(dims), "kind": np.concatenate(kinds), "src": np.concatenate(src),
+                "dst": np.concatenate(dst)}
+
     # ------------------------------------------------------------------ costs
     def send(self, src, dst, nbytes, t_send) -> np.ndarray:
         """Arrival time of each message (int64 ns)."""

@@ -22,7 +22,8 @@ class SimResult:
 
     ``collectives``: one record per collective instance (group, index, type, bytes,
     algorithm, start, end). ``nodes[npu]``: (start, end, kind) arrays per trace row (-1 if
-    never run). ``link_busy_ns`` (aware network): busy time of every link.
+    never run). ``link_busy_ns`` (aware network): busy time of every link; `links()` describes
+    them (dimension, kind, endpoints) with their utilization.
     """
 
     finish_ns: np.ndarray
@@ -35,6 +36,7 @@ class SimResult:
     nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     names: dict[int, np.ndarray] = field(default_factory=dict)
     link_busy_ns: np.ndarray | None = None
+    link_info: dict | None = None
     mode: str = ""
     events: int = 0
     wall_s: float = 0.0
@@ -49,9 +51,21 @@ class SimResult:
                                                          "overlap_ns", "idle_ns")}
         out.update(step_ns=self.step_ns, mode=self.mode, events=self.events, wall_s=round(self.wall_s, 4),
                    collectives=self.collectives, warnings=self.warnings)
-        if self.link_busy_ns is not None and self.step_ns:
-            out["link_utilization_max"] = float(self.link_busy_ns.max() / self.step_ns)
+        if self.link_busy_ns is not None:
+            out["links"] = self.links(top=100)
         return out
+
+    def links(self, top: int | None = None) -> list[dict]:
+        """Utilization of every link that carried traffic (aware network), busiest first."""
+        if self.link_busy_ns is None or self.link_info is None:
+            return []
+        used = np.flatnonzero(self.link_busy_ns > 0)
+        used = used[np.argsort(-self.link_busy_ns[used], kind="stable")][:top]
+        info = self.link_info
+        step = max(self.step_ns, 1)
+        return [{"link": int(i), "dim": int(info["dim"][i]), "kind": str(info["kind"][i]),
+                 "src": int(info["src"][i]), "dst": int(info["dst"][i]), "busy_ns": int(self.link_busy_ns[i]),
+                 "utilization": float(self.link_busy_ns[i] / step)} for i in used.tolist()]
 
     def to_pandas(self):
         import pandas as pd
@@ -81,8 +95,8 @@ class SimResult:
         if path is not None:
             from ..io.et import atomic_output
 
-            with atomic_output(path, "w") as f:
-                json.dump(doc, f)
+            with atomic_output(path) as f:  # binary, gzip when the name ends in .gz
+                f.write(json.dumps(doc).encode())
         return doc
 
 

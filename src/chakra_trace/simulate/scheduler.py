@@ -14,7 +14,7 @@ from collections import deque
 
 import numpy as np
 
-from ..schema.enums import Attr, NodeType
+from ..schema.enums import Attr, CollectiveType, NodeType
 
 ACCEL, CPU, COMM, FREE = 0, 1, 2, 3
 LIMITS = (1, 1, 1, 1 << 62)
@@ -123,6 +123,10 @@ class Matchmaker:
             inst = self.open[key] = {"members": members, "size": size, "issued": {}, "ctype": int(t.comm_type[r]),
                                      "bytes": int(t.comm_size[r]), "name": t.names[t.name_codes[r]]}
         inst["issued"][npu.rank] = (self.sim.engine.now, r)
+        if inst["ctype"] == CollectiveType.ALL_TO_ALL and t.extra_indptr[r] != t.extra_indptr[r + 1]:  # all-to-allv: per-peer sizes
+            split = _split(t.attr(r, "in_split_size"))
+            if split is not None:
+                inst.setdefault("splits", {})[npu.rank] = (split, int(t.comm_size[r]))
         if len(inst["issued"]) == inst["size"]:
             del self.open[key]
             self.sim.run_collective(pg, k, inst)
@@ -166,6 +170,18 @@ class Matchmaker:
                 out.setdefault(dst, []).append(
                     f"node {int(npu.ids[r])}: receive from NPU {src} (tag {tag}, {size} B) has no matching send")
         return out
+
+
+def _split(value) -> list[float] | None:
+    """A recorded split-size list ("[2, 6]" or a list), or None."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if isinstance(value, list) and value and all(isinstance(x, (int, float)) for x in value):
+        return [float(x) for x in value]
+    return None
 
 
 def _short(xs: list[int]) -> str:
