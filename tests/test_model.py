@@ -176,12 +176,15 @@ def test_workload_discovery_and_groups(tmp_path):
     assert list(discover(tmp_path / "job")) == [0, 1]
     (tmp_path / "groups.json").write_text(json.dumps({"dp": [1, 0]}))
     w = Workload.load(tmp_path / "job", comm_groups=tmp_path / "groups.json")
-    assert w.ranks == [0, 1] and w.groups == {"dp": [0, 1]}
-    assert w.group_ranks("") == [0, 1] and w.all_groups()["dp"] == [0, 1]
+    assert w.ranks == [0, 1] and w.groups == {"dp": [1, 0]}  # listed order: a group's ring runs in it
+    assert w.group_ranks("") == [0, 1] and w.all_groups()["dp"] == [1, 0]
     with pytest.raises(ChakraError, match="no files named"):
         Workload.load(tmp_path / "missing")
     (tmp_path / "bad.json").write_text(json.dumps({"dp": ["x"]}))
     with pytest.raises(TraceFormatError, match="list of integer ranks"):
+        read_comm_groups(tmp_path / "bad.json")
+    (tmp_path / "bad.json").write_text(json.dumps({"dp": [0, 1, 0]}))
+    with pytest.raises(TraceFormatError, match="listed twice"):
         read_comm_groups(tmp_path / "bad.json")
 
 

@@ -207,3 +207,33 @@ def test_cli_simulate_json(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and len(out["finish_ns"]) == 4 and len(out["exposed_comm_ns"]) == 4
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
+@pytest.mark.parametrize("kind,expect", [("PER_NPU_MEMORY_EXPANSION", [1100, 1100, 1100, 1100]),
+                                         ("PER_NODE_MEMORY_EXPANSION", [1100, 2200, 1100, 2200]),
+                                         ("MEMORY_POOL", [1100, 2200, 3300, 4400])])
+def test_remote_memory_models(kind, expect):
+    """1,000 bytes at 1 GB/s after 100 ns; ports shared per node of 2 NPUs or by all queue."""
+    from chakra_trace.simulate.config import MemoryConfig
+
+    b = TraceBuilder()
+    b.add("load", "MEM_LOAD_NODE", tensor_size=1000)
+    w = Workload({r: b.build() for r in range(4)})
+    mem = MemoryConfig(memory_type=kind, remote_mem_latency=100, remote_mem_bw=1, num_nodes=2, num_npus_per_node=2)
+    res = simulate(w, Network.simple("Ring", 4, 50, 500), system(), memory=mem)
+    assert sorted(res.finish_ns.tolist()) == sorted(expect)
+
+
+def test_a_group_ring_runs_in_listed_order():
+    """On an 8-ring, the group [0, 4, 1, 5] in that order has 4-hop neighbours (0->4, 1->5)
+    that the sorted order [0, 1, 4, 5] does not have on every hop: listed order is slower."""
+    def run(order):
+        traces = {}
+        for r in range(8):
+            b = TraceBuilder()
+            if r in order:
+                b.collective("ALL_REDUCE", 1 << 20, pg_name="g")
+            traces[r] = b.build()
+        return simulate(Workload(traces, {"g": order}), Network.simple("Ring", 8, 50, 500), system())
+
+    assert run([0, 4, 1, 5]).step_ns > run([0, 1, 4, 5]).step_ns

@@ -88,5 +88,7 @@ def read_comm_groups(path: str | os.PathLike) -> dict[str, list[int]]:
     for k, v in raw.items():
         if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
             raise TraceFormatError(path, f"group {k!r}: expected a list of integer ranks, got {v!r}")
-        groups[str(k)] = sorted(v)
+        if len(set(v)) != len(v):
+            raise TraceFormatError(path, f"group {k!r}: a rank is listed twice in {v!r}")
+        groups[str(k)] = list(v)  # listed order: a group collective runs its ring in this order
     return groups

@@ -69,6 +69,8 @@ class Simulator:
         self.compat = compat
         self.system = system
         self.memory = memory
+        self._remote = memory is not None and memory.memory_type != "NO_MEMORY_EXPANSION"
+        self._mem_free: dict[int, int] = {}
         self.npus = network.npus
         self.engine = Engine()
         self.fabric = Fabric(network, compat=compat, aware=aware)
@@ -136,15 +138,25 @@ class Simulator:
         return dur
 
     def _memory_time(self, nbytes: np.ndarray) -> np.ndarray:
+        """Time of a memory node: ASTRA-sim's remote-memory runtime (latency + bytes at the
+        remote bandwidth), or bytes at the local bandwidth without memory expansion."""
         m = self.memory
-        if m is not None and getattr(m, "memory_type", "NO_MEMORY_EXPANSION") != "NO_MEMORY_EXPANSION":
-            bw = float(getattr(m, "remote_mem_bw", 0) or self.system.local_mem_bw)
-            return np.floor(float(getattr(m, "remote_mem_latency", 0)) + nbytes / bw).astype(np.int64)
+        if self._remote:
+            return (int(m.remote_mem_latency) + np.floor(nbytes / float(m.remote_mem_bw))).astype(np.int64)
         bw = float(self.system.local_mem_bw)
         if bw <= 0:
             self.warn("memory nodes take no time: the system config gives no local-mem-bw")
             return np.zeros(nbytes.shape, np.int64)
+        if self.compat:
+            self.warn("memory nodes without memory expansion (ASTRA-sim stops here): costed at local-mem-bw")
         return np.floor(nbytes / bw).astype(np.int64)
+
+    def _memory_port(self, rank: int) -> int | None:
+        """The remote-memory port a node's access queues at (None: no queue)."""
+        kind = self.memory.memory_type
+        if kind == "PER_NODE_MEMORY_EXPANSION":
+            return rank // max(1, int(self.memory.num_npus_per_node))
+        return 0 if kind == "MEMORY_POOL" else None
 
     # ------------------------------------------------------------------ node starts
     def begin(self, npu: Npu, r: int) -> None:
@@ -163,6 +175,12 @@ class Simulator:
             self.matcher.send(npu, r)
         elif typ == NodeType.COMM_RECV_NODE:
             self.matcher.recv(npu, r)
+        elif typ in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and self._remote:
+            port = self._memory_port(npu.rank)  # a shared port serves one access at a time, in order
+            start = self.engine.now if port is None else max(self.engine.now, self._mem_free.get(port, 0))
+            if port is not None:
+                self._mem_free[port] = start + int(npu.dur[r])
+            self.engine.at(start + int(npu.dur[r]), npu.complete, r)
         elif typ in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             self.engine.after(int(npu.dur[r]), npu.complete, r)
         else:  # metadata and anything else take no time
