@@ -20,6 +20,10 @@ Algorithms (per phase; p members, D bytes held per member, m = D / p):
 - one* variants (oneRing, oneDirect, ...): the algorithm over all NPUs as one dimension,
   every message costed on the physical network.
 
+The reference cases check ring and direct (one and two dimensions, unaware and aware) to the
+nanosecond; halvingDoubling and doubleBinaryTree follow ASTRA-sim's descriptions but have no
+reference numbers to check against.
+
 Beyond ASTRA-sim (default mode): broadcast and reduce cost an all-reduce's steps (broadcast
 without reductions: scatter then all-gather; reduce: reduce-scatter then gather), gather and
 scatter an all-gather's, barrier ceil(log2 p) empty messages (dissemination), and

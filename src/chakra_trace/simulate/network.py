@@ -11,7 +11,10 @@ arrival times in whole ns, so a collective step over a thousand NPUs is a few nu
   (dimension by dimension, lowest first; shortest way round a ring; up and down a switch);
   each hop costs ``latency + bytes / bandwidth`` and keeps the link busy for
   ``bytes / bandwidth``, each truncated to whole ns. Link busy time is counted for the
-  utilization report.
+  utilization report. Messages are served in the order their batches are priced (one
+  collective step at a time, in simulated time order of the steps' issue); two collectives
+  of different groups that overlap in time therefore queue behind each other a step at a
+  time rather than message by message.
 """
 from __future__ import annotations
 
