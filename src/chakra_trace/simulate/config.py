@@ -441,11 +441,47 @@ def _int_array(v: Any, what: str) -> np.ndarray:
     return a.astype(np.int64, copy=False)
 
 
+# ----------------------------------------------------------------------------- JSON configs
+
+
+class _KeyedConfig:
+    """A frozen config read from ASTRA-sim's JSON key names: from_json / from_dict, each field
+    checked by the class's ``_check`` (naming the file, line and key), unknown keys kept."""
+
+    _KEYS: dict = {}  # ASTRA key -> field
+    _WHAT = "a configuration"
+
+    def __post_init__(self):
+        name = type(self).__name__
+        type(self)._check(vars(self), lambda f: f"{name}.{f}", setter=lambda f, v: object.__setattr__(self, f, v))
+        object.__setattr__(self, "ignored", _ignored(self.ignored, self._KEYS, f"{name}.ignored"))
+
+    @classmethod
+    def from_json(cls, path):
+        text = _read_text(path)
+        d = _load_json(text, str(path))
+        return cls._from_mapping(d, str(path), _json_key_lines(text))
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str = "<dict>"):
+        """ASTRA-sim's key names; unknown keys go to ``ignored``."""
+        return cls._from_mapping(d, source, None)
+
+    @classmethod
+    def _from_mapping(cls, d: Any, source: str, lines: Mapping[str, int] | None):
+        d = _mapping(d, source, cls._WHAT)
+        by_field = {f: d[k] for k, f in cls._KEYS.items() if k in d}
+        key_of = {f: k for k, f in cls._KEYS.items()}
+        cls._check(by_field, lambda f: _where(source, lines, key_of[f]), setter=by_field.__setitem__)
+        ignored = {k: v for k, v in d.items() if k not in cls._KEYS}
+        return cls(**by_field, ignored=ignored)
+
+
 # ----------------------------------------------------------------------------- system
 
 
 @dataclass(frozen=True)
-class SystemConfig:
+class SystemConfig(_KeyedConfig):
     """ASTRA-sim's system-layer configuration (``--system-configuration`` JSON).
 
     Defaults are ASTRA-sim's (``Sys`` constructor) except where it has no usable one:
@@ -469,30 +505,12 @@ class SystemConfig:
     roofline_enabled: bool = False
     peak_perf: float = 0.0                     # TFLOPS; 0 = not given
     ignored: dict = field(default_factory=dict, compare=False)
+    _KEYS = _SYSTEM_KEYS
+    _WHAT = "a system configuration"
 
-    def __post_init__(self):
-        _system_fields(vars(self), lambda f: f"SystemConfig.{f}", setter=lambda f, v: object.__setattr__(self, f, v))
-        object.__setattr__(self, "ignored", _ignored(self.ignored, _SYSTEM_KEYS, "SystemConfig.ignored"))
-
-    @classmethod
-    def from_json(cls, path) -> "SystemConfig":
-        text = _read_text(path)
-        d = _load_json(text, str(path))
-        return cls._from_mapping(d, str(path), _json_key_lines(text))
-
-    @classmethod
-    def from_dict(cls, d: dict, source: str = "<dict>") -> "SystemConfig":
-        """ASTRA-sim's key names (``"endpoint-delay"``, ...); unknown keys go to ``ignored``."""
-        return cls._from_mapping(d, source, None)
-
-    @classmethod
-    def _from_mapping(cls, d: Any, source: str, lines: Mapping[str, int] | None) -> "SystemConfig":
-        d = _mapping(d, source, "a system configuration")
-        by_field = {f: d[k] for k, f in _SYSTEM_KEYS.items() if k in d}
-        key_of = {f: k for k, f in _SYSTEM_KEYS.items()}
-        _system_fields(by_field, lambda f: _where(source, lines, key_of[f]), setter=by_field.__setitem__)
-        ignored = {k: v for k, v in d.items() if k not in _SYSTEM_KEYS}
-        return cls(**by_field, ignored=ignored)
+    @staticmethod
+    def _check(values: dict, what, setter) -> None:
+        _system_fields(values, what, setter)
 
     def to_dict(self) -> dict:
         """ASTRA-sim's key names; flags as 0/1 (ASTRA-sim tests ``!= 0``, so a JSON
@@ -550,7 +568,7 @@ def _system_fields(values: dict, what: Callable[[str], str], setter: Callable[[s
 
 
 @dataclass(frozen=True)
-class MemoryConfig:
+class MemoryConfig(_KeyedConfig):
     """ASTRA-sim's remote-memory configuration (``--remote-memory-configuration`` JSON).
 
     Every default is ASTRA-sim's. ``num_nodes`` and ``num_npus_per_node`` describe the nodes
@@ -563,29 +581,12 @@ class MemoryConfig:
     num_nodes: int = 0
     num_npus_per_node: int = 0
     ignored: dict = field(default_factory=dict, compare=False)
+    _KEYS = _MEMORY_KEYS
+    _WHAT = "a remote-memory configuration"
 
-    def __post_init__(self):
-        _memory_fields(vars(self), lambda f: f"MemoryConfig.{f}", setter=lambda f, v: object.__setattr__(self, f, v))
-        object.__setattr__(self, "ignored", _ignored(self.ignored, _MEMORY_KEYS, "MemoryConfig.ignored"))
-
-    @classmethod
-    def from_json(cls, path) -> "MemoryConfig":
-        text = _read_text(path)
-        d = _load_json(text, str(path))
-        return cls._from_mapping(d, str(path), _json_key_lines(text))
-
-    @classmethod
-    def from_dict(cls, d, source: str = "<dict>") -> "MemoryConfig":
-        return cls._from_mapping(d, source, None)
-
-    @classmethod
-    def _from_mapping(cls, d: Any, source: str, lines: Mapping[str, int] | None) -> "MemoryConfig":
-        d = _mapping(d, source, "a remote-memory configuration")
-        by_field = {f: d[k] for k, f in _MEMORY_KEYS.items() if k in d}
-        key_of = {f: k for k, f in _MEMORY_KEYS.items()}
-        _memory_fields(by_field, lambda f: _where(source, lines, key_of[f]), setter=by_field.__setitem__)
-        ignored = {k: v for k, v in d.items() if k not in _MEMORY_KEYS}
-        return cls(**by_field, ignored=ignored)
+    @staticmethod
+    def _check(values: dict, what, setter) -> None:
+        _memory_fields(values, what, setter)
 
     def to_dict(self) -> dict:
         d = {
@@ -796,17 +797,17 @@ def _parse_yaml(text: str, source: str) -> tuple[dict, dict[str, int]]:
     return out, where
 
 
-def _strip_comment(line: str) -> str:
-    """The line without its ``#`` comment (a ``#`` starts one at the line start or after a
-    space, outside quotes), trailing spaces removed."""
+def _unquoted(s: str, j: int):
+    """Yield (index, character) of each character of s from j on that is outside quotes
+    ('' doubles a quote in single-quoted strings; backslash escapes in double-quoted ones).
+    Returns (as StopIteration.value) whether a quote is still open at the end."""
     quote = None
-    j = 0
-    n = len(line)
+    n = len(s)
     while j < n:
-        c = line[j]
+        c = s[j]
         if quote == "'":
             if c == "'":
-                if j + 1 < n and line[j + 1] == "'":
+                if j + 1 < n and s[j + 1] == "'":
                     j += 2
                     continue
                 quote = None
@@ -816,14 +817,27 @@ def _strip_comment(line: str) -> str:
                 continue
             if c == '"':
                 quote = None
-        elif c in "'\"" and _opens_quote(line, j):
+        elif c in "'\"" and _opens_quote(s, j):
             quote = c
-        elif c == "#" and (j == 0 or line[j - 1] in " \t"):
-            return line[:j].rstrip()
+        else:
+            yield j, c
         j += 1
-    if quote:
-        raise _YamlError("quoted string is not closed on this line")
-    return line.rstrip()
+    return quote is not None
+
+
+def _strip_comment(line: str) -> str:
+    """The line without its ``#`` comment (a ``#`` starts one at the line start or after a
+    space, outside quotes), trailing spaces removed."""
+    scan = _unquoted(line, 0)
+    while True:
+        try:
+            j, c = next(scan)
+        except StopIteration as end:
+            if end.value:
+                raise _YamlError("quoted string is not closed on this line") from None
+            return line.rstrip()
+        if c == "#" and (j == 0 or line[j - 1] in " \t"):
+            return line[:j].rstrip()
 
 
 def _opens_quote(s: str, j: int) -> bool:
@@ -927,29 +941,11 @@ def _scalar(text: str) -> Any:
 
 def _flow_end(s: str) -> int:
     """Index of the ']' closing the flow list that ``s`` starts with, or -1 if not on it."""
-    j = 1
-    quote = None
-    while j < len(s):
-        c = s[j]
-        if quote == "'":
-            if c == "'":
-                if j + 1 < len(s) and s[j + 1] == "'":
-                    j += 2
-                    continue
-                quote = None
-        elif quote == '"':
-            if c == "\\":
-                j += 2
-                continue
-            if c == '"':
-                quote = None
-        elif c in "'\"" and _opens_quote(s, j):
-            quote = c
-        elif c == "[" or c == "{":
+    for j, c in _unquoted(s, 1):
+        if c == "[" or c == "{":
             raise _YamlError("nested lists and mappings are not supported")
-        elif c == "]":
+        if c == "]":
             return j
-        j += 1
     return -1
 
 
@@ -997,3 +993,4 @@ def _flow_items(inner: str) -> list:
             raise _YamlError(f"empty item #{k + 1} in a flow list")
         values.append(_scalar(item))
     return values
+
