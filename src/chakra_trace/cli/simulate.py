@@ -27,8 +27,15 @@ def simulate(workload, network, system, memory, comm_groups, compat, aware, time
     from ..schema.workload import Workload
     from ..simulate import simulate as run
 
+    import warnings
+
+    from ..simulate import SimulationWarning
+
     wl = Workload({0: read_trace(workload)}) if os.path.isfile(workload) else workload
-    res = run(wl, network, system, memory=memory, comm_groups=comm_groups, compat=compat == "astra", aware=aware)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
+        res = run(wl, network, system, memory=memory, comm_groups=comm_groups, compat=compat == "astra",
+                  aware=aware)
     if timeline:
         res.to_chrome_trace(timeline)
     if as_json:

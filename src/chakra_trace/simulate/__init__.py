@@ -57,10 +57,19 @@ class SimulationBlocked(ChakraError):
     def __init__(self, blocked: dict[int, list[str]], result: SimResult):
         self.blocked = blocked
         self.result = result
-        lines = [f"NPU {npu}: {'; '.join(items[:3])}" + (f" (+{len(items) - 3} more)" if len(items) > 3 else "")
-                 for npu, items in sorted(blocked.items())[:8]]
-        more = f"; ... {len(blocked) - 8} more NPUs" if len(blocked) > 8 else ""
+        same: dict[tuple, list[int]] = {}  # NPUs blocked the same way are named together
+        for npu, items in sorted(blocked.items()):
+            same.setdefault(tuple(items), []).append(npu)
+        lines = [f"NPU{'s' if len(npus) > 1 else ''} {_span(npus)}: {'; '.join(items[:3])}" +
+                 (f" (+{len(items) - 3} more)" if len(items) > 3 else "") for items, npus in list(same.items())[:8]]
+        more = f"; ... and {len(same) - 8} more" if len(same) > 8 else ""
         super().__init__(f"simulation blocked at {result.step_ns} ns: " + " | ".join(lines) + more)
+
+
+def _span(npus: list[int]) -> str:
+    if len(npus) > 2 and npus == list(range(npus[0], npus[-1] + 1)):
+        return f"{npus[0]}-{npus[-1]}"
+    return ", ".join(map(str, npus[:8])) + (f", ... ({len(npus)})" if len(npus) > 8 else "")
 
 
 class Simulator:
