@@ -1,1 +1,1 @@
-"""Analyses over traces: summaries and validation."""
+"""Analyses over traces: summaries, validation, critical path, breakdowns, collectives."""

@@ -704,16 +704,9 @@ def validate_workload(workload) -> Report:
 
 def _collective_seq(t: Trace, group: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(comm_type, comm_size or -1, node id) of the typed collectives a rank issues on a group."""
-    typed = (t.types == NodeType.COMM_COLL_NODE) & t.has(Attr.COMM_TYPE)
-    has_pg = t.has(Attr.PG_NAME)
-    if group == "":
-        m = typed & ~has_pg
-        if "" in t.groups:
-            m |= typed & has_pg & (t.pg_name == t.groups.index(""))
-    elif group in t.groups:
-        m = typed & has_pg & (t.pg_name == t.groups.index(group))
-    else:
-        m = np.zeros(len(t), bool)
+    from .collectives import group_rows
+
+    m = group_rows(t, group)
     size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)
     return t.comm_type[m].astype(np.int64), size[m].astype(np.int64), t.ids[m]
 

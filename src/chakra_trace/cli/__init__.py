@@ -19,6 +19,7 @@ COMMANDS = {
     "convert": "convert_group:convert",
     "collect": "collect:collect",
     "simulate": "simulate:simulate",
+    "analyze": "analyze:analyze",
 }
 
 

@@ -22,7 +22,8 @@ from ..schema.workload import Workload
 from .collectives import Collectives
 from .engine import Engine
 from .network import Fabric
-from .result import SimResult, totals
+from ..analyze.intervals import busy
+from .result import SimResult
 from .scheduler import ACCEL, Matchmaker, Npu, Static, groups_from_traces
 
 __all__ = ["COMPAT_DIFFERENCES", "SimResult", "SimulationBlocked", "SimulationWarning", "Simulator", "simulate"]
@@ -252,9 +253,10 @@ class Simulator:
         for npu in self.npus_state:
             t = npu.t
             comm = np.isin(t.types, (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE))
-            tot = totals(npu.start, npu.end, npu.kind == ACCEL, comm)
-            for k, v in tot.items():
-                cols[k][npu.rank] = v
+            tot = busy(npu.start, np.where(npu.end >= 0, npu.end, npu.start - 1), npu.kind == ACCEL, comm)
+            tot["idle"] += tot["start"]  # a simulated step starts at 0
+            for k in cols:
+                cols[k][npu.rank] = tot[k]
             nodes[npu.rank] = (npu.start, npu.end, npu.kind)
             names[npu.rank] = np.asarray(t.names, dtype=object)[t.name_codes]
         exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]

@@ -1,0 +1,50 @@
+"""Where each rank's step goes, from the recorded times: compute, communication, how much of
+it overlaps, the exposed part, and idle time."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..schema.enums import Attr, NodeType
+from ..schema.trace import Trace
+from ..schema.workload import Workload
+from .intervals import busy
+
+_COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+_COLUMNS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")
+
+
+@dataclass
+class Breakdown:
+    """Per rank (µs): span (first start to last end), compute, comm, overlap (both at once),
+    exposed comm (comm not hidden behind compute), idle (nothing running). Compute is the
+    accelerator's COMP nodes when the trace has any (GPU traces), else every COMP node."""
+
+    rows: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ranks": self.rows}
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows).set_index("rank")
+
+
+def rank_breakdown(trace: Trace) -> dict[str, int]:
+    comp = trace.types == NodeType.COMP_NODE
+    gpu = comp & trace.has(Attr.IS_CPU_OP) & ~trace.is_cpu_op
+    compute = gpu if gpu.any() else comp
+    comm = np.isin(trace.types, _COMM)
+    start = trace.start.astype(np.int64)
+    b = busy(start, start + trace.duration.astype(np.int64), compute, comm)
+    return {"span_us": b["finish"] - b["start"], "compute_us": b["compute"], "comm_us": b["comm"],
+            "overlap_us": b["overlap"], "exposed_comm_us": b["exposed"], "idle_us": b["idle"]}
+
+
+def breakdown(workload: Workload | Trace) -> Breakdown:
+    if isinstance(workload, Trace):
+        workload = Workload({0: workload})
+    return Breakdown([{"rank": r, **rank_breakdown(workload.traces[r])} for r in workload.ranks])

@@ -1,0 +1,192 @@
+"""Collectives across the ranks of a job: statistics per group and rank, and message-size
+imbalance (the k-th collective of a group should move the same bytes on every member; a
+rank that sends more is a straggler in waiting).
+
+Collective instances are matched the way the ranks run them: the k-th typed COMM_COLL node
+a rank issues on a group is instance k of that group.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..schema.enums import Attr, NodeType, collective_name
+from ..schema.trace import Trace
+
+# bus bandwidth = algorithm bandwidth x factor(n), as NCCL's tests report it
+_BUS_FACTOR = {"ALL_REDUCE": lambda n: 2 * (n - 1) / n, "ALL_GATHER": lambda n: (n - 1) / n,
+               "REDUCE_SCATTER": lambda n: (n - 1) / n, "REDUCE_SCATTER_BLOCK": lambda n: (n - 1) / n,
+               "ALL_TO_ALL": lambda n: (n - 1) / n}
+
+
+def group_rows(t: Trace, group: str) -> np.ndarray:
+    """Rows of the typed collectives a rank issues on a group ("" = unnamed), in trace order."""
+    typed = (t.types == NodeType.COMM_COLL_NODE) & t.has(Attr.COMM_TYPE)
+    has_pg = t.has(Attr.PG_NAME)
+    if group == "":
+        m = typed & ~has_pg
+        if "" in t.groups:
+            m |= typed & has_pg & (t.pg_name == t.groups.index(""))
+    elif group in t.groups:
+        m = typed & has_pg & (t.pg_name == t.groups.index(group))
+    else:
+        m = np.zeros(len(t), bool)
+    return np.flatnonzero(m)
+
+
+@dataclass
+class CollectiveStats:
+    """One record per (collective instance, rank): group, index, type, rank, bytes,
+    duration_us, node_id, group_size. ``summary()`` aggregates per group, type and rank."""
+
+    records: list[dict] = field(default_factory=list)
+
+    def summary(self) -> list[dict]:
+        out: dict[tuple, dict] = {}
+        for r in self.records:
+            key = (r["group"], r["type"], r["rank"])
+            s = out.setdefault(key, {"group": r["group"], "type": r["type"], "rank": r["rank"], "count": 0,
+                                     "bytes": 0, "time_us": 0, "group_size": r["group_size"]})
+            s["count"] += 1
+            s["bytes"] += r["bytes"]
+            s["time_us"] += r["duration_us"]
+        for s in out.values():
+            secs = s["time_us"] / 1e6
+            s["algbw_GBps"] = s["bytes"] / secs / 1e9 if secs > 0 else None
+            factor = _BUS_FACTOR.get(s["type"], lambda n: 1.0)(max(s["group_size"], 1))
+            s["busbw_GBps"] = s["algbw_GBps"] * factor if s["algbw_GBps"] is not None else None
+        return sorted(out.values(), key=lambda s: (s["group"], s["type"], s["rank"]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "instances": self.records}
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.records)
+
+    def summary_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.summary())
+
+
+@dataclass
+class Imbalance:
+    """One collective instance whose members do not move the same bytes."""
+
+    group: str
+    index: int
+    type: str
+    bytes: dict[int, int]  # rank -> comm_size
+    median: float
+    spread: float  # max / min (inf when a member moves nothing)
+    outliers: list[int]  # ranks whose size differs from the group's median
+    node_ids: dict[int, int]
+    peer_bytes: dict[int, list[float]] | None = None  # all_to_allv: bytes to each peer, per rank
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(vars(self))
+        d["bytes"] = {str(k): v for k, v in self.bytes.items()}
+        d["node_ids"] = {str(k): v for k, v in self.node_ids.items()}
+        if self.peer_bytes is not None:
+            d["peer_bytes"] = {str(k): v for k, v in self.peer_bytes.items()}
+        d["spread"] = None if self.spread == float("inf") else self.spread
+        return d
+
+
+@dataclass
+class ImbalanceReport:
+    """Collective instances checked, the imbalanced ones, and per rank how often it stood out."""
+
+    checked: int
+    imbalanced: list[Imbalance]
+    tolerance: float
+
+    def by_rank(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for x in self.imbalanced:
+            for r in x.outliers:
+                out[r] = out.get(r, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"checked": self.checked, "tolerance": self.tolerance,
+                "imbalanced": [x.to_dict() for x in self.imbalanced],
+                "outlier_ranks": {str(k): v for k, v in self.by_rank().items()}}
+
+    def to_pandas(self):
+        import pandas as pd
+
+        rows = [{"group": x.group, "index": x.index, "type": x.type, "rank": r, "bytes": b,
+                 "median": x.median, "outlier": r in x.outliers} for x in self.imbalanced for r, b in x.bytes.items()]
+        return pd.DataFrame(rows)
+
+    def matrix(self):
+        """Bytes per (instance, rank): the heatmap of an imbalance plot (instances as rows)."""
+        import pandas as pd
+
+        return pd.DataFrame({f"{x.group or 'all'}#{x.index} {x.type}": x.bytes for x in self.imbalanced}).T
+
+
+def _instances(workload):
+    """(group, index) -> {rank: row} for every group the workload's collectives use."""
+    out: dict[tuple[str, int], dict[int, int]] = {}
+    for g in workload.all_groups():
+        for rank in workload.ranks:
+            for k, row in enumerate(group_rows(workload.traces[rank], g).tolist()):
+                out.setdefault((g, k), {})[rank] = row
+    return out
+
+
+def collective_stats(workload) -> CollectiveStats:
+    records = []
+    for (g, k), rows in sorted(_instances(workload).items()):
+        size = len(workload.group_ranks(g))
+        for rank, row in sorted(rows.items()):
+            t = workload.traces[rank]
+            records.append({"group": g, "index": k, "type": collective_name(int(t.comm_type[row])), "rank": rank,
+                            "bytes": int(t.comm_size[row]) if t.has(Attr.COMM_SIZE)[row] else 0,
+                            "duration_us": int(t.duration[row]), "node_id": int(t.ids[row]), "group_size": size})
+    return CollectiveStats(records)
+
+
+def _peer_bytes(t: Trace, row: int) -> list[float] | None:
+    raw = t.attr(row, "in_split_size") if t.extra_indptr[row] != t.extra_indptr[row + 1] else None
+    try:
+        split = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+    if not isinstance(split, list) or not split or not all(isinstance(x, (int, float)) for x in split):
+        return None
+    total = sum(split)
+    return [float(x) * int(t.comm_size[row]) / total for x in split] if total else [0.0] * len(split)
+
+
+def imbalance(workload, tolerance: float = 0.0) -> ImbalanceReport:
+    """Every collective instance whose members' sizes differ by more than `tolerance`
+    (relative to the median), with the ranks that stand out. For all_to_allv the sizes are
+    each rank's total and ``peer_bytes`` its bytes to every peer, so a skewed split shows."""
+    found, checked = [], 0
+    for (g, k), rows in sorted(_instances(workload).items()):
+        checked += 1
+        sizes = {r: int(workload.traces[r].comm_size[row]) for r, row in rows.items()}
+        peers = {r: _peer_bytes(workload.traces[r], row) for r, row in rows.items()}
+        peers = {r: p for r, p in peers.items() if p is not None}
+        vals = np.array(list(sizes.values()), float)
+        med = float(np.median(vals))
+        off = [r for r, v in sizes.items() if abs(v - med) > tolerance * max(med, 1)]
+        skew = [r for r, p in peers.items() if max(p) - min(p) > tolerance * max(float(np.median(p)), 1)]
+        if not off and not skew:
+            continue
+        lo, hi = vals.min(), vals.max()
+        t0 = workload.traces[next(iter(rows))]
+        found.append(Imbalance(g, k, collective_name(int(t0.comm_type[rows[next(iter(rows))]])), sizes, med,
+                               float("inf") if lo == 0 and hi > 0 else (hi / lo if lo else 1.0),
+                               sorted(set(off) | set(skew)),
+                               {r: int(workload.traces[r].ids[row]) for r, row in rows.items()},
+                               peers or None))
+    return ImbalanceReport(checked, found, tolerance)
