@@ -103,3 +103,21 @@ def test_cli_analyze(tmp_path, capsys):
     assert len(json.loads(capsys.readouterr().out)["instances"]) == 4
     assert main(["analyze", "breakdown", str(tmp_path / "job"), "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["ranks"]) == 2
+
+
+def test_communication_matrix_from_rings_all_to_allv_and_sends():
+    from chakra_trace.analyze.collectives import communication_matrix
+
+    traces = {}
+    for r in range(4):
+        b = TraceBuilder()
+        b.collective("ALL_REDUCE", 1000)
+        if r < 2:  # an all_to_allv on the group [0, 1]: rank 0 sends 3/4 of its 400 bytes to rank 1
+            b.collective("ALL_TO_ALL", 400, pg_name="pair", in_split_size=json.dumps([1, 3] if r == 0 else [2, 2]))
+        if r == 3:
+            b.send(0, 50)
+        traces[r] = b.build()
+    m = communication_matrix(Workload(traces, {"pair": [0, 1]})).bytes
+    ring = 2 * 3 / 4 * 1000
+    assert m[0, 1] == ring + 300 and m[1, 0] == 200 and m[1, 2] == ring and m[2, 3] == ring
+    assert m[3, 0] == ring + 50 and m[0, 2] == 0

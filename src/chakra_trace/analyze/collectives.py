@@ -190,3 +190,59 @@ def imbalance(workload, tolerance: float = 0.0) -> ImbalanceReport:
                                {r: int(workload.traces[r].ids[row]) for r, row in rows.items()},
                                peers or None))
     return ImbalanceReport(checked, found, tolerance)
+
+
+@dataclass
+class CommMatrix:
+    """Bytes each rank sends to each other rank (rows: senders, columns: receivers)."""
+
+    ranks: list[int]
+    bytes: np.ndarray
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ranks": self.ranks, "bytes": self.bytes.tolist()}
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.bytes, index=self.ranks, columns=self.ranks).rename_axis("from", axis=0)
+
+
+def communication_matrix(workload) -> CommMatrix:
+    """Bytes between every pair of ranks, from point-to-point sends and from each collective
+    as a ring over its group in listed order (the pattern the simulator uses for groups):
+    all-reduce sends 2(p-1)/p of its size to the next member, reduce-scatter (p-1)/p,
+    all-gather (p-1) times its per-rank input, broadcast/reduce/gather/scatter their size;
+    all-to-all sends size/p to every other member (all_to_allv: its recorded splits)."""
+    ranks = workload.ranks
+    pos = {r: i for i, r in enumerate(ranks)}
+    m = np.zeros((len(ranks), len(ranks)))
+    for (g, _k), rows in _instances(workload).items():
+        members = [r for r in workload.group_ranks(g) if r in pos]
+        p = len(members)
+        if p < 2:
+            continue
+        for rank, row in rows.items():
+            t = workload.traces[rank]
+            size, kind = float(t.comm_size[row]), collective_name(int(t.comm_type[row]))
+            i = members.index(rank) if rank in members else None
+            if i is None:
+                continue
+            if kind == "ALL_TO_ALL":
+                peer = _peer_bytes(t, row)
+                sends = peer if peer is not None and len(peer) == p else [size / p] * p
+                for j, b in zip(members, sends):
+                    if j != rank:
+                        m[pos[rank], pos[j]] += b
+                continue
+            share = {"ALL_REDUCE": 2 * (p - 1) / p * size, "REDUCE_SCATTER": (p - 1) / p * size,
+                     "REDUCE_SCATTER_BLOCK": (p - 1) / p * size, "ALL_GATHER": (p - 1) * size,
+                     "BARRIER": 0.0}.get(kind, size)
+            m[pos[rank], pos[members[(i + 1) % p]]] += share
+    for rank in ranks:
+        t = workload.traces[rank]
+        for row in np.flatnonzero(t.types == NodeType.COMM_SEND_NODE).tolist():
+            dst = int(t.comm_dst[row])
+            if dst in pos:
+                m[pos[rank], pos[dst]] += float(t.comm_size[row])
+    return CommMatrix(ranks, m)

@@ -105,3 +105,20 @@ def imbalance(workload: str, comm_groups, tolerance: float, as_json: bool) -> No
                       ", ".join(f"{r} ({n})" for r, n in res.by_rank().items()))
     if res.imbalanced:
         raise SystemExit(1)
+
+
+@analyze.command()
+@click.argument("workload")
+@_groups_option
+@json_option
+def matrix(workload: str, comm_groups, as_json: bool) -> None:
+    """Bytes sent between every pair of ranks (collectives as rings over their groups, plus sends)."""
+    from ..analyze.collectives import communication_matrix
+
+    res = communication_matrix(_workload(workload, comm_groups))
+    if as_json:
+        print_json(res.to_dict())
+        return
+    rows = [{"from": r, **{str(c): int(v) for c, v in zip(res.ranks, res.bytes[i])}} for i, r in enumerate(res.ranks)]
+    _table("bytes sent (rows: from, columns: to)", rows[:32], ["from", *(str(c) for c in res.ranks[:16])])
+
