@@ -53,15 +53,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .._native import load as load_native
 from ..errors import TraceFormatError
 from ..io.stream import Limits, open_binary
 
-try:  # optional C scanner (setup.py builds it); CHAKRA_TRACE_PURE=1 forces pure Python
-    from . import _kineto as _native
-except ImportError:  # pragma: no cover - depends on the build
-    _native = None
-if os.environ.get("CHAKRA_TRACE_PURE"):
-    _native = None
+_native = load_native("chakra_trace.convert._kineto")  # optional C kernels; None: the numpy/Python path
 
 __all__ = [
     "CPU_CATS", "GPU_CATS", "RUNTIME_CATS", "KinetoTrace", "read_kineto",

@@ -41,16 +41,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .._native import load as load_native
 from ..errors import TraceFormatError
 from ..io.stream import Limits, Prefetch, open_binary
 from ..io.wire import ranges
 
-try:  # optional C kernel (setup.py builds it); CHAKRA_TRACE_PURE=1 forces pure Python
-    from . import _host as _native
-except ImportError:  # pragma: no cover - depends on the build
-    _native = None
-if os.environ.get("CHAKRA_TRACE_PURE"):
-    _native = None
+_native = load_native("chakra_trace.convert._host")  # optional C kernels; None: the numpy/Python path
 
 __all__ = [
     "HostTensors", "HostTrace", "TruncatedTraceWarning", "read_host_trace",

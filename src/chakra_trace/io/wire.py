@@ -6,16 +6,11 @@ paid per *field position*, not per node. Errors carry the byte offset where pars
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-try:  # optional C kernels (setup.py builds them); CHAKRA_TRACE_PURE=1 forces numpy
-    from . import _wire as _native
-except ImportError:  # pragma: no cover - depends on the build
-    _native = None
-if os.environ.get("CHAKRA_TRACE_PURE"):
-    _native = None
+from .._native import load as load_native
+
+_native = load_native("chakra_trace.io._wire")  # optional C kernels; None: the numpy/Python path
 
 U8 = np.uint8
 I64 = np.int64
