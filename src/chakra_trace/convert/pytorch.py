@@ -203,9 +203,7 @@ class _Converter:
             p = interval_parents(self.start[rows], self.end[rows], self.tid[rows])
             return np.where(p >= 0, rows[np.maximum(p, 0)], -1)
         par = h.parent[rows]
-        pos = np.full(rows.size, -1, np.int64)
-        has = par >= 0
-        pos[has] = [h.row(int(x)) for x in par[has].tolist()]
+        pos = np.where(par >= 0, h.rows(par), -1)
         in_scope = np.zeros(len(h), bool)
         in_scope[rows] = True
         return np.where((pos >= 0) & in_scope[np.maximum(pos, 0)], pos, -1)

@@ -45,6 +45,7 @@ from .._native import load as load_native
 from ..errors import TraceFormatError
 from ..io.stream import Limits, Prefetch, open_binary
 from ..io.wire import ranges
+from ..schema.trace import id_index, rows_of
 
 _native = load_native("chakra_trace.convert._host")  # optional C kernels; None: the numpy/Python path
 
@@ -296,16 +297,17 @@ class HostTrace:
         m[self.pg_init_rows] = True
         return m
 
-    def row(self, node_id: int) -> int:
-        """Row of node id (first one if an id repeats)."""
+    def rows(self, node_ids) -> np.ndarray:
+        """Row of each node id (-1 where absent; the first row if an id repeats)."""
         if self._index is None:
-            order = np.argsort(self.ids, kind="stable")
-            self._index = (self.ids[order], order)
-        sid, order = self._index
-        p = int(np.searchsorted(sid, node_id))
-        if p >= sid.size or sid[p] != node_id:
+            self._index = id_index(self.ids)
+        return rows_of(self._index, node_ids)
+
+    def row(self, node_id: int) -> int:
+        r = int(self.rows([node_id])[0])
+        if r < 0:
             raise KeyError(f"no node with id {node_id}")
-        return int(order[p])
+        return r
 
     # ------------------------------------------------------------------ nodes
     def node(self, i: int) -> dict:

@@ -85,6 +85,22 @@ class Node:
         return default
 
 
+def id_index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted ids, their rows): what `rows_of` searches. Stable, so a repeated id finds its first row."""
+    order = np.argsort(ids, kind="stable")
+    return ids[order], order
+
+
+def rows_of(index: tuple[np.ndarray, np.ndarray], ids) -> np.ndarray:
+    """Row of each id in an `id_index` (-1 where absent)."""
+    sorted_ids, order = index
+    ids = np.asarray(ids, sorted_ids.dtype)
+    if sorted_ids.size == 0:
+        return np.full(ids.shape, -1, np.int64)
+    pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
+    return np.where(sorted_ids[pos] == ids, order[pos], -1).astype(np.int64)
+
+
 def _csr(lists: Iterable[Iterable[int]], n: int) -> tuple[np.ndarray, np.ndarray]:
     lens = np.zeros(n, np.int64)
     flat: list[int] = []
@@ -219,16 +235,8 @@ class Trace:
     def index_of(self, ids) -> np.ndarray:
         """Row index of each id (-1 where the id is not in the trace). Duplicates: first row."""
         if self._index is None:
-            order = np.argsort(self.ids, kind="stable")
-            self._index = (self.ids[order], order)
-        sorted_ids, order = self._index
-        ids = np.asarray(ids, np.uint64)
-        if sorted_ids.size == 0:
-            return np.full(ids.shape, -1, np.int64)
-        pos = np.searchsorted(sorted_ids, ids)
-        pos_c = np.minimum(pos, sorted_ids.size - 1)
-        found = sorted_ids[pos_c] == ids
-        return np.where(found, order[pos_c], -1).astype(np.int64)
+            self._index = id_index(self.ids)
+        return rows_of(self._index, ids)
 
     def row(self, node_id: int) -> int:
         i = int(self.index_of([node_id])[0])
