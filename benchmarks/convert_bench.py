@@ -13,16 +13,26 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
+import _probe as probe
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
-sys.path.insert(0, os.path.join(ROOT, "src"))
+
+
+def _write_doc(path: str, doc: dict, key: str, first: list, rest) -> None:
+    """`doc` with its list `key` replaced by first + rest, written item by item."""
+    head = {k: v for k, v in doc.items() if k != key}
+    with open(path, "w") as f:
+        f.write(json.dumps(head)[:-1] + f', "{key}": [\n')
+        for k, item in enumerate(itertools.chain(first, rest)):
+            f.write((",\n" if k else "") + json.dumps(item))
+        f.write("\n]}\n")
 
 
 def generate(out_dir: str, min_nodes: int) -> tuple[str, str, int]:
@@ -40,87 +50,51 @@ def generate(out_dir: str, min_nodes: int) -> tuple[str, str, int]:
     copies = -(-min_nodes // len(body))
     et_path = os.path.join(out_dir, "big.et.json")
     k_path = os.path.join(out_dir, "big.kineto.json")
-    with open(et_path, "w") as f:
-        head = {k: v for k, v in et.items() if k != "nodes"}
-        f.write(json.dumps(head)[:-1] + ', "nodes": [\n')
-        first = True
-        for n in synthetic:
-            f.write(("" if first else ",\n") + json.dumps(n))
-            first = False
-        for c in range(copies):
-            for n in body:
-                m = dict(n)
-                m["id"] = n["id"] + c * id_span
-                if isinstance(n.get("ctrl_deps"), int) and n["ctrl_deps"] > 3:
-                    m["ctrl_deps"] = n["ctrl_deps"] + c * id_span
-                m["attrs"] = [dict(a, value=a["value"] + c * rf_span) if a["name"] == "rf_id" and a["value"] else a
-                              for a in n["attrs"]]
-                f.write(",\n" + json.dumps(m))
-        f.write("\n]}\n")
-    with open(k_path, "w") as f:
-        head = {k: v for k, v in kin.items() if k != "traceEvents"}
-        f.write(json.dumps(head)[:-1] + ', "traceEvents": [\n')
-        first = True
-        for e in other:
-            f.write(("" if first else ",\n") + json.dumps(e))
-            first = False
-        for c in range(copies):
-            for e in events:
-                m = dict(e, ts=round(e["ts"] + c * t_span, 3))
-                args = dict(e.get("args", {}))
-                for key in ("Record function id", "External id"):
-                    if key in args:
-                        args[key] += c * rf_span
-                if e["name"].startswith("ProfilerStep#"):
-                    m["name"] = f"ProfilerStep#{2 + 2 * c + int(e['name'][13:]) - 2}"
-                m["args"] = args
-                f.write(",\n" + json.dumps(m))
-        f.write("\n]}\n")
+    def host_copy(n: dict, c: int) -> dict:
+        m = dict(n, id=n["id"] + c * id_span)
+        if isinstance(n.get("ctrl_deps"), int) and n["ctrl_deps"] > 3:
+            m["ctrl_deps"] = n["ctrl_deps"] + c * id_span
+        m["attrs"] = [dict(a, value=a["value"] + c * rf_span) if a["name"] == "rf_id" and a["value"] else a
+                      for a in n["attrs"]]
+        return m
+
+    def event_copy(e: dict, c: int) -> dict:
+        m = dict(e, ts=round(e["ts"] + c * t_span, 3))
+        args = dict(e.get("args", {}))
+        for key in ("Record function id", "External id"):
+            if key in args:
+                args[key] += c * rf_span
+        if e["name"].startswith("ProfilerStep#"):
+            m["name"] = f"ProfilerStep#{2 + 2 * c + int(e['name'][13:]) - 2}"
+        m["args"] = args
+        return m
+
+    _write_doc(et_path, et, "nodes", synthetic, (host_copy(n, c) for c in range(copies) for n in body))
+    _write_doc(k_path, kin, "traceEvents", other, (event_copy(e, c) for c in range(copies) for e in events))
     return et_path, k_path, copies * len(body) + len(synthetic)
 
 
-_MEMORY = r"""
-def hwm():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-def rss():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-"""  # the peak and current RSS of the probe process
-
-PROBE = _MEMORY + r"""
-import json, os, sys, time, warnings
-sys.path.insert(0, os.path.join(sys.argv[3], "src"))
-import numpy, chakra_trace
+PROBE = """
+import warnings
 from chakra_trace.convert.pytorch import convert_pytorch
-base = rss()
-open("/proc/self/clear_refs", "w").write("5")  # reset the high-water mark
+base = status("VmRSS")
+reset_peak()
 t = time.perf_counter()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     trace, report = convert_pytorch(sys.argv[1], sys.argv[2])
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "peak_growth": hwm() - base, "chakra_nodes": len(trace),
+print(json.dumps({"seconds": dt, "peak_growth": status("VmHWM") - base, "chakra_nodes": len(trace),
                   "collectives": len(report.collectives)}))
 """
 
-BASELINE = _MEMORY + r"""
-import json, sys, time
-base = rss()
-open("/proc/self/clear_refs", "w").write("5")
+BASELINE = """
+base = status("VmRSS")
+reset_peak()
 t = time.perf_counter()
 docs = [json.load(open(p)) for p in sys.argv[1:3]]
-print(json.dumps({"seconds": time.perf_counter() - t, "peak_growth": hwm() - base}))
+print(json.dumps({"seconds": time.perf_counter() - t, "peak_growth": status("VmHWM") - base}))
 """
-
-
-def _probe(code: str, *args: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(out.stderr)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -134,8 +108,8 @@ def main() -> None:
         gen = time.perf_counter() - t
         size = os.path.getsize(et) + os.path.getsize(kin)
         print(f"generated {n:,} host nodes ({size / 2**20:.0f} MiB of JSON) in {gen:.1f} s")
-        r = _probe(PROBE, et, kin, ROOT)
-        b = _probe(BASELINE, et, kin)
+        r = probe.run(PROBE, et, kin)
+        b = probe.run(BASELINE, et, kin)
     rate = n / r["seconds"]
     per_node = r["peak_growth"] / n
     res = {"host_nodes": n, "seconds": r["seconds"], "nodes_per_s": rate, "peak_bytes_per_node": per_node,

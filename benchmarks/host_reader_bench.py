@@ -26,14 +26,13 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
+import _probe
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(HERE, "..", "src")
 DEFAULT_SOURCE = os.path.join(HERE, "..", "tests", "data", "ddp_rank0.et.json.gz")
 
 SYNTHETIC = ("[pytorch|profiler|execution_trace|process]", "[pytorch|profiler|execution_trace|thread]",
@@ -172,52 +171,36 @@ def generate(source: str, nodes: int, out_path: str) -> dict:
             "bytes": os.path.getsize(out_path)}
 
 
-_PROBE = textwrap.dedent("""
-    import gc, json, os, sys, time
-    def status(key):
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    mode, path = sys.argv[1], sys.argv[2]
-    import numpy as np
-    from chakra_trace.convert.pytorch_host import read_host_trace
-    gc.collect()
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak-RSS mark
-    except OSError:
-        pass
-    before = status("VmRSS")
-    t0 = time.perf_counter()
-    if mode == "json":
-        with open(path, "rb") as f:
-            doc = json.load(f)
-        n = len(doc["nodes"])
-        nbytes = None
-    else:
-        h = read_host_trace(path)
-        n = len(h)
-        nbytes = h.nbytes()
-    dt = time.perf_counter() - t0
-    after, peak = status("VmRSS"), status("VmHWM")
-    extra = {}
-    if mode != "json":
-        tb = h._tables
-        extra = {"templates": len(tb), "roles": tb.n_roles, "derived": tb.n_derived,
-                 "tensors": len(h.tensors)}
-    print(json.dumps({"nodes": n, "seconds": dt, "before": before, "after": after, "peak": peak,
-                      "nbytes": nbytes, **extra}))
-""")
+_PROBE = """
+mode, path = sys.argv[1], sys.argv[2]
+import numpy as np
+from chakra_trace.convert.pytorch_host import read_host_trace
+reset_peak()
+before = status("VmRSS")
+t0 = time.perf_counter()
+if mode == "json":
+    with open(path, "rb") as f:
+        doc = json.load(f)
+    n = len(doc["nodes"])
+    nbytes = None
+else:
+    h = read_host_trace(path)
+    n = len(h)
+    nbytes = h.nbytes()
+dt = time.perf_counter() - t0
+after, peak = status("VmRSS"), status("VmHWM")
+extra = {}
+if mode != "json":
+    tb = h._tables
+    extra = {"templates": len(tb), "roles": tb.n_roles, "derived": tb.n_derived,
+             "tensors": len(h.tensors)}
+print(json.dumps({"nodes": n, "seconds": dt, "before": before, "after": after, "peak": peak,
+                  "nbytes": nbytes, **extra}))
+"""
 
 
 def probe(mode: str, path: str) -> dict:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", _PROBE, mode, path], capture_output=True, text=True, env=env)
-    if out.returncode:
-        raise SystemExit(f"probe {mode} failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _probe.run(_PROBE, mode, path, env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
 
 
 def measure(mode: str, path: str, repeat: int) -> dict:

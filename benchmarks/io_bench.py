@@ -39,13 +39,13 @@ import os
 import platform
 import pstats
 import shutil
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 
 import numpy as np
+
+import _probe
 
 try:
     import chakra_trace  # noqa: F401
@@ -362,51 +362,35 @@ def timed(fn, repeat: int = 1):
     return best, result
 
 
-_RSS_PROBE = textwrap.dedent("""
-    import ctypes, gc, json, os, sys
-    import numpy as np
-    from chakra_trace.io.et import read_trace
-    if sys.argv[2] == "no-native":
-        for name, mod in list(sys.modules.items()):
-            if name.startswith("chakra_trace") and getattr(mod, "_native", None) is not None:
-                mod._native = None
-    def status(key):
-        # VmHWM, unlike ru_maxrss, is per address space: not inherited from the parent at exec
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    gc.collect()
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak-RSS mark
-    except OSError:
-        pass
-    before, peak0 = status("VmRSS"), status("VmHWM")
-    t = read_trace(sys.argv[1])
-    gc.collect()
-    after, peak = status("VmRSS"), status("VmHWM")
-    trimmed = None
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)  # give back heap that glibc keeps after frees
-        trimmed = status("VmRSS")
-    except OSError:
-        pass
-    print(json.dumps({"nodes": len(t), "before": before, "after": after, "after_malloc_trim": trimmed,
-                      "peak_before": peak0, "peak": peak, "nbytes": t.nbytes()}))
-""")
-
+_RSS_PROBE = """
+import ctypes
+import numpy as np
+from chakra_trace.io.et import read_trace
+if sys.argv[2] == "no-native":
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("chakra_trace") and getattr(mod, "_native", None) is not None:
+            mod._native = None
+reset_peak()
+before, peak0 = status("VmRSS"), status("VmHWM")
+t = read_trace(sys.argv[1])
+gc.collect()
+after, peak = status("VmRSS"), status("VmHWM")
+trimmed = None
+try:
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # give back heap that glibc keeps after frees
+    trimmed = status("VmRSS")
+except OSError:
+    pass
+print(json.dumps({"nodes": len(t), "before": before, "after": after, "after_malloc_trim": trimmed,
+                  "peak_before": peak0, "peak": peak, "nbytes": t.nbytes()}))
+"""
 
 
 def rss_probe(path: str, native: bool) -> dict:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     if not native:
         env["CHAKRA_TRACE_PURE"] = "1"
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
-    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", _RSS_PROBE, path, "native" if native else "no-native"], capture_output=True, text=True, env=env,
-                         check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _probe.run(_RSS_PROBE, path, "native" if native else "no-native", env=env)
 
 
 def line_profile(fn, funcs, top: int = 25) -> str:

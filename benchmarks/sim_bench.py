@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import _probe as probe
 
 SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
           "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
@@ -37,37 +34,27 @@ CASES = [
     ("train, 1,024 ring, congestion-aware", (["Ring"], [1024], [50], [500]), TRAIN, True, 388.0),
 ]
 
-PROBE = r"""
-import json, sys, time
-sys.path.insert(0, sys.argv[1] + "/src")
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
+PROBE = """
 from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network, SystemConfig
 from chakra_trace.synthesize import from_spec
-spec = json.loads(sys.argv[2])
+spec = json.loads(sys.argv[1])
 net = Network.simple(*spec["network"])
 system = SystemConfig.from_dict(spec["system"])
 workload = from_spec(spec["workload"], net.npus)
-base = status("VmRSS:")
-open("/proc/self/clear_refs", "w").write("5")
+base = status("VmRSS")
+reset_peak()
 t = time.perf_counter()
 res = simulate(workload, net, system, compat=True, aware=spec["aware"])
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "peak_bytes": status("VmHWM:") - base, "step_ns": res.step_ns,
+print(json.dumps({"seconds": dt, "peak_bytes": status("VmHWM") - base, "step_ns": res.step_ns,
                   "finish_equal": len(set(res.finish_ns.tolist())) == 1, "events": res.events,
                   "exposed_ns": int(res.exposed_comm_ns.max())}))
 """
 
 
 def run(network, workload: str, aware: bool) -> dict:
-    spec = {"network": network, "system": SYSTEM, "workload": workload, "aware": aware}
-    out = subprocess.run([sys.executable, "-c", PROBE, ROOT, json.dumps(spec)], capture_output=True, text=True)
-    if out.returncode:
-        sys.exit(out.stderr[-3000:])
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return probe.run(PROBE, json.dumps({"network": network, "system": SYSTEM, "workload": workload, "aware": aware}))
 
 
 def ring_allreduce_closed_form(p: int, nbytes: int, splits=4, bw=50, lat=500, delta=10, mem=1600) -> int:
