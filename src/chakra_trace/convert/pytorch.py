@@ -489,10 +489,11 @@ class _Converter:
         host_name = len(names_all) - 2
         ev_ids = nid
         gap_ids = nid[gap] - 1
+        gaps = np.r_[gap_ids, [n_ids] if tail else []].astype(np.int64)  # every `[host]` node
         name_src[ev_ids[host]] = h.name[src[host]]
         if n_gpu:
             name_src[ev_ids[is_gpu]] = k_off + kin.name[gpu["krow"][src[is_gpu]]]
-        name_src[gap_ids] = host_name
+        name_src[gaps] = host_name
         start = np.zeros(N, np.int64)
         dur = np.zeros(N, np.int64)
         if timed:
@@ -503,25 +504,16 @@ class _Converter:
             if tail:
                 last_end = e[main_ev[-1]]
                 start[n_ids], dur[n_ids] = _us(last_end - lo), _us(hi) - _us(last_end)
-                name_src[n_ids] = host_name
         is_host_node = np.zeros(N, bool)
         is_host_node[ev_ids[host]] = True
-        cpu_op = np.zeros(N, bool)  # value of is_cpu_op
-        cpu_op[ev_ids[host]] = True
-        cpu_op[gap_ids] = True
-        if tail:
-            cpu_op[n_ids] = True
+        has_tid = is_host_node.copy()  # host ops and gaps: a thread, and is_cpu_op true (but comm nodes)
+        has_tid[gaps] = True
+        cpu_op = has_tid.copy()  # value of is_cpu_op
         row_of = np.full(N, -1, np.int64)  # host row of each host node
         row_of[ev_ids[host]] = src[host]
         thread_of = np.zeros(N, np.int64)
         thread_of[ev_ids[host]] = th[host]
-        thread_of[gap_ids] = main
-        if tail:
-            thread_of[n_ids] = main
-        has_tid = is_host_node.copy()
-        has_tid[gap_ids] = True
-        if tail:
-            has_tid[n_ids] = True
+        thread_of[gaps] = main
 
         # ---- dependencies: thread / stream order, gaps, GPU work after its launch
         dep_src = [ev_ids[gap & (prev >= 0)] - 1, ev_ids[gap], ev_ids[~gap & (prev >= 0)]]
