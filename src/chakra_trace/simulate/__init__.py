@@ -250,15 +250,18 @@ class Simulator:
         cols = {k: np.zeros(n, np.int64) for k in ("finish", "compute", "comm", "overlap", "exposed", "idle",
                                                    "compute_sum")}
         nodes, names = {}, {}
+        per_trace: dict[int, tuple] = {}  # NPUs running one trace share its masks and names
         for npu in self.npus_state:
             t = npu.t
-            comm = np.isin(t.types, (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE))
-            tot = busy(npu.start, np.where(npu.end >= 0, npu.end, npu.start - 1), npu.kind == ACCEL, comm)
+            if id(t) not in per_trace:
+                comm = np.isin(t.types, (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE))
+                per_trace[id(t)] = (npu.kind == ACCEL, comm, np.asarray(t.names, dtype=object)[t.name_codes])
+            compute, comm, names[npu.rank] = per_trace[id(t)]
+            tot = busy(npu.start, np.where(npu.end >= 0, npu.end, npu.start - 1), compute, comm)
             tot["idle"] += tot["start"]  # a simulated step starts at 0
             for k in cols:
                 cols[k][npu.rank] = tot[k]
             nodes[npu.rank] = (npu.start, npu.end, npu.kind)
-            names[npu.rank] = np.asarray(t.names, dtype=object)[t.name_codes]
         exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]
         return SimResult(finish_ns=cols["finish"], exposed_comm_ns=exposed, compute_ns=cols["compute"],
                          comm_ns=cols["comm"], overlap_ns=cols["overlap"], idle_ns=cols["idle"],

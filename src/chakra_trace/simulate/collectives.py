@@ -171,6 +171,9 @@ class Collectives:
         for d in dims:
             for f in free[d]:
                 f[npus] = start
+        # when each slot is free for every member (a phase runs on all members, so this is
+        # the latest of free[d][k] over them, kept as a number for the choice below)
+        free_at = {d: [int(start.max())] * slots for d in dims}
         nxt = [0] * plan.chunks  # next phase of each chunk
         ready_at = [int(start.max())] * plan.chunks  # scalar time the chunk's next phase is ready
         seq = list(range(plan.chunks))  # order chunks became ready (for FIFO / LIFO ties)
@@ -181,8 +184,8 @@ class Collectives:
             best = None
             for c in pending:
                 ph = plan.phases[nxt[c]]
-                k = min(range(slots), key=lambda s: int(free[ph.dim][s][npus].max()))
-                t = max(ready_at[c], int(free[ph.dim][k][npus].max()))
+                k = min(range(slots), key=free_at[ph.dim].__getitem__)
+                t = max(ready_at[c], free_at[ph.dim][k])
                 key = (t, -seq[c] if policy == "LIFO" else seq[c], c)
                 if best is None or key < best[0]:
                     best = (key, c, k)
@@ -193,7 +196,7 @@ class Collectives:
             t1 = self._phase(ph, t0)
             free[ph.dim][k][members] = t1.ravel()
             ready[c][members] = t1.ravel()
-            ready_at[c] = int(t1.max())
+            ready_at[c] = free_at[ph.dim][k] = int(t1.max())
             order += 1
             seq[c] = plan.chunks + order
             nxt[c] += 1
