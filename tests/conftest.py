@@ -8,3 +8,18 @@ DATA = Path(__file__).parent / "data"
 @pytest.fixture
 def resnet_path() -> Path:
     return DATA / "resnet50_ddp.0.et.gz"
+
+
+@pytest.fixture(scope="session")
+def ddp_pair():
+    """The converted 2-rank gloo DDP recording (tests/data), as a Workload."""
+    import warnings
+
+    from chakra_trace.convert.pytorch import convert_pytorch
+    from chakra_trace.schema.workload import Workload
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Workload({r: convert_pytorch(DATA / f"ddp_rank{r}.et.json.gz",
+                                            DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz", rank=r)[0]
+                         for r in (0, 1)})

@@ -27,6 +27,14 @@ class Breakdown:
     def to_dict(self) -> dict[str, Any]:
         return {"ranks": self.rows}
 
+    @classmethod
+    def from_simulation(cls, result) -> "Breakdown":
+        """The same columns from a SimResult (a simulated step starts at 0, so span = finish)."""
+        cols = zip(result.finish_ns, result.compute_ns, result.comm_ns, result.overlap_ns, result.exposed_comm_ns,
+                   result.idle_ns)
+        return cls([{"rank": npu, **{k: float(v) / 1000 for k, v in zip(_COLUMNS, vals)}}
+                    for npu, vals in enumerate(cols)])
+
     def to_pandas(self):
         import pandas as pd
 

@@ -102,3 +102,224 @@ def _topological_order(n: int, indptr: np.ndarray, preds: np.ndarray) -> list[in
         raise ChakraError(f"the dependencies form a cycle ({n - len(out)} nodes on or behind it); "
                           "run `chakra validate` to see one")
     return out
+
+
+# ---------------------------------------------------------------------------------- the whole job
+
+_KIND_NAMES = ("compute", "cpu", "comm", "other")
+
+
+@dataclass
+class JobCriticalPath:
+    """The chain of operations, across ranks, that sets the step time.
+
+    Walked back from the operation that ends last: each step goes to what the operation
+    waited for, whichever finished last of its dependencies, the previous operation on its
+    resource (one accelerator, CPU and collective stream per rank), or, for a collective or
+    a receive, the member that arrived last (the path jumps to that rank). ``segments`` run
+    first to last; each has the time the path spends in it (``time_ns``: a collective counts
+    from its last member's arrival; ``gated_by_rank`` names that member), ``wait_ns``, time
+    before it that no operation explains (launch gaps, latencies), and ``via``, what it
+    waited for ("dependency", "resource"; "start" for the first). ``length_ns`` = the sum
+    of both times = last end − first start.
+    """
+
+    source: str  # "recorded" or "simulated"
+    length_ns: int
+    step_ns: int  # the job's span: latest end minus earliest start over every rank
+    last_rank: int  # the rank whose operation ends last
+    segments: list[dict] = field(default_factory=list)
+
+    @property
+    def wait_ns(self) -> int:
+        return sum(s["wait_ns"] for s in self.segments)
+
+    def by_rank(self) -> dict[int, int]:
+        """Time on the path per rank (ns): which ranks set the step time."""
+        out: dict[int, int] = {}
+        for s in self.segments:
+            out[s["rank"]] = out.get(s["rank"], 0) + s["time_ns"]
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def by_kind(self) -> dict[str, int]:
+        out = {k: 0 for k in _KIND_NAMES}
+        for s in self.segments:
+            out[s["kind"]] += s["time_ns"]
+        out["wait"] = self.wait_ns
+        return out
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "length_ns": self.length_ns, "step_ns": self.step_ns,
+                "last_rank": self.last_rank, "wait_ns": self.wait_ns, "by_rank": self.by_rank(),
+                "by_kind": self.by_kind(), "segments": self.segments}
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.segments)
+
+
+class _RankTimes:
+    """One rank's view for the walk: times, resources, predecessors, lane order."""
+
+    def __init__(self, trace: Trace, start: np.ndarray, end: np.ndarray, kind: np.ndarray, cache: dict):
+        self.t, self.start, self.end, self.kind = trace, start, end, kind
+        if id(trace) not in cache:
+            cache[id(trace)] = _dependency_csr(trace)
+        self.indptr, self.preds = cache[id(trace)]
+        ran = np.flatnonzero(end >= 0)
+        self.lanes = {}
+        for k in np.unique(kind[ran]).tolist():
+            rows = ran[kind[ran] == k]
+            rows = rows[np.lexsort((start[rows], end[rows]))]
+            self.lanes[k] = (end[rows], rows)
+
+    def predecessor(self, v: int, at: int, tol: int, seen: set) -> tuple[int, str]:
+        """What row v (on the path from time `at`) waited for: (row, how) or (-1, "")."""
+        best, how, best_end = -1, "", -1
+        for p in self.preds[self.indptr[v]:self.indptr[v + 1]].tolist():
+            e = int(self.end[p])
+            if 0 <= e <= at + tol and e > best_end and p not in seen:
+                best, how, best_end = p, "dependency", e
+        k = int(self.kind[v])
+        if k != 3 and k in self.lanes:  # the resource: the same-kind row that freed it last
+            ends, rows = self.lanes[k]
+            i = int(np.searchsorted(ends, at + tol, "right")) - 1
+            while i >= 0 and (int(rows[i]) == v or int(rows[i]) in seen):
+                i -= 1
+            if i >= 0 and int(ends[i]) > best_end:
+                best, how = int(rows[i]), "resource"
+        return best, how
+
+
+def _partners(traces: dict[int, Trace], cache: dict) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """(rank, row) of a collective or receive -> every (rank, row) it meets: the collective's
+    members (k-th collective of a group on each rank) or the matching send."""
+    from ..schema.enums import NodeType
+    from .collectives import group_rows
+
+    inst: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    sends: dict[tuple, list[tuple[int, int]]] = {}
+    recvs: dict[tuple, list[tuple[int, int]]] = {}
+    for rank, t in traces.items():
+        if id(t) not in cache:
+            groups = [""] + [g for g in t.groups if g != ""]
+            coll = {g: group_rows(t, g).tolist() for g in groups}
+            s = np.flatnonzero(t.types == NodeType.COMM_SEND_NODE)
+            r = np.flatnonzero(t.types == NodeType.COMM_RECV_NODE)
+            cache[id(t)] = (coll, [(int(t.comm_dst[x]), int(t.comm_tag[x]), int(t.comm_size[x]), int(x)) for x in s],
+                            [(int(t.comm_src[x]), int(t.comm_tag[x]), int(t.comm_size[x]), int(x)) for x in r])
+        coll, s, r = cache[id(t)]
+        for g, rows in coll.items():
+            for k, row in enumerate(rows):
+                inst.setdefault((g, k), []).append((rank, row))
+        for dst, tag, size, row in s:
+            sends.setdefault((rank, dst, tag, size), []).append((rank, row))
+        for src, tag, size, row in r:
+            recvs.setdefault((src, rank, tag, size), []).append((rank, row))
+    out: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for members in inst.values():
+        for m in members:
+            out[m] = members
+    for key, rs in recvs.items():
+        for recv, send in zip(rs, sends.get(key, [])):
+            out[recv] = [recv, send]
+    return out
+
+
+def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriticalPath:
+    """The job's critical path from a simulation `result` (a SimResult: the path's length is
+    its step time) or, without one, from the recorded times, ranks put on one clock by
+    `align.rank_offsets_ns`. Raises ChakraError when a workload has no recorded times."""
+    from ..schema.workload import Workload
+    from ..simulate.scheduler import node_kinds
+
+    cache: dict = {}
+    kinds: dict = {}
+    ranks: dict[int, _RankTimes] = {}
+    if result is not None:
+        traces = result.traces or _traces_per_npu(workload, len(result.nodes))
+        for npu, (start, end, kind) in result.nodes.items():
+            ranks[npu] = _RankTimes(traces[npu], start, end, kind, cache)
+        tol, source = 0, "simulated"
+    else:
+        from .align import rank_offsets_ns
+
+        if isinstance(workload, Trace):
+            workload = Workload({0: workload})
+        traces = workload.traces
+        if all(not t.start.any() for t in traces.values() if len(t) > 1):
+            raise ChakraError("the workload has no recorded start times (all 0): simulate it (`--simulate "
+                              "SYSTEM`; in Python, job_critical_path(workload, result))")
+        offsets = rank_offsets_ns(workload, align)
+        for r, t in traces.items():
+            start = t.start.astype(np.int64) * 1000 + offsets[r]
+            if id(t) not in kinds:
+                kinds[id(t)] = node_kinds(t)
+            ranks[r] = _RankTimes(t, start, start + t.duration.astype(np.int64) * 1000, kinds[id(t)], cache)
+        tol, source = 1000, "recorded"  # recorded times are whole µs
+    partners = _partners(traces, {})
+    # start from the operation that ends last (lowest rank on a tie)
+    last_rank, v, frontier, first = -1, -1, -1, None
+    for r in sorted(ranks):
+        rt = ranks[r]
+        ran = rt.end >= 0
+        if not ran.any():
+            continue
+        i = int(np.argmax(rt.end))
+        if rt.end[i] > frontier:
+            last_rank, v, frontier = r, i, int(rt.end[i])
+        lo = int(rt.start[ran].min())
+        first = lo if first is None else min(first, lo)
+    if last_rank < 0:
+        return JobCriticalPath(source, 0, 0, -1)
+    segments: list[dict] = []
+    seen: dict[int, set] = {r: set() for r in ranks}
+    r = last_rank
+    while True:
+        rt = ranks[r]
+        seen[r].add(v)
+        at = int(rt.start[v])
+        gate = (r, v)
+        for m in partners.get((r, v), ()):  # a collective or receive: the member that arrived last
+            mr, mv = m  # (while this one waited: a recorded op that ended first did not wait for it)
+            if mr in ranks and at < int(ranks[mr].start[mv]) <= rt.end[v]:
+                gate, at = m, int(ranks[mr].start[mv])
+        at = min(at, frontier)
+        segments.append(_segment(rt, r, v, at, frontier, gate))
+        r, v = gate
+        rt = ranks[r]
+        seen[r].add(v)
+        p, how = rt.predecessor(v, at, tol, seen[r])
+        if p < 0:
+            break
+        segments[-1]["via"] = how
+        end = min(int(rt.end[p]), at)
+        segments[-1]["wait_ns"] = at - end
+        frontier = end
+        v = p
+    segments.reverse()
+    length = sum(s["time_ns"] + s["wait_ns"] for s in segments)
+    step = int(max(int(x.end.max()) for x in ranks.values()) - first)
+    return JobCriticalPath(source, int(length), step, last_rank, segments)
+
+
+def _segment(rt: _RankTimes, r: int, v: int, at: int, frontier: int, gate: tuple[int, int]) -> dict:
+    t = rt.t
+    from ..schema.enums import node_type_name
+
+    seg = {"rank": r, "id": int(t.ids[v]), "name": t.names[t.name_codes[v]], "type": node_type_name(int(t.types[v])),
+           "kind": _KIND_NAMES[int(rt.kind[v])], "start_ns": int(rt.start[v]), "end_ns": int(rt.end[v]),
+           "path_start_ns": int(at), "time_ns": int(frontier - at), "wait_ns": 0, "via": "start", "row": int(v)}
+    if gate != (r, v):
+        seg["gated_by_rank"] = gate[0]  # the member that arrived last
+    return seg
+
+
+def _traces_per_npu(workload, npus: int) -> dict[int, Trace]:
+    from ..schema.workload import Workload
+
+    if isinstance(workload, Trace):
+        workload = Workload({0: workload})
+    t = workload.traces
+    return {r: t[r] if r in t else t[0] for r in range(npus)}

@@ -31,8 +31,9 @@ def _table(title: str, rows: list[dict], columns: list[str]) -> None:
     from rich.table import Table
 
     t = Table(title=title)
-    for c in columns:
-        t.add_column(c, justify="left" if c in ("group", "type") else "right")
+    for c in columns:  # text left, numbers right
+        text = any(isinstance(r.get(c), str) and not r[c][:1].isdigit() for r in rows[:20])
+        t.add_column(c, justify="left" if text else "right", overflow="fold" if text else "ellipsis")
     for r in rows:
         t.add_row(*("all" if c == "group" and r.get(c) == "" else _fmt(r.get(c)) for c in columns))
     console().print(t)
@@ -45,7 +46,9 @@ def _fmt(v) -> str:
         return f"{v:,.3f}"
     if isinstance(v, int):
         return f"{v:,}"
-    return str(v)
+    from rich.markup import escape
+
+    return escape(str(v))  # an op named `[host]` is text, not rich markup
 
 
 @analyze.command()
@@ -122,3 +125,178 @@ def matrix(workload: str, comm_groups, as_json: bool) -> None:
     rows = [{"from": r, **{str(c): int(v) for c, v in zip(res.ranks, res.bytes[i])}} for i, r in enumerate(res.ranks)]
     _table("bytes sent (rows: from, columns: to)", rows[:32], ["from", *(str(c) for c in res.ranks[:16])])
 
+
+def _short(name: str, width: int = 60) -> str:
+    """A name for a table: at most `width` characters."""
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def _num(v) -> str:
+    """A float over a wide range, readable in a table column."""
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 0.01 or a == 0:
+        return f"{v:.3f}"
+    return f"{v:.2e}"
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.2f}%"
+
+
+@analyze.command()
+@click.argument("workload")
+@click.option("--device", default=None,
+              help="Device preset: v100, a100, h100, h200, b200, mi300x, tpu-v5e, cpu (default h100, unless "
+                   "--peak-tflops and --mem-bw-gbps are given; given with a preset they override it).")
+@click.option("--peak-tflops", type=float, help="Peak compute in TFLOP/s.")
+@click.option("--mem-bw-gbps", type=float, help="Memory bandwidth in GB/s.")
+@click.option("--top", type=int, default=25, show_default=True, help="Op names shown in the table.")
+@click.option("--ops", is_flag=True, help="With --json: every op, not only the per-name totals.")
+@json_option
+def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: bool, as_json: bool) -> None:
+    """Compute ops against a device's roofs: arithmetic intensity (FLOP/B from num_ops and
+    tensor_size), achieved vs attainable FLOP/s, memory or compute bound, per op name."""
+    from ..analyze.roofline import device_spec, roofline as run
+
+    if device is None and (peak_tflops is None or mem_bw_gbps is None):
+        device = "h100"
+    dev = device_spec(device, peak_tflops=peak_tflops, mem_bw_gbps=mem_bw_gbps)
+    res = run(_workload(workload, None), dev)
+    if as_json:
+        print_json(res.to_dict(ops=ops))
+        return
+    rows = [{"name": _short(r["name"]), "count": r["count"], "GFLOP": _num(r["flops"] / 1e9),
+             "MB": _num(r["bytes"] / 1e6), "time_us": f"{r['time_us']:,.0f}", "FLOP/B": _num(r["intensity"]),
+             "achieved TFLOP/s": _num(None if r["achieved"] is None else r["achieved"] / 1e12),
+             "attainable TFLOP/s": _num(r["attainable"] / 1e12), "efficiency": _pct(r["efficiency"]),
+             "bound": r["bound"]}
+            for r in res.by_name()[:max(top, 0)]]
+    _table(f"roofline on {dev.name} (per op name, most time first)", rows,
+           ["name", "count", "GFLOP", "MB", "time_us", "FLOP/B", "achieved TFLOP/s", "attainable TFLOP/s",
+            "efficiency", "bound"])
+    s = res.summary()
+    con = console()
+    con.print(f"device {dev.name}: peak {dev.peak_flops / 1e12:,.1f} TFLOP/s, memory {dev.mem_bw / 1e9:,.0f} GB/s, "
+              f"ridge {dev.ridge:,.1f} FLOP/B")
+    con.print(f"coverage: {s['ops']:,} of {s['comp_nodes']:,} COMP nodes have FLOP and byte counts "
+              f"({s['skipped']:,} skipped; {s['covered_time_us']:,} of {s['comp_time_us']:,} µs of compute time); "
+              f"{s['memory_bound']:,} memory bound, {s['compute_bound']:,} compute bound")
+
+
+@analyze.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--threshold", type=float, default=0.05, show_default=True,
+              help="Relative change of an op's total time (of A's) that still counts as the same.")
+@click.option("--min-us", type=float, default=1.0, show_default=True,
+              help="Absolute change (µs) below which an op counts as the same.")
+@click.option("--by-rank", is_flag=True, help="Compare each rank separately.")
+@click.option("--top", type=int, default=30, show_default=True, help="Changes shown in the table.")
+@json_option
+def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: int, as_json: bool) -> None:
+    """Compare two workloads (B against A): whole-run metrics, collectives, and the ops
+    (by node type and name) that got slower or faster, appeared or went away."""
+    import os
+
+    from ..analyze.diff import diff as run
+
+    labels = (os.path.basename(a.rstrip("/")) or a, os.path.basename(b.rstrip("/")) or b)
+    res = run(_workload(a, None), _workload(b, None), threshold=threshold, min_us=min_us, labels=labels,
+              by_rank=by_rank)
+    if as_json:
+        print_json(res.to_dict())
+        return
+    con = console()
+    con.print(f"A = {a}\nB = {b}")
+    for m in res.summary["metrics"]:
+        change = "" if m["ratio"] is None else f" ({100 * (m['ratio'] - 1):+.1f}%)"
+        con.print(f"  {m['metric']}: {m['a']:,} -> {m['b']:,}{change}")
+    for c in res.summary["collectives"]:
+        mark = " [bold]changed[/bold]" if c["changed"] else ""
+        con.print(f"  {c['group'] or 'all'} {c['type']}: {c['count_a']:,} ({c['bytes_a']:,} B) -> "
+                  f"{c['count_b']:,} ({c['bytes_b']:,} B){mark}")
+    con.print("  ops: " + ", ".join(f"{n:,} {s}" for s, n in res.summary["status"].items()))
+    rows = [r for r in res.rows if r["status"] != "same"][:max(top, 0)]
+    if not rows:
+        con.print("no op changed beyond the threshold")
+        return
+    rows = [{**r, "name": _short(r["name"]), "ratio": None if r["ratio"] is None else round(r["ratio"], 3)}
+            for r in rows]
+    _table(f"top changes (B vs A, threshold {threshold:g}, min {min_us:g} µs)", rows,
+           (["rank"] if by_rank else []) + ["name", "type", "count_a", "count_b", "total_us_a", "total_us_b",
+                                            "delta_us", "ratio", "status"])
+
+
+_simulate_one = click.option("--simulate", "system", metavar="SYSTEM", default=None,
+                             help="Use the times of a simulation on SYSTEM (a preset such as torus-8x8, or "
+                                  "NETWORK.yaml,SYSTEM.json) instead of the recorded ones.")
+
+
+def _analysis(workload: str, comm_groups, system):
+    from ..analyze import Analysis
+    from .report import run_simulations
+
+    wl = _workload(workload, comm_groups)
+    return Analysis(wl, next(iter(run_simulations(wl, [system]).values())) if system else None)
+
+
+@analyze.command("critical-path")
+@click.argument("workload")
+@_groups_option
+@click.option("--rank", type=int, default=None, help="One rank's dependency chain instead of the whole job's.")
+@_simulate_one
+@click.option("--top", type=int, default=20, show_default=True, help="Operations listed (longest first).")
+@json_option
+def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_json: bool) -> None:
+    """The chain of operations across ranks that sets the step time: which rank and which
+    ops (through collectives: the last member to arrive), from recorded or simulated times."""
+    a = _analysis(workload, comm_groups, system)
+    if rank is not None:
+        cp = a.critical_path(rank)
+        t = a.workload.traces[rank]
+        if as_json:
+            print_json({"rank": rank, "length_us": cp.length_us, "ids": cp.ids.tolist()})
+            return
+        console().print(f"rank {rank}: critical path {cp.length_us:,} µs over {cp.rows.size} nodes")
+        rows = sorted(({"id": int(t.ids[r]), "name": _short(t.names[t.name_codes[r]]), "duration_us": int(t.duration[r])}
+                       for r in cp.rows.tolist()), key=lambda x: -x["duration_us"])
+        _table("longest nodes on the path", rows[:top], ["id", "name", "duration_us"])
+        return
+    p = a.critical_path()
+    if as_json:
+        print_json(p.to_dict())
+        return
+    con = console()
+    con.print(f"[bold]job critical path[/bold] ({p.source}): {p.length_ns / 1000:,.1f} µs of a "
+              f"{p.step_ns / 1000:,.1f} µs step; {len(p.segments)} operations; unexplained waits "
+              f"{p.wait_ns / 1000:,.1f} µs; the last operation ends on rank {p.last_rank}")
+    length = max(p.length_ns, 1)
+    con.print("time on the path per rank: " + ", ".join(f"{r}: {v / 1000:,.1f} µs ({v / length:.0%})"
+                                                        for r, v in list(p.by_rank().items())[:10]))
+    con.print("per resource: " + ", ".join(f"{k} {v / 1000:,.1f} µs" for k, v in p.by_kind().items() if v))
+    rows = [{"rank": s["rank"], "name": _short(s["name"]), "kind": s["kind"], "start_us": s["start_ns"] / 1000,
+             "time_us": s["time_ns"] / 1000, "share": _pct(s["time_ns"] / length), "waited for": s["via"],
+             "last to arrive": s.get("gated_by_rank")} for s in sorted(p.segments, key=lambda s: -s["time_ns"])]
+    _table("operations on the path, longest first", rows[:top], list(rows[0]) if rows else [])
+
+
+@analyze.command("top")
+@click.argument("workload")
+@_groups_option
+@click.option("--by", type=click.Choice(["total", "exposed", "count"]), default="total", show_default=True)
+@click.option("-n", "--top", "n", type=int, default=20, show_default=True)
+@_simulate_one
+@json_option
+def top_cmd(workload: str, comm_groups, by: str, n: int, system, as_json: bool) -> None:
+    """Operations by total time, or by exposed time (their part of the job's critical path)."""
+    res = _analysis(workload, comm_groups, system).top_ops(by=by, n=n)
+    if as_json:
+        print_json(res.to_dict())
+        return
+    rows = [{**r, "name": _short(r["name"]), "exposed_share": _pct(r["exposed_share"])} for r in res.rows]
+    _table(f"top operations by {by} time ({res.source}; µs)", rows,
+           ["name", "type", "count", "ranks", "total_us", "mean_us", "exposed_us", "exposed_share"])

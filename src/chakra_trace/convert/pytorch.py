@@ -28,7 +28,8 @@ import numpy as np
 
 from ..io.wire import intern_bytes, ranges
 from ..schema.builder import global_metadata
-from ..schema.enums import NodeType, collective_name
+
+from ..schema.enums import TIME_ORIGIN, NodeType, collective_name
 from ..schema.trace import Trace
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
 from .flops import needs_values, tensor_cost
@@ -98,13 +99,17 @@ def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike |
     else:
         steps = []
     conv = _Converter(host, start, end, tid, user_annotation, steps, report)
+    base_ns = None
     if kineto_path is not None:
+        base_ns = kin.base_time_ns or 0
         if lk.gpu_event.size:
             conv.gpu = _GpuWork(kin, lk)
         del kin, lk  # a CPU trace needs nothing more from Kineto: free it before the big step
     trace = conv.run(interval_parents)
     if rank is not None:
         trace.metadata.attr.add(name="rank").int64_val = int(rank)
+    if base_ns is not None and conv.timed:  # where time 0 lies on the profiler's clock (aligns ranks)
+        trace.metadata.attr.add(name=TIME_ORIGIN).int64_val = int(base_ns + conv.window[0])
     report.nodes = len(trace)
     report.node_types = trace.node_type_counts()
     return trace, report

@@ -40,6 +40,11 @@ COMM_NODE_TYPES = frozenset(
 )
 
 
+# global-metadata attribute: where a trace's time 0 lies on its profiler's clock (ns); ranks
+# recorded on one host share that clock, so their timelines can be laid side by side
+TIME_ORIGIN = "time_origin_ns"
+
+
 class Attr:
     """Attribute names that carry meaning for consumers (ASTRA-sim reads these exact names)."""
 

@@ -266,6 +266,7 @@ class Simulator:
         return SimResult(finish_ns=cols["finish"], exposed_comm_ns=exposed, compute_ns=cols["compute"],
                          comm_ns=cols["comm"], overlap_ns=cols["overlap"], idle_ns=cols["idle"],
                          collectives=self.records, nodes=nodes, names=names,
+                         traces={npu.rank: npu.t for npu in self.npus_state},
                          link_busy_ns=self.fabric.link_busy,
                          link_info=self.fabric.links() if self.fabric.aware else None, mode=("astra" if self.compat else "default") +
                          ("/aware" if self.fabric.aware else "/unaware"), events=self.engine.events, wall_s=wall,

@@ -1,14 +1,11 @@
 """What a simulation tells: per-NPU times, totals, every collective, the timeline, links."""
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from .scheduler import KIND_NAMES
 
 
 @dataclass
@@ -22,7 +19,8 @@ class SimResult:
 
     ``collectives``: one record per collective instance (group, index, type, bytes,
     algorithm, start, end). ``nodes[npu]``: (start, end, kind) arrays per trace row (-1 if
-    never run). ``link_busy_ns`` (aware network): busy time of every link; `links()` describes
+    never run); ``traces[npu]`` the trace it ran (repaired in default mode; rows match
+    ``nodes``). ``link_busy_ns`` (aware network): busy time of every link; `links()` describes
     them (dimension, kind, endpoints) with their utilization.
     """
 
@@ -35,6 +33,7 @@ class SimResult:
     collectives: list[dict] = field(default_factory=list)
     nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     names: dict[int, np.ndarray] = field(default_factory=dict)
+    traces: dict = field(default_factory=dict, repr=False)  # the trace each NPU ran (after repairs), shared
     link_busy_ns: np.ndarray | None = None
     link_info: dict | None = None
     mode: str = ""
@@ -80,21 +79,12 @@ class SimResult:
 
     def to_chrome_trace(self, path: str | os.PathLike | None = None) -> dict:
         """The simulated timeline as Chrome/Perfetto trace JSON (µs): a process per NPU, a
-        track per resource (compute, cpu, comm, other)."""
-        events = []
-        for npu, (start, end, kind) in sorted(self.nodes.items()):
-            events.append({"ph": "M", "name": "process_name", "pid": npu, "args": {"name": f"NPU {npu}"}})
-            for k, label in enumerate(KIND_NAMES):
-                events.append({"ph": "M", "name": "thread_name", "pid": npu, "tid": k, "args": {"name": label}})
-            ran = np.flatnonzero(end >= 0)
-            names = self.names.get(npu)
-            for r, s, e, k in zip(ran.tolist(), start[ran].tolist(), end[ran].tolist(), kind[ran].tolist()):
-                events.append({"ph": "X", "pid": npu, "tid": k, "ts": s / 1000, "dur": (e - s) / 1000,
-                               "name": str(names[r]) if names is not None else str(r), "args": {"row": r}})
-        doc = {"traceEvents": events, "displayTimeUnit": "ns"}
-        if path is not None:
-            from ..io.et import atomic_output
+        track per resource (compute, cpu, comm, other), flows linking each collective's members
+        and each send to its receive (`chakra_trace.visualize.timeline`); written to ``path``
+        when given (gzip when it ends in .gz)."""
+        from ..visualize.timeline import timeline, write_timeline
 
-            with atomic_output(path) as f:  # binary, gzip when the name ends in .gz
-                f.write(json.dumps(doc).encode())
+        doc = timeline(None, self)
+        if path is not None:
+            write_timeline(doc, path)
         return doc

@@ -21,18 +21,24 @@ LIMITS = (1, 1, 1, 1 << 62)
 KIND_NAMES = ("compute", "cpu", "comm", "other")
 
 
+def node_kinds(trace) -> np.ndarray:
+    """The resource each row occupies: ACCEL, CPU, COMM (collectives and sends) or FREE."""
+    types = trace.types
+    cpu = trace.has(Attr.IS_CPU_OP) & trace.is_cpu_op
+    kind = np.full(len(trace), FREE, np.int8)
+    kind[(types == NodeType.COMP_NODE) & ~cpu] = ACCEL
+    kind[(types == NodeType.COMP_NODE) & cpu] = CPU
+    kind[(types == NodeType.COMM_COLL_NODE) | (types == NodeType.COMM_SEND_NODE)] = COMM
+    return kind
+
+
 class Static:
     """What the scheduler needs of one trace, computed once however many NPUs run it."""
 
     def __init__(self, trace, durations: np.ndarray):
         n = len(trace)
         self.dur = durations
-        types = trace.types
-        cpu = trace.has(Attr.IS_CPU_OP) & trace.is_cpu_op
-        self.kind = np.full(n, FREE, np.int8)
-        self.kind[(types == NodeType.COMP_NODE) & ~cpu] = ACCEL
-        self.kind[(types == NodeType.COMP_NODE) & cpu] = CPU
-        self.kind[(types == NodeType.COMM_COLL_NODE) | (types == NodeType.COMM_SEND_NODE)] = COMM
+        self.kind = node_kinds(trace)
         # dependencies on nodes that exist (a missing one is dropped, and counted)
         pairs = []
         self.missing = 0

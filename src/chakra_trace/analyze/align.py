@@ -1,0 +1,73 @@
+"""One clock for every rank of a job.
+
+A converted trace starts at time 0 on each rank, so comparing ranks needs each rank's
+offset. The converter records where time 0 lies on the profiler's clock (`time_origin_ns`),
+which ranks on one host share. Without it (other converters, several hosts), a collective's
+members finish at nearly the same instant, so the median difference of their end times
+estimates the offset.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..schema.enums import TIME_ORIGIN
+from ..schema.trace import Trace
+from ..schema.workload import Workload
+
+
+def time_origin_ns(trace: Trace) -> int | None:
+    for a in trace.metadata.attr:
+        if a.name == TIME_ORIGIN:
+            return int(a.int64_val)
+    return None
+
+
+def rank_offsets_ns(workload: Workload, how: str = "auto") -> dict[int, int]:
+    """Offset (ns) to add to each rank's times to put them on the job's clock, the earliest
+    rank at 0. ``how``: "origin" (recorded time origins), "collectives" (align collective
+    ends), "none", or "auto" (origins when every rank has one, else collectives)."""
+    ranks = workload.ranks
+    if how == "none" or len(ranks) <= 1:
+        return {r: 0 for r in ranks}
+    origins = {r: time_origin_ns(workload.traces[r]) for r in ranks}
+    if how == "origin" or (how == "auto" and all(o is not None for o in origins.values())):
+        if any(o is None for o in origins.values()):
+            missing = [r for r, o in origins.items() if o is None]
+            raise ValueError(f"ranks {missing} have no {TIME_ORIGIN} metadata")
+        lo = min(origins.values())
+        return {r: int(o - lo) for r, o in origins.items()}
+    return _by_collectives(workload)
+
+
+def _by_collectives(workload: Workload) -> dict[int, int]:
+    from .collectives import group_rows
+
+    ranks = workload.ranks
+    ends: dict[tuple[str, int], dict[int, int]] = {}
+    for g, members in workload.all_groups().items():
+        for r in members:
+            t = workload.traces.get(r)
+            if t is None:
+                continue
+            rows = group_rows(t, g)
+            e = (t.start[rows].astype(np.int64) + t.duration[rows].astype(np.int64)) * 1000
+            for k, v in enumerate(e.tolist()):
+                ends.setdefault((g, k), {})[r] = v
+    # breadth-first from the lowest rank over "shares an instance" so every connected rank gets an offset
+    offset = {ranks[0]: 0}
+    frontier = [ranks[0]]
+    while frontier:
+        nxt = []
+        for a in frontier:
+            diffs: dict[int, list[int]] = {}
+            for inst in ends.values():
+                if a in inst:
+                    for b, v in inst.items():
+                        if b not in offset:
+                            diffs.setdefault(b, []).append(inst[a] + offset[a] - v)
+            for b, d in diffs.items():
+                offset[b] = int(np.median(d))
+                nxt.append(b)
+        frontier = nxt
+    lo = min(offset.values())
+    return {r: offset.get(r, lo) - lo for r in ranks}

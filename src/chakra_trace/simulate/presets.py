@@ -1,0 +1,87 @@
+"""Named hypothetical systems, so "what if this job ran on a torus / a DGX pod" is one word.
+
+Each preset is a network (ASTRA-sim's analytical model: per dimension a topology, NPU count,
+bandwidth in GB/s per NPU link and latency in ns) and a system layer (collective algorithm
+per dimension, chunking). Figures are round numbers of the class of machine named, not a
+vendor's measurement: edit a copy (`preset(name).network`, `dataclasses.replace`) or write
+the YAML/JSON files for anything precise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ChakraError
+from .config import Network, SystemConfig
+
+
+@dataclass(frozen=True)
+class SystemPreset:
+    name: str
+    description: str
+    network: Network
+    system: SystemConfig
+
+    @property
+    def npus(self) -> int:
+        return self.network.npus
+
+
+def _system(algorithms: list[str]) -> SystemConfig:
+    return SystemConfig.from_dict({
+        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
+        **{f"{c}-implementation": algorithms for c in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")},
+    })
+
+
+def _presets() -> dict[str, SystemPreset]:
+    def p(name, description, topology, npus, bandwidth, latency, algorithms):
+        return SystemPreset(name, description, Network.simple(topology, npus, bandwidth, latency), _system(algorithms))
+
+    return {x.name: x for x in (
+        p("ring-8", "8 NPUs on one bidirectional ring, 50 GB/s links, 500 ns", "Ring", 8, 50, 500, ["ring"]),
+        p("torus-8x8", "64 NPUs on an 8x8 2D torus (TPU-pod-like), 100 GB/s per link, 500 ns per hop",
+          ["Ring", "Ring"], [8, 8], [100, 100], [500, 500], ["ring", "ring"]),
+        p("dgx-8x8", "64 GPUs as 8 DGX-class nodes: an NVSwitch inside a node (400 GB/s, 250 ns), a "
+          "switched 400 Gb/s fabric between nodes (50 GB/s per GPU, 2 µs)",
+          ["Switch", "Switch"], [8, 8], [400, 50], [250, 2000], ["direct", "ring"]),
+        p("dgx-8x128", "1,024 GPUs as 128 DGX-class nodes (as dgx-8x8, wider)",
+          ["Switch", "Switch"], [8, 128], [400, 50], [250, 2000], ["direct", "ring"]),
+        p("torus-4x4x4", "64 NPUs on a 4x4x4 3D torus, 50 GB/s per link, 300 ns per hop",
+          ["Ring", "Ring", "Ring"], [4, 4, 4], [50, 50, 50], [300, 300, 300], ["ring", "ring", "ring"]),
+    )}
+
+
+PRESETS = _presets()
+
+
+def preset(name: str) -> SystemPreset:
+    try:
+        return PRESETS[name.lower()]
+    except KeyError:
+        raise ChakraError(f"unknown system preset {name!r}; presets: {', '.join(PRESETS)}") from None
+
+
+def resolve(spec: "str | SystemPreset") -> SystemPreset:
+    """A preset name, or "NETWORK.yaml,SYSTEM.json" (ASTRA-sim's files), as a SystemPreset."""
+    if isinstance(spec, SystemPreset):
+        return spec
+    if "," in spec:
+        net, _, sys_ = spec.partition(",")
+        network, system = Network.from_yaml(net.strip()), SystemConfig.from_json(sys_.strip())
+        return SystemPreset(f"{Path(net.strip()).stem}", f"{net.strip()} with {sys_.strip()}", network, system)
+    return preset(spec)
+
+
+def simulate_on(workload, system: "str | SystemPreset", **kw):
+    """Simulate a recorded job on another system: scaled out data-parallel when the system
+    has more NPUs than the job has ranks (`synthesize.scale.data_parallel`). Returns the
+    SimResult; its ``traces`` say which recorded rank each NPU ran."""
+    from ..synthesize.scale import data_parallel
+    from . import simulate
+
+    p = resolve(system)
+    if len(workload) not in (1, p.npus):
+        workload = data_parallel(workload, p.npus)
+    return simulate(workload, p.network, p.system, **kw)
