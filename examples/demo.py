@@ -1,105 +1,95 @@
-"""End-to-end tour of chakra-trace on a real Chakra trace and on traces built in Python.
+"""The whole story, end to end: train a small model on 2 ranks, record it, convert it to
+Chakra, validate it, analyze the step, simulate the same job on two 64-NPU systems that do
+not exist here, and write one HTML report.
 
 Run from the project root:  .venv/bin/python examples/demo.py   (writes into ./out/demo)
 """
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
-import numpy as np
-
-import chakra_trace as ct
-from chakra_trace.analyze.summary import summarize
-from chakra_trace.analyze.validate import fix_trace, validate_trace, validate_workload
-from chakra_trace.io.jsonio import read_json, write_json
-
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "tests" / "data" / "resnet50_ddp.0.et.gz"  # real trace from mlcommons/chakra
 OUT = ROOT / "out" / "demo"
 CHAKRA = [sys.executable, "-m", "chakra_trace.cli"]
+SYSTEMS = ("torus-8x8", "dgx-8x8")
 
 
 def step(title: str) -> None:
-    print(f"\n=== {title}")
+    print(f"\n=== {title}", flush=True)
 
 
-def run(*args: str) -> int:
-    print("$ chakra " + " ".join(args))
-    sys.stdout.flush()
-    return subprocess.run([*CHAKRA, *args], cwd=ROOT).returncode
+def run(*args: str, check: bool = True) -> int:
+    print("$ chakra " + " ".join(str(a).replace(str(ROOT) + "/", "") for a in args), flush=True)
+    rc = subprocess.run([*CHAKRA, *map(str, args)], cwd=ROOT).returncode
+    if check and rc != 0:
+        sys.exit(f"demo: `chakra {args[0]}` failed with exit status {rc}")
+    return rc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def main() -> None:
+    t0 = time.perf_counter()
+    try:
+        import torch  # noqa: F401  (the training job needs it; chakra_trace itself does not)
+    except ImportError:
+        sys.exit("demo: PyTorch is needed to train the demo job: pip install torch==2.13.0")
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
+    traces, job, report = OUT / "traces", OUT / "job", OUT / "report.html"
 
-    step("1. Inspect a real trace (ResNet-50 DDP, rank 0)")
-    run("info", str(SAMPLE))
-    trace = ct.read_trace(SAMPLE)
-    s = summarize(trace)
-    print(f"library: {s.nodes} nodes, {s.data_edges} data edges, all-reduce bytes "
-          f"{s.collectives['ALL_REDUCE']['bytes']:,}")
+    step("1. Train a small model for 6 steps on 2 ranks (gloo on 127.0.0.1) and record steps 2-3")
+    run("collect", "-o", traces, "--num-threads", "1", "--", sys.executable, "-m", "torch.distributed.run",
+        "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", free_port(),
+        ROOT / "examples" / "train_ddp.py", "--steps", "6")
 
-    step("2. Validate it, repair what is unambiguous, validate the copy")
-    run("validate", str(SAMPLE))
-    fixed, changes = fix_trace(trace)
-    fixed_path = OUT / "resnet50_fixed.0.et"
-    ct.write_trace(fixed, fixed_path)
-    print("fixes:", *changes, sep="\n  - ")
-    rc = run("validate", str(fixed_path))
-    assert rc == 0 and validate_trace(fixed).issues == [], "the fixed copy must validate clean"
+    step("2. Convert every rank's PyTorch host trace + Kineto timing to Chakra")
+    run("convert", "pytorch", traces, "-o", job)
 
-    step("3. JSON and back, losslessly")
-    json_path = OUT / "resnet50.json"
-    write_json(trace, json_path)
-    back = read_json(json_path)
-    ct.write_trace(back, OUT / "resnet50_from_json.et")
-    ct.write_trace(trace, OUT / "resnet50_direct.et")
-    same = (OUT / "resnet50_from_json.et").read_bytes() == (OUT / "resnet50_direct.et").read_bytes()
-    print(f"{json_path.name}: {json_path.stat().st_size:,} bytes; .et -> JSON -> .et byte-identical: {same}")
-    assert same
+    step("3. Validate: each rank, and collectives matched across ranks")
+    run("validate", job)
 
-    step("4. Build a 2-rank workload in Python and check it across ranks")
-    for rank in (0, 1):
-        b = ct.TraceBuilder(metadata={"schema": "demo"})
-        fwd = b.comp("forward", duration=900, num_ops=4e9)
-        bwd = b.comp("backward", duration=1800, num_ops=8e9, deps=[fwd])
-        ar = b.collective("ALL_REDUCE", 25 << 20, deps=[bwd], pg_name="dp")
-        if rank == 0:
-            b.send(1, 4 << 20, tag=7, deps=[ar])
-        else:
-            b.recv(0, 4 << 20, tag=7, deps=[ar])
-        ct.write_trace(b.build(), OUT / f"job.{rank}.et")
-    run("validate", str(OUT / "job"))
-    w = ct.Workload.load(OUT / "job")
-    bad = w.traces[1].copy()
-    bad.set_attr("comm_size", 24 << 20, rows=[2])  # rank 1 reduces a different size
-    report = validate_workload(ct.Workload({0: w[0], 1: bad}))
-    print("after corrupting rank 1:", *[f"{i.severity}: {i.message}" for i in report.issues], sep="\n  ")
+    step("4. Analyze the recorded step: breakdown, the job's critical path, imbalance")
+    run("analyze", "breakdown", job)
+    run("analyze", "critical-path", job, "--top", "5")
+    run("analyze", "imbalance", job, check=False)  # exit 1 would mean imbalanced collectives
 
-    step("5. Scale: write and bulk-load a generated 1,000,000-node trace")
-    n = 1_000_000
-    rng = np.random.default_rng(0)
-    deps = np.maximum(np.arange(n) - rng.integers(1, 8, n), 0).astype(np.uint64)
-    big = ct.Trace(n, names=["", "aten::mm", "aten::add_", "aten::relu"],
-                   ids=np.arange(n, dtype=np.uint64), types=np.full(n, 4, np.int32),
-                   name_codes=rng.integers(1, 4, n).astype(np.int32),
-                   duration=rng.integers(1, 500, n).astype(np.uint64),
-                   data_indptr=np.arange(n + 1, dtype=np.int64), data=deps)
-    path = OUT / "big.0.et"
-    t0 = time.perf_counter()
-    ct.write_trace(big, path)
-    t1 = time.perf_counter()
-    loaded = ct.read_trace(path)
-    t2 = time.perf_counter()
-    assert loaded.equals(big)
-    print(f"wrote {n:,} nodes in {t1 - t0:.2f} s, loaded in {t2 - t1:.2f} s "
-          f"({n / (t2 - t1) / 1e6:.1f} M nodes/s, {loaded.nbytes() / n:.0f} bytes/node in memory)")
-    print(f"\nDone: outputs in {OUT.relative_to(ROOT)}/")
+    step(f"5. Simulate the same job on {' and '.join(SYSTEMS)} (64 NPUs, scaled out data-parallel)")
+    from chakra_trace import Workload
+    from chakra_trace.analyze import Analysis
+    from chakra_trace.simulate import SimulationWarning
+    from chakra_trace.simulate.presets import preset, simulate_on
+
+    w = Workload.load(job)
+    recorded = Analysis(w).critical_path()
+    print(f"recorded: {recorded.step_ns / 1e6:,.3f} ms per 2 steps on 2 ranks")
+    for name in SYSTEMS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SimulationWarning)
+            res = simulate_on(w, name)
+        path = Analysis(w, res).critical_path()
+        assert path.length_ns == res.step_ns, "the job critical path must account for the whole simulated step"
+        print(f"{name:>10}: {preset(name).description}\n{'':>12}step {res.step_ns / 1e6:,.3f} ms, exposed comm "
+              f"{res.exposed_comm_ns.max() / 1e6:,.3f} ms, critical path {path.length_ns / 1e6:,.3f} ms through "
+              f"{len(path.segments)} ops (simulated in {res.wall_s:.2f} s)")
+
+    step("6. Write the report: one self-contained HTML file")
+    run("report", job, *[a for s in SYSTEMS for a in ("--simulate", s)], "--device", "cpu",
+        "--title", "2-rank DDP MLP: recorded and simulated", "-o", report)
+
+    print(f"\nDone in {time.perf_counter() - t0:.0f} s. Open the report in a browser (it works offline):\n"
+          f"  {report}\nOutputs are in {OUT.relative_to(ROOT)}/; open the timelines in https://ui.perfetto.dev "
+          f"with `chakra timeline {job.relative_to(ROOT)} -o timeline.json`.")
 
 
 if __name__ == "__main__":

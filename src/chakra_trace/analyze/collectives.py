@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..schema.enums import Attr, NodeType, collective_name
+from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.trace import Trace
 
 # bus bandwidth = algorithm bandwidth x factor(n), as NCCL's tests report it
@@ -155,7 +155,10 @@ def collective_stats(workload) -> CollectiveStats:
 
 
 def _peer_bytes(t: Trace, row: int) -> list[float] | None:
-    raw = t.attr(row, "in_split_size") if t.extra_indptr[row] != t.extra_indptr[row + 1] else None
+    """An all_to_allv's bytes to each peer, from its recorded split sizes (None otherwise)."""
+    if int(t.comm_type[row]) != CollectiveType.ALL_TO_ALL or t.extra_indptr[row] == t.extra_indptr[row + 1]:
+        return None
+    raw = t.attr(row, "in_split_size")
     try:
         split = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:

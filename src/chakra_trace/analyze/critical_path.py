@@ -7,6 +7,7 @@ dependencies on nodes that are not in the trace are ignored.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -109,6 +110,9 @@ def _topological_order(n: int, indptr: np.ndarray, preds: np.ndarray) -> list[in
 _KIND_NAMES = ("compute", "cpu", "comm", "other")
 
 
+_VIA = ("start", "dependency", "resource")
+
+
 @dataclass
 class JobCriticalPath:
     """The chain of operations, across ranks, that sets the step time.
@@ -116,35 +120,55 @@ class JobCriticalPath:
     Walked back from the operation that ends last: each step goes to what the operation
     waited for, whichever finished last of its dependencies, the previous operation on its
     resource (one accelerator, CPU and collective stream per rank), or, for a collective or
-    a receive, the member that arrived last (the path jumps to that rank). ``segments`` run
-    first to last; each has the time the path spends in it (``time_ns``: a collective counts
-    from its last member's arrival; ``gated_by_rank`` names that member), ``wait_ns``, time
-    before it that no operation explains (launch gaps, latencies), and ``via``, what it
-    waited for ("dependency", "resource"; "start" for the first). ``length_ns`` = the sum
-    of both times = last end − first start.
+    a receive, the member that arrived last (the path jumps to that rank). ``columns`` hold
+    one entry per operation on the path, first to last (numpy arrays): rank, row, id, name,
+    type, kind, start_ns/end_ns (the operation's), path_start_ns and time_ns (the part on the
+    path: a collective counts from its last member's arrival, whose rank is
+    ``gated_by_rank``, -1 when none), wait_ns (time before it that no operation explains:
+    launch gaps, latencies) and via (what it waited for: "dependency", "resource"; "start"
+    for the first). ``length_ns`` = the sum of both times = last end − first start.
+    ``segments`` gives the same as one dict per operation.
     """
 
     source: str  # "recorded" or "simulated"
     length_ns: int
     step_ns: int  # the job's span: latest end minus earliest start over every rank
     last_rank: int  # the rank whose operation ends last
-    segments: list[dict] = field(default_factory=list)
+    columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.columns.get("rank", ()))
 
     @property
     def wait_ns(self) -> int:
-        return sum(s["wait_ns"] for s in self.segments)
+        return int(self.columns["wait_ns"].sum()) if len(self) else 0
+
+    @property
+    def segments(self) -> list[dict]:
+        c = self.columns
+        if not len(self):
+            return []
+        keys = [k for k in c if k != "gated_by_rank"]
+        rows = [dict(zip(keys, vals)) for vals in zip(*(c[k].tolist() for k in keys))]
+        for d, g in zip(rows, c["gated_by_rank"].tolist()):
+            if g >= 0:
+                d["gated_by_rank"] = g
+        return rows
 
     def by_rank(self) -> dict[int, int]:
-        """Time on the path per rank (ns): which ranks set the step time."""
-        out: dict[int, int] = {}
-        for s in self.segments:
-            out[s["rank"]] = out.get(s["rank"], 0) + s["time_ns"]
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+        """Time on the path per rank (ns), most first: which ranks set the step time."""
+        if not len(self):
+            return {}
+        ranks, inv = np.unique(self.columns["rank"], return_inverse=True)
+        tot = np.bincount(inv, weights=self.columns["time_ns"]).astype(np.int64)
+        order = np.argsort(-tot, kind="stable")
+        return {int(ranks[i]): int(tot[i]) for i in order}
 
     def by_kind(self) -> dict[str, int]:
         out = {k: 0 for k in _KIND_NAMES}
-        for s in self.segments:
-            out[s["kind"]] += s["time_ns"]
+        if len(self):
+            tot = np.bincount(self.columns["kind_code"], weights=self.columns["time_ns"], minlength=4)
+            out.update({k: int(v) for k, v in zip(_KIND_NAMES, tot)})
         out["wait"] = self.wait_ns
         return out
 
@@ -156,39 +180,53 @@ class JobCriticalPath:
     def to_pandas(self):
         import pandas as pd
 
-        return pd.DataFrame(self.segments)
+        return pd.DataFrame(self.columns)
 
 
 class _RankTimes:
-    """One rank's view for the walk: times, resources, predecessors, lane order."""
+    """One rank's view for the walk: times, resources, predecessors, lane order. The walk
+    visits one node at a time, so what it reads is turned into Python lists once, on the
+    first visit (ranks the path never reaches cost nothing)."""
 
     def __init__(self, trace: Trace, start: np.ndarray, end: np.ndarray, kind: np.ndarray, cache: dict):
         self.t, self.start, self.end, self.kind = trace, start, end, kind
-        if id(trace) not in cache:
-            cache[id(trace)] = _dependency_csr(trace)
-        self.indptr, self.preds = cache[id(trace)]
+        self.cache = cache
+        self.lists = None
+
+    def _prepare(self) -> None:
+        t, start, end, kind = self.t, self.start, self.end, self.kind
+        if ("csr", id(t)) not in self.cache:
+            indptr, preds = _dependency_csr(t)
+            self.cache[("csr", id(t))] = (indptr.tolist(), preds.tolist(), kind.tolist())
+        self.indptr, self.preds, self.kind_l = self.cache[("csr", id(t))]
+        self.end_l, self.start_l = end.tolist(), start.tolist()
         ran = np.flatnonzero(end >= 0)
         self.lanes = {}
         for k in np.unique(kind[ran]).tolist():
             rows = ran[kind[ran] == k]
             rows = rows[np.lexsort((start[rows], end[rows]))]
-            self.lanes[k] = (end[rows], rows)
+            self.lanes[k] = (end[rows].tolist(), rows.tolist())
+        self.lists = True
 
-    def predecessor(self, v: int, at: int, tol: int, seen: set) -> tuple[int, str]:
-        """What row v (on the path from time `at`) waited for: (row, how) or (-1, "")."""
-        best, how, best_end = -1, "", -1
-        for p in self.preds[self.indptr[v]:self.indptr[v + 1]].tolist():
-            e = int(self.end[p])
-            if 0 <= e <= at + tol and e > best_end and p not in seen:
-                best, how, best_end = p, "dependency", e
-        k = int(self.kind[v])
+    def predecessor(self, v: int, at: int, tol: int, seen: set) -> tuple[int, int]:
+        """What row v (on the path from time `at`) waited for: (row, index into _VIA) or (-1, 0)."""
+        if self.lists is None:
+            self._prepare()  # (a collective's last member: first visit to its rank)
+        end = self.end_l
+        best, how, best_end = -1, 0, -1
+        limit = at + tol
+        for p in self.preds[self.indptr[v]:self.indptr[v + 1]]:
+            e = end[p]
+            if 0 <= e <= limit and e > best_end and p not in seen:
+                best, how, best_end = p, 1, e
+        k = self.kind_l[v]
         if k != 3 and k in self.lanes:  # the resource: the same-kind row that freed it last
             ends, rows = self.lanes[k]
-            i = int(np.searchsorted(ends, at + tol, "right")) - 1
-            while i >= 0 and (int(rows[i]) == v or int(rows[i]) in seen):
+            i = bisect.bisect_right(ends, limit) - 1
+            while i >= 0 and (rows[i] == v or rows[i] in seen):
                 i -= 1
-            if i >= 0 and int(ends[i]) > best_end:
-                best, how = int(rows[i]), "resource"
+            if i >= 0 and ends[i] > best_end:
+                best, how = rows[i], 2
         return best, how
 
 
@@ -272,48 +310,60 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
         lo = int(rt.start[ran].min())
         first = lo if first is None else min(first, lo)
     if last_rank < 0:
-        return JobCriticalPath(source, 0, 0, -1)
-    segments: list[dict] = []
+        return JobCriticalPath(source, 0, 0, -1, _columns([], ranks))
+    steps: list[tuple] = []  # (rank, row, path start, frontier, gate rank, via, wait), last first
     seen: dict[int, set] = {r: set() for r in ranks}
     r = last_rank
     while True:
         rt = ranks[r]
+        if rt.lists is None:
+            rt._prepare()
         seen[r].add(v)
-        at = int(rt.start[v])
+        at = rt.start_l[v]
         gate = (r, v)
         for m in partners.get((r, v), ()):  # a collective or receive: the member that arrived last
             mr, mv = m  # (while this one waited: a recorded op that ended first did not wait for it)
-            if mr in ranks and at < int(ranks[mr].start[mv]) <= rt.end[v]:
+            if mr in ranks and at < int(ranks[mr].start[mv]) <= rt.end_l[v]:
                 gate, at = m, int(ranks[mr].start[mv])
         at = min(at, frontier)
-        segments.append(_segment(rt, r, v, at, frontier, gate))
+        here = (r, v, at, frontier, gate[0] if gate != (r, v) else -1)
         r, v = gate
         rt = ranks[r]
         seen[r].add(v)
         p, how = rt.predecessor(v, at, tol, seen[r])
         if p < 0:
+            steps.append((*here, 0, 0))
             break
-        segments[-1]["via"] = how
         end = min(int(rt.end[p]), at)
-        segments[-1]["wait_ns"] = at - end
+        steps.append((*here, how, at - end))
         frontier = end
         v = p
-    segments.reverse()
-    length = sum(s["time_ns"] + s["wait_ns"] for s in segments)
+    cols = _columns(steps[::-1], ranks)
+    length = int(cols["time_ns"].sum() + cols["wait_ns"].sum())
     step = int(max(int(x.end.max()) for x in ranks.values()) - first)
-    return JobCriticalPath(source, int(length), step, last_rank, segments)
+    return JobCriticalPath(source, length, step, last_rank, cols)
 
 
-def _segment(rt: _RankTimes, r: int, v: int, at: int, frontier: int, gate: tuple[int, int]) -> dict:
-    t = rt.t
+def _columns(steps: list[tuple], ranks: dict[int, "_RankTimes"]) -> dict[str, np.ndarray]:
     from ..schema.enums import node_type_name
 
-    seg = {"rank": r, "id": int(t.ids[v]), "name": t.names[t.name_codes[v]], "type": node_type_name(int(t.types[v])),
-           "kind": _KIND_NAMES[int(rt.kind[v])], "start_ns": int(rt.start[v]), "end_ns": int(rt.end[v]),
-           "path_start_ns": int(at), "time_ns": int(frontier - at), "wait_ns": 0, "via": "start", "row": int(v)}
-    if gate != (r, v):
-        seg["gated_by_rank"] = gate[0]  # the member that arrived last
-    return seg
+    a = np.array(steps, np.int64).reshape(-1, 7)
+    rank, row, at, frontier, gate, via, wait = a.T
+    n = len(a)
+    ids, start, end, kind = (np.zeros(n, np.int64) for _ in range(4))
+    name, typ = np.empty(n, object), np.empty(n, object)
+    for r in np.unique(rank).tolist():  # per rank, gathered as arrays
+        m = rank == r
+        rt = ranks[r]
+        t, rows = rt.t, row[m]
+        ids[m], start[m], end[m], kind[m] = t.ids[rows], rt.start[rows], rt.end[rows], rt.kind[rows]
+        name[m] = np.asarray(t.names, dtype=object)[t.name_codes[rows]]
+        codes, inv = np.unique(t.types[rows], return_inverse=True)
+        typ[m] = np.array([node_type_name(int(c)) for c in codes], dtype=object)[inv]
+    return {"rank": rank, "id": ids, "name": name, "type": typ,
+            "kind": np.asarray(_KIND_NAMES, dtype=object)[kind], "kind_code": kind, "start_ns": start,
+            "end_ns": end, "path_start_ns": at, "time_ns": frontier - at, "wait_ns": wait,
+            "via": np.asarray(_VIA, dtype=object)[via], "row": row, "gated_by_rank": gate}
 
 
 def _traces_per_npu(workload, npus: int) -> dict[int, Trace]:

@@ -74,9 +74,10 @@ def top_ops(workload: Workload | Trace, result=None, *, by: str = "total", n: in
             a[2] = max(a[2], m)
             a[3] += 1
     exposed: dict[tuple[str, str], int] = {}
-    for s in path.segments if path is not None else ():
-        key = (s["name"], s["type"])
-        exposed[key] = exposed.get(key, 0) + s["time_ns"]
+    if path is not None and len(path):
+        c = path.columns
+        for name, typ, ns in zip(c["name"].tolist(), c["type"].tolist(), c["time_ns"].tolist()):
+            exposed[(name, typ)] = exposed.get((name, typ), 0) + ns
     step = path.length_ns if path is not None else 0
     rows = []
     for (name, typ), (c, total, mx, nranks) in agg.items():

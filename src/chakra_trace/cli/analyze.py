@@ -272,16 +272,19 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
         return
     con = console()
     con.print(f"[bold]job critical path[/bold] ({p.source}): {p.length_ns / 1000:,.1f} µs of a "
-              f"{p.step_ns / 1000:,.1f} µs step; {len(p.segments)} operations; unexplained waits "
+              f"{p.step_ns / 1000:,.1f} µs step; {len(p)} operations; unexplained waits "
               f"{p.wait_ns / 1000:,.1f} µs; the last operation ends on rank {p.last_rank}")
     length = max(p.length_ns, 1)
     con.print("time on the path per rank: " + ", ".join(f"{r}: {v / 1000:,.1f} µs ({v / length:.0%})"
                                                         for r, v in list(p.by_rank().items())[:10]))
     con.print("per resource: " + ", ".join(f"{k} {v / 1000:,.1f} µs" for k, v in p.by_kind().items() if v))
-    rows = [{"rank": s["rank"], "name": _short(s["name"]), "kind": s["kind"], "start_us": s["start_ns"] / 1000,
-             "time_us": s["time_ns"] / 1000, "share": _pct(s["time_ns"] / length), "waited for": s["via"],
-             "last to arrive": s.get("gated_by_rank")} for s in sorted(p.segments, key=lambda s: -s["time_ns"])]
-    _table("operations on the path, longest first", rows[:top], list(rows[0]) if rows else [])
+    c = p.columns
+    longest = c["time_ns"].argsort(kind="stable")[::-1][:top]
+    rows = [{"rank": r, "name": _short(n), "kind": k, "start_us": s / 1000, "time_us": t / 1000,
+             "share": _pct(t / length), "waited for": v, "last to arrive": g if g >= 0 else None}
+            for r, n, k, s, t, v, g in zip(*(c[x][longest].tolist() for x in (
+                "rank", "name", "kind", "start_ns", "time_ns", "via", "gated_by_rank")))]
+    _table("operations on the path, longest first", rows, list(rows[0]) if rows else [])
 
 
 @analyze.command("top")

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Analysis and report cost, measured against a step of the pipeline in the same run.
+
+Recorded: the real DDP rank-0 recording repeated into one long trace (the convert benchmark's
+generator, 300,000 host nodes -> about 146,000 Chakra nodes); each analysis is timed and set
+against the conversion that produced the trace. Simulated: the 2-rank DDP recording scaled
+out to 1,024 NPUs on the dgx-8x128 preset (about 1.1 million node runs); each analysis of
+the result is set against the simulation. Ratios are what to compare: these machines are
+noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convert_bench  # noqa: E402  (its generator)
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def recorded(nodes: int) -> dict:
+    from chakra_trace import Workload
+    from chakra_trace.analyze import Analysis
+    from chakra_trace.convert.pytorch import convert_pytorch
+    from chakra_trace.visualize.report import build_report
+    from chakra_trace.visualize.timeline import timeline_arrays
+
+    with tempfile.TemporaryDirectory() as tmp:
+        et, kin, n = convert_bench.generate(tmp, nodes)
+        (trace, _), base = timed(lambda: convert_pytorch(et, kin, rank=0))
+    w = Workload({0: trace})
+    a = Analysis(w)
+    steps = {
+        "breakdown": lambda: a.breakdown(),
+        "critical path (rank)": lambda: a.critical_path(0),
+        "job critical path": lambda: a.critical_path(),
+        "top ops (total + exposed)": lambda: a.top_ops(by="exposed"),
+        "collective stats + imbalance": lambda: (a.collective_stats(), a.imbalance()),
+        "roofline": lambda: a.roofline("h100"),
+        "diff (trace vs itself)": lambda: a.diff(w),
+        "timeline arrays (all events)": lambda: timeline_arrays(w),
+        "report document": lambda: build_report(w, device="h100"),
+    }
+    return {"what": f"recorded, {len(trace):,} nodes ({n:,} host nodes)", "baseline": "convert_pytorch",
+            "baseline_s": base, "steps": {k: timed(f)[1] for k, f in steps.items()}}
+
+
+def simulated(npus_preset: str) -> dict:
+    from chakra_trace import Workload
+    from chakra_trace.analyze import Analysis
+    from chakra_trace.convert.pytorch import convert_pytorch
+    from chakra_trace.simulate.presets import simulate_on
+    from chakra_trace.visualize.report import build_report
+    from chakra_trace.visualize.timeline import timeline_arrays
+
+    data = convert_bench.DATA
+    w = Workload({r: convert_pytorch(os.path.join(data, f"ddp_rank{r}.et.json.gz"),
+                                     os.path.join(data, "kineto", f"ddp_rank{r}.kineto.json.gz"), rank=r)[0]
+                  for r in (0, 1)})
+    res, base = timed(lambda: simulate_on(w, npus_preset))
+    big = Workload(dict(res.traces))
+    a = Analysis(big, res)
+    runs = sum(int((e >= 0).sum()) for _s, e, _k in res.nodes.values())
+    steps = {
+        "breakdown": lambda: a.breakdown(),
+        "job critical path": lambda: a.critical_path(),
+        "top ops (total + exposed)": lambda: a.top_ops(by="exposed"),
+        "timeline arrays (60,000 longest)": lambda: timeline_arrays(big, res, max_events=60_000),
+        "report document": lambda: build_report(w, simulations={npus_preset: res}),
+    }
+    out = {"what": f"simulated on {npus_preset}: {res.finish_ns.size:,} NPUs, {runs:,} node runs",
+           "baseline": "simulate", "baseline_s": base, "steps": {k: timed(f)[1] for k, f in steps.items()}}
+    path = a.critical_path()
+    out["critical_path_equals_step"] = path.length_ns == res.step_ns and path.wait_ns == 0
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=300_000, help="host nodes of the recorded case")
+    ap.add_argument("--preset", default="dgx-8x128", help="system of the simulated case")
+    ap.add_argument("--json", dest="json_out", help="write the figures to this JSON file")
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    results = [recorded(args.nodes), simulated(args.preset)]
+    for r in results:
+        print(f"\n{r['what']}\n  baseline {r['baseline']}: {r['baseline_s']:.2f} s")
+        for k, s in r["steps"].items():
+            print(f"  {k:<34} {s:7.3f} s  {s / r['baseline_s']:6.2f}x the baseline")
+        if "critical_path_equals_step" in r:
+            print(f"  job critical path length == simulated step, no wait: {r['critical_path_equals_step']}")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,374 @@
+"""A report document (sections of text, tables and charts) rendered as one self-contained HTML file.
+
+The file must open anywhere, offline and years later, so nothing is fetched: the CSS and the
+vanilla-JS renderer (report_assets/) are inlined, and the document itself is embedded as JSON
+that the script draws from (SVG charts, a canvas timeline). This module checks the document
+first, so that a malformed one fails here with its section and block named rather than as a
+blank chart in a browser.
+
+Document schema::
+
+    {"title": str, "subtitle": str?, "generated": str?,
+     "sections": [{"id": str, "title": str, "blocks": [block, ...]}, ...]}
+
+Blocks (``type``): ``text``, ``kv``, ``table``, ``bars``, ``heatmap``, ``timeline``, ``scatter``;
+see `BLOCK_TYPES` and the checks below for their fields. Numbers may be numpy scalars or arrays;
+NaN and infinities become null (shown as "–").
+"""
+from __future__ import annotations
+
+import html
+import itertools
+import json
+import math
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ChakraError
+
+BLOCK_TYPES = ("text", "kv", "table", "bars", "heatmap", "timeline", "scatter")
+FORMATS = ("int", "float", "us", "ns", "bytes", "pct", "str")
+_ASSETS = Path(__file__).with_name("report_assets")
+_RESERVED_IDS = {"report-data"}
+
+
+# ---------------------------------------------------------------- public API
+
+def render_html(doc: dict) -> str:
+    """The report as one HTML page; raises ChakraError naming the section and block at fault."""
+    data = _check_document(doc)
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # Inside <script>, "</" could close the element and "<!--" changes how the parser looks for
+    # the end; both stay valid JSON once escaped.
+    payload = payload.replace("</", "<\\/").replace("<!--", "\\u003c!--")
+    css, js = _assets()
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        f"<title>{html.escape(data['title'])}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
+        "<noscript><p>This report draws its content with JavaScript; enable it to see the report.</p></noscript>\n"
+        f"<script type=\"application/json\" id=\"report-data\">{payload}</script>\n"
+        f"<script>\n{js}</script>\n</body>\n</html>\n"
+    )
+
+
+def write_html(doc: dict, path: str | os.PathLike) -> Path:
+    """Renders `doc` and writes it to `path` atomically (UTF-8); returns the path."""
+    from ..io.et import atomic_output
+
+    path = Path(path)
+    text = render_html(doc)
+    with atomic_output(path, compress=path.suffix == ".gz") as f:
+        f.write(text.encode("utf-8"))
+    return path
+
+
+# ---------------------------------------------------------------- assets
+
+@lru_cache(maxsize=1)
+def _assets() -> tuple[str, str]:
+    """The CSS and JS without comments, indentation and blank lines (a third smaller).
+
+    The assets keep to two rules that make this safe: no "/*" inside a string or regex, and
+    "//" comments only on lines of their own.
+    """
+    out = []
+    for name in ("report.css", "report.js"):
+        text = (_ASSETS / name).read_text(encoding="utf-8")
+        if re.search(r"</(script|style)|<!--", text, re.IGNORECASE):
+            raise ChakraError(f"{_ASSETS / name}: must not contain '</script', '</style' or '<!--'")
+        text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
+        lines = (line.strip() for line in text.splitlines())
+        out.append("".join(line + "\n" for line in lines if line and not line.startswith("//")))
+    return out[0], out[1]
+
+
+# ---------------------------------------------------------------- JSON conversion
+
+class _NotJsonable(Exception):
+    pass
+
+
+def _jsonable(obj: Any) -> Any:
+    """Plain JSON values: numpy scalars/arrays unwrapped, NaN and infinities as None."""
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _array(obj)
+    if isinstance(obj, np.generic):
+        return _jsonable(obj.item())
+    raise _NotJsonable(f"a value of type {type(obj).__name__} cannot be stored in a report (expected str, number, "
+                       "bool, None, list or dict)")
+
+
+def _array(a: np.ndarray) -> Any:
+    if a.dtype.kind in "biu":
+        return a.tolist()
+    if a.dtype.kind == "f":
+        bad = ~np.isfinite(a)
+        if not bad.any():
+            return a.tolist()
+        o = a.astype(object)
+        o[bad] = None
+        return o.tolist()
+    if a.dtype.kind in "UO":
+        return _jsonable(a.tolist())
+    raise _NotJsonable(f"a numpy array of dtype {a.dtype} cannot be stored in a report")
+
+
+# ---------------------------------------------------------------- validation
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_label(v: Any) -> bool:
+    return isinstance(v, str) or _is_num(v)
+
+
+class _Where:
+    """Builds error messages that say where: 'report section 'x' block 2 (table): ...'."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def fail(self, msg: str):
+        raise ChakraError(f"{self.prefix}: {msg}")
+
+    def field(self, b: dict, key: str, check, expected: str, default: Any = ..., optional: bool = False) -> Any:
+        if key not in b or (b[key] is None and (optional or default is not ...)):
+            if default is not ...:
+                b[key] = default
+                return default
+            if optional:
+                return None
+            self.fail(f"missing field {key!r} (expected {expected})")
+        v = b[key]
+        if not check(v):
+            self.fail(f"field {key!r} is {_describe(v)}, expected {expected}")
+        return v
+
+    def list_of(self, b: dict, key: str, check, expected: str, default: Any = ...) -> list:
+        v = self.field(b, key, lambda x: isinstance(x, list), f"a list of {expected}", default=default)
+        for i, item in enumerate(v):
+            if not check(item):
+                self.fail(f"{key}[{i}] is {_describe(item)}, expected {expected}")
+        return v
+
+
+def _describe(v: Any) -> str:
+    text = repr(v)
+    return f"{type(v).__name__} {text[:60] + '...' if len(text) > 60 else text}"
+
+
+def _check_document(doc: Any) -> dict:
+    """A converted, defaults-filled copy of `doc`, or ChakraError naming what is wrong and where."""
+    if not isinstance(doc, dict):
+        raise ChakraError(f"report document: expected a dict with 'title' and 'sections', got {type(doc).__name__}")
+    top = _Where("report document")
+    out: dict[str, Any] = {}
+    for key in ("title", "subtitle", "generated"):
+        v = doc.get(key)
+        if key == "title" or v is not None:
+            if not isinstance(v, str):
+                top.fail(f"field {key!r} is {_describe(v)}, expected a str")
+            out[key] = v
+    sections = doc.get("sections")
+    if not isinstance(sections, (list, tuple)):
+        top.fail(f"field 'sections' is {_describe(sections)}, expected a list of sections")
+    seen: set[str] = set()
+    out["sections"] = []
+    for si, sec in enumerate(sections):
+        sid = sec.get("id") if isinstance(sec, dict) else None
+        where = _Where(f"report section {si}" if not isinstance(sid, str) else f"report section {sid!r}")
+        if not isinstance(sec, dict):
+            where.fail(f"expected a dict with 'id', 'title' and 'blocks', got {type(sec).__name__}")
+        if not isinstance(sid, str) or not sid or any(c.isspace() for c in sid):
+            where.fail(f"field 'id' is {_describe(sid)}, expected a non-empty str without whitespace (an anchor)")
+        if sid in seen or sid in _RESERVED_IDS:
+            where.fail(f"id {sid!r} is {'used twice' if sid in seen else 'reserved'}; section ids must be unique")
+        seen.add(sid)
+        title = sec.get("title", sid)
+        if not isinstance(title, str):
+            where.fail(f"field 'title' is {_describe(title)}, expected a str")
+        blocks = sec.get("blocks")
+        if not isinstance(blocks, (list, tuple)):
+            where.fail(f"field 'blocks' is {_describe(blocks)}, expected a list of blocks")
+        checked = []
+        for bi, blk in enumerate(blocks):
+            btype = blk.get("type") if isinstance(blk, dict) else None
+            w = _Where(f"report section {sid!r} block {bi}" + (f" ({btype})" if isinstance(btype, str) else ""))
+            if not isinstance(blk, dict):
+                w.fail(f"expected a dict with a 'type' field, got {type(blk).__name__}")
+            if btype not in BLOCK_TYPES:
+                w.fail(f"unknown block type {btype!r}; expected one of {', '.join(BLOCK_TYPES)}")
+            try:
+                b = _jsonable(blk)
+            except _NotJsonable as e:
+                w.fail(str(e))
+            _CHECKS[btype](b, w)
+            checked.append(b)
+        out["sections"].append({"id": sid, "title": title, "blocks": checked})
+    return out
+
+
+def _check_text(b: dict, w: _Where) -> None:
+    w.field(b, "text", lambda v: isinstance(v, str), "a str")
+
+
+def _check_kv(b: dict, w: _Where) -> None:
+    w.list_of(b, "items", lambda it: isinstance(it, list) and len(it) == 2 and _is_label(it[0])
+              and (it[1] is None or _is_label(it[1])), "[label, value] pairs (str or number)")
+
+
+def _check_table(b: dict, w: _Where) -> None:
+    w.field(b, "caption", lambda v: isinstance(v, str), "a str", optional=True)
+    cols = w.list_of(b, "columns", lambda c: isinstance(c, dict) and isinstance(c.get("key"), str),
+                     "dicts with a str 'key'")
+    if not cols:
+        w.fail("field 'columns' is empty; a table needs at least one column")
+    for i, c in enumerate(cols):
+        cw = _Where(f"{w.prefix}: columns[{i}]")
+        cw.field(c, "label", lambda v: isinstance(v, str), "a str", default=c["key"])
+        cw.field(c, "format", lambda v: v in FORMATS, f"one of {', '.join(FORMATS)}", default="str")
+    rows = w.list_of(b, "rows", lambda r: isinstance(r, dict), "dicts mapping column keys to values")
+    for i, r in enumerate(rows):
+        for k, v in r.items():
+            if not (v is None or isinstance(v, (str, bool)) or _is_num(v)):
+                w.fail(f"rows[{i}][{k!r}] is {_describe(v)}, expected a str, number or null")
+    w.field(b, "max_rows", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+            "a positive int", optional=True)
+
+
+def _check_bars(b: dict, w: _Where) -> None:
+    w.field(b, "title", lambda v: isinstance(v, str), "a str", default="")
+    w.field(b, "unit", lambda v: isinstance(v, str), "a str", default="")
+    w.field(b, "stacked", lambda v: isinstance(v, bool), "a bool", default=False)
+    cats = w.list_of(b, "categories", _is_label, "category names (str)")
+    series = w.list_of(b, "series", lambda s: isinstance(s, dict) and _is_label(s.get("name"))
+                       and isinstance(s.get("values"), list), "dicts with 'name' and a list of 'values'")
+    for i, s in enumerate(series):
+        if len(s["values"]) != len(cats):
+            w.fail(f"series[{i}] ({s['name']!r}) has {len(s['values'])} values for {len(cats)} categories")
+        for j, v in enumerate(s["values"]):
+            if not (v is None or _is_num(v)):
+                w.fail(f"series[{i}].values[{j}] is {_describe(v)}, expected a number or null")
+
+
+def _check_heatmap(b: dict, w: _Where) -> None:
+    w.field(b, "title", lambda v: isinstance(v, str), "a str", default="")
+    w.field(b, "unit", lambda v: isinstance(v, str), "a str", default="")
+    w.field(b, "scale", lambda v: v in ("linear", "log"), "'linear' or 'log'", default="linear")
+    w.field(b, "center", _is_num, "a number or null", default=None, optional=True)
+    xs = w.list_of(b, "x", _is_label, "column labels (str)")
+    ys = w.list_of(b, "y", _is_label, "row labels (str)")
+    rows = w.field(b, "values", lambda v: isinstance(v, list), f"a list of {len(ys)} rows of {len(xs)} numbers")
+    if len(rows) != len(ys):
+        w.fail(f"'values' has {len(rows)} rows for {len(ys)} y labels (expected len(y) rows of len(x) numbers)")
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != len(xs):
+            w.fail(f"values[{i}] is {_describe(row)}, expected a list of {len(xs)} numbers (one per x label)")
+        for j, v in enumerate(row):
+            if not (v is None or _is_num(v)):
+                w.fail(f"values[{i}][{j}] is {_describe(v)}, expected a number or null")
+
+
+def _numeric_rows(b: dict, key: str, fields: str, w: _Where) -> np.ndarray:
+    """`b[key]` as an (n, width) float array; rows must be finite numbers."""
+    width = len(fields.split(","))
+    v = b.get(key)
+    if v is None:
+        v = b[key] = []
+    if not isinstance(v, list):
+        w.fail(f"field {key!r} is {_describe(v)}, expected a list of [{fields}] rows")
+    if not v:
+        return np.zeros((0, width))
+    # type checks at C speed; the per-row loop only runs to name the first bad row
+    if (set(map(type, v)) != {list} or set(map(len, v)) != {width}
+            or not set(map(type, itertools.chain.from_iterable(v))) <= {int, float}):
+        for i, row in enumerate(v):
+            if not isinstance(row, list) or len(row) != width or not all(_is_num(x) for x in row):
+                w.fail(f"{key}[{i}] is {_describe(row)}, expected [{fields}] ({width} numbers)")
+    a = np.asarray(v, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(a).all(axis=1))
+    if len(bad):
+        w.fail(f"{key}[{bad[0]}] is {_describe(v[bad[0]])}, expected finite numbers")
+    return a
+
+
+def _check_index(a: np.ndarray, col: int, n: int, key: str, what: str, w: _Where) -> None:
+    x = a[:, col]
+    bad = np.flatnonzero((x != np.floor(x)) | (x < 0) | (x >= n))
+    if len(bad):
+        w.fail(f"{key}[{bad[0]}] has {what} {x[bad[0]]:g}, expected an int in [0, {n})")
+
+
+def _check_timeline(b: dict, w: _Where) -> None:
+    tracks = w.list_of(b, "tracks", lambda t: isinstance(t, dict) and isinstance(t.get("pid"), int)
+                       and isinstance(t.get("tid"), (int, str)), "dicts with int 'pid' and int or str 'tid'")
+    for i, t in enumerate(tracks):
+        tw = _Where(f"{w.prefix}: tracks[{i}]")
+        tw.field(t, "name", lambda v: isinstance(v, str), "a str", default=f"tid {t['tid']}")
+        tw.field(t, "process", lambda v: isinstance(v, str), "a str", default=f"pid {t['pid']}")
+    names = w.list_of(b, "names", lambda v: isinstance(v, str), "event names (str)")
+    kinds = w.list_of(b, "kinds", lambda v: isinstance(v, str), "event kinds (str)")
+    ev = _numeric_rows(b, "events", "track_index, ts_us, dur_us, name_index, kind_index", w)
+    _check_index(ev, 0, len(tracks), "events", "track index", w)
+    _check_index(ev, 3, len(names), "events", "name index", w)
+    _check_index(ev, 4, len(kinds), "events", "kind index", w)
+    neg = np.flatnonzero(ev[:, 2] < 0)
+    if len(neg):
+        w.fail(f"events[{neg[0]}] has a negative duration {ev[neg[0], 2]:g}")
+    fl = _numeric_rows(b, "flows", "track_a, ts_a, track_b, ts_b, name_index", w)
+    _check_index(fl, 0, len(tracks), "flows", "track index", w)
+    _check_index(fl, 2, len(tracks), "flows", "track index", w)
+    _check_index(fl, 4, len(names), "flows", "name index", w)
+    hl = _numeric_rows(b, "highlight", "track_index, ts_us, dur_us", w)
+    _check_index(hl, 0, len(tracks), "highlight", "track index", w)
+    neg = np.flatnonzero(hl[:, 2] < 0)
+    if len(neg):
+        w.fail(f"highlight[{neg[0]}] has a negative duration {hl[neg[0], 2]:g}")
+
+
+def _check_scatter(b: dict, w: _Where) -> None:
+    for key in ("title", "x_label", "y_label"):
+        w.field(b, key, lambda v: isinstance(v, str), "a str", default="")
+    for key in ("log_x", "log_y"):
+        w.field(b, key, lambda v: isinstance(v, bool), "a bool", default=False)
+    labels = w.list_of(b, "labels", _is_label, "point labels (str)", default=[])
+    groups = w.list_of(b, "groups", _is_label, "group names (str)", default=[])
+
+    def index_ok(v: Any, n: int) -> bool:
+        return v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n)
+
+    points = w.field(b, "points", lambda v: isinstance(v, list), "a list of [x, y, label_index, group_index]")
+    for i, p in enumerate(points):
+        if not (isinstance(p, list) and len(p) == 4 and all(v is None or _is_num(v) for v in p[:2])):
+            w.fail(f"points[{i}] is {_describe(p)}, expected [x, y, label_index, group_index]")
+        if not index_ok(p[2], len(labels)):
+            w.fail(f"points[{i}] has label index {p[2]!r}, expected an int in [0, {len(labels)}) or null")
+        if not index_ok(p[3], len(groups)):
+            w.fail(f"points[{i}] has group index {p[3]!r}, expected an int in [0, {len(groups)}) or null")
+    lines = w.list_of(b, "lines", lambda ln: isinstance(ln, dict) and _is_label(ln.get("name"))
+                      and isinstance(ln.get("points"), list), "dicts with 'name' and 'points'", default=[])
+    for i, ln in enumerate(lines):
+        for j, p in enumerate(ln["points"]):
+            if not (isinstance(p, list) and len(p) == 2 and all(v is None or _is_num(v) for v in p)):
+                w.fail(f"lines[{i}].points[{j}] is {_describe(p)}, expected [x, y]")
+
+
+_CHECKS = {
+    "text": _check_text, "kv": _check_kv, "table": _check_table, "bars": _check_bars,
+    "heatmap": _check_heatmap, "timeline": _check_timeline, "scatter": _check_scatter,
+}

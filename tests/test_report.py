@@ -1,0 +1,78 @@
+"""`chakra report`: what the document says (no browser), and the written file rendered in
+headless Chromium with no console errors (the screenshot is kept under out/test-artifacts)."""
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+from browser import Browser, require_chromium
+from chakra_trace.simulate.presets import simulate_on
+from chakra_trace.visualize.report import build_report
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "out" / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def sims(ddp_pair):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {"torus-8x8": simulate_on(ddp_pair, "torus-8x8")}
+
+
+def _blocks(doc, section):
+    return next(s for s in doc["sections"] if s["id"] == section)["blocks"]
+
+
+def test_report_document_of_the_ddp_pair(ddp_pair, sims):
+    doc = build_report(ddp_pair, simulations=sims, device="cpu")
+    ids = [s["id"] for s in doc["sections"]]
+    assert ids == ["summary", "breakdown", "critical-path", "top-ops", "sim0-breakdown", "sim0-critical-path",
+                   "collectives", "matrix", "roofline", "timeline", "sim0-timeline"]
+    summary = dict(_blocks(doc, "summary")[0]["items"])
+    assert summary["ranks"] == 2 and summary["imbalanced collectives"] == "0 of 8"
+    sim_row = _blocks(doc, "summary")[1]["rows"][0]
+    assert sim_row["npus"] == 64 and sim_row["step_us"] == sims["torus-8x8"].step_ns / 1000
+    # the simulated critical path accounts for the whole simulated step
+    kv = dict(_blocks(doc, "sim0-critical-path")[1]["items"])
+    assert kv["length"] == kv["job step"] and kv["unexplained waits"] == "0.0 µs"
+    heat = next(b for b in _blocks(doc, "collectives") if b["type"] == "heatmap")
+    assert len(heat["y"]) == 8 and heat["x"] == ["0", "1"] and {v for row in heat["values"] for v in row} == {1.0}
+    matrix = _blocks(doc, "matrix")[1]
+    assert matrix["values"][0][0] is None and matrix["values"][0][1] > 0  # ring of 2: each sends to the other
+    tl = _blocks(doc, "timeline")[1]
+    assert len(tl["events"]) == sum(len(t) for t in ddp_pair.traces.values()) - 2  # every timed node
+    assert len(tl["flows"]) == 8 and len(tl["highlight"]) > 100  # collectives linked; the path outlined
+    json.dumps(doc)  # plain data
+
+
+def test_report_renders_in_headless_chromium(ddp_pair, sims, tmp_path):
+    """Must-show: the report opens offline in a browser with no console errors."""
+    from chakra_trace.visualize.report import write_report
+
+    require_chromium()
+    path = write_report(ddp_pair, tmp_path / "report.html", simulations=sims, device="cpu")
+    html = path.read_text()
+    assert not re.search(r"https?:|//cdn|\bsrc=", html)  # self-contained: nothing fetched
+    with Browser() as b:
+        page = b.open(path)
+        assert page.errors == []
+        blocks = sum(len(s["blocks"]) for s in build_report(ddp_pair, simulations=sims, device="cpu")["sections"])
+        assert int(page.evaluate("document.body.dataset.rendered")) == blocks
+        assert page.evaluate("document.querySelectorAll('.block-error').length") == 0
+        assert page.evaluate("window.__report.timelines.length") == 2
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(ARTIFACTS / "report_ddp.png")
+
+
+def test_cli_report(tmp_path, ddp_pair, capsys):
+    from chakra_trace.cli import main
+
+    ddp_pair.save(tmp_path / "job")
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "job"), "--simulate", "ring-8", "-o", str(out)]) == 0
+    assert "report: " in capsys.readouterr().out and out.stat().st_size > 10_000
+    assert main(["report", str(tmp_path / "job"), "--simulate", "nope", "-o", str(out)]) == 2
