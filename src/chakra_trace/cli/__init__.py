@@ -20,6 +20,10 @@ COMMANDS = {
     "collect": "collect:collect",
     "simulate": "simulate:simulate",
     "analyze": "analyze:analyze",
+    "timeline": "timeline:timeline",
+    "graph": "graph:graph",
+    "plot": "plot:plot",
+    "report": "report:report",
 }
 
 
@@ -46,7 +50,7 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="chakra-trace")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
-    """Chakra execution traces: inspect, validate and convert `.et` files."""
+    """Chakra execution traces: collect, convert, validate, analyze, simulate and report."""
     ctx.obj = {"debug": debug}
 
 

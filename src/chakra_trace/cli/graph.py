@@ -1,0 +1,71 @@
+"""`chakra graph`: one rank's operation graph as DOT, GraphML or a Graphviz drawing."""
+from __future__ import annotations
+
+import click
+
+from .common import console, json_option, print_json
+
+_RENDERED = (".svg", ".pdf", ".png")
+
+
+def _load_rank(path: str, rank: int | None):
+    """(rank, trace): a `.et` file as is, or one rank of a `<prefix>.<rank>.et` job (only that
+    rank is read; default the lowest, normally 0)."""
+    import os
+
+    from ..errors import ChakraError
+    from ..io.et import discover, read_trace
+
+    if os.path.isfile(path):
+        return (0 if rank is None else rank), read_trace(path)
+    paths = discover(path)
+    if not paths:
+        raise ChakraError(f"{path}: no such file, and no workload files named {os.path.basename(path)}.<rank>.et")
+    if rank is None:
+        rank = 0 if 0 in paths else min(paths)
+    if rank not in paths:
+        raise ChakraError(f"{path}: no rank {rank}; the job has ranks {sorted(paths)[:20]}"
+                          + (" ..." if len(paths) > 20 else ""))
+    return rank, read_trace(paths[rank])
+
+
+@click.command()
+@click.argument("workload")
+@click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
+              help="Output file: .dot, .graphml (either may end in .gz), or .svg/.pdf/.png (writes the .dot "
+                   "next to it and draws it with Graphviz).")
+@click.option("--rank", type=int, default=None, help="Rank to show when WORKLOAD is a job prefix (default 0).")
+@click.option("--name", "name", default=None, metavar="REGEX", help="Only ops whose name matches this regex.")
+@click.option("--neighbors", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Also include the ops this many dependency hops around the --name matches.")
+@click.option("--max-nodes", type=click.IntRange(min=1), default=None,
+              help="Refuse graphs with more nodes than this (default 20,000).")
+@json_option
+def graph(workload: str, out: str, rank: int | None, name: str | None, neighbors: int, max_nodes: int | None,
+          as_json: bool) -> None:
+    """Export the dependency graph of one rank (WORKLOAD: a `.et` file or a job prefix).
+
+    Nodes show name, type, duration and, for communication, collective and bytes; data
+    dependencies are solid edges, control dependencies dashed. Big traces: pick a part with
+    --name REGEX [--neighbors N].
+    """
+    from pathlib import Path
+
+    from ..visualize.graph import MAX_NODES, export_graph, render
+
+    out_path = Path(out)
+    suffix = out_path.suffix.lower()
+    rendered = suffix in _RENDERED
+    target = out_path.with_suffix(".dot") if rendered else out_path
+    rank, trace = _load_rank(workload, rank)
+    res = export_graph(trace, target, max_nodes=MAX_NODES if max_nodes is None else max_nodes, name=name,
+                       neighbors=neighbors, title=f"rank {rank}")
+    if rendered:
+        render(target, out_path)
+    if as_json:
+        print_json({**res.to_dict(), "rank": rank, "rendered": str(out_path) if rendered else None})
+        return
+    skipped = res.skipped_missing + res.skipped_outside
+    console().print(f"wrote {target} ({res.nodes:,} nodes, {res.data_edges:,} data and {res.ctrl_edges:,} control "
+                    f"edges" + (f"; {skipped:,} dependencies outside the selection or missing left out" if skipped
+                                else "") + ")" + (f" and drew {out_path}" if rendered else ""))
