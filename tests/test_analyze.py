@@ -101,8 +101,11 @@ def test_cli_analyze(tmp_path, capsys):
     assert out["imbalanced"][0]["index"] == 1 and out["outlier_ranks"]
     assert main(["analyze", "collectives", str(tmp_path / "job"), "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["instances"]) == 4
-    assert main(["analyze", "breakdown", str(tmp_path / "job"), "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["ranks"]) == 2
+    assert main(["analyze", "breakdown", str(tmp_path / "job"), "--json"]) == 2  # built untimed: no recorded times
+    assert "no recorded start times" in capsys.readouterr().err
+    assert main(["analyze", "breakdown", str(tmp_path / "job"), "--simulate", "ring-8", "--json"]) == 0
+    ranks = json.loads(capsys.readouterr().out)["ranks"]  # 2 ranks scaled out to the preset's 8 NPUs
+    assert len(ranks) == 8 and all(r["span_us"] > 0 for r in ranks)
 
 
 def test_communication_matrix_from_rings_all_to_allv_and_sends():

@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import types
-import warnings
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -22,7 +21,6 @@ from chakra_trace.schema.workload import Workload
 from chakra_trace.visualize import graph as G
 from chakra_trace.visualize import plots as P
 
-from conftest import DATA
 
 GML = "{http://graphml.graphdrawing.org/xmlns}"
 WEIRD = ['aten::add_', '<lambda>', 'say "hi"', 'back\\slash', 'trailing\\', 'a & b <c> \'d\'', 'two\nlines',
@@ -30,17 +28,9 @@ WEIRD = ['aten::add_', '<lambda>', 'say "hi"', 'back\\slash', 'trailing\\', 'a &
 
 
 # ---------------------------------------------------------------------- fixtures and helpers
-@pytest.fixture(scope="module")
-def ddp() -> Workload:
-    from chakra_trace.convert.pytorch import convert_pytorch
-
-    traces = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for r in (0, 1):
-            traces[r], _ = convert_pytorch(DATA / f"ddp_rank{r}.et.json.gz",
-                                           DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz", rank=r)
-    return Workload(traces)
+@pytest.fixture(scope="session")
+def ddp(ddp_pair) -> Workload:  # the converted DDP pair (conftest), shared: tests must not change it
+    return ddp_pair
 
 
 @pytest.fixture(scope="module")

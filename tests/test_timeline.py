@@ -67,17 +67,9 @@ def _flows(doc) -> dict[int, dict]:
     return out
 
 
-@pytest.fixture(scope="module")
-def ddp() -> Workload:
-    from chakra_trace.convert.pytorch import convert_pytorch
-
-    traces = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for r in (0, 1):
-            traces[r], _ = convert_pytorch(DATA / f"ddp_rank{r}.et.json.gz",
-                                           DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz", rank=r)
-    return Workload(traces)
+@pytest.fixture(scope="session")
+def ddp(ddp_pair) -> Workload:  # the converted DDP pair (conftest), shared: tests must not change it
+    return ddp_pair
 
 
 # ---------------------------------------------------------------------- recorded

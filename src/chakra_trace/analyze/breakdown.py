@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ChakraError
 from ..schema.enums import Attr, NodeType
 from ..schema.trace import Trace
 from ..schema.workload import Workload
@@ -53,6 +54,11 @@ def rank_breakdown(trace: Trace) -> dict[str, int]:
 
 
 def breakdown(workload: Workload | Trace) -> Breakdown:
+    """From the recorded times (a workload without any raises ChakraError: simulate it and
+    use `Breakdown.from_simulation`)."""
     if isinstance(workload, Trace):
         workload = Workload({0: workload})
+    if not any(t.timed for t in workload.traces.values()):
+        raise ChakraError("the workload has no recorded start times (all 0): simulate it (`--simulate SYSTEM`; "
+                          "in Python, Breakdown.from_simulation(result))")
     return Breakdown([{"rank": r, **rank_breakdown(workload.traces[r])} for r in workload.ranks])

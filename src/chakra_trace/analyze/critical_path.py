@@ -286,7 +286,7 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
         if isinstance(workload, Trace):
             workload = Workload({0: workload})
         traces = workload.traces
-        if all(not t.start.any() for t in traces.values() if len(t) > 1):
+        if not any(t.timed for t in traces.values()):
             raise ChakraError("the workload has no recorded start times (all 0): simulate it (`--simulate "
                               "SYSTEM`; in Python, job_critical_path(workload, result))")
         offsets = rank_offsets_ns(workload, align)

@@ -22,6 +22,19 @@ _groups_option = click.option("--comm-groups", type=click.Path(exists=True, dir_
                               help="Communicator groups JSON (ASTRA-sim format).")
 
 
+_simulate_one = click.option("--simulate", "system", metavar="SYSTEM", default=None,
+                             help="Use the times of a simulation on SYSTEM (a preset such as torus-8x8, or "
+                                  "NETWORK.yaml,SYSTEM.json) instead of the recorded ones.")
+
+
+def _analysis(workload: str, comm_groups, system):
+    from ..analyze import Analysis
+    from .report import run_simulations
+
+    wl = _workload(workload, comm_groups)
+    return Analysis(wl, next(iter(run_simulations(wl, [system]).values())) if system else None)
+
+
 @click.group()
 def analyze() -> None:
     """Analyses of a workload (WORKLOAD: a `.et` file or the prefix of `<prefix>.<rank>.et`)."""
@@ -54,16 +67,20 @@ def _fmt(v) -> str:
 @analyze.command()
 @click.argument("workload")
 @_groups_option
+@_simulate_one
 @json_option
-def breakdown(workload: str, comm_groups, as_json: bool) -> None:
+def breakdown(workload: str, comm_groups, as_json: bool, system) -> None:
     """Per rank: span, compute, communication, overlap, exposed communication, idle (µs)."""
-    from ..analyze.breakdown import _COLUMNS, breakdown as run
+    from ..analyze.breakdown import _COLUMNS
 
-    res = run(_workload(workload, comm_groups))
+    a = _analysis(workload, comm_groups, system)
+    res = a.breakdown()
     if as_json:
         print_json(res.to_dict())
         return
-    _table("per-rank breakdown (µs, recorded times)", res.rows, ["rank", *_COLUMNS])
+    rows = res.rows if len(res.rows) <= 64 else res.rows[:64]
+    _table(f"per-rank breakdown (µs, {'simulated on ' + system if system else 'recorded'} times)"
+           + (f"; first 64 of {len(res.rows)} ranks" if len(res.rows) > 64 else ""), rows, ["rank", *_COLUMNS])
 
 
 @analyze.command()
@@ -229,19 +246,6 @@ def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: in
     _table(f"top changes (B vs A, threshold {threshold:g}, min {min_us:g} µs)", rows,
            (["rank"] if by_rank else []) + ["name", "type", "count_a", "count_b", "total_us_a", "total_us_b",
                                             "delta_us", "ratio", "status"])
-
-
-_simulate_one = click.option("--simulate", "system", metavar="SYSTEM", default=None,
-                             help="Use the times of a simulation on SYSTEM (a preset such as torus-8x8, or "
-                                  "NETWORK.yaml,SYSTEM.json) instead of the recorded ones.")
-
-
-def _analysis(workload: str, comm_groups, system):
-    from ..analyze import Analysis
-    from .report import run_simulations
-
-    wl = _workload(workload, comm_groups)
-    return Analysis(wl, next(iter(run_simulations(wl, [system]).values())) if system else None)
 
 
 @analyze.command("critical-path")

@@ -218,6 +218,13 @@ class Trace:
 
     # ------------------------------------------------------------------ derived columns
     @property
+    def timed(self) -> bool:
+        """Whether the nodes carry recorded start times. Converters that record none (the
+        reference PyTorch converter) leave every start at 0 while durations are set."""
+        busy = self.duration > 0
+        return int(busy.sum()) <= 1 or bool(self.start[busy].any())
+
+    @property
     def name_array(self) -> np.ndarray:
         """Node names as an object array (built on demand)."""
         return np.asarray(self.names, dtype=object)[self.name_codes]

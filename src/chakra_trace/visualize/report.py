@@ -26,7 +26,7 @@ def build_report(workload: Workload, *, simulations: dict | None = None, title: 
     """The report document. ``simulations``: {label: SimResult} of this workload (or of its
     data-parallel scale-out) on other systems; ``device``: a roofline preset or None to skip."""
     rec = Analysis(workload)
-    timed = any(t.start.any() for t in workload.traces.values() if len(t) > 1)
+    timed = any(t.timed for t in workload.traces.values())
     sims = simulations or {}
     sections = [_summary(rec, timed, sims)]
     if timed:

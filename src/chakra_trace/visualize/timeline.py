@@ -375,7 +375,7 @@ def _recorded_parts(workload: Workload, align: str) -> tuple[_Parts, dict]:
         if st is None:
             st = statics[id(t)] = _Static(t, strings)
         rows = np.flatnonzero(t.duration > 0)
-        if rows.size > 1 and not t.start[rows].any():  # durations but no start times: nothing to lay out
+        if not t.timed:  # durations but no start times: nothing to lay out
             untimed.append(r)
             rows = rows[:0]
         start = t.start[rows].astype(np.int64) * 1000 + int(offsets.get(r, 0))
