@@ -64,6 +64,9 @@ def test_report_renders_in_headless_chromium(ddp_pair, sims, tmp_path):
         assert int(page.evaluate("document.body.dataset.rendered")) == blocks
         assert page.evaluate("document.querySelectorAll('.block-error').length") == 0
         assert page.evaluate("window.__report.timelines.length") == 2
+        # the report's timeline exports to Perfetto's JSON: slices nest per track, flows bind inside slices
+        doc = json.loads(page.evaluate("JSON.stringify(window.__report.timelines[0].toChrome())"))
+        _check_chrome_trace(doc, slices=sum(len(t) for t in ddp_pair.traces.values()) - 2, flows=8)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(ARTIFACTS / "report_ddp.png")
 
@@ -76,3 +79,28 @@ def test_cli_report(tmp_path, ddp_pair, capsys):
     assert main(["report", str(tmp_path / "job"), "--simulate", "ring-8", "-o", str(out)]) == 0
     assert "report: " in capsys.readouterr().out and out.stat().st_size > 10_000
     assert main(["report", str(tmp_path / "job"), "--simulate", "nope", "-o", str(out)]) == 2
+
+
+def _check_chrome_trace(doc: dict, *, slices: int, flows: int) -> None:
+    """What Perfetto's JSON importer needs: µs slices that nest on each (pid, tid), and every
+    flow event inside a slice of its own track."""
+    ev = doc["traceEvents"]
+    xs = [e for e in ev if e["ph"] == "X"]
+    assert len(xs) == slices and all(e["dur"] >= 0 and isinstance(e["ts"], (int, float)) for e in xs)
+    tracks: dict[tuple, list] = {}
+    for e in xs:
+        tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in tracks.values():
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        stack: list[float] = []
+        for a, b in spans:
+            while stack and stack[-1] <= a:
+                stack.pop()
+            assert not stack or b <= stack[-1] + 1e-6, "slices on one track must nest"
+            stack.append(b)
+    fl = [e for e in ev if e["ph"] in ("s", "f")]
+    assert sum(e["ph"] == "s" for e in fl) == sum(e["ph"] == "f" for e in fl) == flows
+    for e in fl:
+        assert any(a <= e["ts"] <= b for a, b in tracks[(e["pid"], e["tid"])]), e
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"rank 0", "rank 1"}

@@ -461,8 +461,11 @@
       if (b.flows.length) kinds.push(["flow", "#555", "line"]);
       legend(box, kinds);
       const tools = el("div", "tl-tools"), reset = el("button", "tl-reset", "Reset zoom");
+      const save = el("button", "tl-reset", "Perfetto JSON");
+      save.title = "Download this timeline as Chrome/Perfetto trace JSON (open it in ui.perfetto.dev)";
+      save.addEventListener("click", () => this.download());
       this.info = el("span", "tl-info");
-      tools.append(reset, this.info, el("span", "", "wheel: zoom \u00b7 drag: pan \u00b7 shift+wheel: scroll rows \u00b7 double-click: reset"));
+      tools.append(reset, save, this.info, el("span", "", "wheel: zoom \u00b7 drag: pan \u00b7 shift+wheel: scroll rows \u00b7 double-click: reset"));
       box.appendChild(tools);
       this.wrap = el("div", "tl-wrap");
       this.canvas = el("canvas", "timeline");
@@ -812,6 +815,38 @@
       ctx.fillText("time since start", 8, AXIS_H / 2 - 1);
     }
   }
+
+  // The timeline as Chrome trace JSON (what Perfetto opens): a process per pid, a thread per
+  // track, "X" slices in microseconds, and each flow as an s/f pair bound to its slices.
+  Timeline.prototype.toChrome = function () {
+    const b = this.b, out = [], named = new Set();
+    b.tracks.forEach((t, i) => {
+      if (!named.has(t.pid)) {
+        named.add(t.pid);
+        out.push({ ph: "M", name: "process_name", pid: t.pid, tid: 0, args: { name: t.process } });
+      }
+      out.push({ ph: "M", name: "thread_name", pid: t.pid, tid: i, args: { name: t.name } });
+    });
+    for (const e of b.events) {
+      out.push({ ph: "X", pid: b.tracks[e[0]].pid, tid: e[0], ts: e[1], dur: e[2], name: b.names[e[3]], cat: b.kinds[e[4]] });
+    }
+    b.flows.forEach((f, i) => {
+      const name = b.names[f[4]];
+      out.push({ ph: "s", id: i + 1, pid: b.tracks[f[0]].pid, tid: f[0], ts: f[1], name: name, cat: "flow" });
+      out.push({ ph: "f", bp: "e", id: i + 1, pid: b.tracks[f[2]].pid, tid: f[2], ts: f[3], name: name, cat: "flow" });
+    });
+    return { traceEvents: out, displayTimeUnit: "ns" };
+  };
+
+  Timeline.prototype.download = function () {
+    const blob = new Blob([JSON.stringify(this.toChrome())], { type: "application/json" });
+    const link = document.createElement("a");
+    link.download = "timeline.json";
+    const address = URL.createObjectURL(blob);  // a blob in this page: nothing leaves the machine
+    link.setAttribute("href", address);
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(address), 1000);
+  };
 
   function renderTimeline(box, b) { if (!empty(box, b.events.length)) report.timelines.push(new Timeline(box, b)); }
 
