@@ -4,7 +4,7 @@
 Recorded: the real DDP rank-0 recording repeated into one long trace (the convert benchmark's
 generator, 300,000 host nodes -> about 146,000 Chakra nodes); each analysis is timed and set
 against the conversion that produced the trace. Simulated: the 2-rank DDP recording scaled
-out to 1,024 NPUs on the dgx-8x128 preset (about 1.1 million node runs); each analysis of
+out to 1,024 NPUs on the dgx-8x128 preset (about 290,000 node runs); each analysis of
 the result is set against the simulation. Ratios are what to compare: these machines are
 noisy.
 """

@@ -57,7 +57,9 @@ class CollectiveStats:
             secs = s["time_us"] / 1e6
             s["algbw_GBps"] = s["bytes"] / secs / 1e9 if secs > 0 else None
             factor = _BUS_FACTOR.get(s["type"], lambda n: 1.0)(max(s["group_size"], 1))
-            s["busbw_GBps"] = s["algbw_GBps"] * factor if s["algbw_GBps"] is not None else None
+            # a group of one (a lone rank's file: its peers are unknown) has no bus bandwidth
+            known = s["algbw_GBps"] is not None and s["group_size"] > 1
+            s["busbw_GBps"] = s["algbw_GBps"] * factor if known else None
         return sorted(out.values(), key=lambda s: (s["group"], s["type"], s["rank"]))
 
     def to_dict(self) -> dict[str, Any]:
