@@ -24,6 +24,8 @@ COMMANDS = {
     "graph": "graph:graph",
     "plot": "plot:plot",
     "report": "report:report",
+    "replay": "replay:replay",
+    "bench": "bench:bench",
 }
 
 

@@ -1,0 +1,2 @@
+"""Replay traces as portable benchmarks:
+compute, communication, measurement."""

@@ -1,0 +1,172 @@
+"""The replay runtime: turn a replay plan into calls and run them. It needs torch and
+nothing else, because an exported benchmark script carries this file's source verbatim
+(`export.py`): the replayer and the exported script run the same code.
+
+A plan is plain JSON: ``storages`` {id: [nbytes, integer?]}, and ``ops``, each
+{"op": "aten::addmm.default", "args": [...], "kwargs": {...}, "reads": [...], "writes": [...],
+"kind": "op" | "collective" | "delay"}. A tensor argument is {"t": [storage, shape, stride,
+offset, dtype, [lo, hi] or null, fresh]}; a non-finite float is {"f": "inf"}; the replay
+device is {"device": 1}.
+"""
+import time
+
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def make_storages(plan, device, seed=0):
+    """One byte buffer per recorded storage: random floats, zeros for integer storages."""
+    torch = _torch()
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for sid, (nbytes, integer) in plan["storages"].items():
+        n = (int(nbytes) + 7) // 8 * 8
+        if integer:
+            out[sid] = torch.zeros(n, dtype=torch.uint8, device=device)
+        else:
+            out[sid] = torch.randn(n // 4, generator=g, dtype=torch.float32).mul_(0.1).view(torch.uint8).to(device)
+    return out
+
+
+def _fill(t, rng):
+    torch = _torch()
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        if t.numel():
+            if t.dtype.itemsize > 1:
+                t.normal_(0.0, 0.1)
+            else:
+                t.zero_()
+    elif t.dtype == torch.bool:
+        t.zero_()
+    elif rng:
+        t.random_(int(rng[0]), int(rng[1]) + 1)
+    else:
+        t.zero_()
+
+
+def value(spec, storages, device):
+    """A plan argument as a live Python/torch value."""
+    torch = _torch()
+    if isinstance(spec, list):
+        return [value(x, storages, device) for x in spec]
+    if isinstance(spec, dict):
+        if "t" in spec:
+            sid, shape, stride, offset, dtype, rng, fresh = spec["t"]
+            dt = getattr(torch, dtype)
+            if fresh:
+                t = torch.empty_strided(shape, stride, dtype=dt, device=device)
+                _fill(t, rng)
+                return t
+            base = storages[str(sid)] if str(sid) in storages else storages[sid]
+            typed = base[: base.numel() // dt.itemsize * dt.itemsize].view(dt)
+            t = typed.as_strided(shape, stride, offset)
+            if not (dt.is_floating_point or dt.is_complex):
+                _fill(t, rng)
+            return t
+        if "f" in spec:
+            return float(spec["f"])
+        if "device" in spec:
+            return device
+    return spec
+
+
+def resolve(name):
+    """torch.ops overload of "ns::op.overload"."""
+    torch = _torch()
+    ns, _, rest = name.partition("::")
+    op, _, overload = rest.partition(".")
+    return getattr(getattr(getattr(torch.ops, ns), op), overload or "default")
+
+
+def busy_wait(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def build_call(op, storages, device):
+    """(function, args, kwargs, reads, writes) of one planned op."""
+    if op["kind"] == "delay":
+        return (busy_wait, (op["seconds"],), {}, [], [])
+    args = [value(a, storages, device) for a in op["args"]]
+    kwargs = {k: value(v, storages, device) for k, v in op["kwargs"].items()}
+    if op.get("grad"):  # the original recorded this op for autograd: so does the replay
+        args = [_requires_grad(a) for a in args]
+    if op["kind"] == "collective":
+        return (collective(op["op"], args), (), {}, [], op["writes"])
+    return (resolve(op["op"]), tuple(args), kwargs, op["reads"], [])
+
+
+def _requires_grad(a):
+    torch = _torch()
+    if isinstance(a, list):
+        return [_requires_grad(x) for x in a]
+    if isinstance(a, torch.Tensor) and (a.dtype.is_floating_point or a.dtype.is_complex) and not a.requires_grad:
+        return a.detach().requires_grad_(True)
+    return a
+
+
+def run(calls, cuda=False):
+    """One pass: each op in order; a collective runs asynchronously and the first op that
+    reads what it wrote (or the end of the pass) waits for it."""
+    pending = {}
+    for fn, a, kw, reads, writes in calls:
+        if pending and reads:
+            for s in reads:
+                w = pending.pop(s, None)
+                if w is not None:
+                    w.wait()
+        work = fn(*a, **kw)
+        for s in writes:
+            pending[s] = work
+    for w in {id(w): w for w in pending.values()}.values():
+        w.wait()
+    if cuda:
+        _torch().cuda.synchronize()
+
+
+def _tensors(x):
+    return [t for t in (x if isinstance(x, list) else [x]) if t is not None]
+
+
+def collective(name, args):
+    """A recorded c10d op as a torch.distributed call on the default group (returns a
+    function that starts it and returns its Work)."""
+    import torch.distributed as dist
+
+    if name == "c10d::allreduce_":
+        ts = _tensors(args[0])
+        return lambda: [dist.all_reduce(t, async_op=True) for t in ts][-1]
+    if name == "c10d::allgather_":
+        outs = args[0][0] if args[0] and isinstance(args[0][0], list) else args[0]
+        return lambda: dist.all_gather(outs, _tensors(args[1])[0], async_op=True)
+    if name == "c10d::_allgather_base_":
+        return lambda: dist.all_gather_into_tensor(args[0], args[1], async_op=True)
+    if name == "c10d::broadcast_":
+        ts, root = _tensors(args[0]), int(args[2] or 0)
+        return lambda: [dist.broadcast(t, src=root, async_op=True) for t in ts][-1]
+    if name == "c10d::reduce_scatter_":
+        ins = args[1][0] if args[1] and isinstance(args[1][0], list) else args[1]
+        return lambda: dist.reduce_scatter(_tensors(args[0])[0], ins, async_op=True)
+    if name == "c10d::_reduce_scatter_base_":
+        return lambda: dist.reduce_scatter_tensor(args[0], args[1], async_op=True)
+    if name == "c10d::alltoall_base_":
+        out_split = args[3] if len(args) > 3 and args[3] else None
+        in_split = args[4] if len(args) > 4 and args[4] else None
+        return lambda: dist.all_to_all_single(args[0], args[1], out_split, in_split, async_op=True)
+    if name == "c10d::barrier":
+        return lambda: dist.barrier(async_op=True)
+    if name in ("c10d::send", "c10d::recv_"):
+        ts, peer, tag = _tensors(args[0]), int(args[2]), int(args[3]) if len(args) > 3 else 0
+        call = dist.isend if name == "c10d::send" else dist.irecv
+        return lambda: [call(t, peer, tag=tag) for t in ts][-1]
+    raise KeyError(name)
+
+
+COLLECTIVES = ("c10d::allreduce_", "c10d::allgather_", "c10d::_allgather_base_", "c10d::broadcast_",
+               "c10d::reduce_scatter_", "c10d::_reduce_scatter_base_", "c10d::alltoall_base_", "c10d::barrier",
+               "c10d::send", "c10d::recv_")

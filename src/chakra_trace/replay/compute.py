@@ -1,0 +1,375 @@
+"""Replay a PyTorch host execution trace's operators without the model's code or data.
+
+The replayed ops are the top-most ones that carry an `op_schema` (their children ran inside
+them) within the selected profiler steps. Each resolves to a `torch.ops` overload; its
+arguments are rebuilt once, before timing (tensors as views of recreated storages, see
+`tensors.py`), so a timed step is only the calls. Every op is tried once while preparing;
+one that still fails with fresh non-view inputs is reported with the reason and left out.
+Collectives (`c10d::*`) run as real `torch.distributed` calls when a process group is up
+(`chakra replay` on a collection folder starts one process per rank), asynchronously, and
+are waited for by the first op that reads what they wrote, as DDP overlaps them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ChakraError
+from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
+
+
+@dataclass
+class ReplayConfig:
+    """What to leave out or change: ``skip`` regexes on op names; ``substitute`` op name ->
+    another overload called with the same arguments ("aten::foo" -> "aten::bar.default");
+    ``delay_us`` op name -> a busy wait of that many µs instead of the op."""
+
+    skip: list[str] = field(default_factory=list)
+    substitute: dict[str, str] = field(default_factory=dict)
+    delay_us: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ReplayConfig":
+        try:
+            with open(path) as f:
+                d = json.load(f)
+        except (OSError, ValueError) as e:
+            raise ChakraError(f"{path}: cannot read the replay config: {e}") from None
+        unknown = set(d) - {"skip", "substitute", "delay_us"}
+        if unknown or not isinstance(d, dict):
+            raise ChakraError(f"{path}: unknown keys {sorted(unknown)}; expected skip, substitute, delay_us")
+        return cls(list(d.get("skip", [])), dict(d.get("substitute", {})), dict(d.get("delay_us", {})))
+
+
+@dataclass
+class OpOutcome:
+    row: int
+    node_id: int
+    name: str
+    status: str  # "replayed", "skipped", "failed"
+    reason: str = ""
+
+
+@dataclass
+class Coverage:
+    """Schema'd top-level ops in the selection and what became of each."""
+
+    outcomes: list[OpOutcome] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.outcomes)
+
+    @property
+    def replayed(self) -> int:
+        return sum(o.status == "replayed" for o in self.outcomes)
+
+    @property
+    def share(self) -> float:
+        return self.replayed / self.total if self.total else 1.0
+
+    def problems(self) -> dict[str, list[str]]:
+        """Reason -> op names, for ops not replayed."""
+        out: dict[str, list[str]] = {}
+        for o in self.outcomes:
+            if o.status != "replayed":
+                out.setdefault(f"{o.status}: {o.reason}", []).append(o.name)
+        return out
+
+    def to_dict(self) -> dict:
+        """The same shape as the schema-less replay's coverage (`synthetic.py`)."""
+        missed = [o for o in self.outcomes if o.status != "replayed"]
+        reasons: dict[str, int] = {}
+        for o in missed:
+            key = f"{o.status}: {o.reason}"
+            reasons[key] = reasons.get(key, 0) + 1
+        return {"total": self.total, "replayed": self.replayed, "not_replayed": len(missed), "share": self.share,
+                "reasons": reasons, "examples": [{"id": o.node_id, "name": o.name, "reason": f"{o.status}: {o.reason}"}
+                                                 for o in missed[:100]]}
+
+
+def _load_host(trace):
+    from ..convert.pytorch_host import HostTrace, read_host_trace
+
+    return trace if isinstance(trace, HostTrace) else read_host_trace(trace)
+
+
+def _parent_rows(h) -> np.ndarray:
+    """Call-tree parent of every row, as a row (-1 for roots and parents not in the trace)."""
+    par = h.parent.astype(np.int64)
+    out = np.full(len(h), -1, np.int64)
+    has = par >= 0
+    out[has] = h.rows(par[has])
+    return out
+
+
+def _ancestor_flag(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    """For every row: does a proper ancestor (through `parent` rows) have `flag`?"""
+    out = np.zeros(len(parent), bool)
+    p = parent.copy()
+    for _ in range(len(parent) + 1):  # a parent cycle in a damaged trace cannot loop forever
+        live = p >= 0
+        if not live.any():
+            break
+        out[live] |= flag[p[live]]
+        p[live] = parent[p[live]]
+    return out
+
+
+def _step_of(h) -> tuple[np.ndarray, dict[int, int]]:
+    """The ProfilerStep#N each row runs in (-1 outside any), and {N: row}."""
+    names = h.name_array
+    step_rows = {int(str(names[r]).split("#")[1]): int(r) for r in np.flatnonzero(
+        np.char.startswith(names.astype(str), "ProfilerStep#"))}
+    step = np.full(len(h), -1, np.int64)
+    for n, r in step_rows.items():
+        step[r] = n
+    parent = _parent_rows(h)
+    p = parent.copy()
+    out = step.copy()
+    for _ in range(len(h) + 1):
+        live = (p >= 0) & (out < 0)
+        if not live.any():
+            break
+        out[live] = step[p[live]]
+        p[live] = parent[p[live]]
+    if step_rows:  # ops of other threads (DDP's reducer, ...): by id, which follows op start
+        order = sorted(step_rows.items(), key=lambda kv: int(h.ids[kv[1]]))
+        first_ids = np.array([int(h.ids[r]) for _, r in order])
+        k = np.searchsorted(first_ids, h.ids, "right") - 1
+        orphan = (out < 0) & (k >= 0)
+        out[orphan] = np.array([n for n, _ in order])[k[orphan]]
+    return out, step_rows
+
+
+class HostReplay:
+    """The prepared replay of one rank's host trace.
+
+    ``steps``: profiler step numbers to replay (None: every recorded step; a trace without
+    profiler steps is replayed whole). ``select``: a regex; only ops whose name or some
+    ancestor's name matches (a subgraph such as "Optimizer.step" or "aten::linear").
+    """
+
+    def __init__(self, trace, *, device: str = "cpu", steps=None, select: str | None = None,
+                 config: ReplayConfig | None = None, seed: int = 0, autograd: bool = True):
+        try:
+            import torch
+        except ImportError:
+            raise ChakraError("replaying operators needs PyTorch: pip install torch") from None
+        del torch
+        self.h = h = _load_host(trace)
+        self.device = device
+        self.config = config or ReplayConfig()
+        self.autograd = autograd
+        empty = np.array([not x for x in h.strings] + [True])  # (code -1 -> the sentinel)
+        has_schema = ~empty[np.where(h.op_schema >= 0, h.op_schema, len(h.strings))]
+        parent = _parent_rows(h)
+        top = has_schema & ~_ancestor_flag(parent, has_schema) & ~h.synthetic
+        step, step_rows = _step_of(h)
+        self.recorded_steps = sorted(step_rows)
+        if steps is not None:
+            missing = sorted(set(steps) - set(step_rows))
+            if missing:
+                raise ChakraError(f"steps {missing} are not in the trace (it has {self.recorded_steps})")
+            top &= np.isin(step, list(steps))
+            self.steps = sorted(steps)
+        elif step_rows:
+            top &= step >= 0
+            self.steps = self.recorded_steps
+        else:
+            self.steps = []
+        if select:
+            rx = re.compile(select)
+            hit = np.array([bool(rx.search(str(n))) for n in h.name_array])
+            top &= hit | _ancestor_flag(parent, hit)
+        rows = np.flatnonzero(top)
+        self.rows = rows[np.argsort(h.ids[rows], kind="stable")]  # ids follow op entry order
+        self.coverage = Coverage()
+        self._calls: list[tuple] = []
+        self._prepare(seed)
+
+    # ------------------------------------------------------------------ preparation
+    def _prepare(self, seed: int) -> None:
+        from . import _standalone as rt
+
+        h, cfg = self.h, self.config
+        skip = [re.compile(x) for x in cfg.skip]
+        storages = StoragePlan()
+        specs = []
+        for r in self.rows.tolist():
+            name = str(h.name_array[r])
+            out = OpOutcome(r, int(h.ids[r]), name, "replayed")
+            self.coverage.outcomes.append(out)
+            if any(x.search(name) for x in skip):
+                out.status, out.reason = "skipped", "skipped by the config"
+                continue
+            inputs, _outputs = h.io(r)
+            ranges = tensor_ranges(h.attr(r, "tensor_range"))
+            specs.append((out, inputs, ranges))
+            for k, (v, shp, t) in enumerate(zip(inputs["values"], inputs["shapes"], inputs["types"])):
+                _reserve(storages, v, shp, _at(inputs["strides"], k), t)
+        self.plan = {"device": self.device, "seed": seed, "storages": storages.storages, "ops": []}
+        self._storages = rt.make_storages(self.plan, self.device, seed)
+        for out, inputs, ranges in specs:
+            try:
+                op = self._plan_op(out, inputs, ranges)
+            except Unreplayable as e:
+                out.status, out.reason = "failed", str(e)
+                continue
+            except Exception as e:  # a schema or argument torch rejects: report, go on
+                out.status, out.reason = "failed", f"{type(e).__name__}: {_first_line(e)}"
+                continue
+            op.update(node_id=out.node_id, name=out.name)
+            self.plan["ops"].append(op)
+            self._calls.append(rt.build_call(op, self._storages, self.device))
+
+    def _plan_op(self, out: OpOutcome, inputs: dict, ranges: dict) -> dict:
+        """The op's plan entry, checked by running it once (with fresh tensors if the
+        recreated views fail, e.g. an in-place detach of a view)."""
+        import torch
+
+        from . import _standalone as rt
+
+        h, cfg = self.h, self.config
+        name = out.name
+        if name in cfg.delay_us:
+            return {"kind": "delay", "op": name, "seconds": float(cfg.delay_us[name]) * 1e-6, "args": [],
+                    "kwargs": {}, "reads": [], "writes": []}
+        if name.startswith("c10d::"):
+            return self._plan_collective(name, inputs, ranges)
+        schema = torch._C.parse_schema(h.attr(out.row, "op_schema"))
+        overload = cfg.substitute.get(name) or f"{schema.name}.{schema.overload_name or 'default'}"
+        fn = _resolve(overload)
+        # autograd recorded the op (a sequence number) and it is out of place: replay with grad
+        # recording too, which is part of what the original paid
+        seq = h.attr(out.row, "seq_id")
+        grad = self.autograd and seq is not None and int(seq) >= 0 and \
+            not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        first = None
+        for fresh in (False, True):
+            args, kwargs = [], {}
+            for k, arg in enumerate(schema.arguments[:len(inputs["values"])]):
+                v = self._spec(inputs["values"][k], inputs["shapes"][k], _at(inputs["strides"], k),
+                               inputs["types"][k], ranges.get(k), fresh)
+                if arg.kwarg_only:
+                    kwargs[arg.name] = v
+                else:
+                    args.append(v)
+            op = {"kind": "op", "op": overload.split("(")[0], "args": args, "kwargs": kwargs,
+                  "reads": _storages(inputs), "writes": [], "grad": grad}
+            call = rt.build_call(op, self._storages, self.device)
+            try:
+                fn(*call[1], **call[2])
+                return op
+            except Exception as e:
+                first = first or e
+        raise first
+
+    def _spec(self, v, shape, stride, type_str: str, rng, fresh: bool):
+        if type_str.startswith("Tensor"):
+            return _TENSORS.tensor_spec(v, shape, stride, type_str, rng, fresh)
+        elems = split_list_type(type_str)
+        if elems is not None:
+            if not isinstance(v, list):
+                return scalar(v, type_str)
+            shapes = shape if isinstance(shape, list) and len(shape) == len(v) else [[]] * len(v)
+            strides = stride if isinstance(stride, list) and len(stride) == len(v) else [None] * len(v)
+            types = elems if len(elems) == len(v) else [elems[0] if elems else ""] * len(v)
+            return [self._spec(x, s, st, t, rng, fresh) for x, s, st, t in zip(v, shapes, strides, types)]
+        if type_str == "Device":
+            return {"device": 1}
+        return scalar(v, type_str)
+
+    def _plan_collective(self, name: str, inputs: dict, ranges: dict) -> dict:
+        import torch.distributed as dist
+
+        from . import _standalone as rt
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise Unreplayable("a collective: replay the whole job (one process per rank) to run it")
+        if name not in rt.COLLECTIVES:
+            raise Unreplayable(f"collective {name} has no replay mapping")
+        args = []
+        for k, (v, t) in enumerate(zip(inputs["values"], inputs["types"])):
+            if v == "<Object>":
+                args.append(None)  # the process group: the replay's default group
+            else:
+                args.append(self._spec(v, inputs["shapes"][k], _at(inputs["strides"], k), t, ranges.get(k), True))
+        return {"kind": "collective", "op": name, "args": args, "kwargs": {}, "reads": [],
+                "writes": _storages(inputs)}
+
+    # ------------------------------------------------------------------ running
+    def run_step(self) -> None:
+        """One pass over the selected ops (all selected steps)."""
+        from . import _standalone as rt
+
+        rt.run(self._calls, self.device.startswith("cuda"))
+
+    @property
+    def steps_per_run(self) -> int:
+        return max(len(self.steps), 1)
+
+    def recorded_step_s(self, kineto_path) -> list[float]:
+        """Durations of the replayed profiler steps in a Kineto trace of the same run."""
+        from ..convert.kineto import read_kineto
+
+        return [(e - s) / 1e9 for n, s, e in read_kineto(kineto_path).steps() if n in self.steps]
+
+
+_TENSORS = StoragePlan()  # (tensor_spec needs no state)
+
+
+def _at(strides, k):
+    return strides[k] if strides and k < len(strides) else None
+
+
+def _reserve(plan: StoragePlan, v, shape, stride, type_str: str) -> None:
+    if type_str.startswith("Tensor"):
+        try:
+            plan.reserve(v, shape, stride, type_str)
+        except Unreplayable:
+            pass
+        return
+    elems = split_list_type(type_str)
+    if elems and isinstance(v, list):
+        shapes = shape if isinstance(shape, list) and len(shape) == len(v) else [[]] * len(v)
+        strides = stride if isinstance(stride, list) and len(stride) == len(v) else [None] * len(v)
+        types = elems if len(elems) == len(v) else [elems[0]] * len(v)
+        for x, sh, st, t in zip(v, shapes, strides, types):
+            _reserve(plan, x, sh, st, t)
+
+
+def _storages(io: dict) -> list:
+    """Storage ids of every tensor in an input/output list (nested lists included)."""
+    out = []
+
+    def walk(v, t):
+        if isinstance(t, str) and t.startswith("Tensor") and isinstance(v, list) and len(v) >= 6:
+            out.append(v[1])
+        elif isinstance(v, list):
+            elems = split_list_type(t) or []
+            for i, x in enumerate(v):
+                walk(x, elems[i] if i < len(elems) else (elems[0] if elems else ""))
+
+    for v, t in zip(io["values"], io["types"]):
+        walk(v, t)
+    return out
+
+
+def _resolve(overload: str):
+    from . import _standalone as rt
+
+    try:
+        return rt.resolve(overload.split("(")[0])
+    except (AttributeError, RuntimeError) as e:
+        raise Unreplayable(f"{overload.split('(')[0]} is not a registered operator in this PyTorch "
+                           f"({_first_line(e)})") from None
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return s[0][:200] if s else type(e).__name__

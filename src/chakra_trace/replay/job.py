@@ -1,0 +1,139 @@
+"""Replay a recorded PyTorch job: every rank's host trace in its own process on 127.0.0.1
+(gloo on CPU, NCCL on GPUs), compute and collectives together, timed by `measure`.
+
+A collection folder (`chakra collect`) gives one trace per rank. One trace alone is replayed
+on as many ranks as its default process group had (SPMD: every rank runs the same ops), so a
+single rank's trace of a 2-GPU job still exercises its collectives.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+
+
+from ..errors import ChakraError
+
+_RANK_FILE = re.compile(r"rank(\d+)\.et\.json(\.gz)?$")
+
+
+def host_traces(source) -> dict[int, str]:
+    """{rank: host trace path} of a collection folder, a list of paths, or one path."""
+    if isinstance(source, (list, tuple)):
+        return {r: os.fspath(p) for r, p in enumerate(source)}
+    source = os.fspath(source)
+    if os.path.isdir(source):
+        found = {}
+        for p in glob.glob(os.path.join(source, "*.et.json*")):
+            m = _RANK_FILE.search(os.path.basename(p))
+            if m:
+                found[int(m.group(1))] = p
+        if not found:
+            raise ChakraError(f"{source}: no rank<r>.et.json[.gz] host traces (a `chakra collect` folder)")
+        return dict(sorted(found.items()))
+    if not os.path.exists(source):
+        raise ChakraError(f"{source}: no such file or folder")
+    return {0: source}
+
+
+def kineto_for(et_path: str) -> str | None:
+    """The Kineto trace recorded beside a host trace (rank0.et.json.gz -> rank0.kineto.json.gz)."""
+    base = re.sub(r"\.et\.json(\.gz)?$", "", et_path)
+    for suffix in (".kineto.json.gz", ".kineto.json"):
+        if os.path.exists(base + suffix):
+            return base + suffix
+    return None
+
+
+def recorded_world_size(et_path: str) -> int:
+    """Ranks of the default process group the trace recorded (1 when it recorded none)."""
+    from ..convert.pytorch_host import read_host_trace
+
+    h = read_host_trace(et_path)
+    size = 1
+    for r in h.pg_init_rows.tolist():
+        for v in h.io(int(r))[0]["values"]:
+            try:
+                groups = json.loads(v) if isinstance(v, str) else []
+            except ValueError:
+                continue
+            for g in groups if isinstance(groups, list) else []:
+                if isinstance(g, dict) and str(g.get("pg_name")) == "0":
+                    size = max(size, int(g.get("group_size") or 1))
+    return size
+
+
+def replay_host(source, *, world_size: int | None = None, device: str = "cpu", backend: str | None = None,
+                steps=None, select: str | None = None, config=None, threads: int = 1, timeout_s: float = 900,
+                warmup: int = 3, budget_s: float = 20.0, target_rel_ci: float = 0.02, max_repeats: int = 200,
+                min_repeats: int = 5, export: str | os.PathLike | None = None):
+    """Replay recorded host traces (see `host_traces`) as a benchmark; returns a ReplayResult
+    whose ``step`` is the time per recorded step (the slowest rank's, ranks in lockstep).
+    ``export``: also write the replay as a standalone benchmark script (`export.py`)."""
+    from .launch import run_ranks
+    from .result import ReplayResult
+
+    traces = host_traces(source)
+    if world_size is None:
+        world_size = len(traces) if len(traces) > 1 else recorded_world_size(traces[0])
+    paths = [traces[r] for r in sorted(traces)]
+    backend = backend or ("nccl" if device.startswith("cuda") else "gloo")
+    cfg = vars(config) if config is not None else None
+    opts = {"device": device, "steps": list(steps) if steps is not None else None, "select": select,
+            "config": cfg, "threads": threads, "warmup": warmup, "budget_s": budget_s,
+            "target_rel_ci": target_rel_ci, "max_repeats": max_repeats, "min_repeats": min_repeats,
+            "plan": export is not None}
+    outs = run_ranks("chakra_trace.replay.job:rank_main", world_size, args=(paths, opts), backend=backend,
+                     device=device, timeout_s=timeout_s, env={"OMP_NUM_THREADS": str(threads)})
+    label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
+    if export is not None:
+        from .export import export_script
+
+        export_script([o.pop("plan") for o in outs], export, name=f"replay of {os.path.basename(label)}",
+                      source=label, steps_per_run=outs[0]["steps_per_run"])
+    return ReplayResult.from_ranks("ops", label, device, backend, outs)
+
+
+def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
+    """One rank of `replay_host` (runs inside the process group `run_ranks` set up)."""
+    import torch
+    import torch.distributed as dist
+
+    from .compute import HostReplay, ReplayConfig
+    from .measure import environment, measure
+
+    torch.set_num_threads(int(opts["threads"]))
+    path = paths[rank % len(paths)]
+    device = opts["device"]
+    if device.startswith("cuda"):
+        device = f"cuda:{torch.cuda.current_device()}"
+    cfg = ReplayConfig(**opts["config"]) if opts["config"] else None
+    rep = HostReplay(path, device=device, steps=opts["steps"], select=opts["select"], config=cfg)
+    flag = torch.zeros(1, dtype=torch.int32, device=device if device.startswith("cuda") else "cpu")
+
+    def decide(stop: bool) -> bool:  # every rank stops together: when all want to
+        flag.fill_(1 if stop else 0)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        return bool(flag.item())
+
+    def sync() -> None:  # samples start together and end when the slowest rank is done
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        dist.barrier()
+
+    m = measure(rep.run_step, name=f"rank {rank}", warmup=int(opts["warmup"]), budget_s=float(opts["budget_s"]),
+                target_rel_ci=float(opts["target_rel_ci"]), max_repeats=int(opts["max_repeats"]),
+                min_repeats=int(opts["min_repeats"]), sync=sync, decide=decide)
+    m.env = environment(device)
+    recorded = []
+    kin = kineto_for(path)
+    if kin:
+        recorded = rep.recorded_step_s(kin)
+    out = {"trace": path, "measurement": m.to_dict(), "steps_per_run": rep.steps_per_run, "steps": rep.steps,
+           "coverage": rep.coverage.to_dict(), "recorded_step_s": recorded}
+    if opts.get("plan"):
+        out["plan"] = rep.plan
+    return out
+
+

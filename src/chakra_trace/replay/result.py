@@ -1,0 +1,111 @@
+"""What a replay measured, whichever replayer ran it (operators or calibrated kernels)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class ReplayResult:
+    """A job's replay: per-rank measurements, the step time (per sample, the slowest rank),
+    what was replayed (``coverage`` per rank: total, replayed, not_replayed, share, reasons,
+    examples), the calibration of schema-less replays, next to the trace's own recorded time."""
+
+    source: str
+    world_size: int
+    mode: str  # "ops" (operators), "duration" or "flops" (calibrated kernels)
+    device: str
+    backend: str
+    step: Any  # Measurement: seconds per recorded step
+    per_rank: dict[int, Any] = field(default_factory=dict)  # rank -> Measurement
+    coverage: dict[int, dict] = field(default_factory=dict)
+    calibration: dict[int, dict] = field(default_factory=dict)
+    recorded_us: dict[int, float] = field(default_factory=dict)
+    recorded_basis: str = "span"
+
+    @property
+    def recorded_step_us(self) -> float:
+        """The recorded step: the longest rank's recorded time."""
+        return max(self.recorded_us.values()) if self.recorded_us else 0.0
+
+    @property
+    def ratio(self) -> float:
+        """Replayed median step / recorded step (1.0: the replay reproduces the trace's time)."""
+        rec = self.recorded_step_us
+        return self.step.median * 1e6 / rec if rec > 0 else math.nan
+
+    @property
+    def fully_replayed(self) -> bool:
+        return all(c["not_replayed"] == 0 for c in self.coverage.values())
+
+    @classmethod
+    def from_ranks(cls, mode: str, source: str, device: str, backend: str, outs: list[dict]) -> "ReplayResult":
+        """From the per-rank outputs of an operator replay (`job.rank_main`)."""
+        from .measure import Measurement
+
+        per_rank = {}
+        for r, o in enumerate(outs):
+            m = Measurement.from_dict(o["measurement"])
+            m.samples = [s / o["steps_per_run"] for s in m.samples]  # per recorded step
+            m.extra.update(unit="seconds per recorded step", steps=o["steps"])
+            per_rank[r] = m
+        recorded = {r: float(np.mean(o["recorded_step_s"])) * 1e6 for r, o in enumerate(outs) if o["recorded_step_s"]}
+        return cls(source=source, world_size=len(outs), mode=mode, device=device, backend=backend,
+                   step=step_measurement(per_rank), per_rank=per_rank,
+                   coverage={r: o["coverage"] for r, o in enumerate(outs)}, recorded_us=recorded,
+                   recorded_basis="Kineto profiler steps (profiling overhead included)")
+
+    def to_dict(self) -> dict:
+        ratio = self.ratio
+        return {"source": self.source, "world_size": self.world_size, "mode": self.mode, "device": self.device,
+                "backend": self.backend, "step": self.step.to_dict(),
+                "per_rank": {str(r): m.to_dict() for r, m in sorted(self.per_rank.items())},
+                "coverage": {str(r): c for r, c in sorted(self.coverage.items())},
+                "calibration": {str(r): c for r, c in sorted(self.calibration.items())},
+                "recorded_us": {str(r): v for r, v in sorted(self.recorded_us.items())},
+                "recorded_basis": self.recorded_basis, "recorded_step_us": self.recorded_step_us,
+                "ratio": ratio if math.isfinite(ratio) else None, "fully_replayed": self.fully_replayed}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """JSON, written atomically (gzip when the name ends in .gz). `chakra bench compare`
+        reads its ``step`` measurement."""
+        from ..io.et import atomic_output
+
+        with atomic_output(path) as f:
+            f.write(json.dumps(self.to_dict(), indent=1, allow_nan=False).encode())
+
+    def to_pandas(self):
+        """One row per rank: its median / mean step, recorded time and coverage."""
+        import pandas as pd
+
+        rows = []
+        for r, m in sorted(self.per_rank.items()):
+            c = self.coverage.get(r, {})
+            rows.append({"rank": r, "median_s": m.median, "mean_s": m.mean, "n": m.n,
+                         "recorded_us": self.recorded_us.get(r), "replayed": c.get("replayed"),
+                         "not_replayed": c.get("not_replayed")})
+        return pd.DataFrame(rows)
+
+    def summary(self) -> str:
+        out = f"step {self.step.summary()}"
+        if self.recorded_step_us:
+            out += f"; recorded {self.recorded_step_us / 1e3:.3f} ms ({self.recorded_basis}), ratio {self.ratio:.3f}"
+        return out
+
+
+def step_measurement(per_rank: dict[int, Any]):
+    """The job's step: per sample, the slowest rank (ranks run their samples in lockstep)."""
+    from .measure import Measurement
+
+    ms = [per_rank[r] for r in sorted(per_rank)]
+    n = min(m.n for m in ms)
+    samples = np.max(np.array([m.samples[:n] for m in ms], dtype=np.float64), axis=0).tolist() if n else []
+    first = ms[0]
+    return Measurement(name="step", samples=samples, warmup=first.warmup, stop_reason=first.stop_reason,
+                       env=dict(first.env), extra={"aggregate": "per-sample max over ranks", "ranks": len(ms)},
+                       note=first.note)

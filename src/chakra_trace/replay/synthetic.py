@@ -1,0 +1,823 @@
+"""Replay any Chakra workload as a benchmark, without op schemas: timed kernels and real collectives.
+
+Works on every Chakra trace (converted from PyTorch, synthetic, ASTRA-sim text): it needs only node
+types, durations / FLOP counts, dependencies and the communication attributes.
+
+- A COMP node becomes a calibrated kernel that takes the node's recorded time: ``mode="duration"`` uses
+  ``duration_micros``; ``mode="flops"`` uses ``num_ops`` at the FLOP rate measured here (nodes without a
+  positive ``num_ops``, and host ops of a CUDA replay, keep their duration). On CPU the kernel is a loop
+  of small matmuls (the calibrated work unit) finished by a busy-wait on ``time.perf_counter``, yielding
+  the core between slices to runnable threads (see `Kernel`). On CUDA, device-side nodes
+  (``is_cpu_op`` false or absent) become ``torch.cuda._sleep`` (calibrated in cycles per µs) or, in flops
+  mode, matmuls plus a sleep for the remainder, launched asynchronously; host nodes stay CPU busy-waits.
+  MEM_LOAD / MEM_STORE nodes are replayed like compute, by their duration.
+- A COMM node becomes a real ``torch.distributed`` call of the recorded size on the recorded group
+  (Chakra's size convention: the input, per-rank input for all-gather, per-rank output for scatter),
+  on zero-filled buffers (float32 when the size divides by 4, else uint8) allocated before timing.
+  What cannot be replayed is reported per node ("not replayed: <why>"), never fatal.
+- Nodes run in a topological order (ties by id). Collectives and send/recv are issued asynchronously and
+  waited for by the first node that depends on them (or at the end of the step), so communication
+  overlaps compute as in the trace.
+
+Host kernels follow a timeline: each ends at the previous one's deadline plus its own time, so the
+replayer's per-node overhead is absorbed by the kernels after it instead of adding up (the timeline
+restarts after every wait on communication, which is real time). `SchemaLessReplay.lags_us` says how far
+behind the timeline a step ended (0 when the trace's tiny nodes left enough slack).
+
+`replay_workload` always runs the ranks as separate processes (`run_ranks`), one per rank of a
+`<prefix>.<rank>.et` job. A single `.et` file is replayed by `world_size` ranks (1 by default) that all
+run that same trace (a symmetric workload); with one rank its collectives run on a group of one (no
+traffic, but still a real call). `SchemaLessReplay` can also be used in-process, where a process group
+exists or not (without one, communication nodes are reported as not replayed).
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ChakraError
+from ..schema.enums import Attr, CollectiveType, NodeType, node_type_name
+from .result import ReplayResult, step_measurement
+
+MODES = ("duration", "flops")
+CPU_UNIT_N = 64  # CPU work unit: a 64x64 float32 matmul (~10 µs on one core)
+CUDA_UNIT_N = 2048  # CUDA work unit: a 2048^2 bf16 matmul (tens of µs on a recent GPU)
+
+_NOP, _HOST, _ASYNC, _DEVICE = 0, 1, 2, 3
+_ALL_RANKS_GROUPS = ("", "0")
+
+
+# ------------------------------------------------------------------------------------------------ calibration
+@dataclass
+class Calibration:
+    """What the kernels were calibrated to on this process's device (one per process and device)."""
+
+    device: str
+    unit: str  # the work unit, e.g. "mm 64x64 float32"
+    unit_flops: float
+    unit_us: float  # time of one work unit
+    flops_per_s: float  # FLOP rate of the work unit
+    cycles_per_us: float | None = None  # CUDA: torch.cuda._sleep cycles per µs
+    spin_us: float = 0.0  # one busy-wait iteration (clock read)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+_CALIBRATIONS: dict[str, Calibration] = {}
+
+
+def calibrate(device: str = "cpu", *, force: bool = False) -> Calibration:
+    """Measure the work unit's time and FLOP rate (after warm-up) and, on CUDA, the sleep cycles per µs.
+    Done once per process and device; `force` measures again."""
+    import torch
+
+    key = _device_key(device)
+    if not force and key in _CALIBRATIONS:
+        return _CALIBRATIONS[key]
+    pc = time.perf_counter
+    t0 = pc()
+    k = 100_000
+    for _ in range(k):
+        pc()
+    spin_us = (pc() - t0) / k * 1e6
+    if key.startswith("cuda"):
+        cal = _calibrate_cuda(torch, key, spin_us)
+    else:
+        n = CPU_UNIT_N
+        a, b, o = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+        for _ in range(50):
+            torch.mm(a, b, out=o)
+        best = math.inf
+        for _ in range(5):  # the fastest of 5 batches: the unit's time when nothing disturbs it
+            reps = 100
+            t0 = pc()
+            for _ in range(reps):
+                torch.mm(a, b, out=o)
+            best = min(best, (pc() - t0) / reps)
+        flops = 2.0 * n ** 3
+        cal = Calibration(key, f"mm {n}x{n} float32", flops, best * 1e6, flops / best, None, spin_us)
+    _CALIBRATIONS[key] = cal
+    return cal
+
+
+def _calibrate_cuda(torch, key: str, spin_us: float) -> Calibration:
+    dev = torch.device(key)
+    with torch.cuda.device(dev):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def timed(fn) -> float:  # ms on the device
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+
+        torch.cuda._sleep(10_000)
+        c1, c2 = 1_000_000, 11_000_000
+        t1 = min(timed(lambda: torch.cuda._sleep(c1)) for _ in range(3))
+        t2 = min(timed(lambda: torch.cuda._sleep(c2)) for _ in range(3))
+        cycles_per_us = (c2 - c1) / max((t2 - t1) * 1e3, 1e-9)
+        n = CUDA_UNIT_N
+        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        o = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
+        for _ in range(10):
+            torch.mm(a, b, out=o)
+        reps = 20
+
+        def many():
+            for _ in range(reps):
+                torch.mm(a, b, out=o)
+
+        ms = min(timed(many) for _ in range(3)) / reps
+    flops = 2.0 * n ** 3
+    return Calibration(key, f"mm {n}x{n} bfloat16", flops, ms * 1e3, flops / (ms * 1e-3), cycles_per_us, spin_us)
+
+
+def _device_key(device: str) -> str:
+    device = str(device)
+    if device == "cuda":
+        import torch
+
+        return f"cuda:{torch.cuda.current_device()}"
+    return device
+
+
+class Kernel:
+    """Occupies this process's device for a given time: `host(deadline)` spins the CPU until a
+    `time.perf_counter` deadline (matmul units while more than one fits, then a clock busy-wait);
+    `device_op(us, flops)` returns a closure launching CUDA work of that length.
+
+    `yield_cpu`: between slices the spin calls `sched_yield`, so a runnable thread on the same core (the
+    job's own gloo communication threads, on a machine with fewer free cores than threads) goes first, as
+    it would have on its own core when the trace was recorded; the node still ends at its deadline. On a
+    machine with a free core per thread nothing else is runnable and the spin keeps its core.
+    """
+
+    def __init__(self, device: str = "cpu", calibration: Calibration | None = None, *, yield_cpu: bool = True):
+        import torch
+
+        self.torch = torch
+        self.device = _device_key(device)
+        self.cal = calibration or calibrate(self.device)
+        n = CPU_UNIT_N
+        cal_cpu = self.cal if not self.device.startswith("cuda") else calibrate("cpu")
+        self.cpu_cal = cal_cpu
+        self._unit_s = cal_cpu.unit_us * 1e-6
+        self._yield = getattr(os, "sched_yield", None) if yield_cpu else None
+        self._a, self._b, self._o = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+        if self.device.startswith("cuda"):
+            m = CUDA_UNIT_N
+            dev = torch.device(self.device)
+            self._ga = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+            self._gb = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
+            self._go = torch.empty(m, m, device=dev, dtype=torch.bfloat16)
+
+    def host(self, deadline: float) -> None:
+        pc, unit, mm, yld = time.perf_counter, self._unit_s, self.torch.mm, self._yield
+        a, b, o = self._a, self._b, self._o
+        while True:
+            left = deadline - pc()
+            if left <= 0:
+                return
+            if left > unit:
+                mm(a, b, out=o)
+            if yld is not None:
+                yld()
+
+    def busy(self, seconds: float) -> None:
+        """Occupy the CPU for `seconds` from now."""
+        self.host(time.perf_counter() + seconds)
+
+    def device_op(self, us: float, flops: float | None = None) -> Callable[[], None] | None:
+        """A closure launching `us` µs of device work (or `flops` as matmuls plus a sleep for the rest)."""
+        torch, cal = self.torch, self.cal
+        sleep = torch.cuda._sleep
+        units = 0
+        if flops is not None and flops > 0:
+            units = int(flops // cal.unit_flops)
+            us = (flops - units * cal.unit_flops) / cal.flops_per_s * 1e6
+        cycles = int(round(us * (cal.cycles_per_us or 0.0)))
+        if units == 0 and cycles <= 0:
+            return None
+        if units == 0:
+            return lambda: sleep(cycles)
+        mm, a, b, o = torch.mm, self._ga, self._gb, self._go
+
+        def run() -> None:
+            for _ in range(units):
+                mm(a, b, out=o)
+            if cycles > 0:
+                sleep(cycles)
+        return run
+
+
+# ------------------------------------------------------------------------------------------------ graph order
+def topological_order(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows in a dependency-respecting order, ties by id; dependent row and dependency row of each edge).
+
+    Data and control dependencies both order; dependencies on missing ids are ignored. Raises ChakraError
+    on a cycle.
+    """
+    n = len(trace)
+    d_src, d_dep, _ = trace.dep_rows("data")
+    c_src, c_dep, _ = trace.dep_rows("ctrl")
+    dependent = np.concatenate([d_src, c_src]).astype(np.int64)
+    dep = np.concatenate([d_dep, c_dep]).astype(np.int64)
+    keep = (dep >= 0) & (dep != dependent)
+    dependent, dep = dependent[keep], dep[keep]
+    by_id = np.argsort(trace.ids, kind="stable")
+    pos = np.empty(n, np.int64)
+    pos[by_id] = np.arange(n)
+    if dep.size == 0 or bool((pos[dep] < pos[dependent]).all()):
+        return by_id, dependent, dep
+    # Kahn's algorithm, the smallest ready id first
+    indeg = np.bincount(dependent, minlength=n)
+    e = np.argsort(dep, kind="stable")
+    children = dependent[e].tolist()
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(dep, minlength=n), out=indptr[1:])
+    indptr_l = indptr.tolist()
+    ids = trace.ids.tolist()
+    deg = indeg.tolist()
+    heap = [(ids[r], r) for r in np.flatnonzero(indeg == 0).tolist()]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        _, r = heapq.heappop(heap)
+        out.append(r)
+        for c in children[indptr_l[r]:indptr_l[r + 1]]:
+            deg[c] -= 1
+            if deg[c] == 0:
+                heapq.heappush(heap, (ids[c], c))
+    if len(out) < n:
+        stuck = sorted(int(trace.ids[r]) for r in range(n) if deg[r] > 0)
+        raise ChakraError(f"dependency cycle: {len(stuck)} nodes never become ready (ids {stuck[:10]}"
+                          f"{', ...' if len(stuck) > 10 else ''})")
+    return np.asarray(out, np.int64), dependent, dep
+
+
+# ------------------------------------------------------------------------------------------------ groups
+def _declared_groups(trace) -> dict[str, list[int]]:
+    from ..simulate.scheduler import groups_from_traces
+
+    try:
+        return groups_from_traces([trace])
+    except Exception:  # noqa: BLE001 - a malformed pg_config: infer from use instead
+        return {}
+
+
+def _used_groups(trace) -> list[str]:
+    comm = (trace.types == NodeType.COMM_COLL_NODE) | (trace.types == NodeType.COMM_SEND_NODE) | \
+        (trace.types == NodeType.COMM_RECV_NODE)
+    has = trace.has(Attr.PG_NAME) & comm
+    names = {trace.groups[c] for c in np.unique(trace.pg_name[has]).tolist()} if has.any() else set()
+    if (comm & ~has).any():
+        names.add("")
+    return sorted(names)
+
+
+def resolve_groups(used: dict[int, list[str]], declared: dict[int, dict[str, list[int]]], world_size: int,
+                   comm_groups: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+    """Members of every communicator some rank uses (`used`: rank -> names): an explicit comm-group file
+    first, then the traces' pg_config (`declared`), then "" / "0" = everyone, then the ranks that use it."""
+    comm_groups = {str(k): list(v) for k, v in (comm_groups or {}).items()}
+    merged: dict[str, list[int]] = {}
+    for r in sorted(declared):
+        for k, v in declared[r].items():
+            merged.setdefault(k, sorted(v))
+    users: dict[str, set[int]] = {}
+    for r, names in used.items():
+        for g in names:
+            users.setdefault(g, set()).add(r)
+    out = {}
+    for g in sorted(users):
+        if g in comm_groups:
+            out[g] = comm_groups[g]
+        elif g in merged:
+            out[g] = merged[g]
+        elif g in _ALL_RANKS_GROUPS:
+            out[g] = list(range(world_size))
+        else:
+            out[g] = sorted(users[g])
+    return out
+
+
+def build_process_groups(trace, *, comm_groups: dict[str, list[int]] | None = None) -> dict[str, tuple[Any, list[int]]]:
+    """{pg_name: (process group or None for the default one, member ranks)} for the groups any rank uses.
+
+    Collective: every rank of the job calls it (names and pg_config are exchanged, then `dist.new_group`
+    runs on every rank for every group, sorted by name). Groups spanning every rank use the default group.
+    """
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    mine = (_used_groups(trace), _declared_groups(trace))
+    everyone: list = [None] * world
+    dist.all_gather_object(everyone, mine)
+    members = resolve_groups({r: e[0] for r, e in enumerate(everyone)}, {r: e[1] for r, e in enumerate(everyone)},
+                             world, comm_groups)
+    out: dict[str, tuple[Any, list[int]]] = {}
+    made: dict[tuple[int, ...], Any] = {}
+    for g in sorted(members):
+        ranks = members[g]
+        bad = [r for r in ranks if not 0 <= r < world]
+        if bad:
+            out[g] = (False, ranks)  # reported per node
+            continue
+        key = tuple(sorted(set(ranks)))
+        if not key or key == tuple(range(world)):
+            out[g] = (None, ranks or list(range(world)))
+            continue
+        if key not in made:
+            made[key] = dist.new_group(list(key))
+        out[g] = (made[key], ranks)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ replay
+def _json_list(v) -> list[int] | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return None
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float)) for x in v):
+        return [int(x) for x in v]
+    return None
+
+
+class SchemaLessReplay:
+    """One rank's trace, prepared once (order, waits, kernels, buffers, communicators); `run_step()`
+    replays one pass over it.
+
+    `groups`: from `build_process_groups` (which every rank must call together); None builds them when a
+    process group is up (so every rank must construct its replay at the same time), and without one the
+    communication nodes are not replayed. The first step also tries every collective: one the backend
+    refuses is reported and left out from then on.
+    """
+
+    def __init__(self, trace, *, mode: str = "duration", device: str = "cpu",
+                 groups: dict[str, tuple[Any, list[int]]] | None = None,
+                 comm_groups: dict[str, list[int]] | None = None, name: str = "", yield_cpu: bool = True):
+        import torch
+
+        if mode not in MODES:
+            raise ChakraError(f"mode {mode!r}: expected one of {MODES}")
+        self.torch = torch
+        self.trace = trace
+        self.name = name
+        self.mode = mode
+        self.device = _device_key(device)
+        self.on_cuda = self.device.startswith("cuda")
+        self.kernel = Kernel(self.device, yield_cpu=yield_cpu)
+        import torch.distributed as dist
+
+        self._dist = dist if dist.is_available() and dist.is_initialized() else None
+        if self._dist is not None:
+            self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+            self.backend = str(dist.get_backend())
+            if groups is None:
+                groups = build_process_groups(trace, comm_groups=comm_groups)
+        else:
+            self.rank, self.world_size, self.backend = 0, 1, ""
+        self.groups = groups or {}
+        self._buffers: dict[tuple, Any] = {}
+        n = len(trace)
+        self.status = np.zeros(n, np.int8)  # 0 replayed, 1 not replayed, 2 no work (metadata)
+        self.reasons: dict[int, str] = {}
+        self.lags_us: list[float] = []  # per step: how far behind its timeline the last host kernel ended
+        self.waits_us: list[float] = []  # per step: time blocked waiting for communication (exposed comm)
+        self.steps_us: list[float] = []  # per step: host time of run_step
+        self._prepare()
+
+    # -------------------------------------------------------------- preparation
+    def _skip(self, row: int, why: str) -> None:
+        self.status[row] = 1
+        self.reasons[row] = why
+
+    def _prepare(self) -> None:
+        t = self.trace
+        n = len(t)
+        order, dependent, dep = topological_order(t)
+        types = t.types
+        dur_s = t.duration.astype(np.float64) * 1e-6
+        num_ops = np.where(t.has(Attr.NUM_OPS), t.num_ops, 0).astype(np.float64)
+        use_flops = (num_ops > 0) if self.mode == "flops" else np.zeros(n, bool)
+        host_side = (t.has(Attr.IS_CPU_OP) & t.is_cpu_op) if self.on_cuda else np.ones(n, bool)
+        ops: list = [None] * n  # by row, put in order below
+        async_rows: list[int] = []
+        slot_of = np.full(n, -1, np.int64)
+        cpu_rate = self.kernel.cpu_cal.flops_per_s
+        for r in range(n):
+            ty = int(types[r])
+            if ty in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
+                # on CUDA a host op's FLOPs ran in the kernels it launched: it keeps its own (CPU) time
+                flops = use_flops[r] and ty == NodeType.COMP_NODE and not (self.on_cuda and host_side[r])
+                if host_side[r]:
+                    sec = num_ops[r] / cpu_rate if flops else dur_s[r]
+                    ops[r] = (_HOST, sec) if sec > 0 else (_NOP, None)
+                else:
+                    fn = self.kernel.device_op(dur_s[r] * 1e6, num_ops[r] if flops else None)
+                    ops[r] = (_DEVICE, fn) if fn is not None else (_NOP, None)
+            elif ty in (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE):
+                issue, why = self._comm(r, ty)
+                if issue is None:
+                    self._skip(r, f"not replayed: {why}")
+                    ops[r] = (_NOP, None)
+                else:
+                    slot_of[r] = len(async_rows)
+                    async_rows.append(r)
+                    ops[r] = (_ASYNC, (int(slot_of[r]), issue))
+            elif ty == NodeType.METADATA_NODE:
+                self.status[r] = 2
+                ops[r] = (_NOP, None)
+            else:
+                self._skip(r, f"not replayed: {node_type_name(ty)} has no replay")
+                ops[r] = (_NOP, None)
+        # each asynchronous node is waited for by its first dependent in the order (or at the end)
+        pos = np.empty(n, np.int64)
+        pos[order] = np.arange(n)
+        waits: dict[int, list[int]] = {}
+        if async_rows:
+            first = np.full(n, n, np.int64)
+            e = slot_of[dep] >= 0
+            np.minimum.at(first, dep[e], pos[dependent[e]])
+            for r in async_rows:
+                if first[r] < n:
+                    waits.setdefault(int(first[r]), []).append(int(slot_of[r]))
+        self._ops = [(ops[r][0], ops[r][1], tuple(waits.get(p, ())), r) for p, r in enumerate(order.tolist())]
+        self._pending: list = [None] * len(async_rows)
+        self._probed = False
+
+    def _buffer(self, role: str, numel: int, dtype) -> Any:
+        """Zero-filled (sums stay 0: no overflow, no denormals); shared by nodes of the same shape and role."""
+        key = (role, int(numel), dtype)
+        b = self._buffers.get(key)
+        if b is None:
+            b = self.torch.zeros(int(numel), dtype=dtype, device=self.device)
+            self._buffers[key] = b
+        return b
+
+    def _comm(self, r: int, ty: int) -> tuple[Callable[[], Any] | None, str]:
+        """(closure issuing the communication asynchronously, or None and why not)."""
+        t, torch, dist = self.trace, self.torch, self._dist
+        if dist is None:
+            return None, "no torch.distributed process group"
+        pg_name = t.groups[t.pg_name[r]] if t.has(Attr.PG_NAME)[r] else ""
+        if pg_name not in self.groups:
+            return None, f"unknown process group {pg_name!r}"
+        pg, members = self.groups[pg_name]
+        if pg is False:
+            return None, f"process group {pg_name!r} names ranks beyond the world size {self.world_size}"
+        if self.rank not in members:
+            return None, f"rank {self.rank} is not a member of process group {pg_name!r} {members}"
+        size = int(t.comm_size[r]) if t.has(Attr.COMM_SIZE)[r] else None
+        if ty != NodeType.COMM_COLL_NODE:
+            return self._p2p(r, ty, size, pg)
+        if not t.has(Attr.COMM_TYPE)[r]:
+            return None, "no comm_type"
+        ct = int(t.comm_type[r])
+        if ct == CollectiveType.BARRIER:
+            return (lambda: dist.barrier(group=pg, async_op=True)), ""
+        try:
+            ct = CollectiveType(ct)
+        except ValueError:
+            return None, f"unknown collective type {ct}"
+        if size is None or size < 0:
+            return None, f"{ct.name} without a comm_size"
+        g = len(members)
+        dtype, item = (torch.float32, 4) if size % 4 == 0 else (torch.uint8, 1)
+        numel = max(size // item, 1)
+        root = int(t.comm_src[r]) if t.has(Attr.COMM_SRC)[r] else members[0]
+        if root not in members:
+            return None, f"{ct.name} root rank {root} is not in process group {pg_name!r}"
+        A = True
+        if ct == CollectiveType.ALL_REDUCE:
+            buf = self._buffer("io", numel, dtype)
+            return (lambda: dist.all_reduce(buf, group=pg, async_op=A)), ""
+        if ct == CollectiveType.ALL_GATHER:
+            inp, out = self._buffer("in", numel, dtype), self._buffer("out", numel * g, dtype)
+            ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
+            return (lambda: ag(out, inp, group=pg, async_op=A)), ""
+        if ct in (CollectiveType.REDUCE_SCATTER, CollectiveType.REDUCE_SCATTER_BLOCK):
+            per = -(-numel // g)  # an uneven size is padded to a multiple of the group
+            inp, out = self._buffer("in", per * g, dtype), self._buffer("out", per, dtype)
+            rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+            return (lambda: rs(out, inp, group=pg, async_op=A)), ""
+        if ct == CollectiveType.ALL_TO_ALL:
+            return self._all_to_all(r, size, g, pg)
+        if ct == CollectiveType.BROADCAST:
+            buf = self._buffer("io", numel, dtype)
+            return (lambda: dist.broadcast(buf, src=root, group=pg, async_op=A)), ""
+        if ct == CollectiveType.REDUCE:
+            buf = self._buffer("io", numel, dtype)
+            return (lambda: dist.reduce(buf, dst=root, group=pg, async_op=A)), ""
+        if ct == CollectiveType.GATHER:
+            inp = self._buffer("in", numel, dtype)
+            outs = [self._buffer(f"out{i}", numel, dtype) for i in range(g)] if self.rank == root else None
+            return (lambda: dist.gather(inp, outs, dst=root, group=pg, async_op=A)), ""
+        if ct == CollectiveType.SCATTER:
+            out = self._buffer("out", numel, dtype)
+            ins = [self._buffer(f"in{i}", numel, dtype) for i in range(g)] if self.rank == root else None
+            return (lambda: dist.scatter(out, ins, src=root, group=pg, async_op=A)), ""
+        return None, f"{ct.name} has no replay"  # pragma: no cover - every CollectiveType is handled
+
+    def _all_to_all(self, r: int, size: int, g: int, pg) -> tuple[Callable | None, str]:
+        t, torch, dist = self.trace, self.torch, self._dist
+        ins = _json_list(t.attr(r, "in_split_size"))
+        outs = _json_list(t.attr(r, "out_split_size"))
+        if ins is not None and len(ins) == g and sum(ins) > 0:
+            # recorded splits are elements of the recorded dtype: convert to bytes, then to our dtype
+            if size % sum(ins):
+                return None, f"ALL_TO_ALL comm_size {size} is not a whole number of elements of its splits {ins}"
+            per = size // sum(ins)
+            outs = outs if outs is not None and len(outs) == g else ins
+            in_b, out_b = [x * per for x in ins], [x * per for x in outs]
+            item = 4 if all(x % 4 == 0 for x in in_b + out_b) else 1
+            dtype = torch.float32 if item == 4 else torch.uint8
+            in_s, out_s = [x // item for x in in_b], [x // item for x in out_b]
+            inp, out = self._buffer("in", sum(in_s), dtype), self._buffer("out", sum(out_s), dtype)
+            return (lambda: dist.all_to_all_single(out, inp, out_s, in_s, group=pg, async_op=True)), ""
+        dtype, item = (torch.float32, 4) if size % (4 * g) == 0 else (torch.uint8, 1)
+        numel = -(-max(size // item, 1) // g) * g  # equal splits: padded to a multiple of the group
+        inp, out = self._buffer("in", numel, dtype), self._buffer("out", numel, dtype)
+        return (lambda: dist.all_to_all_single(out, inp, group=pg, async_op=True)), ""
+
+    def _p2p(self, r: int, ty: int, size: int | None, pg) -> tuple[Callable | None, str]:
+        t, torch, dist = self.trace, self.torch, self._dist
+        send = ty == NodeType.COMM_SEND_NODE
+        attr = Attr.COMM_DST if send else Attr.COMM_SRC
+        what = "send" if send else "recv"
+        if not t.has(attr)[r]:
+            return None, f"{what} without {attr}"
+        peer = int(getattr(t, attr)[r])
+        if not 0 <= peer < self.world_size or peer == self.rank:
+            return None, f"{what} peer rank {peer} (this is rank {self.rank} of {self.world_size})"
+        if size is None or size < 0:
+            return None, f"{what} without a comm_size"
+        tag = int(t.comm_tag[r]) if t.has(Attr.COMM_TAG)[r] else 0
+        dtype, item = (torch.float32, 4) if size % 4 == 0 else (torch.uint8, 1)
+        buf = self._buffer(what, max(size // item, 1), dtype)
+        group = pg if pg is not None else None
+        if send:
+            return (lambda: dist.isend(buf, peer, group=group, tag=tag)), ""
+        return (lambda: dist.irecv(buf, peer, group=group, tag=tag)), ""
+
+    # -------------------------------------------------------------- running
+    def run_step(self) -> None:
+        """One pass over the trace (asynchronous CUDA work may still run when it returns: sync to time it)."""
+        pc = time.perf_counter
+        host = self.kernel.host
+        pending = self._pending
+        probe = not self._probed
+        waited = 0.0
+        t = t_begin = pc()
+        for i, (kind, arg, waits, row) in enumerate(self._ops):
+            if waits:
+                w0 = pc()
+                for s in waits:
+                    w = pending[s]
+                    if w is not None:
+                        w.wait()
+                        pending[s] = None
+                now = pc()
+                waited += now - w0
+                if now > t:
+                    t = now
+            if kind == _HOST:
+                t += arg
+                host(t)
+            elif kind == _ASYNC:
+                slot, issue = arg
+                if probe:
+                    try:
+                        pending[slot] = issue()
+                    except (RuntimeError, NotImplementedError, ValueError, TypeError) as e:
+                        self._skip(row, f"not replayed: backend {self.backend or '?'} cannot run it "
+                                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+                        self._ops[i] = (_NOP, None, waits, row)
+                else:
+                    pending[slot] = issue()
+            elif kind == _DEVICE:
+                arg()
+        now = pc()
+        self.lags_us.append(max(0.0, now - t) * 1e6)
+        for s, w in enumerate(pending):
+            if w is not None:
+                w.wait()
+                pending[s] = None
+        end = pc()
+        self.waits_us.append((waited + end - now) * 1e6)
+        self.steps_us.append((end - t_begin) * 1e6)
+        self._probed = True
+
+    # -------------------------------------------------------------- reporting
+    def coverage(self) -> dict:
+        """Work nodes replayed and not (with why), overall and by node name; metadata nodes are no work."""
+        t = self.trace
+        names = t.names
+        work = self.status != 2
+        total = int(work.sum())
+        replayed = int((self.status == 0).sum())
+        by_name: dict[str, dict] = {}
+        codes, counts = np.unique(t.name_codes[self.status == 0], return_counts=True)
+        for c, k in zip(codes.tolist(), counts.tolist()):
+            by_name.setdefault(names[c], {"replayed": 0, "not_replayed": {}})["replayed"] = int(k)
+        reasons: dict[str, int] = {}
+        for r, why in sorted(self.reasons.items()):
+            e = by_name.setdefault(names[t.name_codes[r]], {"replayed": 0, "not_replayed": {}})
+            e["not_replayed"][why] = e["not_replayed"].get(why, 0) + 1
+            reasons[why] = reasons.get(why, 0) + 1
+        examples = [{"id": int(t.ids[r]), "name": names[t.name_codes[r]], "reason": why}
+                    for r, why in sorted(self.reasons.items())[:100]]
+        return {"total": total, "replayed": replayed, "not_replayed": total - replayed,
+                "share": replayed / total if total else 1.0, "reasons": reasons, "by_name": by_name,
+                "examples": examples, "metadata_nodes": int((self.status == 2).sum())}
+
+
+# ------------------------------------------------------------------------------------------------ per rank
+def recorded_time_us(trace) -> tuple[float, str]:
+    """The trace's own step time: the span of its timed nodes, or the sum of its compute when it has no
+    start times (e.g. built by hand). Returns (µs, "span" | "compute_sum")."""
+    work = trace.types != NodeType.METADATA_NODE
+    if not work.any():
+        return 0.0, "span"
+    start, dur = trace.start[work].astype(np.float64), trace.duration[work].astype(np.float64)
+    if trace.timed and (start > 0).any():
+        return float((start + dur).max() - start.min()), "span"
+    comp = np.isin(trace.types, [NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE])
+    return float(trace.duration[comp].astype(np.float64).sum()), "compute_sum"
+
+
+def _rank_file(source: str, rank: int) -> Path:
+    p = Path(source)
+    if p.is_file():
+        return p
+    from ..io.et import discover
+
+    paths = discover(source)
+    if rank not in paths:
+        raise ChakraError(f"{source}: no trace of rank {rank} (found ranks {sorted(paths)})")
+    return paths[rank]
+
+
+def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duration", device: str = "cpu",
+                warmup: int = 3, min_repeats: int = 5, max_repeats: int = 1000, target_rel_ci: float = 0.02,
+                budget_s: float = 10.0, comm_groups: dict[str, list[int]] | None = None,
+                yield_cpu: bool = True) -> dict:
+    """The per-rank entry `run_ranks` runs (inside an initialized process group): load this rank's trace
+    (`<source>.<rank>.et`, or the file `source` itself), replay it with `measure()` in lockstep with the
+    other ranks, and return {"measurement", "coverage", "calibration", "recorded_us", ...} (JSON-able).
+
+    The ranks pass a barrier before each sample (not timed) and decide together when to stop (an
+    all-reduce MIN of the stop flags: when every rank is done), so sample i of every rank is the same step.
+    The measurement's `extra` adds per-step medians of `comm_wait_us` (time blocked on communication)
+    and `compute_us` (the rest), and how far the host timeline lagged (`timeline_lag_us_*`).
+    """
+    import torch
+    import torch.distributed as dist
+
+    from ..io.et import read_trace
+    from .measure import measure
+
+    path = _rank_file(source, rank)
+    trace = read_trace(path)
+    cuda = str(device).startswith("cuda")
+    # decisions and barriers go through gloo on the CPU: cheap, and they never queue behind NCCL work
+    ctrl = None
+    if str(dist.get_backend()) != "gloo":
+        ctrl = dist.new_group(backend="gloo")
+    replay = SchemaLessReplay(trace, mode=mode, device=device, comm_groups=comm_groups, name=f"rank{rank}",
+                              yield_cpu=yield_cpu)
+    flag = torch.zeros(1, dtype=torch.int32)
+
+    def decide(stop_here: bool) -> bool:  # stop when every rank has converged (or hit the budget)
+        flag.fill_(1 if stop_here else 0)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=ctrl)
+        return bool(flag.item())
+
+    state = {"ran": False}
+
+    def step() -> None:
+        replay.run_step()
+        state["ran"] = True
+
+    def sync() -> None:
+        # before a sample's first clock reading: line the ranks up; before its last: only drain the device
+        if cuda:
+            torch.cuda.synchronize()
+        if not state["ran"]:
+            dist.barrier(group=ctrl)
+        state["ran"] = False
+
+    for _ in range(max(warmup, 1)):  # the first pass also probes what the backend can run
+        dist.barrier(group=ctrl)
+        replay.run_step()
+        if cuda:
+            torch.cuda.synchronize()
+    m = measure(step, name=f"rank{rank}", warmup=0, min_repeats=min_repeats, max_repeats=max_repeats,
+                target_rel_ci=target_rel_ci, budget_s=budget_s, sync=sync, decide=decide)
+    m.warmup = max(warmup, 1)
+    from .measure import environment
+
+    m.env.update(environment(device if cuda else None))
+    skip = max(warmup, 1)
+    lags, waits, steps = replay.lags_us[skip:], replay.waits_us[skip:], replay.steps_us[skip:]
+    m.extra.update({"rank": rank, "mode": mode, "device": replay.device, "backend": replay.backend,
+                    "timeline_lag_us_mean": float(np.mean(lags)) if lags else 0.0,
+                    "timeline_lag_us_max": float(np.max(lags)) if lags else 0.0,
+                    "comm_wait_us_median": float(np.median(waits)) if waits else 0.0,
+                    "compute_us_median": float(np.median(np.subtract(steps, waits))) if waits else 0.0})
+    rec, basis = recorded_time_us(trace)
+    cal = {"device": replay.kernel.cal.to_dict()}
+    if cuda:
+        cal["host"] = replay.kernel.cpu_cal.to_dict()
+    out = {"rank": rank, "path": str(path), "nodes": len(trace), "measurement": m.to_dict(),
+           "coverage": replay.coverage(), "calibration": cal, "recorded_us": rec, "recorded_basis": basis}
+    if ctrl is not None:
+        dist.destroy_process_group(ctrl)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ whole job
+def replay_workload(source, *, world_size: int | None = None, mode: str = "duration", device: str = "cpu",
+                    backend: str | None = None, comm_groups: str | os.PathLike | dict | None = None,
+                    timeout_s: float | None = None, env: dict | None = None, yield_cpu: bool = True,
+                    **measure_opts) -> ReplayResult:
+    """Replay a workload on one process per rank (`run_ranks`) and measure its step time.
+
+    `source`: a `<prefix>.<rank>.et` job prefix, a single `.et` file (replayed by `world_size` ranks, 1 by
+    default, all running that trace), or a `Workload` (saved to a temporary folder first). `backend`:
+    gloo on CPU, nccl on CUDA by default. `measure_opts`: warmup, min_repeats, max_repeats, target_rel_ci,
+    budget_s (see `measure()`). `comm_groups`: an ASTRA-sim group file or {name: ranks}. `yield_cpu`: see
+    `Kernel`. `timeout_s` (default 300 s + 3 budgets) bounds the whole job.
+    """
+    from ..schema.workload import Workload, read_comm_groups
+    from .launch import run_ranks
+    from .measure import Measurement
+
+    if mode not in MODES:
+        raise ChakraError(f"mode {mode!r}: expected one of {MODES}")
+    known = {"warmup", "min_repeats", "max_repeats", "target_rel_ci", "budget_s"}
+    unknown = set(measure_opts) - known
+    if unknown:
+        raise TypeError(f"replay_workload() got unexpected options {sorted(unknown)}; expected {sorted(known)}")
+    groups = read_comm_groups(comm_groups) if isinstance(comm_groups, (str, os.PathLike)) else comm_groups
+    backend = backend or ("nccl" if str(device).startswith("cuda") else "gloo")
+    budget = float(measure_opts.get("budget_s", 10.0))
+    timeout = float(timeout_s) if timeout_s is not None else 300.0 + 3 * budget
+    with tempfile.TemporaryDirectory(prefix="chakra-replay-") as tmp:
+        if isinstance(source, Workload):
+            if world_size is not None and world_size != len(source):
+                raise ChakraError(f"world_size={world_size} but the workload has {len(source)} ranks")
+            groups = groups if groups is not None else (source.groups or None)
+            ranks = source.ranks
+            if ranks != list(range(len(ranks))):
+                raise ChakraError(f"workload ranks must be 0..{len(ranks) - 1}, got {ranks}")
+            source.save(os.path.join(tmp, "wl"))
+            path, label, ws = os.path.join(tmp, "wl"), "<workload>", len(ranks)
+        else:
+            path = label = os.fspath(source)
+            if os.path.isfile(path):
+                ws = int(world_size or 1)
+            else:
+                from ..io.et import discover
+
+                found = sorted(discover(path))
+                if not found:
+                    raise ChakraError(f"{path}: not a trace file, and no files named "
+                                      f"{Path(path).name}.<rank>.et[.gz]")
+                if found != list(range(len(found))):
+                    raise ChakraError(f"{path}: ranks must be 0..{len(found) - 1}, found {found}")
+                if world_size is not None and world_size != len(found):
+                    raise ChakraError(f"{path}: world_size={world_size} but the job has {len(found)} ranks")
+                ws = len(found)
+        results = run_ranks("chakra_trace.replay.synthetic:replay_rank", ws, args=(path,),
+                            kwargs={"mode": mode, "device": device, "comm_groups": groups, "yield_cpu": yield_cpu,
+                                    **measure_opts},
+                            backend=backend, device=device, timeout_s=timeout, env=env)
+    per_rank = {r["rank"]: Measurement.from_dict(r["measurement"]) for r in results}
+    return ReplayResult(
+        source=label, world_size=ws, mode=mode, device=str(device), backend=backend,
+        step=step_measurement(per_rank), per_rank=per_rank,
+        coverage={r["rank"]: r["coverage"] for r in results},
+        calibration={r["rank"]: r["calibration"] for r in results},
+        recorded_us={r["rank"]: r["recorded_us"] for r in results},
+        recorded_basis=results[0]["recorded_basis"] if results else "span")
+
+
+__all__ = ["Calibration", "Kernel", "ReplayResult", "SchemaLessReplay", "build_process_groups", "calibrate",
+           "recorded_time_us", "replay_rank", "replay_workload", "resolve_groups", "topological_order", "MODES"]

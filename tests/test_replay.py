@@ -1,0 +1,124 @@
+"""Operator replay of PyTorch host traces: coverage on every sample trace, selection, the
+config, collectives across ranks, the CLI."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from chakra_trace.errors import ChakraError  # noqa: E402
+from chakra_trace.replay.compute import HostReplay, ReplayConfig  # noqa: E402
+
+from conftest import DATA  # noqa: E402
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
+CPU = ["mlp_rank0", "transformer_rank0", "ddp_rank0", "ddp_rank1"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.mark.parametrize("name", CPU)
+def test_every_compute_op_of_the_cpu_traces_replays(name):
+    """Must-show (coverage): 100% of the schema'd top-level ops of the CPU traces; in one
+    process only the DDP collectives are left, for the multi-rank replay below."""
+    r = HostReplay(DATA / f"{name}.et.json.gz")
+    c = r.coverage
+    missed = {k: v for k, v in c.problems().items()}
+    if name.startswith("ddp"):
+        assert set(missed) == {"failed: a collective: replay the whole job (one process per rank) to run it"}
+        assert all(n.startswith("c10d::") for n in next(iter(missed.values())))
+    else:
+        assert missed == {} and c.share == 1.0
+    assert r.steps == [2, 3] and c.total > 100
+    r.run_step()  # and it runs again (the timed pass)
+
+
+def test_gpu_traces_replay_on_cpu():
+    r = HostReplay(DATA / "linear_et.json.gz")  # schema 1.0.1, recorded on cuda:0
+    assert r.coverage.share == 1.0 and r.coverage.total == 320
+    assert r.device == "cpu" and all("cuda" not in json.dumps(op) for op in r.plan["ops"][:50])
+
+
+def test_steps_select_and_config():
+    path = DATA / "mlp_rank0.et.json.gz"
+    full = HostReplay(path)
+    one = HostReplay(path, steps=[3])
+    assert one.steps == [3] and one.coverage.total * 2 == full.coverage.total
+    with pytest.raises(ChakraError, match=r"steps \[7\] are not in the trace"):
+        HostReplay(path, steps=[7])
+    opt = HostReplay(path, select=r"^Optimizer\.step")  # a subgraph: the optimizer's ops only
+    assert 0 < opt.coverage.total < full.coverage.total
+    assert {o.name for o in opt.coverage.outcomes} <= {"aten::add_", "aten::mul_", "aten::clone", "aten::detach"}
+    cfg = ReplayConfig(skip=[r"^aten::relu$"], substitute={"aten::mm": "aten::matmul.default"},
+                       delay_us={"aten::mul_": 5.0})
+    r = HostReplay(path, config=cfg)
+    by = {o.name: o for o in r.coverage.outcomes}
+    assert by["aten::relu"].status == "skipped"
+    assert {op["kind"] for op in r.plan["ops"] if op["name"] == "aten::mul_"} == {"delay"}
+    assert {op["op"] for op in r.plan["ops"] if op["name"] == "aten::mm"} == {"aten::matmul.default"}
+    r.run_step()
+
+
+def test_integer_inputs_stay_in_their_recorded_range():
+    """Token ids feed an embedding: recreated within tensor_range, or the lookup would fail."""
+    r = HostReplay(DATA / "transformer_rank0.et.json.gz")
+    emb = [op for op in r.plan["ops"] if op["op"].startswith("aten::embedding")]
+    assert emb and all(o.status == "replayed" for o in r.coverage.outcomes if o.name == "aten::embedding")
+    ranges = [a["t"][5] for op in emb for a in op["args"] if isinstance(a, dict) and "t" in a and a["t"][5]]
+    assert ranges and all(lo >= 0 and hi <= 127 for lo, hi in ranges)
+
+
+def test_bad_config_is_named(tmp_path):
+    p = tmp_path / "cfg.json"
+    p.write_text('{"skipp": []}')
+    with pytest.raises(ChakraError, match="unknown keys"):
+        ReplayConfig.load(p)
+
+
+@pytest.mark.timeout(300)
+def test_ddp_job_replays_with_its_collectives(tmp_path):
+    """Both DDP ranks in their own processes over gloo: every op, collectives included."""
+    from chakra_trace.replay.job import replay_host
+
+    res = replay_host([DATA / "ddp_rank0.et.json.gz", DATA / "ddp_rank1.et.json.gz"], budget_s=2)
+    assert res.world_size == 2 and res.fully_replayed
+    assert all(c["share"] == 1.0 and c["total"] > 180 for c in res.coverage.values())
+    assert res.step.n >= 5 and res.step.median > 0
+    out = tmp_path / "r.json"
+    res.save(out)
+    assert json.loads(out.read_text())["fully_replayed"] is True
+
+
+@pytest.mark.timeout(300)
+def test_one_rank_trace_of_a_two_rank_job_runs_on_two_ranks():
+    """The allgather sample recorded a 2-rank NCCL group: replayed SPMD on 2 gloo ranks."""
+    from chakra_trace.replay.job import recorded_world_size, replay_host
+
+    trace = DATA / "allgather_host_1.0.2.json.gz"
+    assert recorded_world_size(trace) == 2
+    res = replay_host(trace, budget_s=1)
+    assert res.world_size == 2 and res.fully_replayed
+
+
+@pytest.mark.timeout(300)
+def test_cli_replay_and_bench_compare(tmp_path, capsys):
+    from chakra_trace.cli import main
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    trace = str(DATA / "mlp_rank0.et.json.gz")
+    assert main(["replay", trace, "--budget-s", "1", "-o", str(a)]) == 0
+    assert "114 of 114 replayed" in capsys.readouterr().out
+    assert main(["replay", trace, "--budget-s", "1", "--steps", "2", "-o", str(b), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["coverage"]["0"]["total"] == 57
+    assert main(["bench", "compare", str(a), str(b)]) == 0
+    assert "step" in capsys.readouterr().out
+    assert main(["replay", str(tmp_path / "missing.et.json")]) == 2
