@@ -5,8 +5,9 @@ Recorded: the real DDP rank-0 recording repeated into one long trace (the conver
 generator, 300,000 host nodes -> about 146,000 Chakra nodes); each analysis is timed and set
 against the conversion that produced the trace. Simulated: the 2-rank DDP recording scaled
 out to 1,024 NPUs on the dgx-8x128 preset (about 290,000 node runs); each analysis of
-the result is set against the simulation. Ratios are what to compare: these machines are
-noisy.
+the result is set against the simulation. Each analysis is the median of 3-9 runs by the
+project's measurement harness (`replay.measure`). Ratios are what to compare: these
+machines are noisy.
 """
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
+def measured(fn) -> float:
+    """Median seconds of `fn` by the project's harness (a short budget: these are big steps)."""
+    from chakra_trace.replay.measure import measure
+
+    return measure(fn, warmup=1, min_repeats=3, max_repeats=9, target_rel_ci=0.05, budget_s=10).median
+
+
 def recorded(nodes: int) -> dict:
     from chakra_trace import Workload
     from chakra_trace.analyze import Analysis
@@ -39,20 +47,19 @@ def recorded(nodes: int) -> dict:
         et, kin, n = convert_bench.generate(tmp, nodes)
         (trace, _), base = timed(lambda: convert_pytorch(et, kin, rank=0))
     w = Workload({0: trace})
-    a = Analysis(w)
     steps = {
-        "breakdown": lambda: a.breakdown(),
-        "critical path (rank)": lambda: a.critical_path(0),
-        "job critical path": lambda: a.critical_path(),
-        "top ops (total + exposed)": lambda: a.top_ops(by="exposed"),
-        "collective stats + imbalance": lambda: (a.collective_stats(), a.imbalance()),
-        "roofline": lambda: a.roofline("h100"),
-        "diff (trace vs itself)": lambda: a.diff(w),
+        "breakdown": lambda: Analysis(w).breakdown(),
+        "critical path (rank)": lambda: Analysis(w).critical_path(0),
+        "job critical path": lambda: Analysis(w).critical_path(),
+        "top ops (total + exposed)": lambda: Analysis(w).top_ops(by="exposed"),
+        "collective stats + imbalance": lambda: (lambda x: (x.collective_stats(), x.imbalance()))(Analysis(w)),
+        "roofline": lambda: Analysis(w).roofline("h100"),
+        "diff (trace vs itself)": lambda: Analysis(w).diff(w),
         "timeline arrays (all events)": lambda: timeline_arrays(w),
         "report document": lambda: build_report(w, device="h100"),
     }
     return {"what": f"recorded, {len(trace):,} nodes ({n:,} host nodes)", "baseline": "convert_pytorch",
-            "baseline_s": base, "steps": {k: timed(f)[1] for k, f in steps.items()}}
+            "baseline_s": base, "steps": {k: measured(f) for k, f in steps.items()}}
 
 
 def simulated(npus_preset: str) -> dict:
@@ -72,14 +79,14 @@ def simulated(npus_preset: str) -> dict:
     a = Analysis(big, res)
     runs = sum(int((e >= 0).sum()) for _s, e, _k in res.nodes.values())
     steps = {
-        "breakdown": lambda: a.breakdown(),
-        "job critical path": lambda: a.critical_path(),
-        "top ops (total + exposed)": lambda: a.top_ops(by="exposed"),
+        "breakdown": lambda: Analysis(big, res).breakdown(),
+        "job critical path": lambda: Analysis(big, res).critical_path(),
+        "top ops (total + exposed)": lambda: Analysis(big, res).top_ops(by="exposed"),
         "timeline arrays (60,000 longest)": lambda: timeline_arrays(big, res, max_events=60_000),
         "report document": lambda: build_report(w, simulations={npus_preset: res}),
     }
     out = {"what": f"simulated on {npus_preset}: {res.finish_ns.size:,} NPUs, {runs:,} node runs",
-           "baseline": "simulate", "baseline_s": base, "steps": {k: timed(f)[1] for k, f in steps.items()}}
+           "baseline": "simulate", "baseline_s": base, "steps": {k: measured(f) for k, f in steps.items()}}
     path = a.critical_path()
     out["critical_path_equals_step"] = path.length_ns == res.step_ns and path.wait_ns == 0
     return out

@@ -99,19 +99,32 @@ def test_replay_reproduces_the_measured_step_time(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_exported_script_reproduces_the_replay(tmp_path):
+    """Replay and exported script alternately, 3 rounds (this machine drifts by tens of percent
+    over a minute); in each round the script's median should sit in the replay's 95% CI,
+    within 10% (timer resolution and drift within a round)."""
     from chakra_trace.replay.job import replay_host
-    from chakra_trace.replay.measure import Measurement, consistent
+    from chakra_trace.replay.measure import Measurement, within_ci
 
     trace = ROOT / "tests" / "data" / "transformer_rank0.et.json.gz"
     script = tmp_path / "bench.py"
-    res = replay_host(trace, budget_s=6, export=script)
-    out = tmp_path / "script.json"
-    p = subprocess.run([sys.executable, "-I", str(script), "--repeats", "60", "--json", str(out)], env=ENV,
-                       capture_output=True, text=True, timeout=300)  # -I: no chakra_trace on the path
-    assert p.returncode == 0, p.stderr[-2000:]
+    rounds = []
+    for i in range(3):
+        res = replay_host(trace, budget_s=2, export=script if i == 0 else None)
+        out = tmp_path / f"script{i}.json"
+        p = subprocess.run([sys.executable, "-I", str(script), "--repeats", "40", "--json", str(out)], env=ENV,
+                           capture_output=True, text=True, timeout=300)  # -I: no chakra_trace on the path
+        assert p.returncode == 0, p.stderr[-2000:]
+        exported = Measurement.from_dict(json.loads(out.read_text()))
+        rounds.append((res.step, exported))
     assert "import chakra_trace" not in script.read_text()
-    exported = Measurement.from_dict(json.loads(out.read_text()))
-    assert consistent(res.step, exported, rtol=0.10), (res.step.summary(), exported.summary())
+    ratios = [b.median / a.median for a, b in rounds]
+    ok = [within_ci(a, b.median, rtol=0.10) for a, b in rounds]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "replay_export.json").write_text(json.dumps(
+        [{"replay": a.summary(), "script": b.summary(), "ratio": r, "script_in_replay_ci": within_ci(a, b.median),
+          "within_10pct": k} for (a, b), r, k in zip(rounds, ratios, ok)], indent=1))
+    assert sum(ok) >= 2, [(a.summary(), b.summary()) for a, b in rounds]
+    assert 0.9 <= statistics.median(ratios) <= 1.1, ratios
 
 
 if __name__ == "__main__":

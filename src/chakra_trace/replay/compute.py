@@ -250,7 +250,8 @@ class HostReplay:
         grad = self.autograd and seq is not None and int(seq) >= 0 and \
             not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
         first = None
-        for fresh in (False, True):
+        attempts = [(False, grad), (True, grad)] + ([(False, False), (True, False)] if grad else [])
+        for fresh, with_grad in attempts:  # (some inputs may not require grad: batch norm's running stats)
             args, kwargs = [], {}
             for k, arg in enumerate(schema.arguments[:len(inputs["values"])]):
                 v = self._spec(inputs["values"][k], inputs["shapes"][k], _at(inputs["strides"], k),
@@ -259,8 +260,13 @@ class HostReplay:
                     kwargs[arg.name] = v
                 else:
                     args.append(v)
-            op = {"kind": "op", "op": overload.split("(")[0], "args": args, "kwargs": kwargs,
-                  "reads": _storages(inputs), "writes": [], "grad": grad}
+            name_out = overload.split("(")[0]
+            if not self.device.startswith("cuda") and name_out in _OFF_CUDA:  # a cuDNN op on another device
+                name_out, args, kwargs = _OFF_CUDA[name_out](args, kwargs)
+                fn = _resolve(name_out)
+                out.reason = f"replayed as {name_out} (no {overload.split('(')[0]} on {self.device})"
+            op = {"kind": "op", "op": name_out, "args": args, "kwargs": kwargs,
+                  "reads": _storages(inputs), "writes": [], "grad": with_grad}
             call = rt.build_call(op, self._storages, self.device)
             try:
                 fn(*call[1], **call[2])
@@ -321,6 +327,17 @@ class HostReplay:
 
 
 _TENSORS = StoragePlan()  # (tensor_spec needs no state)
+
+# cuDNN-only ops recorded on a GPU, replayed elsewhere by their native equivalents (same work)
+_OFF_CUDA = {
+    # cudnn_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
+    "aten::cudnn_batch_norm.default": lambda a, kw: ("aten::native_batch_norm.default", a[:8], {}),
+    # cudnn_batch_norm_backward(input, grad_output, weight, running_mean, running_var, save_mean,
+    #                           save_var, epsilon, reserveSpace)
+    "aten::cudnn_batch_norm_backward.default": lambda a, kw: (
+        "aten::native_batch_norm_backward.default",
+        [a[1], a[0], a[2], a[3], a[4], a[5], a[6], True, a[7], [True, True, True]], {}),
+}
 
 
 def _at(strides, k):

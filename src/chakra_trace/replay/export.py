@@ -31,7 +31,8 @@ PLANS = _json.loads(_zlib.decompress(_base64.b64decode(_PLANS)))
 
 def main():
     ap = _argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3, help="passes after the timed warm-up")
+    ap.add_argument("--warmup-s", type=float, default=1.0, help="warm up for about this long first")
     ap.add_argument("--repeats", type=int, default=30, help="timed passes (each all recorded steps)")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: the device it was exported for)")
     ap.add_argument("--threads", type=int, default=1)
@@ -65,7 +66,15 @@ def main():
         if dist is not None:
             dist.barrier()
 
-    for _ in range(args.warmup):
+    t0 = time.perf_counter()  # warm up for about --warmup-s (first passes run slower), same count on all ranks
+    run(calls, cuda)
+    per = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+    if dist is not None and not cuda:
+        dist.all_reduce(per, op=dist.ReduceOp.MAX)
+    elif dist is not None:
+        per = per.cuda()
+        dist.all_reduce(per, op=dist.ReduceOp.MAX)
+    for _ in range(min(500, max(2, int(args.warmup_s / max(float(per.item()), 1e-6)) + 1)) + args.warmup):
         run(calls, cuda)
     samples = []
     for _ in range(args.repeats):

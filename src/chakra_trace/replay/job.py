@@ -46,6 +46,12 @@ def kineto_for(et_path: str) -> str | None:
     return None
 
 
+def _has_collectives(et_path: str) -> bool:
+    from ..convert.pytorch_host import read_host_trace
+
+    return any(str(n).startswith("c10d::") for n in read_host_trace(et_path).names)
+
+
 def recorded_world_size(et_path: str) -> int:
     """Ranks of the default process group the trace recorded (1 when it recorded none)."""
     from ..convert.pytorch_host import read_host_trace
@@ -67,10 +73,11 @@ def recorded_world_size(et_path: str) -> int:
 def replay_host(source, *, world_size: int | None = None, device: str = "cpu", backend: str | None = None,
                 steps=None, select: str | None = None, config=None, threads: int = 1, timeout_s: float = 900,
                 warmup: int = 3, budget_s: float = 20.0, target_rel_ci: float = 0.02, max_repeats: int = 200,
-                min_repeats: int = 5, export: str | os.PathLike | None = None):
+                min_repeats: int = 5, warmup_s: float = 1.0, export: str | os.PathLike | None = None):
     """Replay recorded host traces (see `host_traces`) as a benchmark; returns a ReplayResult
     whose ``step`` is the time per recorded step (the slowest rank's, ranks in lockstep).
-    ``export``: also write the replay as a standalone benchmark script (`export.py`)."""
+    ``warmup_s``: untimed passes for about this long first (then ``warmup`` more inside
+    `measure`). ``export``: also write the replay as a standalone benchmark script."""
     from .launch import run_ranks
     from .result import ReplayResult
 
@@ -83,9 +90,10 @@ def replay_host(source, *, world_size: int | None = None, device: str = "cpu", b
     opts = {"device": device, "steps": list(steps) if steps is not None else None, "select": select,
             "config": cfg, "threads": threads, "warmup": warmup, "budget_s": budget_s,
             "target_rel_ci": target_rel_ci, "max_repeats": max_repeats, "min_repeats": min_repeats,
-            "plan": export is not None}
+            "plan": export is not None, "warmup_s": warmup_s}
     outs = run_ranks("chakra_trace.replay.job:rank_main", world_size, args=(paths, opts), backend=backend,
-                     device=device, timeout_s=timeout_s, env={"OMP_NUM_THREADS": str(threads)})
+                     device=device, timeout_s=timeout_s, env={"OMP_NUM_THREADS": str(threads)},
+                     init_group=world_size > 1 or any(_has_collectives(p) for p in paths))
     label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
     if export is not None:
         from .export import export_script
@@ -113,6 +121,8 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     flag = torch.zeros(1, dtype=torch.int32, device=device if device.startswith("cuda") else "cpu")
 
     def decide(stop: bool) -> bool:  # every rank stops together: when all want to
+        if not dist.is_initialized():
+            return stop
         flag.fill_(1 if stop else 0)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
         return bool(flag.item())
@@ -120,8 +130,10 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     def sync() -> None:  # samples start together and end when the slowest rank is done
         if device.startswith("cuda"):
             torch.cuda.synchronize()
-        dist.barrier()
+        if world_size > 1:
+            dist.barrier()
 
+    _warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), device)
     m = measure(rep.run_step, name=f"rank {rank}", warmup=int(opts["warmup"]), budget_s=float(opts["budget_s"]),
                 target_rel_ci=float(opts["target_rel_ci"]), max_repeats=int(opts["max_repeats"]),
                 min_repeats=int(opts["min_repeats"]), sync=sync, decide=decide)
@@ -137,3 +149,21 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     return out
 
 
+def _warm_up(run, seconds: float, device: str) -> None:
+    """Passes until about `seconds` have gone by: a process's first passes run slower (the
+    allocator settles its thresholds, caches fill), for tens of passes on small ops. Every
+    rank runs the same number (their collectives must pair), from the slowest rank's pass."""
+    import math
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    t = time.perf_counter()
+    run()
+    per = torch.tensor([time.perf_counter() - t], dtype=torch.float64,
+                       device=device if device.startswith("cuda") else "cpu")
+    if dist.is_initialized():
+        dist.all_reduce(per, op=dist.ReduceOp.MAX)
+    for _ in range(min(500, max(2, math.ceil(seconds / max(float(per.item()), 1e-6))))):
+        run()

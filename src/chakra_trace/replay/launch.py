@@ -113,9 +113,10 @@ def _read_result(path: str):
 
 def run_ranks(target: str, world_size: int, *, args: tuple = (), kwargs: dict | None = None,
               backend: str = "gloo", device: str = "cpu", timeout_s: float = 300,
-              env: dict | None = None) -> list:
+              env: dict | None = None, init_group: bool = True) -> list:
     """Run ``target`` ("package.module:function") as ``function(rank, world_size, *args, **kwargs)`` on
     `world_size` local ranks joined in a torch.distributed process group; returns the results by rank.
+    ``init_group=False`` lets a single rank that runs no collectives go without a group.
 
     A rank that raises (or dies) makes the others be killed and raises ChakraError("rank N failed: <traceback>");
     past `timeout_s` every rank is killed and the error names the ranks still running. `device="cuda"` puts
@@ -128,7 +129,8 @@ def run_ranks(target: str, world_size: int, *, args: tuple = (), kwargs: dict | 
     world_size = int(world_size)
     with tempfile.TemporaryDirectory(prefix="chakra-ranks-") as tmp:
         spec = {"target": target, "world_size": world_size, "args": tuple(args), "kwargs": dict(kwargs or {}),
-                "backend": backend, "device": device, "timeout_s": float(timeout_s), "dir": tmp}
+                "backend": backend, "device": device, "timeout_s": float(timeout_s), "dir": tmp,
+                "init_group": bool(init_group)}
         spec_path = os.path.join(tmp, "spec.pkl")
         try:
             with open(spec_path, "wb") as f:
@@ -242,13 +244,16 @@ def _worker(spec_path: str, rank: int, parent: int) -> int:
             torch.cuda.set_device(local)
             if "nccl" in backend:
                 kw["device_id"] = torch.device("cuda", local)
-        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=max(spec["timeout_s"], 1.0)), **kw)
+        group = spec.get("init_group", True) or world_size > 1
+        if group:  # (a lone rank that needs no collectives runs without one: a gloo group costs CPU)
+            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
+                                    timeout=datetime.timedelta(seconds=max(spec["timeout_s"], 1.0)), **kw)
         try:
             result = fn(rank, world_size, *spec["args"], **spec["kwargs"])
         finally:
             try:
-                dist.destroy_process_group()
+                if group:
+                    dist.destroy_process_group()
             except Exception:  # noqa: BLE001 - teardown after another error
                 pass
     except BaseException:  # noqa: BLE001 - report everything, including SystemExit
