@@ -39,7 +39,8 @@ def _command(model: str, *args: str) -> list[str]:
 
 
 def original_step_s(model: str, out: Path, steps: int = 60) -> float:
-    """Median step of the job run plainly (no profiler), after 10 warm-up steps."""
+    """Median step of the job run plainly (no profiler), after about 1 s of warm-up steps
+    (as the replay warms up) and 10 more."""
     times = out / f"{model}.times.json"
     _run(_command(model, "--steps", str(steps), "--time-json", str(times)), f"running {model}")
     return statistics.median(json.loads(times.read_text())["step_s"][10:])

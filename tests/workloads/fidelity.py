@@ -78,9 +78,18 @@ def main() -> None:
     ap.add_argument("--model", choices=["mlp", "transformer", "ddp"], required=True)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--time-json", help="write every step's wall time (seconds) here (rank 0)")
+    ap.add_argument("--warmup-s", type=float, default=1.0, help="with --time-json: untimed steps first, this long")
     args = ap.parse_args()
     torch.set_num_threads(1)
     step = build(args.model)
+    if args.time_json:  # settle first, as the replay does: a process's first passes run slower
+        t0 = time.perf_counter()
+        step()
+        per = torch.tensor([time.perf_counter() - t0])
+        if args.model == "ddp":  # every rank runs the same number of steps
+            torch.distributed.all_reduce(per, op=torch.distributed.ReduceOp.MAX)
+        for _ in range(min(2000, max(2, int(args.warmup_s / max(float(per.item()), 1e-6))))):
+            step()
     times = []
     timing = args.model == "ddp" and args.time_json is not None  # (not while recorded: replays sync alike)
     for _ in range(args.steps):
