@@ -82,23 +82,9 @@ def critical_path(trace: Trace) -> CriticalPath:
 
 
 def _topological_order(n: int, indptr: np.ndarray, preds: np.ndarray) -> list[int]:
-    owner = np.repeat(np.arange(n), np.diff(indptr))
-    succ_order = np.argsort(preds, kind="stable")
-    succ = owner[succ_order].tolist()
-    sptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(preds, minlength=n), out=sptr[1:])
-    sp = sptr.tolist()
-    indeg = np.diff(indptr).tolist()
-    ready = [v for v in range(n) if indeg[v] == 0]
-    out: list[int] = []
-    while ready:
-        v = ready.pop()
-        out.append(v)
-        for k in range(sp[v], sp[v + 1]):
-            w = succ[k]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
+    from .validate import kahn_order
+
+    out = kahn_order(n, np.repeat(np.arange(n), np.diff(indptr)), preds)
     if len(out) != n:
         raise ChakraError(f"the dependencies form a cycle ({n - len(out)} nodes on or behind it); "
                           "run `chakra validate` to see one")

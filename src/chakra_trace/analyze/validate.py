@@ -496,6 +496,31 @@ def _edge_kinds(t: Trace, cycle: list[int]) -> list[str]:
     return out
 
 
+def kahn_order(n: int, src: np.ndarray, dst: np.ndarray) -> list[int]:
+    """Rows in a topological order (Kahn's algorithm over CSR lists), dependencies first.
+    Edges go from a dependent row `src` to its dependency row `dst`; rows on or behind a
+    cycle never become ready, so the order is shorter than n when there is one."""
+    src = np.asarray(src, np.int64)
+    dst = np.asarray(dst, np.int64)
+    indeg = np.bincount(src, minlength=n)
+    succ = src[np.argsort(dst, kind="stable")].tolist()
+    ip = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=ip[1:])
+    ipl = ip.tolist()
+    deg = indeg.tolist()
+    stack = np.flatnonzero(indeg == 0).tolist()
+    out: list[int] = []
+    while stack:
+        v = stack.pop()
+        out.append(v)
+        for k in range(ipl[v], ipl[v + 1]):
+            w = succ[k]
+            deg[w] -= 1
+            if deg[w] == 0:
+                stack.append(w)
+    return out
+
+
 def find_cycle(n: int, src: np.ndarray, dst: np.ndarray, ids: np.ndarray | None = None
                ) -> tuple[list[int], int] | None:
     """One dependency cycle among n rows, or None if the graph is acyclic.
@@ -510,27 +535,11 @@ def find_cycle(n: int, src: np.ndarray, dst: np.ndarray, ids: np.ndarray | None 
         return None  # rows are a topological order
     if ids is not None and (ids[dst] < ids[src]).all():
         return None  # ids are a topological order
-    # Kahn's algorithm over CSR arrays (successors of each dependency row)
-    indeg = np.bincount(src, minlength=n)
-    order = np.argsort(dst, kind="stable")
-    succ = src[order].tolist()
-    ip = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=ip[1:])
-    ipl = ip.tolist()
-    deg = indeg.tolist()
-    stack = np.flatnonzero(indeg == 0).tolist()
-    done = 0
-    while stack:
-        v = stack.pop()
-        done += 1
-        for k in range(ipl[v], ipl[v + 1]):
-            w = succ[k]
-            deg[w] -= 1
-            if deg[w] == 0:
-                stack.append(w)
-    if done == n:
+    ran = kahn_order(n, src, dst)
+    if len(ran) == n:
         return None
-    left = np.asarray(deg) > 0
+    left = np.ones(n, bool)
+    left[ran] = False
     # every remaining row has a remaining dependency: follow them until one repeats
     e = left[src] & left[dst]
     pred = np.full(n, -1, np.int64)
