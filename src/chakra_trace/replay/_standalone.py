@@ -8,6 +8,7 @@ A plan is plain JSON: ``storages`` {id: [nbytes, integer?]}, and ``ops``, each
 offset, dtype, [lo, hi] or null, fresh]}; a non-finite float is {"f": "inf"}; the replay
 device is {"device": 1}.
 """
+import math
 import time
 
 
@@ -108,6 +109,20 @@ def _requires_grad(a):
     if isinstance(a, torch.Tensor) and (a.dtype.is_floating_point or a.dtype.is_complex) and not a.requires_grad:
         return a.detach().requires_grad_(True)
     return a
+
+
+def warm_up(run_once, seconds, dist=None, cuda=False):
+    """Passes for about `seconds`: a process's first passes run slower (the allocator settles
+    its thresholds, caches fill), for tens of passes on small ops. Every rank runs the same
+    number (their collectives must pair), from the slowest rank's first pass."""
+    torch = _torch()
+    t0 = time.perf_counter()
+    run_once()
+    per = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device="cuda" if cuda else "cpu")
+    if dist is not None and dist.is_initialized():
+        dist.all_reduce(per, op=dist.ReduceOp.MAX)
+    for _ in range(min(500, max(2, math.ceil(seconds / max(float(per.item()), 1e-6))))):
+        run_once()
 
 
 def run(calls, cuda=False):

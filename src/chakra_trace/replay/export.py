@@ -66,15 +66,8 @@ def main():
         if dist is not None:
             dist.barrier()
 
-    t0 = time.perf_counter()  # warm up for about --warmup-s (first passes run slower), same count on all ranks
-    run(calls, cuda)
-    per = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-    if dist is not None and not cuda:
-        dist.all_reduce(per, op=dist.ReduceOp.MAX)
-    elif dist is not None:
-        per = per.cuda()
-        dist.all_reduce(per, op=dist.ReduceOp.MAX)
-    for _ in range(min(500, max(2, int(args.warmup_s / max(float(per.item()), 1e-6)) + 1)) + args.warmup):
+    warm_up(lambda: run(calls, cuda), args.warmup_s, dist, cuda)
+    for _ in range(args.warmup):
         run(calls, cuda)
     samples = []
     for _ in range(args.repeats):

@@ -46,14 +46,13 @@ def kineto_for(et_path: str) -> str | None:
     return None
 
 
-def _has_collectives(et_path: str) -> bool:
-    from ..convert.pytorch_host import read_host_trace
-
-    return any(str(n).startswith("c10d::") for n in read_host_trace(et_path).names)
-
-
 def recorded_world_size(et_path: str) -> int:
     """Ranks of the default process group the trace recorded (1 when it recorded none)."""
+    return _recorded(et_path)[0]
+
+
+def _recorded(et_path: str) -> tuple[int, bool]:
+    """(ranks of the recorded default process group, whether the trace has collectives)."""
     from ..convert.pytorch_host import read_host_trace
 
     h = read_host_trace(et_path)
@@ -67,7 +66,7 @@ def recorded_world_size(et_path: str) -> int:
             for g in groups if isinstance(groups, list) else []:
                 if isinstance(g, dict) and str(g.get("pg_name")) == "0":
                     size = max(size, int(g.get("group_size") or 1))
-    return size
+    return size, any(str(n).startswith("c10d::") for n in h.names)
 
 
 def replay_host(source, *, world_size: int | None = None, device: str = "cpu", backend: str | None = None,
@@ -82,9 +81,10 @@ def replay_host(source, *, world_size: int | None = None, device: str = "cpu", b
     from .result import ReplayResult
 
     traces = host_traces(source)
-    if world_size is None:
-        world_size = len(traces) if len(traces) > 1 else recorded_world_size(traces[0])
     paths = [traces[r] for r in sorted(traces)]
+    lone = _recorded(paths[0]) if len(paths) == 1 else None  # (world size, collectives?) read once
+    if world_size is None:
+        world_size = len(paths) if lone is None else lone[0]
     backend = backend or ("nccl" if device.startswith("cuda") else "gloo")
     cfg = vars(config) if config is not None else None
     opts = {"device": device, "steps": list(steps) if steps is not None else None, "select": select,
@@ -93,7 +93,7 @@ def replay_host(source, *, world_size: int | None = None, device: str = "cpu", b
             "plan": export is not None, "warmup_s": warmup_s}
     outs = run_ranks("chakra_trace.replay.job:rank_main", world_size, args=(paths, opts), backend=backend,
                      device=device, timeout_s=timeout_s, env={"OMP_NUM_THREADS": str(threads)},
-                     init_group=world_size > 1 or any(_has_collectives(p) for p in paths))
+                     init_group=world_size > 1 or lone is None or lone[1])
     label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
     if export is not None:
         from .export import export_script
@@ -108,6 +108,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     import torch
     import torch.distributed as dist
 
+    from . import _standalone as rt
     from .compute import HostReplay, ReplayConfig
     from .measure import environment, measure
 
@@ -133,7 +134,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         if world_size > 1:
             dist.barrier()
 
-    _warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), device)
+    rt.warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), dist, device.startswith("cuda"))
     m = measure(rep.run_step, name=f"rank {rank}", warmup=int(opts["warmup"]), budget_s=float(opts["budget_s"]),
                 target_rel_ci=float(opts["target_rel_ci"]), max_repeats=int(opts["max_repeats"]),
                 min_repeats=int(opts["min_repeats"]), sync=sync, decide=decide)
@@ -147,23 +148,3 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     if opts.get("plan"):
         out["plan"] = rep.plan
     return out
-
-
-def _warm_up(run, seconds: float, device: str) -> None:
-    """Passes until about `seconds` have gone by: a process's first passes run slower (the
-    allocator settles its thresholds, caches fill), for tens of passes on small ops. Every
-    rank runs the same number (their collectives must pair), from the slowest rank's pass."""
-    import math
-    import time
-
-    import torch
-    import torch.distributed as dist
-
-    t = time.perf_counter()
-    run()
-    per = torch.tensor([time.perf_counter() - t], dtype=torch.float64,
-                       device=device if device.startswith("cuda") else "cpu")
-    if dist.is_initialized():
-        dist.all_reduce(per, op=dist.ReduceOp.MAX)
-    for _ in range(min(500, max(2, math.ceil(seconds / max(float(per.item()), 1e-6))))):
-        run()
