@@ -282,10 +282,7 @@ class HostReplay:
         if elems is not None:
             if not isinstance(v, list):
                 return scalar(v, type_str)
-            shapes = shape if isinstance(shape, list) and len(shape) == len(v) else [[]] * len(v)
-            strides = stride if isinstance(stride, list) and len(stride) == len(v) else [None] * len(v)
-            types = elems if len(elems) == len(v) else [elems[0] if elems else ""] * len(v)
-            return [self._spec(x, s, st, t, rng, fresh) for x, s, st, t in zip(v, shapes, strides, types)]
+            return [self._spec(x, s, st, t, rng, fresh) for x, s, st, t in _elements(v, shape, stride, elems)]
         if type_str == "Device":
             return {"device": 1}
         return scalar(v, type_str)
@@ -353,11 +350,19 @@ def _reserve(plan: StoragePlan, v, shape, stride, type_str: str) -> None:
         return
     elems = split_list_type(type_str)
     if elems and isinstance(v, list):
-        shapes = shape if isinstance(shape, list) and len(shape) == len(v) else [[]] * len(v)
-        strides = stride if isinstance(stride, list) and len(stride) == len(v) else [None] * len(v)
-        types = elems if len(elems) == len(v) else [elems[0]] * len(v)
-        for x, sh, st, t in zip(v, shapes, strides, types):
+        for x, sh, st, t in _elements(v, shape, stride, elems):
             _reserve(plan, x, sh, st, t)
+
+
+def _elements(v: list, shape, stride, elems: list[str]):
+    """(value, shape, stride, type) of each element of a recorded list argument: the list's
+    shapes and strides when they line up, its element types (one repeated when the trace
+    gives a single one)."""
+    n = len(v)
+    shapes = shape if isinstance(shape, list) and len(shape) == n else [[]] * n
+    strides = stride if isinstance(stride, list) and len(stride) == n else [None] * n
+    types = elems if len(elems) == n else [elems[0] if elems else ""] * n
+    return zip(v, shapes, strides, types)
 
 
 def _storages(io: dict) -> list:
