@@ -86,16 +86,58 @@ def test_bad_config_is_named(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_ddp_job_replays_with_its_collectives(tmp_path):
-    """Both DDP ranks in their own processes over gloo: every op, collectives included."""
+    """Both DDP ranks in their own processes over gloo: every op, collectives included, waited
+    for where the Kineto traces beside the host traces show the original did."""
+    import shutil
+
     from chakra_trace.replay.job import replay_host
 
-    res = replay_host([DATA / "ddp_rank0.et.json.gz", DATA / "ddp_rank1.et.json.gz"], budget_s=2)
+    for r in (0, 1):  # a collection folder's layout
+        shutil.copy(DATA / f"ddp_rank{r}.et.json.gz", tmp_path / f"rank{r}.et.json.gz")
+        shutil.copy(DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz", tmp_path / f"rank{r}.kineto.json.gz")
+    res = replay_host(tmp_path, budget_s=2)
+    assert res.recorded_step_us > 0  # (the Kineto traces were found)
     assert res.world_size == 2 and res.fully_replayed
     assert all(c["share"] == 1.0 and c["total"] > 180 for c in res.coverage.values())
     assert res.step.n >= 5 and res.step.median > 0
     out = tmp_path / "r.json"
     res.save(out)
     assert json.loads(out.read_text())["fully_replayed"] is True
+
+
+def test_recorded_waits_follow_the_kineto_timing():
+    """The Kineto trace shows where the original waited: DDP's bucket all-reduces overlap the
+    backward pass (waited for ops later), the logging all-reduce at once (the next op)."""
+    from chakra_trace.convert.kineto import read_kineto
+    from chakra_trace.replay.waits import wait_points
+
+    rep = HostReplay(DATA / "ddp_rank0.et.json.gz")
+    names = [str(n) for n in rep.h.name_array[rep.rows]]
+    waits = wait_points(rep.h, rep.rows, read_kineto(DATA / "kineto" / "ddp_rank0.kineto.json.gz"))
+    colls = [i for i, n in enumerate(names) if n.startswith("c10d::")]
+    assert sorted(waits) == colls[:-1]  # every one placed but the last (the end of the pass waits for it)
+    assert all(j > c for c, j in waits.items())
+    assert any(j == c + 1 for c, j in waits.items()) and any(j > c + 5 for c, j in waits.items())
+
+
+@pytest.mark.timeout(120)
+def test_replay_waits_where_the_original_did(tmp_path):
+    """With a process group and the Kineto trace, the plan carries the waits: a collective's
+    token in the reads of the op the original ran after it (run on 2 ranks just below)."""
+    import torch.distributed as dist
+
+    from chakra_trace.replay.launch import free_port
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    try:
+        rep = HostReplay(DATA / "ddp_rank0.et.json.gz", kineto=DATA / "kineto" / "ddp_rank0.kineto.json.gz")
+        ops = rep.plan["ops"]
+        tokens = {f"#{k}": k for k, op in enumerate(ops) if op["kind"] == "collective"}
+        assert len(tokens) == 8 and all(t in ops[k]["writes"] for t, k in tokens.items())
+        waited = {t: j for j, op in enumerate(ops) for t in op["reads"] if t in tokens}
+        assert len(waited) == len(tokens) - 1 and all(j > tokens[t] for t, j in waited.items())
+    finally:
+        dist.destroy_process_group()
 
 
 @pytest.mark.timeout(300)

@@ -1,13 +1,10 @@
 """The three small training jobs of ../shared/traces/pytorch-cpu (collect_traces.py), for the
-replay fidelity test: plain PyTorch, no chakra_trace code.
+replay fidelity test: plain PyTorch, no chakra_trace code. `paired.py` times them.
 
-    python fidelity.py --model mlp --steps 40 --time-json times.json   # unprofiled step times
     chakra collect -o traces -- python fidelity.py --model mlp --steps 6
-    torchrun --nproc-per-node 2 fidelity.py --model ddp ...           # gloo on 127.0.0.1
+    chakra collect -o traces -- torchrun --nproc-per-node 2 fidelity.py --model ddp --steps 6
 """
 import argparse
-import json
-import time
 
 import torch
 import torch.nn as nn
@@ -77,33 +74,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=["mlp", "transformer", "ddp"], required=True)
     ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--time-json", help="write every step's wall time (seconds) here (rank 0)")
-    ap.add_argument("--warmup-s", type=float, default=1.0, help="with --time-json: untimed steps first, this long")
     args = ap.parse_args()
     torch.set_num_threads(1)
     step = build(args.model)
-    if args.time_json:  # settle first, as the replay does: a process's first passes run slower
-        t0 = time.perf_counter()
-        step()
-        per = torch.tensor([time.perf_counter() - t0])
-        if args.model == "ddp":  # every rank runs the same number of steps
-            torch.distributed.all_reduce(per, op=torch.distributed.ReduceOp.MAX)
-        for _ in range(min(2000, max(2, int(args.warmup_s / max(float(per.item()), 1e-6))))):
-            step()
-    times = []
-    timing = args.model == "ddp" and args.time_json is not None  # (not while recorded: replays sync alike)
     for _ in range(args.steps):
-        if timing:  # a step starts together on every rank and ends when the slowest is done
-            torch.distributed.barrier()
-        t0 = time.perf_counter()
         step()
-        if timing:
-            torch.distributed.barrier()
-        times.append(time.perf_counter() - t0)
-    rank = torch.distributed.get_rank() if args.model == "ddp" else 0
-    if args.time_json and rank == 0:
-        with open(args.time_json, "w") as f:
-            json.dump({"model": args.model, "step_s": times}, f)
     if args.model == "ddp":
         torch.distributed.barrier()  # nobody leaves while a peer still talks to it
         torch.distributed.destroy_process_group()

@@ -4,7 +4,9 @@ nothing else, because an exported benchmark script carries this file's source ve
 
 A plan is plain JSON: ``storages`` {id: [nbytes, integer?]}, and ``ops``, each
 {"op": "aten::addmm.default", "args": [...], "kwargs": {...}, "reads": [...], "writes": [...],
-"kind": "op" | "collective" | "delay"}. A tensor argument is {"t": [storage, shape, stride,
+"kind": "op" | "collective" | "delay"}. A collective's ``writes`` name the storages it writes
+and a token "#<index>" of its own; an op's ``reads`` name what it must not run before: the
+storages it reads and the tokens of collectives the original had waited for by then. A tensor argument is {"t": [storage, shape, stride,
 offset, dtype, [lo, hi] or null, fresh]}; a non-finite float is {"f": "inf"}; the replay
 device is {"device": 1}.
 """
@@ -98,7 +100,7 @@ def build_call(op, storages, device):
     if op.get("grad"):  # the original recorded this op for autograd: so does the replay
         args = [_requires_grad(a) for a in args]
     if op["kind"] == "collective":
-        return (collective(op["op"], args), (), {}, [], op["writes"])
+        return (collective(op["op"], args), (), {}, op["reads"], op["writes"])
     return (resolve(op["op"]), tuple(args), kwargs, op["reads"], [])
 
 

@@ -152,10 +152,12 @@ class HostReplay:
     ``steps``: profiler step numbers to replay (None: every recorded step; a trace without
     profiler steps is replayed whole). ``select``: a regex; only ops whose name or some
     ancestor's name matches (a subgraph such as "Optimizer.step" or "aten::linear").
+    ``kineto``: the Kineto trace of the same run (path or `KinetoTrace`), which shows where the
+    original waited for its collectives (`waits.py`); without it only readers wait.
     """
 
     def __init__(self, trace, *, device: str = "cpu", steps=None, select: str | None = None,
-                 config: ReplayConfig | None = None, seed: int = 0, autograd: bool = True):
+                 config: ReplayConfig | None = None, seed: int = 0, autograd: bool = True, kineto=None):
         try:
             import torch
         except ImportError:
@@ -190,6 +192,7 @@ class HostReplay:
         self.rows = rows[np.argsort(h.ids[rows], kind="stable")]  # ids follow op entry order
         self.coverage = Coverage()
         self._calls: list[tuple] = []
+        self.kineto = _load_kineto(kineto)
         self._prepare(seed)
 
     # ------------------------------------------------------------------ preparation
@@ -214,6 +217,7 @@ class HostReplay:
                 _reserve(storages, v, shp, _at(inputs["strides"], k), t)
         self.plan = {"device": self.device, "seed": seed, "storages": storages.storages, "ops": []}
         self._storages = rt.make_storages(self.plan, self.device, seed)
+        planned = []
         for out, inputs, ranges in specs:
             try:
                 op = self._plan_op(out, inputs, ranges)
@@ -225,7 +229,23 @@ class HostReplay:
                 continue
             op.update(node_id=out.node_id, name=out.name)
             self.plan["ops"].append(op)
-            self._calls.append(rt.build_call(op, self._storages, self.device))
+            planned.append(out.row)
+        self._recorded_waits(np.array(planned, np.int64))
+        self._calls = [rt.build_call(op, self._storages, self.device) for op in self.plan["ops"]]
+
+    def _recorded_waits(self, rows: np.ndarray) -> None:
+        """Each collective's Work is waited for under a token of its own: by the ops that read
+        what it wrote, and by the first op that the recorded timing shows ran after its wait."""
+        ops = self.plan["ops"]
+        for k, op in enumerate(ops):
+            if op["kind"] == "collective":
+                op["writes"].append(f"#{k}")
+        if self.kineto is None:
+            return
+        from .waits import wait_points
+
+        for c, j in wait_points(self.h, rows, self.kineto).items():
+            ops[j]["reads"].append(f"#{c}")
 
     def _plan_op(self, out: OpOutcome, inputs: dict, ranges: dict) -> dict:
         """The op's plan entry, checked by running it once (with fresh tensors if the
@@ -316,14 +336,22 @@ class HostReplay:
     def steps_per_run(self) -> int:
         return max(len(self.steps), 1)
 
-    def recorded_step_s(self, kineto_path) -> list[float]:
-        """Durations of the replayed profiler steps in a Kineto trace of the same run."""
-        from ..convert.kineto import read_kineto
-
-        return [(e - s) / 1e9 for n, s, e in read_kineto(kineto_path).steps() if n in self.steps]
+    def recorded_step_s(self) -> list[float]:
+        """Durations of the replayed profiler steps in the Kineto trace (profiling included)."""
+        if self.kineto is None:
+            return []
+        return [(e - s) / 1e9 for n, s, e in self.kineto.steps() if n in self.steps]
 
 
 _TENSORS = StoragePlan()  # (tensor_spec needs no state)
+
+
+def _load_kineto(kineto):
+    if kineto is None or not isinstance(kineto, (str, os.PathLike)):
+        return kineto
+    from ..convert.kineto import read_kineto
+
+    return read_kineto(kineto)
 
 # cuDNN-only ops recorded on a GPU, replayed elsewhere by their native equivalents (same work)
 _OFF_CUDA = {

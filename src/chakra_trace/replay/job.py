@@ -118,7 +118,8 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     if device.startswith("cuda"):
         device = f"cuda:{torch.cuda.current_device()}"
     cfg = ReplayConfig(**opts["config"]) if opts["config"] else None
-    rep = HostReplay(path, device=device, steps=opts["steps"], select=opts["select"], config=cfg)
+    rep = HostReplay(path, device=device, steps=opts["steps"], select=opts["select"], config=cfg,
+                     kineto=kineto_for(path))
     flag = torch.zeros(1, dtype=torch.int32, device=device if device.startswith("cuda") else "cpu")
 
     def decide(stop: bool) -> bool:  # every rank stops together: when all want to
@@ -139,10 +140,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
                 target_rel_ci=float(opts["target_rel_ci"]), max_repeats=int(opts["max_repeats"]),
                 min_repeats=int(opts["min_repeats"]), sync=sync, decide=decide)
     m.env = environment(device)
-    recorded = []
-    kin = kineto_for(path)
-    if kin:
-        recorded = rep.recorded_step_s(kin)
+    recorded = rep.recorded_step_s()
     out = {"trace": path, "measurement": m.to_dict(), "steps_per_run": rep.steps_per_run, "steps": rep.steps,
            "coverage": rep.coverage.to_dict(), "recorded_step_s": recorded}
     if opts.get("plan"):
