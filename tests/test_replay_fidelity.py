@@ -3,7 +3,7 @@ traces, and compare the replayed step time with the original's, measured without
 profiler in the same run. Also: the exported standalone script reproduces the replay.
 
 Both are measured in one process per rank (`workloads/paired.py`): blocks of original steps
-and of replayed steps alternate, 100 pairs of about 50 ms each, and the error is the median
+and of replayed steps alternate, 200 pairs of about 50 ms each, and the error is the median
 over pairs of replay / original - 1. Separate runs cannot be compared here: this machine's
 speed drifts by tens of percent within seconds, and two processes of one program differ by
 as much.
@@ -64,7 +64,7 @@ def collect(model: str, out: Path) -> Path:
     return folder
 
 
-def fidelity(out: Path, models=("mlp", "transformer", "ddp"), rounds: int = 100, block_s: float = 0.05) -> dict:
+def fidelity(out: Path, models=("mlp", "transformer", "ddp"), rounds: int = 200, block_s: float = 0.05) -> dict:
     """Per model: collect, then time original and replay side by side (`workloads/paired.py`);
     also the replay as `chakra replay` runs it alone, for reference (not compared: another run)."""
     from chakra_trace.replay.job import replay_host
@@ -82,7 +82,7 @@ def fidelity(out: Path, models=("mlp", "transformer", "ddp"), rounds: int = 100,
         rows[model] = {"original_ms": statistics.median(origs) * 1e3, "replay_ms": statistics.median(reps) * 1e3,
                        "error": statistics.median(ratios) - 1,
                        "error_p10_p90": [ratios[len(ratios) // 10] - 1, ratios[len(ratios) * 9 // 10] - 1],
-                       "pairs": len(ratios), "steps_per_block": d["steps_per_block"],
+                       "pairs": len(ratios), "calls_per_block": d["calls_per_block"],
                        "ranks": alone.world_size, "coverage": {r: c["share"] for r, c in alone.coverage.items()},
                        "ops_per_rank": {r: c["total"] for r, c in alone.coverage.items()},
                        "replay_alone_ms": alone.step.median * 1e3,

@@ -14,7 +14,8 @@ for about a second first: a process's first tens of passes run slower.
     A = the replay of a host trace, B = the exported benchmark script's own runtime and plan:
         python paired.py --trace t.et.json.gz --script bench.py --json out.json
 
-The JSON holds the seconds per recorded step of every block: "a_s" and "b_s", pair by pair.
+The JSON holds the seconds per recorded step of every block, "a_s" and "b_s" pair by pair, and
+"calls_per_block" of each.
 """
 import argparse
 import json
@@ -32,8 +33,8 @@ from chakra_trace.replay.compute import HostReplay  # noqa: E402
 from chakra_trace.replay.job import host_traces, kineto_for  # noqa: E402
 
 
-def pair(a, b, *, rounds: int, block_s: float, dist=None) -> tuple[list, list]:
-    """Seconds per call of `a` and of `b`, block by block."""
+def pair(a, b, *, rounds: int, block_s: float, dist=None) -> tuple[list, list, list]:
+    """Seconds per call of `a` and of `b`, block by block, and the calls per block of each."""
     def sync() -> None:
         if dist:
             dist.barrier()
@@ -57,7 +58,7 @@ def pair(a, b, *, rounds: int, block_s: float, dist=None) -> tuple[list, list]:
         order = (0, 1) if r % 2 == 0 else (1, 0)
         for k in order:
             out[k].append(timed((a, b)[k], counts[k]))
-    return out
+    return (*out, counts)
 
 
 def main() -> None:
@@ -93,10 +94,11 @@ def main() -> None:
         b, b_steps = (lambda: ns["run"](calls)), ns["STEPS_PER_RUN"]
     else:
         b, b_steps = rep.run_step, rep.steps_per_run
-    a_s, b_s = pair(a, b, rounds=args.rounds, block_s=args.block_s, dist=dist)
+    a_s, b_s, counts = pair(a, b, rounds=args.rounds, block_s=args.block_s, dist=dist)
     if rank == 0:
         with open(args.json, "w") as f:
             json.dump({"a_s": [x / a_steps for x in a_s], "b_s": [x / b_steps for x in b_s],
+                       "calls_per_block": counts,
                        "replayed_steps": rep.steps, "coverage": rep.coverage.to_dict()}, f)
     if dist:
         dist.barrier()
