@@ -6,9 +6,9 @@ A plan is plain JSON: ``storages`` {id: [nbytes, integer?]}, and ``ops``, each
 {"op": "aten::addmm.default", "args": [...], "kwargs": {...}, "reads": [...], "writes": [...],
 "kind": "op" | "collective" | "delay"}. A collective's ``writes`` name the storages it writes
 and a token "#<index>" of its own; an op's ``reads`` name what it must not run before: the
-storages it reads and the tokens of collectives the original had waited for by then. A tensor argument is {"t": [storage, shape, stride,
-offset, dtype, [lo, hi] or null, fresh]}; a non-finite float is {"f": "inf"}; the replay
-device is {"device": 1}.
+storages it reads and the tokens of collectives the original had waited for by then. A
+tensor argument is {"t": [storage, shape, stride, offset, dtype, [lo, hi] or null, fresh]};
+a non-finite float is {"f": "inf"}; the replay device is {"device": 1}.
 """
 import math
 import time

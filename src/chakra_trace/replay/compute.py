@@ -353,6 +353,7 @@ def _load_kineto(kineto):
 
     return read_kineto(kineto)
 
+
 # cuDNN-only ops recorded on a GPU, replayed elsewhere by their native equivalents (same work)
 _OFF_CUDA = {
     # cudnn_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)

@@ -30,32 +30,44 @@ def wait_points(h, rows: np.ndarray, kineto) -> dict[int, int]:
     Kineto trace shows. `rows`: the replayed host rows in replay order."""
     from ..convert.link import link
 
-    lk = link(h.ids, h.rf_id, h.name_array.astype(object), kineto)
+    rows = np.asarray(rows, np.int64)
     names = [str(n) for n in h.name_array[rows]]
     coll = [i for i, n in enumerate(names) if n.startswith("c10d::")]
     if not coll:
         return {}
     k = kineto
-    knames = np.asarray(k.names, dtype=object)[k.name]
-    is_work = np.array([str(n).startswith("gloo:") for n in knames]) & (k.ph == ord("X"))
-    work = np.flatnonzero(is_work)
-    work = work[np.argsort(k.ts[work], kind="stable")]
-    free = {kind: [int(w) for w in work if _kind(str(knames[w])) == kind] for kind in {_kind(names[i]) for i in coll}}
-    threads = k.thread_keys()
-    ev = lk.event[rows]
-    start = np.where(ev >= 0, lk.start[rows], -1)
-    thread = np.where(ev >= 0, threads[np.maximum(ev, 0)], -1)
+    lk = link(h.ids[rows], h.rf_id[rows], h.name_array[rows].astype(object), k)
+    ev = lk.event
+    start = np.where(ev >= 0, lk.start, -1)
+    thread = np.where(ev >= 0, k.thread_keys()[np.maximum(ev, 0)], -1)
+    # gloo's work per kind, by start; each call takes the first one that starts after it
+    knames = np.asarray(k.names, dtype=object)
+    work: dict[str, list[int]] = {}
+    for w in np.flatnonzero(k.ph == ord("X")).tolist():
+        name = str(knames[k.name[w]])
+        if name.startswith("gloo:"):
+            work.setdefault(_kind(name), []).append(w)
+    for kind in work:
+        work[kind].sort(key=lambda w: k.ts[w])
+    next_work = dict.fromkeys(work, 0)
+    # per thread: replay positions and the running maximum of their starts (first crossing =
+    # first op that started at or after a time)
+    per_thread = {}
+    for t in np.unique(thread[thread >= 0]).tolist():
+        pos = np.flatnonzero(thread == t)
+        per_thread[t] = (pos, np.maximum.accumulate(start[pos]))
     out = {}
-    for i in sorted(coll, key=lambda i: start[i]):
-        if ev[i] < 0:
+    for i in sorted((i for i in coll if ev[i] >= 0), key=lambda i: start[i]):
+        kind = _kind(names[i])
+        queue, p = work.get(kind, []), next_work.get(kind, 0)
+        while p < len(queue) and k.ts[queue[p]] < start[i]:
+            p += 1
+        if p == len(queue):
             continue
-        queue = free.get(_kind(names[i]), [])
-        j = next((j for j, w in enumerate(queue) if k.ts[w] >= start[i]), None)  # its work starts after the call
-        if j is None:
-            continue
-        w = queue.pop(j)
-        done = int(k.ts[w] + max(int(k.dur[w]), 0))
-        later = np.flatnonzero((np.arange(len(rows)) > i) & (thread == thread[i]) & (start >= done))
-        if later.size:
-            out[i] = int(later[0])
+        next_work[kind] = p + 1
+        done = int(k.ts[queue[p]] + max(int(k.dur[queue[p]]), 0))
+        pos, starts = per_thread[int(thread[i])]
+        j = max(int(np.searchsorted(pos, i, "right")), int(np.searchsorted(starts, done, "left")))
+        if j < len(pos):
+            out[i] = int(pos[j])
     return out
