@@ -97,6 +97,7 @@ def test_ddp_job_replays_with_its_collectives(tmp_path):
         shutil.copy(DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz", tmp_path / f"rank{r}.kineto.json.gz")
     res = replay_host(tmp_path, budget_s=2)
     assert res.recorded_step_us > 0  # (the Kineto traces were found)
+    assert all(c["waits"] == {"collectives": 8, "placed_from_kineto": 7} for c in res.coverage.values())
     assert res.world_size == 2 and res.fully_replayed
     assert all(c["share"] == 1.0 and c["total"] > 180 for c in res.coverage.values())
     assert res.step.n >= 5 and res.step.median > 0

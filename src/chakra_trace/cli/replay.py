@@ -72,6 +72,12 @@ def replay(source, mode, world_size, device, steps, select, config_path, threads
         line = f"rank {r}: {c['replayed']:,} of {c['total']:,} replayed ({c['share']:.1%})"
         if c.get("reasons"):
             line += "; not replayed: " + "; ".join(f"{k} ({v})" for k, v in list(c["reasons"].items())[:4])
+        w = c.get("waits") or {}
+        if w.get("collectives"):
+            line += (f"; {w['placed_from_kineto']} of {w['collectives']} collectives waited for where the Kineto "
+                     "trace shows the original did")
+            if w["placed_from_kineto"] < w["collectives"]:
+                line += " (the others at their first reader)"
         con.print(line)
     if output:
         con.print(f"result: {output}")

@@ -235,17 +235,22 @@ class HostReplay:
 
     def _recorded_waits(self, rows: np.ndarray) -> None:
         """Each collective's Work is waited for under a token of its own: by the ops that read
-        what it wrote, and by the first op that the recorded timing shows ran after its wait."""
+        what it wrote, and by the first op that the recorded timing shows ran after its wait.
+        ``waits`` counts the collectives and those placed from the Kineto trace (the others
+        wait at their first reader or the end of the pass)."""
         ops = self.plan["ops"]
         for k, op in enumerate(ops):
             if op["kind"] == "collective":
                 op["writes"].append(f"#{k}")
+        self.waits = {"collectives": sum(op["kind"] == "collective" for op in ops), "placed_from_kineto": 0}
         if self.kineto is None:
             return
         from .waits import wait_points
 
-        for c, j in wait_points(self.h, rows, self.kineto).items():
+        placed = wait_points(self.h, rows, self.kineto)
+        for c, j in placed.items():
             ops[j]["reads"].append(f"#{c}")
+        self.waits["placed_from_kineto"] = len(placed)
 
     def _plan_op(self, out: OpOutcome, inputs: dict, ranges: dict) -> dict:
         """The op's plan entry, checked by running it once (with fresh tensors if the

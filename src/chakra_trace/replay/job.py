@@ -142,7 +142,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     m.env = environment(device)
     recorded = rep.recorded_step_s()
     out = {"trace": path, "measurement": m.to_dict(), "steps_per_run": rep.steps_per_run, "steps": rep.steps,
-           "coverage": rep.coverage.to_dict(), "recorded_step_s": recorded}
+           "coverage": {**rep.coverage.to_dict(), "waits": rep.waits}, "recorded_step_s": recorded}
     if opts.get("plan"):
         out["plan"] = rep.plan
     return out
