@@ -7,12 +7,13 @@ Run from the project root:  .venv/bin/python examples/demo.py   (writes into ./o
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
+
+from chakra_trace.replay.launch import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "out" / "demo"
@@ -30,12 +31,6 @@ def run(*args: str, check: bool = True) -> int:
     if check and rc != 0:
         sys.exit(f"demo: `chakra {args[0]}` failed with exit status {rc}")
     return rc
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:

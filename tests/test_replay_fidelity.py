@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,17 +30,13 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
 
 pytest.importorskip("torch")
 
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from chakra_trace.replay.launch import free_port  # noqa: E402
 
 
 def _command(model: str, *args: str, job: Path = JOB) -> list[str]:
     if model == "ddp":
         return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                "127.0.0.1", "--master-port", str(_port()), str(job), "--model", model, *args]
+                "127.0.0.1", "--master-port", str(free_port()), str(job), "--model", model, *args]
     return [sys.executable, str(job), "--model", model, *args]
 
 

@@ -110,6 +110,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
 
     from . import _standalone as rt
     from .compute import HostReplay, ReplayConfig
+    from .launch import stop_together
     from .measure import environment, measure
 
     torch.set_num_threads(int(opts["threads"]))
@@ -120,14 +121,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     cfg = ReplayConfig(**opts["config"]) if opts["config"] else None
     rep = HostReplay(path, device=device, steps=opts["steps"], select=opts["select"], config=cfg,
                      kineto=kineto_for(path))
-    flag = torch.zeros(1, dtype=torch.int32, device=device if device.startswith("cuda") else "cpu")
-
-    def decide(stop: bool) -> bool:  # every rank stops together: when all want to
-        if not dist.is_initialized():
-            return stop
-        flag.fill_(1 if stop else 0)
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-        return bool(flag.item())
+    decide = stop_together(device=device if device.startswith("cuda") else "cpu")
 
     def sync() -> None:  # samples start together and end when the slowest rank is done
         if device.startswith("cuda"):

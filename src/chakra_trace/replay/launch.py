@@ -39,6 +39,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_together(group=None, device: str = "cpu"):
+    """`measure`'s ``decide`` for a rank of a job: every rank stops at the same sample, when
+    all of them want to (an all-reduce MIN of the wishes over `group`, with the flag on
+    `device`: a CUDA device for an NCCL group). Without a process group, a rank decides alone."""
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.zeros(1, dtype=torch.int32, device=device)
+
+    def decide(stop: bool) -> bool:
+        if not dist.is_initialized():
+            return stop
+        flag.fill_(1 if stop else 0)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+        return bool(flag.item())
+
+    return decide
+
+
 def _python_path() -> str:
     """The parent's import path, so a worker imports what the parent can (as multiprocessing's spawn does)."""
     parts = []

@@ -691,6 +691,7 @@ def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duratio
     import torch.distributed as dist
 
     from ..io.et import read_trace
+    from .launch import stop_together
     from .measure import measure
 
     path = _rank_file(source, rank)
@@ -702,12 +703,7 @@ def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duratio
         ctrl = dist.new_group(backend="gloo")
     replay = SchemaLessReplay(trace, mode=mode, device=device, comm_groups=comm_groups, name=f"rank{rank}",
                               yield_cpu=yield_cpu)
-    flag = torch.zeros(1, dtype=torch.int32)
-
-    def decide(stop_here: bool) -> bool:  # stop when every rank has converged (or hit the budget)
-        flag.fill_(1 if stop_here else 0)
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=ctrl)
-        return bool(flag.item())
+    decide = stop_together(ctrl)  # stop when every rank has converged (or hit the budget)
 
     state = {"ran": False}
 
