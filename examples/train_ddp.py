@@ -6,6 +6,7 @@ communication both hidden behind compute and exposed. Run by torchrun (RANK, WOR
 MASTER_ADDR, MASTER_PORT from the environment).
 """
 import argparse
+import gc
 
 import torch
 import torch.distributed as dist
@@ -40,6 +41,11 @@ def main() -> None:
         opt.step()
         dist.all_reduce(loss.detach())  # a "logging" collective
     dist.barrier()
+    # DDP's reducer holds the process group: left to the interpreter's exit, gloo's threads are
+    # torn down mid-finalization and the process can abort ("terminate called without an
+    # active exception"). Drop it first, so the group really goes here.
+    del net, opt
+    gc.collect()
     dist.destroy_process_group()
     if rank == 0:
         print(f"rank 0: trained {args.steps} steps")

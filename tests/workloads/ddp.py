@@ -3,6 +3,7 @@
 Run by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment).
 """
 import argparse
+import gc
 
 import torch
 import torch.distributed as dist
@@ -28,6 +29,8 @@ def main() -> None:
         opt.step()
         dist.all_reduce(loss.detach())  # a "logging" collective
     dist.barrier()
+    del model, opt  # the reducer holds the group: let it go now, not at exit (examples/train_ddp.py)
+    gc.collect()
     dist.destroy_process_group()
     print(f"ddp rank {rank}/{world}: {args.steps} steps done")
 

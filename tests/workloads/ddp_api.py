@@ -2,6 +2,7 @@
 
     python ddp_api.py OUT_DIR [STEPS]
 """
+import gc
 import os
 import socket
 import sys
@@ -30,6 +31,8 @@ def worker(rank: int, world: int, port: int, out: str, steps: int) -> None:
             opt.step()
             rec.step()
     dist.barrier()
+    del model, opt  # the reducer holds the group: let it go now, not at exit (examples/train_ddp.py)
+    gc.collect()
     dist.destroy_process_group()
 
 

@@ -5,6 +5,7 @@ replay fidelity test: plain PyTorch, no chakra_trace code. `paired.py` times the
     chakra collect -o traces -- torchrun --nproc-per-node 2 fidelity.py --model ddp --steps 6
 """
 import argparse
+import gc
 
 import torch
 import torch.nn as nn
@@ -81,6 +82,8 @@ def main() -> None:
         step()
     if args.model == "ddp":
         torch.distributed.barrier()  # nobody leaves while a peer still talks to it
+        del step  # the DDP reducer holds the group: let it go now, not at exit (examples/train_ddp.py)
+        gc.collect()
         torch.distributed.destroy_process_group()
 
 

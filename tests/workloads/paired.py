@@ -18,6 +18,7 @@ The JSON holds the seconds per recorded step of every block, "a_s" and "b_s" pai
 "calls_per_block" of each.
 """
 import argparse
+import gc
 import json
 import os
 import runpy
@@ -111,6 +112,8 @@ def main() -> None:
                        "replayed_steps": rep.steps, "coverage": rep.coverage.to_dict()}, f)
     if dist:
         dist.barrier()
+        del a  # the DDP reducer holds the group: let it go now, not at exit (examples/train_ddp.py)
+        gc.collect()
         dist.destroy_process_group()
 
 
