@@ -100,7 +100,7 @@ def test_replay_reproduces_the_measured_step_time(tmp_path):
 def test_exported_script_reproduces_the_replay(tmp_path):
     """The exported script runs alone (torch only, `python -I`), and its plan and runtime
     reproduce the replay's time: timed side by side with the replay in one process
-    (`workloads/paired.py`, 40 pairs of blocks with each set of tensors allocated first), the
+    (`workloads/paired.py`, 80 pairs of blocks with each set of tensors allocated first), the
     95% confidence interval of the median script / replay ratio lies within 5% of 1."""
     from chakra_trace.replay.job import replay_host
     from chakra_trace.replay.measure import Measurement
@@ -117,7 +117,7 @@ def test_exported_script_reproduces_the_replay(tmp_path):
     pairs, by_order = [], {}
     for first in ([], ["--script-first"]):  # which set of tensors is allocated first shifts times by 1-2%
         times = tmp_path / "paired.json"
-        _run([sys.executable, str(PAIRED), "--trace", str(trace), "--script", str(script), "--rounds", "40",
+        _run([sys.executable, str(PAIRED), "--trace", str(trace), "--script", str(script), "--rounds", "80",
               *first, "--json", str(times)], "timing the replay and the exported script")
         d = json.loads(times.read_text())
         pairs += list(zip(d["a_s"], d["b_s"]))
