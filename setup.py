@@ -5,7 +5,7 @@ VEC = ["src/chakra_trace/_vec.h"]  # shared by the extensions (#include "../_vec
 
 setup(
     ext_modules=[
-        Extension("chakra_trace.io._wire", sources=["src/chakra_trace/io/_wire.c"], depends=VEC, optional=True,
+        Extension("chakra_trace.schema._wire", sources=["src/chakra_trace/schema/_wire.c"], depends=VEC, optional=True,
                   extra_compile_args=["-O3"]),
         Extension("chakra_trace.convert._kineto", sources=["src/chakra_trace/convert/_kineto.c"], depends=VEC,
                   optional=True, extra_compile_args=["-O3"]),

@@ -43,22 +43,33 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 import _probe
+import numpy as np
 
 try:
     import chakra_trace  # noqa: F401
 except ImportError:  # running from a checkout without an install
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
+from chakra_trace.io import et, stream
 from chakra_trace.io.et import iter_nodes, read_trace, write_trace
-from chakra_trace.io.wire import (
-    I64, U8, U64, WT_LEN, WT_VARINT, Rows, encode_key, encode_varints, gather_rows, rows_from_bytes,
-)
+from chakra_trace.schema import codec
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.enums import ATTR_MEMBER, Attr, CollectiveType, NodeType
-from chakra_trace.schema.trace import COLUMN_ATTRS, COLUMN_BY_NAME, Trace
+from chakra_trace.schema.node import COLUMN_ATTRS, COLUMN_BY_NAME
+from chakra_trace.schema.trace import Trace
+from chakra_trace.schema.wire import (
+    I64,
+    U8,
+    U64,
+    WT_LEN,
+    WT_VARINT,
+    Rows,
+    encode_key,
+    encode_varints,
+    gather_rows,
+    rows_from_bytes,
+)
 
 TARGET_LOAD_RATIO = 20.0  # bulk load vs naive loop
 TARGET_BYTES_PER_NODE = 300.0  # resident, loaded columnar model
@@ -345,7 +356,7 @@ def disable_native() -> None:
 
 
 def native_in_use() -> bool:
-    from chakra_trace.io import wire
+    from chakra_trace.schema import wire
 
     return getattr(wire, "_native", None) is not None
 
@@ -559,10 +570,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\ncProfile of read_trace (plain), by own time:")
             res["profile"] = profile_load(plain)
             print(res["profile"])
-            from chakra_trace.io import codec, et, stream, wire
-
             funcs = [et.read_trace, et.iter_chunks, stream.iter_frame_blocks, codec.decode_nodes,
-                     codec.concat_traces] + [getattr(codec, k) for k in ("_deps", "_intern") if hasattr(codec, k)]
+                     Trace.concat] + [getattr(codec, k) for k in ("_deps", "_intern") if hasattr(codec, k)]
             print("time per source line of the loader (read_trace, plain):")
             res["line_profile_load"] = line_profile(lambda: read_trace(plain), funcs)
             print(res["line_profile_load"])

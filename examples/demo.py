@@ -65,7 +65,7 @@ def main() -> None:
     from chakra_trace.simulate import SimulationWarning
     from chakra_trace.simulate.presets import preset, simulate_on
 
-    w = Workload.load(job)
+    w = Workload.open(job)
     recorded = Analysis(w).critical_path()
     print(f"recorded: {recorded.step_ns / 1e6:,.3f} ms per 2 steps on 2 ranks")
     for name in SYSTEMS:

@@ -75,7 +75,7 @@ class Browser:
         self._tmp: str | None = None
 
     # -- lifecycle
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         self.start()
         return self
 
@@ -248,7 +248,7 @@ class Browser:
 
     # -- pages
     def open(self, path_or_url: str | os.PathLike, wait_for: str | None = "document.body && document.body.dataset.rendered",
-             timeout: float | None = None) -> "Page":
+             timeout: float | None = None) -> Page:
         """A new tab showing the file or URL, after its load event and once `wait_for` is truthy."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]

@@ -16,7 +16,7 @@ def ddp_pair():
     import warnings
 
     from chakra_trace.convert.pytorch import convert_pytorch
-    from chakra_trace.schema.workload import Workload
+    from chakra_trace.io.workload import Workload
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

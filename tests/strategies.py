@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import math
 import struct
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from hypothesis import strategies as st
 
-from chakra_trace.io.codec import attribute_to_pb, infer_member
 from chakra_trace.schema import proto as pb
-from chakra_trace.io.wire import encode_varint_int
 from chakra_trace.schema.enums import ATTR_MEMBER, NodeType
+from chakra_trace.schema.node import COLUMN_ATTRS, Attribute, IOInfo, Node, attribute_to_pb, infer_member
 from chakra_trace.schema.proto import ATTR_MEMBERS
-from chakra_trace.schema.trace import COLUMN_ATTRS, Attribute, IOInfo, Node, Trace
+from chakra_trace.schema.trace import Trace
+from chakra_trace.schema.wire import encode_varint_int
 
 U64_MAX = (1 << 64) - 1
 
@@ -50,7 +50,7 @@ ODD_FLOATS = [math.nan, math.inf, -math.inf, -0.0, _float32(0x7FC00001), _float3
               _float32(0x00000001), _float32(0x7F7FFFFF), _float32(0x3DCCCCCD), _float32(0x3EAAAAAB)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def ids() -> st.SearchStrategy[int]:
     return st.one_of(
         st.integers(0, 64),
@@ -60,14 +60,14 @@ def ids() -> st.SearchStrategy[int]:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def texts(max_size: int = 12) -> st.SearchStrategy[str]:
     return st.one_of(st.just(""), st.text(max_size=max_size),
                      st.sampled_from(["aten::mm", "ncclKernel_AllReduce", "Ünïcødé ✓ 😀", "a\nb\"c\\",
                                       "\x00", "\u2028"]))
 
 
-@lru_cache(maxsize=None)
+@cache
 def scalars(kind: str) -> st.SearchStrategy:
     if kind in _INT_RANGES:
         lo, hi = _INT_RANGES[kind]
@@ -85,7 +85,7 @@ def scalars(kind: str) -> st.SearchStrategy:
     raise ValueError(kind)
 
 
-@lru_cache(maxsize=None)
+@cache
 def member_values(member: str) -> st.SearchStrategy:
     _num, kind, is_list = ATTR_MEMBERS[member]
     if is_list:
@@ -138,7 +138,7 @@ def unknown_field(draw, min_number: int) -> bytes:
     return key + encode_varint_int(len(payload)) + payload
 
 
-@lru_cache(maxsize=None)
+@cache
 def unknown_fields(min_number: int) -> st.SearchStrategy[bytes]:
     """Wire bytes of fields the schema does not define (numbers >= min_number), or b""."""
     return st.one_of(
@@ -148,7 +148,7 @@ def unknown_fields(min_number: int) -> st.SearchStrategy[bytes]:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def io_infos() -> st.SearchStrategy[IOInfo | None]:
     return st.one_of(st.none(), st.builds(IOInfo, texts(16), texts(16), texts(16)))
 

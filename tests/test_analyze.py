@@ -11,10 +11,9 @@ from hypothesis import strategies as st
 
 from chakra_trace.analyze.breakdown import breakdown
 from chakra_trace.analyze.collectives import collective_stats, imbalance
-from chakra_trace.analyze.intervals import length, overlap, union
+from chakra_trace.intervals import length, overlap, union
+from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.schema.workload import Workload
-
 from conftest import DATA
 
 intervals = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)), max_size=12)

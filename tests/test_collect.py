@@ -339,12 +339,12 @@ def test_cli_ddp_torchrun_two_ranks(tmp_path, cli, capfd):
     # end to end: the collected job converts to Chakra and validates across ranks
     from chakra_trace import Workload
     from chakra_trace.analyze.critical_path import critical_path
-    from chakra_trace.analyze.validate import validate_workload
     from chakra_trace.convert.pytorch import convert_collection
+    from chakra_trace.validate import validate_workload
 
     reports = convert_collection(out, tmp_path / "chakra" / "ddp", jobs=2)
     assert sorted(reports) == [0, 1]
-    w = Workload.load(tmp_path / "chakra" / "ddp")
+    w = Workload.open(tmp_path / "chakra" / "ddp")
     assert validate_workload(w).issues == []
     for r in (0, 1):
         colls = [t for t, _ in reports[r].collectives]

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from chakra_trace.convert import kineto, pytorch_host
 from chakra_trace.convert.link import interval_parents
-
 from test_pytorch_host import DATA, SAMPLES, _same
 
 host_c = pytest.mark.skipif(pytorch_host._native is None, reason="C kernels not built (or CHAKRA_TRACE_PURE)")

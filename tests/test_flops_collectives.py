@@ -1,8 +1,15 @@
 """Costs from shapes and collective names, on shapes recorded in the real traces."""
 import pytest
 
-from chakra_trace.convert.collectives import (SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name,
-                                              message_bytes, normalize, tensor_itemsize)
+from chakra_trace.convert.collectives import (
+    SCALAR_TYPE_BYTES,
+    classify,
+    is_bookkeeping,
+    is_comm_op_name,
+    message_bytes,
+    normalize,
+    tensor_itemsize,
+)
 from chakra_trace.convert.flops import Cost, op_cost
 from chakra_trace.schema.enums import CollectiveType as C
 

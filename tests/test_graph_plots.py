@@ -16,11 +16,10 @@ from chakra_trace.analyze.breakdown import breakdown
 from chakra_trace.analyze.collectives import communication_matrix, imbalance
 from chakra_trace.cli import main
 from chakra_trace.errors import ChakraError
+from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.schema.workload import Workload
 from chakra_trace.visualize import graph as G
 from chakra_trace.visualize import plots as P
-
 
 GML = "{http://graphml.graphdrawing.org/xmlns}"
 WEIRD = ['aten::add_', '<lambda>', 'say "hi"', 'back\\slash', 'trailing\\', 'a & b <c> \'d\'', 'two\nlines',

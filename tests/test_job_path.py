@@ -11,8 +11,8 @@ from chakra_trace.analyze.align import rank_offsets_ns
 from chakra_trace.analyze.critical_path import job_critical_path
 from chakra_trace.analyze.top_ops import top_ops
 from chakra_trace.errors import ChakraError
+from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.schema.workload import Workload
 from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network, SystemConfig
 from chakra_trace.simulate.presets import PRESETS, preset

@@ -14,12 +14,12 @@ import pytest
 
 from chakra_trace.cli import main
 from chakra_trace.errors import TraceFormatError
-from chakra_trace.io.codec import attribute_to_pb
 from chakra_trace.io.et import read_trace, write_trace
 from chakra_trace.io.jsonio import read_json, write_json
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.enums import NodeType
-from chakra_trace.schema.trace import Attribute, IOInfo, Node, Trace
+from chakra_trace.schema.node import Attribute, IOInfo, Node, attribute_to_pb
+from chakra_trace.schema.trace import Trace
 
 HEAD = {"format": "chakra-trace-json", "version": 1}
 

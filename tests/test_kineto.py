@@ -25,7 +25,12 @@ import pytest
 
 from chakra_trace.convert.kineto import CPU_CATS, read_kineto
 from chakra_trace.convert.link import (
-    GPU_ENCLOSING, GPU_EXTERNAL_ID, METHOD_EXTERNAL_ID, METHOD_RF_ID, interval_parents, link,
+    GPU_ENCLOSING,
+    GPU_EXTERNAL_ID,
+    METHOD_EXTERNAL_ID,
+    METHOD_RF_ID,
+    interval_parents,
+    link,
 )
 from chakra_trace.errors import TraceFormatError
 

@@ -8,8 +8,19 @@ import numpy as np
 import pytest
 
 from chakra_trace.cli import main
-from chakra_trace.replay.measure import (Measurement, binom_cdf, compare, consistent, environment, load_measurements,
-                                         measure, save_measurements, t_cdf, t_ppf, within_ci)
+from chakra_trace.replay.measure import (
+    Measurement,
+    binom_cdf,
+    compare,
+    consistent,
+    environment,
+    load_measurements,
+    measure,
+    save_measurements,
+    t_cdf,
+    t_ppf,
+    within_ci,
+)
 
 
 class FakeClock:

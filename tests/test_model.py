@@ -4,10 +4,21 @@ import json
 import numpy as np
 import pytest
 
-from chakra_trace import (Attribute, CollectiveType, IOInfo, Node, NodeType, Trace, TraceBuilder, Workload,
-                          discover, read_trace, write_trace)
+from chakra_trace import (
+    Attribute,
+    CollectiveType,
+    IOInfo,
+    Node,
+    NodeType,
+    Trace,
+    TraceBuilder,
+    Workload,
+    discover,
+    read_trace,
+    write_trace,
+)
 from chakra_trace.errors import ChakraError, TraceFormatError
-from chakra_trace.schema.workload import read_comm_groups
+from chakra_trace.io.workload import read_comm_groups
 
 
 def small() -> Trace:
@@ -175,11 +186,11 @@ def test_workload_discovery_and_groups(tmp_path):
     write_trace(t, tmp_path / "other.0.et")
     assert list(discover(tmp_path / "job")) == [0, 1]
     (tmp_path / "groups.json").write_text(json.dumps({"dp": [1, 0]}))
-    w = Workload.load(tmp_path / "job", comm_groups=tmp_path / "groups.json")
+    w = Workload.open(tmp_path / "job", comm_groups=tmp_path / "groups.json")
     assert w.ranks == [0, 1] and w.groups == {"dp": [1, 0]}  # listed order: a group's ring runs in it
     assert w.group_ranks("") == [0, 1] and w.all_groups()["dp"] == [1, 0]
     with pytest.raises(ChakraError, match="no files named"):
-        Workload.load(tmp_path / "missing")
+        Workload.open(tmp_path / "missing")
     (tmp_path / "bad.json").write_text(json.dumps({"dp": ["x"]}))
     with pytest.raises(TraceFormatError, match="list of integer ranks"):
         read_comm_groups(tmp_path / "bad.json")

@@ -1,9 +1,12 @@
 """The optional C kernels must agree with the numpy implementation, on good and bad input."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from chakra_trace.io import stream, wire
+from chakra_trace.io import stream
+from chakra_trace.schema import codec, wire
+from chakra_trace.schema.trace import Trace
 
 native = wire._native
 pytestmark = pytest.mark.skipif(native is None, reason="C kernels not built")
@@ -130,14 +133,12 @@ def test_concat_rows_agrees(table):
 
 
 def _decode_both(payloads):
-    from chakra_trace.io import codec
-
-    a = codec.decode_messages(payloads)
+    a = Trace.from_messages(payloads)
     saved = codec._native
     try:
         codec._native = None
         wire_saved, wire._native = wire._native, None
-        b = codec.decode_messages(payloads)
+        b = Trace.from_messages(payloads)
     finally:
         codec._native = saved
         wire._native = wire_saved
@@ -150,9 +151,7 @@ from strategies import traces  # noqa: E402
 @settings(max_examples=150, deadline=None)
 @given(traces())
 def test_node_decoder_agrees_with_numpy(trace):
-    from chakra_trace.io.codec import encode_rows
-
-    payloads = encode_rows(trace, np.arange(len(trace)))
+    payloads = codec.encode_rows(trace, np.arange(len(trace)))
     a, b = _decode_both(payloads)
     assert a.differences(b, limit=50) == []
     for k in ("placed_rows", "placed_bits", "placed_offsets", "extra", "extra_split"):

@@ -9,10 +9,9 @@ import pytest
 
 from chakra_trace import NodeType, read_trace, write_trace
 from chakra_trace.analyze.critical_path import critical_path
-from chakra_trace.analyze.validate import validate_trace, validate_workload
 from chakra_trace.convert.pytorch import ConversionWarning, convert_pytorch
-from chakra_trace.schema.workload import Workload
-
+from chakra_trace.io.workload import Workload
+from chakra_trace.validate import validate_trace, validate_workload
 from conftest import DATA
 
 KINETO = DATA / "kineto"

@@ -6,16 +6,20 @@ import gzip
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from chakra_trace.convert.pytorch_host import (
-    FLAT, INT_COLUMNS, NESTED, HostTrace, TruncatedTraceWarning, read_host_trace,
+    FLAT,
+    INT_COLUMNS,
+    NESTED,
+    HostTrace,
+    TruncatedTraceWarning,
+    read_host_trace,
 )
 from chakra_trace.errors import TraceFormatError
-
-from pathlib import Path
 
 DATA = Path(__file__).parent / "data"
 
@@ -32,13 +36,13 @@ SAMPLES = {  # file: (nodes, layout, schema)
 SMALL = ["mlp_rank0.et.json.gz", "ddp_rank0.et.json.gz", "linear_et.json.gz", "allgather_host_1.0.2.json.gz"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def doc(name: str) -> dict:
     with gzip.open(DATA / name, "rt") as f:
         return json.load(f)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def host(name: str) -> HostTrace:
     return read_host_trace(DATA / name)
 

@@ -16,15 +16,21 @@ import numpy as np
 import pytest
 
 from chakra_trace.errors import ChakraError
+from chakra_trace.io.workload import Workload
 from chakra_trace.replay.launch import run_ranks
 from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.enums import NodeType
-from chakra_trace.schema.workload import Workload
 
 torch = pytest.importorskip("torch", reason="replay needs PyTorch (pip install -e '.[collect]')")
 
 from chakra_trace.replay.synthetic import (  # noqa: E402
-    SchemaLessReplay, calibrate, recorded_time_us, replay_workload, resolve_groups, topological_order)
+    SchemaLessReplay,
+    calibrate,
+    recorded_time_us,
+    replay_workload,
+    resolve_groups,
+    topological_order,
+)
 
 ME = "test_replay_synthetic"
 

@@ -13,9 +13,8 @@ from chakra_trace.analyze.roofline import DEVICES, DeviceSpec, device_spec, roof
 from chakra_trace.cli import main
 from chakra_trace.errors import ChakraError
 from chakra_trace.io.et import write_trace
+from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.schema.workload import Workload
-
 from conftest import DATA
 
 # ridge at 100 FLOP/B: 100 TFLOP/s over 1,000 GB/s

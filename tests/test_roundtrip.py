@@ -20,8 +20,8 @@ from chakra_trace.io import jsonio
 from chakra_trace.io.et import iter_chunks, read_trace, write_trace
 from chakra_trace.io.jsonio import read_json, write_json
 from chakra_trace.schema import proto as pb
-from chakra_trace.schema.trace import Attribute, Node, Trace
-
+from chakra_trace.schema.node import Attribute, Node
+from chakra_trace.schema.trace import Trace
 from strategies import traces
 
 DATA = Path(__file__).parent / "data"
@@ -240,7 +240,7 @@ def test_reference_file_rewrites_byte_identical(resnet, tmp_path):
 
 
 def test_comm_type_string_member_rebuilds():
-    from chakra_trace.io.codec import pb_to_node
+    from chakra_trace.schema.node import pb_to_node
 
     m = pb.Node(id=1)
     m.attr.add(name="comm_type", string_val="ALL_REDUCE")

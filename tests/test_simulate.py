@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.schema.workload import Workload
 from chakra_trace.simulate import SimulationBlocked, simulate
 from chakra_trace.simulate.config import Network, SystemConfig
 from chakra_trace.synthesize import from_spec
+from chakra_trace.visualize.timeline import timeline
 
 REF = Path(__file__).parent / "data" / "astra-sim"  # a copy of ../shared/reference/astra-sim
 CASES = list(csv.DictReader(open(REF / "cases.csv")))
@@ -81,7 +82,7 @@ def test_default_mode_and_outputs():
     assert (res.overlap_ns > 0).all() and (res.exposed_comm_ns < res.comm_ns).all()
     d = res.to_dict()
     assert set(d) >= {"finish_ns", "exposed_comm_ns"}
-    trace = res.to_chrome_trace()
+    trace = timeline(None, res)
     assert any(e.get("name") == "allreduce0" for e in trace["traceEvents"])
 
 

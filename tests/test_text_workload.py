@@ -9,7 +9,12 @@ import pytest
 
 from chakra_trace import Attr, CollectiveType, NodeType, TraceFormatError, validate_workload
 from chakra_trace.convert.text import (
-    PARALLELISMS, TextWorkloadError, parallel_groups, parse_text_workload, read_text_workload, text_to_chakra,
+    PARALLELISMS,
+    TextWorkloadError,
+    parallel_groups,
+    parse_text_workload,
+    read_text_workload,
+    text_to_chakra,
 )
 from chakra_trace.errors import ChakraError
 
@@ -501,7 +506,7 @@ def test_cli_writes_files_chakra_info_reads(cli, tmp_path, capsys):
     assert cli("validate", prefix, "--comm-groups", groups_path) == 0
     capsys.readouterr()
     from chakra_trace import Workload
-    w = Workload.load(prefix, comm_groups=groups_path)
+    w = Workload.open(prefix, comm_groups=groups_path)
     rep = validate_workload(w)
     assert rep.ok and not rep.issues
 

@@ -13,11 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra_trace.errors import ChakraError
+from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.schema.workload import Workload
-from chakra_trace.visualize.timeline import (NEST_LANES, RESOURCES, assign_lanes, build_timeline, timeline,
-                                             timeline_arrays, write_timeline)
-
+from chakra_trace.visualize.timeline import (
+    NEST_LANES,
+    RESOURCES,
+    assign_lanes,
+    build_timeline,
+    timeline,
+    timeline_arrays,
+    write_timeline,
+)
 from conftest import DATA
 
 
@@ -105,7 +111,7 @@ def test_units_offsets_tracks_and_metadata():
     assert {e["ts"] for e in timeline(_two_ranks(), align="none")["traceEvents"] if e.get("name") == "gemm"} == {100}
     fl = _flows(doc)
     assert len(fl) == 1 and next(iter(fl.values()))["s"][0]["name"] == "all#0 ALL_REDUCE"
-    assert RESOURCES == __import__("chakra_trace.simulate.scheduler", fromlist=["KIND_NAMES"]).KIND_NAMES
+    assert RESOURCES == ("compute", "cpu", "comm", "other")
 
 
 def test_converted_ddp_pair_threads_nesting_and_collective_flows(ddp):
@@ -278,10 +284,10 @@ def test_simulated_timeline_slices_and_flows(tmp_path):
         assert all(b["args"]["type"] == "COMM_COLL_NODE" for b in bound)
         assert len({ev["pid"] for ev in fl["s"] + fl["f"]}) == 8
         assert len({b["name"] for b in bound}) == 1  # the same layer's all-reduce on every NPU
-    # the result alone (SimResult.to_chrome_trace) knows the traces it ran: the same document
-    assert res.to_chrome_trace() == doc
+    # the result alone knows the traces it ran: the same document
+    assert timeline(None, res) == doc
     path = tmp_path / "sim.json.gz"
-    res.to_chrome_trace(path)
+    write_timeline(timeline(None, res), path)
     assert json.loads(gzip.decompress(path.read_bytes())) == json.loads(json.dumps(doc))
 
 

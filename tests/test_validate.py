@@ -10,15 +10,23 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from chakra_trace.analyze.validate import (
-    ABSURD_BYTES, SAMPLE, Issue, Report, find_cycle, fix_trace, validate_trace, validate_workload,
-)
 from chakra_trace.cli.validate import validate as validate_cmd
 from chakra_trace.io.et import read_trace, write_trace
+from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.enums import NodeType
-from chakra_trace.schema.trace import Attribute, Node, Trace
-from chakra_trace.schema.workload import Workload
+from chakra_trace.schema.graph import DepGraph
+from chakra_trace.schema.node import Attribute, Node
+from chakra_trace.schema.trace import Trace
+from chakra_trace.validate import (
+    ABSURD_BYTES,
+    SAMPLE,
+    Issue,
+    ValidationReport,
+    fix_trace,
+    validate_trace,
+    validate_workload,
+)
 
 DATA = Path(__file__).parent / "data"
 RESNET = DATA / "resnet50_ddp.0.et.gz"
@@ -28,7 +36,7 @@ def codes(report: Report) -> dict[str, int]:
     return report.codes()
 
 
-def only(report: Report, code: str) -> Issue:
+def only(report: ValidationReport, code: str) -> Issue:
     found = [i for i in report.issues if i.code == code]
     assert len(found) == 1, (code, report.render())
     return found[0]
@@ -143,7 +151,7 @@ def test_forward_dependencies_without_cycle():
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_find_cycle_random_graphs(seed):
+def test_graph_cycle_random_graphs(seed):
     rng = np.random.default_rng(seed)
     n = 60
     perm = rng.permutation(n)  # a hidden topological order
@@ -152,8 +160,8 @@ def test_find_cycle_random_graphs(seed):
     keep = src != dst
     src, dst = src[keep], dst[keep]
     fwd = perm[dst] < perm[src]  # acyclic: dependencies come earlier in the hidden order
-    assert find_cycle(n, src[fwd], dst[fwd]) is None
-    found = find_cycle(n, src, dst)
+    assert DepGraph(n, src[fwd], dst[fwd]).cycle() is None
+    found = DepGraph(n, src, dst).cycle()
     if (~fwd).any():
         assert found is not None
     if found is not None:
@@ -536,9 +544,7 @@ def test_resnet_fixed(resnet, tmp_path):
     assert np.array_equal(back.data, resnet.data)  # every data dependency is kept
     r = validate_trace(back)
     assert r.issues == []  # a clean copy
-    src = np.concatenate([back.dep_rows("data")[0], back.dep_rows("ctrl")[0]])
-    dst = np.concatenate([back.dep_rows("data")[1], back.dep_rows("ctrl")[1]])
-    assert find_cycle(len(back), src, dst) is None
+    assert back.graph().cycle() is None
     assert (back.types == NodeType.COMM_COLL_NODE).sum() == 7
 
 
@@ -581,9 +587,7 @@ def test_fix_breaks_control_cycles_only_when_data_is_acyclic():
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_scc_labels_match_reachability(seed):
-    from chakra_trace.analyze.validate import scc_labels
-
+def test_graph_scc_matches_reachability(seed):
     rng = np.random.default_rng(seed)
     n = 30
     src, dst = rng.integers(0, n, 60), rng.integers(0, n, 60)
@@ -591,6 +595,6 @@ def test_scc_labels_match_reachability(seed):
     reach[src, dst] = True
     for k in range(n):  # transitive closure (Floyd-Warshall)
         reach |= reach[:, k:k + 1] & reach[k:k + 1, :]
-    labels = scc_labels(n, src, dst)
+    labels = DepGraph(n, src, dst).scc
     same = labels[:, None] == labels[None, :]
     assert np.array_equal(same, reach & reach.T)

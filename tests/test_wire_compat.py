@@ -15,7 +15,7 @@ import pytest
 
 from chakra_trace.io.et import read_trace, write_trace
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.schema.trace import Attribute, IOInfo
+from chakra_trace.schema.node import Attribute, IOInfo
 
 DATA = Path(__file__).parent / "data"
 

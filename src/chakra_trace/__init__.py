@@ -1,20 +1,27 @@
-"""chakra-trace: standardized execution traces of AI training workloads (Chakra-compatible)."""
+"""chakra-trace: standardized execution traces of AI training workloads (Chakra-compatible).
+
+The public facade: the names a notebook needs first. Each lives in the package the layer map
+(CONTRIBUTING.md) puts it in; importing the facade also registers every way `Workload.open`
+can read a job (Chakra files here, `chakra collect` folders through the PyTorch converter).
+"""
 from .analyze.summary import TraceSummary, summarize
-from .analyze.validate import Issue, Report, fix_trace, validate_trace, validate_workload
+from .convert.pytorch import convert_pytorch
 from .errors import ChakraError, TraceFormatError
-from .io.et import discover, iter_chunks, iter_nodes, read_metadata, read_trace, write_trace
+from .io.et import iter_chunks, iter_nodes, read_metadata, read_trace, write_trace
 from .io.jsonio import read_json, write_json
 from .io.stream import Limits
+from .io.workload import Workload, discover, read_comm_groups
 from .schema.builder import TraceBuilder
 from .schema.enums import Attr, CollectiveType, NodeType
-from .schema.trace import COLUMN_ATTRS, Attribute, IOInfo, Node, Trace
-from .schema.workload import Workload
+from .schema.node import COLUMN_ATTRS, Attribute, IOInfo, Node
+from .schema.trace import Trace
+from .validate import Issue, ValidationReport, fix_trace, validate_trace, validate_workload
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Attr", "Attribute", "COLUMN_ATTRS", "ChakraError", "CollectiveType", "IOInfo", "Issue", "Limits", "Node",
-    "NodeType", "Report", "Trace", "TraceBuilder", "TraceFormatError", "TraceSummary", "Workload", "discover",
-    "fix_trace", "iter_chunks", "iter_nodes", "read_json", "read_metadata", "read_trace", "summarize",
-    "validate_trace", "validate_workload", "write_json", "write_trace",
+    "NodeType", "Trace", "TraceBuilder", "TraceFormatError", "TraceSummary", "ValidationReport", "Workload",
+    "convert_pytorch", "discover", "fix_trace", "iter_chunks", "iter_nodes", "read_comm_groups", "read_json",
+    "read_metadata", "read_trace", "summarize", "validate_trace", "validate_workload", "write_json", "write_trace",
 ]

@@ -5,58 +5,54 @@ from __future__ import annotations
 
 import os
 
+from ..errors import ChakraError
+from ..io.workload import Workload
 from ..schema.trace import Trace
-from ..schema.workload import Workload
+from .breakdown import Breakdown, breakdown
+from .collectives import collective_stats, communication_matrix, imbalance
+from .critical_path import critical_path, job_critical_path
+from .diff import diff
+from .roofline import device_spec, roofline
+from .top_ops import top_ops
 
 
 class Analysis:
     """One workload, optionally with a simulation result (then the time-based analyses use
     the simulated times). Results are computed on first use and kept.
 
-    >>> a = Analysis.load("out/job")            # <prefix>.<rank>.et, or one .et file
+    >>> a = Analysis.open("out/job")            # any path `Workload.open` takes
     >>> a.breakdown().to_pandas()
     >>> a.critical_path().by_rank()             # which rank sets the step time
     >>> a.top_ops(by="exposed").to_pandas()
     """
 
     def __init__(self, workload: Workload | Trace, result=None):
-        self.workload = Workload({0: workload}) if isinstance(workload, Trace) else workload
+        self.workload = Workload.of(workload)
         self.result = result
         self._cache: dict = {}
 
     @classmethod
-    def load(cls, path: str | os.PathLike, comm_groups: str | os.PathLike | None = None) -> "Analysis":
-        from ..io.et import read_trace
-        from ..schema.workload import read_comm_groups
-
-        if os.path.isfile(path):
-            return cls(Workload({0: read_trace(path)}, read_comm_groups(comm_groups) if comm_groups else {}))
-        return cls(Workload.load(path, comm_groups=comm_groups))
+    def open(cls, path: str | os.PathLike, comm_groups: str | os.PathLike | None = None) -> Analysis:
+        """The recorded workload at `path` (any path `Workload.open` takes)."""
+        return cls(Workload.open(path, comm_groups))
 
     def _once(self, key, make):
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]
 
-    def breakdown(self):
-        from .breakdown import Breakdown, breakdown
-
+    def breakdown(self) -> Breakdown:
         if self.result is not None:
             return self._once("breakdown", lambda: Breakdown.from_simulation(self.result))
         return self._once("breakdown", lambda: breakdown(self.workload))
 
     def critical_path(self, rank: int | None = None):
         """The job's critical path (through collectives), or one rank's dependency chain."""
-        from .critical_path import critical_path, job_critical_path
-
         if rank is not None:
             return self._once(("cp", rank), lambda: critical_path(self.workload.traces[rank]))
         return self._once("job_cp", lambda: job_critical_path(self.workload, self.result))
 
     def top_ops(self, by: str = "total", n: int | None = 20):
-        from ..errors import ChakraError
-        from .top_ops import top_ops
-
         try:
             path = self.critical_path()
         except ChakraError:  # no recorded times: totals only
@@ -64,28 +60,18 @@ class Analysis:
         return top_ops(self.workload, self.result, by=by, n=n, path=path)
 
     def collective_stats(self):
-        from .collectives import collective_stats
-
         return self._once("coll", lambda: collective_stats(self.workload))
 
     def imbalance(self, tolerance: float = 0.0):
-        from .collectives import imbalance
-
         return self._once(("imb", tolerance), lambda: imbalance(self.workload, tolerance))
 
     def communication_matrix(self):
-        from .collectives import communication_matrix
-
         return self._once("matrix", lambda: communication_matrix(self.workload))
 
     def roofline(self, device="h100"):
-        from .roofline import device_spec, roofline
-
         return roofline(self.workload, device_spec(device))
 
-    def diff(self, other: "Analysis | Workload | Trace", **kw):
-        from .diff import diff
-
+    def diff(self, other: Analysis | Workload | Trace, **kw):
         return diff(self.workload, other.workload if isinstance(other, Analysis) else other, **kw)
 
 

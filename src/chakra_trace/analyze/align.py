@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..io.workload import Workload
 from ..schema.enums import TIME_ORIGIN
 from ..schema.trace import Trace
-from ..schema.workload import Workload
+from .collectives import group_rows
 
 
 def time_origin_ns(trace: Trace) -> int | None:
@@ -40,7 +41,6 @@ def rank_offsets_ns(workload: Workload, how: str = "auto") -> dict[int, int]:
 
 
 def _by_collectives(workload: Workload) -> dict[int, int]:
-    from .collectives import group_rows
 
     ranks = workload.ranks
     ends: dict[tuple[str, int], dict[int, int]] = {}

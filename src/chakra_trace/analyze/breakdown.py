@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError
+from ..intervals import busy
+from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType
 from ..schema.trace import Trace
-from ..schema.workload import Workload
-from .intervals import busy
 
 _COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
-_COLUMNS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")
+COLUMNS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")
 
 
 @dataclass
@@ -29,11 +29,11 @@ class Breakdown:
         return {"ranks": self.rows}
 
     @classmethod
-    def from_simulation(cls, result) -> "Breakdown":
+    def from_simulation(cls, result) -> Breakdown:
         """The same columns from a SimResult (a simulated step starts at 0, so span = finish)."""
         cols = zip(result.finish_ns, result.compute_ns, result.comm_ns, result.overlap_ns, result.exposed_comm_ns,
                    result.idle_ns)
-        return cls([{"rank": npu, **{k: float(v) / 1000 for k, v in zip(_COLUMNS, vals)}}
+        return cls([{"rank": npu, **{k: float(v) / 1000 for k, v in zip(COLUMNS, vals)}}
                     for npu, vals in enumerate(cols)])
 
     def to_pandas(self):

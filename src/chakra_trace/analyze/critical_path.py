@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.workload import Workload
+from ..schema.enums import NodeType, node_type_name
+from ..schema.groups import group_rows
+from ..schema.resources import KIND_NAMES, node_kinds
 from ..schema.trace import Trace
+from .align import rank_offsets_ns
 
 
 @dataclass
@@ -32,31 +37,14 @@ class CriticalPath:
         })
 
 
-def _dependency_csr(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Predecessor rows of every row (data and control), as CSR over rows; missing deps dropped."""
-    n = len(trace)
-    src_d, dst_d, _ = trace.dep_rows("data")
-    src_c, dst_c, _ = trace.dep_rows("ctrl")
-    src = np.concatenate([src_d, src_c])
-    dst = np.concatenate([dst_d, dst_c])
-    keep = (dst >= 0) & (dst != src)
-    src, dst = src[keep], dst[keep]
-    order = np.argsort(src, kind="stable")
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-    return indptr, dst[order]
-
-
 def critical_path(trace: Trace) -> CriticalPath:
     """Longest duration-weighted dependency chain (raises ChakraError on a dependency cycle)."""
     n = len(trace)
     if n == 0:
         return CriticalPath(0, np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.int64))
-    indptr, preds = _dependency_csr(trace)
-    if preds.size == 0 or (preds < np.repeat(np.arange(n), np.diff(indptr))).all():
-        order = range(n)  # rows are already a topological order
-    else:
-        order = _topological_order(n, indptr, preds)
+    g = trace.graph()
+    indptr, preds = g.preds
+    order = g.order().tolist()
     ip = indptr.tolist()
     pl = preds.tolist()
     fin = [0] * n
@@ -81,20 +69,7 @@ def critical_path(trace: Trace) -> CriticalPath:
     return CriticalPath(int(finish[last]), rows, trace.ids[rows], finish)
 
 
-def _topological_order(n: int, indptr: np.ndarray, preds: np.ndarray) -> list[int]:
-    from .validate import kahn_order
-
-    out = kahn_order(n, np.repeat(np.arange(n), np.diff(indptr)), preds)
-    if len(out) != n:
-        raise ChakraError(f"the dependencies form a cycle ({n - len(out)} nodes on or behind it); "
-                          "run `chakra validate` to see one")
-    return out
-
-
 # ---------------------------------------------------------------------------------- the whole job
-
-_KIND_NAMES = ("compute", "cpu", "comm", "other")
-
 
 _VIA = ("start", "dependency", "resource")
 
@@ -151,10 +126,10 @@ class JobCriticalPath:
         return {int(ranks[i]): int(tot[i]) for i in order}
 
     def by_kind(self) -> dict[str, int]:
-        out = {k: 0 for k in _KIND_NAMES}
+        out = {k: 0 for k in KIND_NAMES}
         if len(self):
             tot = np.bincount(self.columns["kind_code"], weights=self.columns["time_ns"], minlength=4)
-            out.update({k: int(v) for k, v in zip(_KIND_NAMES, tot)})
+            out.update({k: int(v) for k, v in zip(KIND_NAMES, tot)})
         out["wait"] = self.wait_ns
         return out
 
@@ -182,7 +157,7 @@ class _RankTimes:
     def _prepare(self) -> None:
         t, start, end, kind = self.t, self.start, self.end, self.kind
         if ("csr", id(t)) not in self.cache:
-            indptr, preds = _dependency_csr(t)
+            indptr, preds = t.graph().preds
             self.cache[("csr", id(t))] = (indptr.tolist(), preds.tolist(), kind.tolist())
         self.indptr, self.preds, self.kind_l = self.cache[("csr", id(t))]
         self.end_l, self.start_l = end.tolist(), start.tolist()
@@ -219,9 +194,6 @@ class _RankTimes:
 def _partners(traces: dict[int, Trace], cache: dict) -> dict[tuple[int, int], list[tuple[int, int]]]:
     """(rank, row) of a collective or receive -> every (rank, row) it meets: the collective's
     members (k-th collective of a group on each rank) or the matching send."""
-    from ..schema.enums import NodeType
-    from .collectives import group_rows
-
     inst: dict[tuple[str, int], list[tuple[int, int]]] = {}
     sends: dict[tuple, list[tuple[int, int]]] = {}
     recvs: dict[tuple, list[tuple[int, int]]] = {}
@@ -255,9 +227,6 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
     """The job's critical path from a simulation `result` (a SimResult: the path's length is
     its step time) or, without one, from the recorded times, ranks put on one clock by
     `align.rank_offsets_ns`. Raises ChakraError when a workload has no recorded times."""
-    from ..schema.workload import Workload
-    from ..simulate.scheduler import node_kinds
-
     cache: dict = {}
     kinds: dict = {}
     ranks: dict[int, _RankTimes] = {}
@@ -267,10 +236,7 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
             ranks[npu] = _RankTimes(traces[npu], start, end, kind, cache)
         tol, source = 0, "simulated"
     else:
-        from .align import rank_offsets_ns
-
-        if isinstance(workload, Trace):
-            workload = Workload({0: workload})
+        workload = Workload.of(workload)
         traces = workload.traces
         if not any(t.timed for t in traces.values()):
             raise ChakraError("the workload has no recorded start times (all 0): simulate it (`--simulate "
@@ -330,9 +296,7 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
     return JobCriticalPath(source, length, step, last_rank, cols)
 
 
-def _columns(steps: list[tuple], ranks: dict[int, "_RankTimes"]) -> dict[str, np.ndarray]:
-    from ..schema.enums import node_type_name
-
+def _columns(steps: list[tuple], ranks: dict[int, _RankTimes]) -> dict[str, np.ndarray]:
     a = np.array(steps, np.int64).reshape(-1, 7)
     rank, row, at, frontier, gate, via, wait = a.T
     n = len(a)
@@ -347,15 +311,11 @@ def _columns(steps: list[tuple], ranks: dict[int, "_RankTimes"]) -> dict[str, np
         codes, inv = np.unique(t.types[rows], return_inverse=True)
         typ[m] = np.array([node_type_name(int(c)) for c in codes], dtype=object)[inv]
     return {"rank": rank, "id": ids, "name": name, "type": typ,
-            "kind": np.asarray(_KIND_NAMES, dtype=object)[kind], "kind_code": kind, "start_ns": start,
+            "kind": np.asarray(KIND_NAMES, dtype=object)[kind], "kind_code": kind, "start_ns": start,
             "end_ns": end, "path_start_ns": at, "time_ns": frontier - at, "wait_ns": wait,
             "via": np.asarray(_VIA, dtype=object)[via], "row": row, "gated_by_rank": gate}
 
 
 def _traces_per_npu(workload, npus: int) -> dict[int, Trace]:
-    from ..schema.workload import Workload
-
-    if isinstance(workload, Trace):
-        workload = Workload({0: workload})
-    t = workload.traces
+    t = Workload.of(workload).traces
     return {r: t[r] if r in t else t[0] for r in range(npus)}

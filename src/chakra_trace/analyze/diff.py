@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType, collective_name, node_type_name
 from ..schema.trace import Trace
-from ..schema.workload import Workload
+from .breakdown import rank_breakdown
 
 STATUSES = ("added", "removed", "slower", "faster", "same")
 
@@ -93,7 +94,6 @@ _ROW_COLUMNS = ("name", "type", "count_a", "count_b", "total_us_a", "total_us_b"
 
 
 def _side_totals(w: Workload) -> dict[str, Any]:
-    from .breakdown import rank_breakdown
 
     per = [rank_breakdown(w.traces[r]) for r in w.ranks]
     return {"nodes": sum(len(t) for t in w.traces.values()), "ranks": len(w),

@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType
 from ..schema.trace import Trace
-from ..schema.workload import Workload
+from .diff import merge_names
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,6 @@ class Roofline:
 
 def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> Roofline:
     """Every COMP node (all ranks) with num_ops > 0 and tensor_size > 0 against `device`'s roofs."""
-    from .diff import merge_names
 
     dev = device_spec(device)
     if isinstance(workload, Trace):

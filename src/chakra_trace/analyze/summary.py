@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..schema.enums import Attr, NodeType, collective_name
+from ..schema.node import attribute_value
 from ..schema.trace import Trace
 
 
@@ -32,7 +33,6 @@ class TraceSummary:
 
 
 def _metadata_dict(trace: Trace) -> dict[str, Any]:
-    from ..io.codec import attribute_value
 
     out: dict[str, Any] = {}
     if trace.metadata.version:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.workload import Workload
 from ..schema.enums import node_type_name
 from ..schema.trace import Trace
-from ..schema.workload import Workload
 from .critical_path import JobCriticalPath, job_critical_path
 
 _COLUMNS = ("name", "type", "count", "ranks", "total_us", "mean_us", "max_us", "exposed_us", "exposed_share")

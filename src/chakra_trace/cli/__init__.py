@@ -10,6 +10,8 @@ import sys
 
 import click
 
+from ..errors import ChakraError
+
 # command name -> "module:function" (relative to chakra_trace.cli)
 COMMANDS = {
     "info": "info:info",
@@ -57,7 +59,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import ChakraError
 
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args

@@ -1,38 +1,21 @@
 """`chakra analyze`: per-rank breakdowns, collective statistics, message-size imbalance."""
 from __future__ import annotations
 
+import os
+
 import click
+from rich.markup import escape
+from rich.table import Table
 
-from .common import console, json_option, print_json
-
-
-def _workload(path: str, comm_groups: str | None):
-    import os
-
-    from ..io.et import read_trace
-    from ..schema.workload import Workload, read_comm_groups
-
-    groups = read_comm_groups(comm_groups) if comm_groups else {}
-    if os.path.isfile(path):
-        return Workload({0: read_trace(path)}, groups)
-    return Workload.load(path, comm_groups=comm_groups)
+from ..analyze import Analysis
+from ..analyze.breakdown import COLUMNS
+from ..analyze.roofline import device_spec
+from .common import comm_groups_option, console, json_option, open_workload, print_json, simulate_one_option, simulated
 
 
-_groups_option = click.option("--comm-groups", type=click.Path(exists=True, dir_okay=False),
-                              help="Communicator groups JSON (ASTRA-sim format).")
-
-
-_simulate_one = click.option("--simulate", "system", metavar="SYSTEM", default=None,
-                             help="Use the times of a simulation on SYSTEM (a preset such as torus-8x8, or "
-                                  "NETWORK.yaml,SYSTEM.json) instead of the recorded ones.")
-
-
-def _analysis(workload: str, comm_groups, system):
-    from ..analyze import Analysis
-    from .report import run_simulations
-
-    wl = _workload(workload, comm_groups)
-    return Analysis(wl, next(iter(run_simulations(wl, [system]).values())) if system else None)
+def _analysis(workload: str, comm_groups=None, system: str | None = None) -> Analysis:
+    wl = open_workload(workload, comm_groups)
+    return Analysis(wl, simulated(wl, system))
 
 
 @click.group()
@@ -41,8 +24,6 @@ def analyze() -> None:
 
 
 def _table(title: str, rows: list[dict], columns: list[str]) -> None:
-    from rich.table import Table
-
     t = Table(title=title)
     for c in columns:  # text left, numbers right
         text = any(isinstance(r.get(c), str) and not r[c][:1].isdigit() for r in rows[:20])
@@ -59,20 +40,16 @@ def _fmt(v) -> str:
         return f"{v:,.3f}"
     if isinstance(v, int):
         return f"{v:,}"
-    from rich.markup import escape
-
     return escape(str(v))  # an op named `[host]` is text, not rich markup
 
 
 @analyze.command()
 @click.argument("workload")
-@_groups_option
-@_simulate_one
+@comm_groups_option
+@simulate_one_option
 @json_option
 def breakdown(workload: str, comm_groups, as_json: bool, system) -> None:
     """Per rank: span, compute, communication, overlap, exposed communication, idle (µs)."""
-    from ..analyze.breakdown import _COLUMNS
-
     a = _analysis(workload, comm_groups, system)
     res = a.breakdown()
     if as_json:
@@ -80,18 +57,16 @@ def breakdown(workload: str, comm_groups, as_json: bool, system) -> None:
         return
     rows = res.rows if len(res.rows) <= 64 else res.rows[:64]
     _table(f"per-rank breakdown (µs, {'simulated on ' + system if system else 'recorded'} times)"
-           + (f"; first 64 of {len(res.rows)} ranks" if len(res.rows) > 64 else ""), rows, ["rank", *_COLUMNS])
+           + (f"; first 64 of {len(res.rows)} ranks" if len(res.rows) > 64 else ""), rows, ["rank", *COLUMNS])
 
 
 @analyze.command()
 @click.argument("workload")
-@_groups_option
+@comm_groups_option
 @json_option
 def collectives(workload: str, comm_groups, as_json: bool) -> None:
     """Count, bytes, time, algorithm and bus bandwidth per group, type and rank."""
-    from ..analyze.collectives import collective_stats
-
-    res = collective_stats(_workload(workload, comm_groups))
+    res = _analysis(workload, comm_groups).collective_stats()
     if as_json:
         print_json(res.to_dict())
         return
@@ -101,16 +76,14 @@ def collectives(workload: str, comm_groups, as_json: bool) -> None:
 
 @analyze.command()
 @click.argument("workload")
-@_groups_option
+@comm_groups_option
 @click.option("--tolerance", type=float, default=0.0, show_default=True,
               help="Relative size difference from the group's median that still counts as equal.")
 @json_option
 def imbalance(workload: str, comm_groups, tolerance: float, as_json: bool) -> None:
     """Collective instances whose members move different bytes, and the ranks that stand out.
     Exits 1 when any is found."""
-    from ..analyze.collectives import imbalance as run
-
-    res = run(_workload(workload, comm_groups), tolerance)
+    res = _analysis(workload, comm_groups).imbalance(tolerance)
     if as_json:
         print_json(res.to_dict())
     else:
@@ -129,13 +102,11 @@ def imbalance(workload: str, comm_groups, tolerance: float, as_json: bool) -> No
 
 @analyze.command()
 @click.argument("workload")
-@_groups_option
+@comm_groups_option
 @json_option
 def matrix(workload: str, comm_groups, as_json: bool) -> None:
     """Bytes sent between every pair of ranks (collectives as rings over their groups, plus sends)."""
-    from ..analyze.collectives import communication_matrix
-
-    res = communication_matrix(_workload(workload, comm_groups))
+    res = _analysis(workload, comm_groups).communication_matrix()
     if as_json:
         print_json(res.to_dict())
         return
@@ -177,12 +148,10 @@ def _pct(v) -> str:
 def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: bool, as_json: bool) -> None:
     """Compute ops against a device's roofs: arithmetic intensity (FLOP/B from num_ops and
     tensor_size), achieved vs attainable FLOP/s, memory or compute bound, per op name."""
-    from ..analyze.roofline import device_spec, roofline as run
-
     if device is None and (peak_tflops is None or mem_bw_gbps is None):
         device = "h100"
     dev = device_spec(device, peak_tflops=peak_tflops, mem_bw_gbps=mem_bw_gbps)
-    res = run(_workload(workload, None), dev)
+    res = _analysis(workload).roofline(dev)
     if as_json:
         print_json(res.to_dict(ops=ops))
         return
@@ -217,13 +186,8 @@ def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: boo
 def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: int, as_json: bool) -> None:
     """Compare two workloads (B against A): whole-run metrics, collectives, and the ops
     (by node type and name) that got slower or faster, appeared or went away."""
-    import os
-
-    from ..analyze.diff import diff as run
-
     labels = (os.path.basename(a.rstrip("/")) or a, os.path.basename(b.rstrip("/")) or b)
-    res = run(_workload(a, None), _workload(b, None), threshold=threshold, min_us=min_us, labels=labels,
-              by_rank=by_rank)
+    res = _analysis(a).diff(open_workload(b), threshold=threshold, min_us=min_us, labels=labels, by_rank=by_rank)
     if as_json:
         print_json(res.to_dict())
         return
@@ -250,9 +214,9 @@ def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: in
 
 @analyze.command("critical-path")
 @click.argument("workload")
-@_groups_option
+@comm_groups_option
 @click.option("--rank", type=int, default=None, help="One rank's dependency chain instead of the whole job's.")
-@_simulate_one
+@simulate_one_option
 @click.option("--top", type=int, default=20, show_default=True, help="Operations listed (longest first).")
 @json_option
 def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_json: bool) -> None:
@@ -293,10 +257,10 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
 
 @analyze.command("top")
 @click.argument("workload")
-@_groups_option
+@comm_groups_option
 @click.option("--by", type=click.Choice(["total", "exposed", "count"]), default="total", show_default=True)
 @click.option("-n", "--top", "n", type=int, default=20, show_default=True)
-@_simulate_one
+@simulate_one_option
 @json_option
 def top_cmd(workload: str, comm_groups, by: str, n: int, system, as_json: bool) -> None:
     """Operations by total time, or by exposed time (their part of the job's critical path)."""

@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
+from rich.table import Table
 
+from ..errors import ChakraError
+from ..replay.measure import _unit_for, format_time, load_measurements
+from ..replay.measure import compare as compare_ms
 from .common import console, json_option, print_json
 
 
@@ -12,7 +17,6 @@ def bench() -> None:
 
 
 def _ci(ci, unit: str) -> str:
-    from ..replay.measure import format_time
 
     if ci is None:
         return "-"
@@ -31,9 +35,6 @@ def compare(a: str, b: str, alpha: float, as_json: bool) -> None:
     Two files of one measurement each are compared whatever their names. The exit status is 0 whatever the
     verdict (2 for unreadable files): this reports, it does not gate.
     """
-    from ..errors import ChakraError
-    from ..replay.measure import compare as compare_ms
-    from ..replay.measure import format_time, load_measurements
 
     ma, mb = load_measurements(a), load_measurements(b)
     if len(ma) == 1 and len(mb) == 1:
@@ -47,10 +48,7 @@ def compare(a: str, b: str, alpha: float, as_json: bool) -> None:
     if as_json:
         print_json([{"name": k, **c.to_dict(), "a": x.stats(), "b": y.stats()} for k, x, y, c in results])
         return
-    from rich.markup import escape
-    from rich.table import Table
 
-    from ..replay.measure import _unit_for
 
     t = Table(title=f"A = {escape(a)}   B = {escape(b)}")
     for col in ("name", "A median", "A 95% CI", "B median", "B 95% CI", "B/A", "B/A 95% CI", "p", "verdict"):
@@ -71,7 +69,6 @@ def compare(a: str, b: str, alpha: float, as_json: bool) -> None:
 @json_option
 def show(result: str, as_json: bool) -> None:
     """One summary line per measurement in RESULT."""
-    from ..replay.measure import load_measurements
 
     ms = load_measurements(result)
     if as_json:

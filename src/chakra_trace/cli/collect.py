@@ -1,10 +1,14 @@
 """`chakra collect`: run a training command unchanged and record the ET and Kineto traces of every rank."""
 from __future__ import annotations
 
+import os
 import sys
 
 import click
+from rich.markup import escape
+from rich.table import Table
 
+from ..collect.launch import collect as run_collect
 from .common import console, json_option, print_json
 
 
@@ -34,7 +38,6 @@ def collect(out_dir: str, wait: int, warmup: int, active: int, gzip: bool, num_t
     rank<r>.kineto.json.gz and manifest.json. The exit status is the job's. With --json, the
     job's standard output goes to standard error so that standard output holds only the manifest.
     """
-    from ..collect.launch import collect as run_collect
 
     res = run_collect(list(command), out_dir, wait=wait, warmup=warmup, active=active, gzip=gzip,
                       num_threads=num_threads, stdout=sys.stderr.fileno() if as_json else None)
@@ -46,10 +49,7 @@ def collect(out_dir: str, wait: int, warmup: int, active: int, gzip: bool, num_t
 
 
 def _print_summary(res) -> None:
-    import os
 
-    from rich.markup import escape
-    from rich.table import Table
 
     m = res.manifest
     con = console()

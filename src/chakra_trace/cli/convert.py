@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from ..io.et import iter_chunks, read_trace, write_trace
+from ..io.jsonio import is_json_lines_path, read_json, write_json
 from .common import json_option, print_json, progress
 
 
@@ -23,8 +25,6 @@ def _report(nodes: int, output: str, as_json: bool) -> None:
 @json_option
 def to_json(src: str, dst: str, lines: bool, indent: int | None, as_json: bool) -> None:
     """Convert a `.et` file (plain or gzip) to lossless JSON; gzip the output if OUT ends in .gz."""
-    from ..io.et import iter_chunks, read_trace
-    from ..io.jsonio import is_json_lines_path, write_json
 
     if indent is not None and (lines or is_json_lines_path(dst)):
         raise click.ClickException("--indent cannot be used with JSON Lines output (one object per line)")
@@ -52,8 +52,6 @@ def from_json(src: str, dst: str, as_json: bool) -> None:
 
     OUT is gzipped if its name ends in .gz.
     """
-    from ..io.et import write_trace
-    from ..io.jsonio import read_json
 
     with progress("reading", src) as cb:
         trace = read_json(src, progress=cb)

@@ -3,9 +3,15 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import click
+from rich.console import Console
+from rich.progress import Progress
 
+from ..convert.pytorch import collection_files, convert_collection, convert_pytorch
+from ..errors import ChakraError
+from ..io.et import write_trace
 from .common import console, json_option, print_json
 
 
@@ -23,16 +29,12 @@ def convert_pytorch_cmd(inputs: tuple[str, ...], output: str, rank: int | None, 
     INPUTS is either a host execution trace and optionally its Kineto trace (one rank), or a
     folder written by `chakra collect` (every rank, in parallel).
     """
-    from ..convert.pytorch import collection_files, convert_collection, convert_pytorch
-    from ..errors import ChakraError
-    from ..io.et import write_trace
 
     if len(inputs) == 1 and os.path.isdir(inputs[0]):
         files = collection_files(inputs[0])
         done = _rank_progress(len(files), as_json)
         reports = convert_collection(inputs[0], output, jobs=jobs, compress=compress, on_rank_done=done)
     elif 1 <= len(inputs) <= 2 and all(os.path.isfile(p) for p in inputs):
-        import warnings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -60,8 +62,6 @@ def _rank_progress(total: int, quiet: bool):
     """Callback that advances a rich progress bar per converted rank (on a terminal only)."""
     if quiet or not sys.stderr.isatty():
         return None
-    from rich.console import Console
-    from rich.progress import Progress
 
     progress = Progress(console=Console(stderr=True), transient=True)
     task = progress.add_task("converting ranks", total=total)

@@ -6,6 +6,8 @@ import os
 
 import click
 
+from ..convert.text import read_text_workload, text_to_chakra
+from ..io.et import atomic_output
 from .common import json_option, print_json
 
 
@@ -40,8 +42,6 @@ def convert_text(src: str, num_npus: int, num_passes: int, prefix: str | None, m
     Supported parallelism types: DATA, MODEL, HYBRID_DATA_MODEL, HYBRID_MODEL_DATA, HYBRID_DLRM,
     HYBRID_DLRM_ENHANCED, MICRO, HYBRID_TRANSFORMER, HYBRID_TRANSFORMER_FWD_IN_BCKWD.
     """
-    from ..convert.text import read_text_workload, text_to_chakra
-    from ..io.et import atomic_output
 
     wl = read_text_workload(src)
     w = text_to_chakra(wl, num_npus, num_passes, model_parallel_size=model_parallel, compute_unit=compute_unit,

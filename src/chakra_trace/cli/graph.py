@@ -1,32 +1,15 @@
 """`chakra graph`: one rank's operation graph as DOT, GraphML or a Graphviz drawing."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from .common import console, json_option, print_json
+from ..io.workload import Workload
+from ..visualize.graph import MAX_NODES, export_graph, render
+from .common import console, json_option, print_json, progress
 
 _RENDERED = (".svg", ".pdf", ".png")
-
-
-def _load_rank(path: str, rank: int | None):
-    """(rank, trace): a `.et` file as is, or one rank of a `<prefix>.<rank>.et` job (only that
-    rank is read; default the lowest, normally 0)."""
-    import os
-
-    from ..errors import ChakraError
-    from ..io.et import discover, read_trace
-
-    if os.path.isfile(path):
-        return (0 if rank is None else rank), read_trace(path)
-    paths = discover(path)
-    if not paths:
-        raise ChakraError(f"{path}: no such file, and no workload files named {os.path.basename(path)}.<rank>.et")
-    if rank is None:
-        rank = 0 if 0 in paths else min(paths)
-    if rank not in paths:
-        raise ChakraError(f"{path}: no rank {rank}; the job has ranks {sorted(paths)[:20]}"
-                          + (" ..." if len(paths) > 20 else ""))
-    return rank, read_trace(paths[rank])
 
 
 @click.command()
@@ -49,15 +32,13 @@ def graph(workload: str, out: str, rank: int | None, name: str | None, neighbors
     dependencies are solid edges, control dependencies dashed. Big traces: pick a part with
     --name REGEX [--neighbors N].
     """
-    from pathlib import Path
-
-    from ..visualize.graph import MAX_NODES, export_graph, render
-
     out_path = Path(out)
     suffix = out_path.suffix.lower()
     rendered = suffix in _RENDERED
     target = out_path.with_suffix(".dot") if rendered else out_path
-    rank, trace = _load_rank(workload, rank)
+    lone = rank is None and Path(workload).is_file()  # a file is the rank its name says
+    w = Workload.open(workload, ranks=None if lone else [0 if rank is None else rank], progress=progress)
+    (rank, trace), = w.traces.items()
     res = export_graph(trace, target, max_nodes=MAX_NODES if max_nodes is None else max_nodes, name=name,
                        neighbors=neighbors, title=f"rank {rank}")
     if rendered:

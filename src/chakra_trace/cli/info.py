@@ -4,8 +4,10 @@ from __future__ import annotations
 import os
 
 import click
+from rich.table import Table
 
-from .common import console, json_option, print_json, progress
+from ..analyze.summary import TraceSummary, summarize
+from .common import console, json_option, open_workload, print_json
 
 
 @click.command()
@@ -14,33 +16,21 @@ from .common import console, json_option, print_json, progress
 def info(path: str, as_json: bool) -> None:
     """Counts by node type, edges, collectives by type and group, and time span.
 
-    PATH is a `.et` file (plain or gzip) or the prefix of a workload's `<prefix>.<rank>.et` files.
+    PATH is a `.et` file (plain or gzip), the prefix of a workload's `<prefix>.<rank>.et` files, or a
+    folder holding one job.
     """
-    from ..analyze.summary import summarize
-    from ..errors import ChakraError
-    from ..io.et import discover, read_trace
-
+    w = open_workload(path)
+    summaries = {r: summarize(t) for r, t in w.traces.items()}
     if os.path.isfile(path):
-        with progress("reading", path) as cb:
-            s = summarize(read_trace(path, progress=cb))
+        (s,) = summaries.values()
         print_json(s.to_dict()) if as_json else _print_trace(path, s)
-        return
-    ranks = discover(path)
-    if not ranks:
-        raise ChakraError(f"{path}: no such file, and no workload files named {os.path.basename(path)}.<rank>.et")
-    summaries = {}
-    for r, p in ranks.items():
-        with progress(f"rank {r}", p) as cb:
-            summaries[r] = summarize(read_trace(p, progress=cb))
-    if as_json:
+    elif as_json:
         print_json({"ranks": {str(r): s.to_dict() for r, s in summaries.items()}})
-        return
-    _print_workload(path, summaries)
+    else:
+        _print_workload(path, summaries)
 
 
-def _print_trace(path: str, s) -> None:
-    from rich.table import Table
-
+def _print_trace(path: str, s: TraceSummary) -> None:
     con = console()
     con.print(f"[bold]{path}[/bold]: {s.nodes:,} nodes, {s.data_edges:,} data edges, {s.ctrl_edges:,} control edges")
     if s.metadata:
@@ -68,9 +58,7 @@ def _print_trace(path: str, s) -> None:
     con.print(f"time: {span}; sum of durations {s.total_duration_us:,} µs; {s.cpu_ops:,} CPU ops")
 
 
-def _print_workload(prefix: str, summaries: dict) -> None:
-    from rich.table import Table
-
+def _print_workload(prefix: str, summaries: dict[int, TraceSummary]) -> None:
     t = Table(title=f"{prefix}: {len(summaries)} ranks")
     for c in ("rank", "nodes", "COMP", "COLL", "SEND", "RECV", "collective bytes", "data edges", "span µs"):
         t.add_column(c, justify="left" if c == "rank" else "right")

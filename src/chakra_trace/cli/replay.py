@@ -5,6 +5,9 @@ import os
 
 import click
 
+from ..replay.compute import ReplayConfig
+from ..replay.job import replay_host
+from ..replay.synthetic import replay_workload
 from .common import console, json_option, print_json
 
 
@@ -42,8 +45,6 @@ def replay(source, mode, world_size, device, steps, select, config_path, threads
     if mode == "ops":
         if not host:
             raise click.UsageError("--mode ops needs PyTorch host traces (a collect folder or .et.json[.gz])")
-        from ..replay.compute import ReplayConfig
-        from ..replay.job import replay_host
 
         res = replay_host(source, world_size=world_size, device=device,
                           steps=[int(x) for x in steps.split(",")] if steps else None, select=select,
@@ -52,7 +53,6 @@ def replay(source, mode, world_size, device, steps, select, config_path, threads
     else:
         if export:
             raise click.UsageError("--export replays operators: use it with PyTorch host traces")
-        from ..replay.synthetic import replay_workload
 
         res = replay_workload(source, world_size=world_size, mode=mode, device=device, budget_s=budget_s,
                               target_rel_ci=target_rel_ci)

@@ -1,9 +1,17 @@
 """`chakra simulate`: predict a training step on a system described in ASTRA-sim's formats."""
 from __future__ import annotations
 
-import click
+import warnings
 
-from .common import console, json_option, print_json
+import click
+import numpy as np
+from rich.table import Table
+
+from ..simulate import SimulationWarning
+from ..simulate import simulate as run
+from ..visualize.timeline import timeline as build_timeline
+from ..visualize.timeline import write_timeline
+from .common import console, json_option, open_workload, print_json
 
 
 @click.command()
@@ -21,23 +29,13 @@ from .common import console, json_option, print_json
 def simulate(workload, network, system, memory, comm_groups, compat, aware, timeline, as_json) -> None:
     """Simulate every NPU's trace on the network and print per-NPU finish and exposed
     communication times (ns), totals and the collectives."""
-    import os
-
-    from ..io.et import read_trace
-    from ..schema.workload import Workload
-    from ..simulate import simulate as run
-
-    import warnings
-
-    from ..simulate import SimulationWarning
-
-    wl = Workload({0: read_trace(workload)}) if os.path.isfile(workload) else workload
+    wl = open_workload(workload, comm_groups)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
-        res = run(wl, network, system, memory=memory, comm_groups=comm_groups, compat=compat == "astra",
+        res = run(wl, network, system, memory=memory, compat=compat == "astra",
                   aware=aware)
     if timeline:
-        res.to_chrome_trace(timeline)
+        write_timeline(build_timeline(None, res), timeline)
     if as_json:
         print_json(res.to_dict())
         return
@@ -45,7 +43,6 @@ def simulate(workload, network, system, memory, comm_groups, compat, aware, time
 
 
 def _print(res, timeline) -> None:
-    from rich.table import Table
 
     con = console()
     f = res.finish_ns
@@ -55,7 +52,6 @@ def _print(res, timeline) -> None:
     for col in ("", "finish", "compute", "comm", "overlap", "exposed comm", "idle"):
         t.add_column(col, justify="right")
     arrays = (res.finish_ns, res.compute_ns, res.comm_ns, res.overlap_ns, res.exposed_comm_ns, res.idle_ns)
-    import numpy as np
 
     if f.size <= 16:
         for i in range(f.size):

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import click
 
-from .analyze import _groups_option, _workload
-from .common import json_option, print_json
+from ..visualize.timeline import build_timeline, write_timeline
+from .common import comm_groups_option, json_option, open_workload, print_json
 
 
 @click.command()
 @click.argument("workload")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Output file: .json, or .json.gz to compress.")
-@_groups_option
+@comm_groups_option
 @click.option("--align", type=click.Choice(["auto", "origin", "collectives", "none"]), default="auto",
               show_default=True, help="How ranks' clocks are aligned: recorded time origins, collective ends, "
                                       "or not at all (auto: origins when every rank has one).")
@@ -20,12 +20,10 @@ from .common import json_option, print_json
 @click.option("--no-flows", is_flag=True, help="Leave out the arrows linking collectives and sends to receives.")
 @json_option
 def timeline(workload: str, output: str, comm_groups, align: str, max_events, no_flows: bool, as_json: bool) -> None:
-    """Write the recorded timeline of WORKLOAD (a `.et` file or the prefix of `<prefix>.<rank>.et`)
+    """Write the recorded timeline of WORKLOAD (a `.et` file, a `<prefix>.<rank>.et` prefix or a folder)
     as Chrome Trace Event JSON: a process per rank, a track per thread, stream or resource,
     flows linking each collective's members. (`chakra simulate --timeline` writes simulated ones.)"""
-    from ..visualize.timeline import build_timeline, write_timeline
-
-    tl = build_timeline(_workload(workload, comm_groups), align=align, flows=not no_flows, max_events=max_events)
+    tl = build_timeline(open_workload(workload, comm_groups), align=align, flows=not no_flows, max_events=max_events)
     path = write_timeline(tl.to_chrome(), output)
     info = {"output": str(path), "ranks": len({t["pid"] for t in tl.tracks}), "tracks": len(tl.tracks),
             **{k: tl.metadata[k] for k in ("slices", "kept", "flows")}}

@@ -2,56 +2,39 @@
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
+from rich.table import Table
 
-from .common import console, json_option, print_json, progress
+from ..io.et import read_trace, write_trace
+from ..io.workload import Workload, rank_of
+from ..schema.trace import Trace
+from ..validate import ValidationReport, fix_trace, validate_trace, validate_workload
+from .common import comm_groups_option, console, json_option, open_workload, print_json
 
 _STYLE = {"error": "bold red", "warning": "yellow"}
 
 
-def _load(path: str, comm_groups: str | None):
-    """(trace, rank) for a file or a one-rank prefix; (workload, None) for several ranks."""
-    from ..errors import ChakraError
-    from ..io.et import discover, read_trace
-    from ..schema.workload import Workload
-
-    if os.path.isfile(path):
-        m = re.match(r"^.*\.(\d+)\.et(?:\.gz)?$", Path(path).name)  # <prefix>.<rank>.et: rank known
-        with progress("reading", path) as cb:
-            return read_trace(path, progress=cb), (int(m.group(1)) if m else None)
-    if os.path.isdir(path):
-        raise ChakraError(f"{path}: is a directory; give a .et file or a workload prefix (<prefix>.<rank>.et)")
-    found = discover(path)
-    if not found:
-        raise ChakraError(f"{path}: no such file, and no files named {Path(path).name}.<rank>.et[.gz]")
-    if len(found) == 1:
-        (rank, p), = found.items()
-        with progress("reading", p) as cb:
-            return read_trace(p, progress=cb), rank
-    return Workload.load(path, comm_groups=comm_groups), None
+def _load(path: str, comm_groups: str | None) -> tuple[Trace | Workload, int | None]:
+    """(trace, rank or None when unknown) for one rank; (workload, None) for several."""
+    w = open_workload(path, comm_groups)
+    if len(w) > 1:
+        return w, None
+    (rank, trace), = w.traces.items()
+    return trace, (None if os.path.isfile(path) and rank_of(path) is None else rank)
 
 
-def _check(obj, rank):
-    from ..analyze.validate import validate_trace, validate_workload
-    from ..schema.workload import Workload
-
-    if isinstance(obj, Workload):
-        return validate_workload(obj)
-    return validate_trace(obj, rank=rank)
+def _check(obj: Trace | Workload, rank: int | None) -> ValidationReport:
+    return validate_workload(obj) if isinstance(obj, Workload) else validate_trace(obj, rank=rank)
 
 
 def _failed(report, strict: bool) -> bool:
     return bool(report.errors or (strict and report.warnings))
 
 
-def _print_report(con, title: str, report) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
+def _print_report(con, title: str, report: ValidationReport) -> None:
     if report.issues:
         show_rank = any(i.rank is not None for i in report.issues) and len(report.ranks) > 1
         t = Table(title=title, title_justify="left", show_lines=False)
@@ -79,20 +62,15 @@ def _print_report(con, title: str, report) -> None:
               help="Write a repaired copy of the (single) trace to OUT and re-validate it; the exit "
                    "status then reflects the repaired copy.")
 @click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too.")
-@click.option("--comm-groups", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="ASTRA-sim communicator-group JSON ({group: [ranks]}) for cross-rank checks.")
+@comm_groups_option
 def validate(paths: tuple[str, ...], as_json: bool, fix_out: str | None, strict: bool,
              comm_groups: str | None) -> None:
-    """Check `.et` files or workloads (PATH = a file or a prefix of `<prefix>.<rank>.et[.gz]`).
+    """Check `.et` files or workloads (PATH: a file, a prefix of `<prefix>.<rank>.et[.gz]`, a folder).
 
     A prefix with several ranks is checked per rank and across ranks (collective order per
     communicator group, send/receive matching). Exit status: 0 without errors (warnings
     allowed unless --strict), 1 with errors, 2 on unreadable input.
     """
-    from ..analyze.validate import fix_trace, validate_trace
-    from ..io.et import read_trace, write_trace
-    from ..schema.workload import Workload
-
     if fix_out is not None and len(paths) != 1:
         raise click.UsageError("--fix takes exactly one PATH")
     con = console()

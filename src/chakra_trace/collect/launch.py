@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -160,7 +161,6 @@ def _wait(proc: subprocess.Popen) -> int:
 
 
 def _main_thread() -> bool:
-    import threading
 
     return threading.current_thread() is threading.main_thread()
 

@@ -41,8 +41,14 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # no flock on Windows
+    fcntl = None  # type: ignore[assignment]
 
 try:
     from ..errors import ChakraError
@@ -586,9 +592,7 @@ def _place(src: str, final_plain: str, gz: bool) -> str:
 
 @contextlib.contextmanager
 def _locked(out_dir: str) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): writes stay atomic, merges may miss a rank
+    if fcntl is None:  # no flock (Windows): writes stay atomic, merges may miss a rank
         yield
         return
     fd = os.open(os.path.join(out_dir, LOCK), os.O_RDWR | os.O_CREAT, 0o644)

@@ -8,9 +8,10 @@ allocate memory cost nothing and touch no data.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Sequence
+from typing import Any
 
 from .collectives import tensor_itemsize
 

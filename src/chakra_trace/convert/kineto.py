@@ -46,10 +46,12 @@ import json
 import json.decoder
 import os
 import re
+import sys
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -171,7 +173,6 @@ class KinetoTrace:
 
     def nbytes(self) -> int:
         """Memory held by the columns and the string tables (not ``metadata``/``meta_args``)."""
-        import sys
 
         total = sum(getattr(self, k).nbytes for k in self._COLUMNS)
         for table in (self.names, self.cats, self.labels):

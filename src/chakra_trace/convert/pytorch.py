@@ -17,22 +17,31 @@ converted trace slower than the run it came from.
 from __future__ import annotations
 
 import bisect
+import concurrent.futures as cf
 import json
+import multiprocessing as mp
 import os
 import re
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..io.wire import intern_bytes, ranges
+from ..errors import ChakraError
+from ..io.et import write_trace
+from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.builder import global_metadata
-
 from ..schema.enums import TIME_ORIGIN, NodeType, collective_name
 from ..schema.trace import Trace
+from ..schema.wire import intern_bytes, ranges
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
 from .flops import needs_values, tensor_cost
+from .kineto import read_kineto
+from .link import interval_parents, link
+from .pytorch_host import read_host_trace
 
 # Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
 _INPUT_ARG = {"allreduce": 0, "broadcast": 0, "reduce": 0, "allgather": 1, "reducescatter": 1,
@@ -66,9 +75,6 @@ class ConversionReport:
 def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike | None = None, *,
                     rank: int | None = None) -> tuple[Trace, ConversionReport]:
     """Convert one rank's host execution trace (and its Kineto trace, for timing) to Chakra."""
-    from .kineto import read_kineto
-    from .link import interval_parents, link
-    from .pytorch_host import read_host_trace
 
     report = ConversionReport()
     if kineto_path is not None:  # first: its columns are small, the host trace's peak is not
@@ -741,9 +747,6 @@ class _GpuWork:
         return out
 
 
-__all__ = ["ConversionReport", "ConversionWarning", "collection_files", "convert_collection", "convert_pytorch"]
-
-
 # --------------------------------------------------------------------------- whole collections
 
 _RANK_FILE = re.compile(r"^rank(\d+)\.(et|kineto)\.json(?:\.gz)?$")
@@ -756,8 +759,6 @@ def collection_files(folder: str | os.PathLike) -> dict[int, tuple[str, str | No
         m = _RANK_FILE.match(entry)
         if m:
             found.setdefault(int(m.group(1)), {})[m.group(2)] = os.path.join(folder, entry)
-    from ..errors import ChakraError
-
     missing = [r for r, f in found.items() if "et" not in f]
     if missing:
         raise ChakraError(f"{folder}: rank(s) {missing} have a Kineto trace but no host trace (rank<r>.et.json)")
@@ -768,8 +769,6 @@ def collection_files(folder: str | os.PathLike) -> dict[int, tuple[str, str | No
 
 def _convert_one(args) -> tuple[int, ConversionReport]:
     rank, et, kineto, out, compress = args
-    from ..io.et import write_trace
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConversionWarning)  # they are in the report
         trace, report = convert_pytorch(et, kineto, rank=rank)
@@ -793,8 +792,6 @@ def convert_collection(folder: str | os.PathLike, output_prefix: str | os.PathLi
             if on_rank_done:
                 on_rank_done(rank, rep)
     else:
-        import concurrent.futures as cf
-        import multiprocessing as mp
 
         with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
             for rank, rep in pool.map(_convert_one, tasks):
@@ -802,3 +799,26 @@ def convert_collection(folder: str | os.PathLike, output_prefix: str | os.PathLi
                 if on_rank_done:
                     on_rank_done(rank, rep)
     return dict(sorted(reports.items()))
+
+
+def is_collection(path: Path) -> bool:
+    """Whether a path is a folder written by `chakra collect` (it holds rank<r>.et.json[.gz] files)."""
+    return path.is_dir() and any(_RANK_FILE.match(e) and ".et." in e for e in os.listdir(path))
+
+
+def read_collection(folder: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
+    """Every rank (or `ranks`) of a `chakra collect` folder, converted in memory one after another.
+    What `Workload.open` does with such a folder; `convert_collection` writes the files instead."""
+    traces = {}
+    for r, (et, kineto) in select_ranks(folder, collection_files(folder), ranks).items():
+        with progress(f"converting rank {r}", Path(et)) if progress else nullcontext():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConversionWarning)  # `chakra convert pytorch` shows them
+                traces[r], _ = convert_pytorch(et, kineto, rank=r)
+    return Workload(traces, paths={r: Path(collection_files(folder)[r][0]) for r in traces})
+
+
+register_source(is_collection, read_collection)
+
+__all__ = ["ConversionReport", "ConversionWarning", "collection_files", "convert_collection", "convert_pytorch",
+           "is_collection", "read_collection"]

@@ -34,18 +34,20 @@ import json
 import operator
 import os
 import re
+import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from json.scanner import make_scanner
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from .._native import load as load_native
 from ..errors import TraceFormatError
 from ..io.stream import Limits, Prefetch, open_binary
-from ..io.wire import ranges
 from ..schema.trace import id_index, rows_of
+from ..schema.wire import ranges
 
 _native = load_native("chakra_trace.convert._host")  # optional C kernels; None: the numpy/Python path
 
@@ -438,7 +440,6 @@ class HostTrace:
 
     def nbytes(self) -> int:
         """Memory held by the columns, number store and tables (approximate for Python objects)."""
-        import sys
 
         total = 0
         for v in vars(self).values():
@@ -612,7 +613,6 @@ class _Tables:
         return len(self.keys)
 
     def nbytes(self) -> int:
-        import sys
 
         total = sum(sys.getsizeof(k) for k in self.keys)
         for v in vars(self).values():

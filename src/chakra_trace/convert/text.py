@@ -66,13 +66,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
+
+import numpy as np
 
 from ..errors import ChakraError, TraceFormatError
+from ..io.workload import Workload
 from ..schema.builder import TraceBuilder
-from ..schema.enums import CollectiveType
-from ..schema.workload import Workload
+from ..schema.enums import Attr, CollectiveType
 
 PARALLELISMS = (
     "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED",
@@ -667,9 +669,7 @@ def text_to_chakra(workload_or_path: TextWorkload | str | os.PathLike, num_npus:
 
 def _drop_unnamed(t) -> None:
     """Collectives whose group is every rank carry no pg_name."""
-    import numpy as np
 
-    from ..schema.enums import Attr
 
     codes = [i for i, name in enumerate(t.groups) if name is None]
     if not codes:

@@ -1,22 +1,23 @@
-"""Reading and writing `.et` files: streaming, bulk columnar load, atomic writes, discovery."""
+"""Reading and writing `.et` files: streaming, bulk columnar load, atomic writes."""
 from __future__ import annotations
 
+import ctypes
 import gzip
 import os
-import re
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 import numpy as np
 
 from ..errors import TraceFormatError
 from ..schema import proto as pb
+from ..schema.codec import node_payloads
 from ..schema.trace import Trace
-from .codec import concat_traces, decode_nodes, node_payloads
+from ..schema.wire import WireError, encode_varint_int, frame
 from .stream import Limits, iter_frame_blocks
-from .wire import WireError, encode_varint_int, frame
 
 Progress = Callable[[int], None]  # called with the number of bytes consumed so far
 
@@ -57,7 +58,7 @@ def iter_chunks(path: str | os.PathLike, *, limits: Limits | None = None,
         if starts.size == 0:
             continue
         try:
-            chunk = decode_nodes(block.buf, starts, ends, metadata=metadata, names=names, groups=groups)
+            chunk = Trace.decode(block.buf, starts, ends, metadata=metadata, names=names, groups=groups)
         except WireError as e:
             i = int(np.searchsorted(starts, e.offset, side="right")) - 1
             node_id = _peek_id(block.buf, starts[i], ends[i])
@@ -93,7 +94,7 @@ def read_trace(path: str | os.PathLike, *, limits: Limits | None = None,
         return Trace(0, metadata=meta)
     if len(chunks) == 1:
         return chunks[0]
-    trace = concat_traces(chunks, consume=True)
+    trace = Trace.concat(chunks, consume=True)
     del chunks
     release_free_memory()
     return trace
@@ -104,8 +105,6 @@ def release_free_memory() -> None:
     global _malloc_trim
     if _malloc_trim is None:
         try:
-            import ctypes
-
             _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
         except (OSError, AttributeError):
             _malloc_trim = False
@@ -197,25 +196,3 @@ def write_trace(trace: Trace, path: str | os.PathLike, *, compress: bool | None 
     with atomic_output(path, compress=compress, compresslevel=compresslevel) as f:
         for piece in encode_trace(trace):
             f.write(piece)
-
-
-# --------------------------------------------------------------------------- workloads
-
-_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.et(?:\.gz)?$")
-
-
-def discover(prefix: str | os.PathLike) -> dict[int, Path]:
-    """Per-rank files `<prefix>.<rank>.et` (or `.et.gz`), as {rank: path}."""
-    prefix = Path(prefix)
-    parent = prefix.parent if str(prefix.parent) else Path(".")
-    found: dict[int, Path] = {}
-    if not parent.is_dir():
-        return found
-    for p in parent.iterdir():
-        m = _RANK_RE.match(p.name)
-        if m and m.group("prefix") == prefix.name:
-            rank = int(m.group("rank"))
-            if rank in found:
-                raise TraceFormatError(str(p), f"rank {rank} appears twice (also {found[rank].name})")
-            found[rank] = p
-    return dict(sorted(found.items()))

@@ -39,17 +39,19 @@ import math
 import os
 import re
 import struct
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
 from ..errors import TraceFormatError
 from ..schema import proto as pb
+from ..schema.codec import encode_rows
 from ..schema.enums import NodeType
 from ..schema.proto import ATTR_MEMBERS
 from ..schema.trace import COLUMN_ATTRS, Trace
-from .codec import encode_rows
+from .et import atomic_output
 from .stream import Limits, open_binary
 
 __all__ = ["FORMAT", "VERSION", "attr_to_json", "header_json", "is_json_lines_path", "iter_json_nodes",
@@ -264,6 +266,12 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
             yield d
 
 
+def is_json_path(path: str) -> bool:
+    """A name this module reads or writes: .json, .jsonl, either gzipped."""
+    name = os.path.basename(path).lower()
+    return name.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz"))
+
+
 def is_json_lines_path(path: str) -> bool:
     name = os.path.basename(path).lower()
     return name.endswith(".jsonl") or name.endswith(".jsonl.gz")
@@ -294,7 +302,6 @@ def write_json(trace: Trace | Iterable[Trace], path: str | os.PathLike, *, lines
     whose first chunk supplies the metadata. Rows are encoded a chunk at a time, so memory
     stays bounded; the file replaces `path` only once it is complete.
     """
-    from .et import atomic_output
 
     path = os.fspath(path)
     lines = lines or is_json_lines_path(path)
@@ -849,8 +856,6 @@ def read_json(path: str | os.PathLike, *, limits: Limits | None = None,
     Raises TraceFormatError naming the file, the node (line for JSON Lines, index in the
     `nodes` array for a document, plus the node id when readable) and what was expected.
     """
-    from .codec import concat_traces, decode_messages
-
     path = os.fspath(path)
     raw, _gz = open_binary(path, limits)
     counting = _Counting(raw, progress)
@@ -880,12 +885,12 @@ def read_json(path: str | os.PathLike, *, limits: Limits | None = None,
                 payloads.append(payload)
                 size += len(payload)
                 if len(payloads) >= _READ_CHUNK or size >= _READ_CHUNK_BYTES:
-                    chunks.append(decode_messages(payloads))
+                    chunks.append(Trace.from_messages(payloads))
                     payloads, size = [], 0
         except RecursionError:
             raise TraceFormatError(path, "JSON nested too deeply") from None
     if payloads or not chunks:
-        chunks.append(decode_messages(payloads))
-    trace = chunks[0] if len(chunks) == 1 else concat_traces(chunks)
+        chunks.append(Trace.from_messages(payloads))
+    trace = chunks[0] if len(chunks) == 1 else Trace.concat(chunks)
     trace.metadata = meta
     return trace

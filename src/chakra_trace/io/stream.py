@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import io
 import os
+import queue
+import threading
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import numpy as np
 
 from ..errors import TraceFormatError
-from .wire import _native
+from ..schema.wire import _native, decode_varint_at
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK = 8 << 20
@@ -126,8 +129,6 @@ class Prefetch(io.RawIOBase):
     """
 
     def __init__(self, raw: BinaryIO, piece: int = 1 << 20, depth: int = 8, owner: BinaryIO | None = None):
-        import queue
-        import threading
 
         self._raw = raw
         self._owner = owner if owner is not None else raw  # what to close (keeps a wrapper alive)
@@ -149,7 +150,6 @@ class Prefetch(io.RawIOBase):
             self._put(e)
 
     def _put(self, item) -> None:
-        import queue
 
         while not self._stop.is_set():
             try:
@@ -190,7 +190,6 @@ class Prefetch(io.RawIOBase):
         return data[:n]
 
     def close(self) -> None:
-        import queue
 
         self._stop.set()
         try:
@@ -216,21 +215,6 @@ def open_binary(path: str | os.PathLike, limits: Limits | None = None) -> tuple[
     if head == GZIP_MAGIC:
         return io.BufferedReader(_GuardedGzip(raw, path, limits), BLOCK), True
     return raw, False
-
-
-def decode_varint_at(buf, pos: int, end: int) -> tuple[int, int]:
-    """(value, next position); next position -1 if the varint is cut off at `end`."""
-    result = shift = 0
-    while pos < end:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise ValueError("varint longer than 10 bytes")
-    return 0, -1
 
 
 @dataclass

@@ -14,7 +14,6 @@ import math
 import time
 
 
-
 def _torch():
     import torch
 

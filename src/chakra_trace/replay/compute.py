@@ -18,8 +18,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..convert.kineto import read_kineto
+from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
+from . import _standalone as rt
 from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
+from .waits import wait_points
 
 
 @dataclass
@@ -33,7 +37,7 @@ class ReplayConfig:
     delay_us: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ReplayConfig":
+    def load(cls, path: str | os.PathLike) -> ReplayConfig:
         try:
             with open(path) as f:
                 d = json.load(f)
@@ -93,7 +97,6 @@ class Coverage:
 
 
 def _load_host(trace):
-    from ..convert.pytorch_host import HostTrace, read_host_trace
 
     return trace if isinstance(trace, HostTrace) else read_host_trace(trace)
 
@@ -197,7 +200,6 @@ class HostReplay:
 
     # ------------------------------------------------------------------ preparation
     def _prepare(self, seed: int) -> None:
-        from . import _standalone as rt
 
         h, cfg = self.h, self.config
         skip = [re.compile(x) for x in cfg.skip]
@@ -245,7 +247,6 @@ class HostReplay:
         self.waits = {"collectives": sum(op["kind"] == "collective" for op in ops), "placed_from_kineto": 0}
         if self.kineto is None:
             return
-        from .waits import wait_points
 
         placed = wait_points(self.h, rows, self.kineto)
         for c, j in placed.items():
@@ -257,7 +258,6 @@ class HostReplay:
         recreated views fail, e.g. an in-place detach of a view)."""
         import torch
 
-        from . import _standalone as rt
 
         h, cfg = self.h, self.config
         name = out.name
@@ -315,7 +315,6 @@ class HostReplay:
     def _plan_collective(self, name: str, inputs: dict, ranges: dict) -> dict:
         import torch.distributed as dist
 
-        from . import _standalone as rt
 
         if not (dist.is_available() and dist.is_initialized()):
             raise Unreplayable("a collective: replay the whole job (one process per rank) to run it")
@@ -333,7 +332,6 @@ class HostReplay:
     # ------------------------------------------------------------------ running
     def run_step(self) -> None:
         """One pass over the selected ops (all selected steps)."""
-        from . import _standalone as rt
 
         rt.run(self._calls, self.device.startswith("cuda"))
 
@@ -354,7 +352,6 @@ _TENSORS = StoragePlan()  # (tensor_spec needs no state)
 def _load_kineto(kineto):
     if kineto is None or not isinstance(kineto, (str, os.PathLike)):
         return kineto
-    from ..convert.kineto import read_kineto
 
     return read_kineto(kineto)
 
@@ -417,7 +414,6 @@ def _storages(io: dict) -> list:
 
 
 def _resolve(overload: str):
-    from . import _standalone as rt
 
     try:
         return rt.resolve(overload.split("(")[0])

@@ -14,6 +14,7 @@ import os
 import zlib
 from pathlib import Path
 
+from ..io.et import atomic_output
 from . import _standalone
 
 _MAIN = '''
@@ -94,7 +95,6 @@ if __name__ == "__main__":
 
 def export_script(plans: list[dict], path: str | os.PathLike, *, name: str, source: str, steps_per_run: int) -> Path:
     """Write the benchmark script for `plans` (one per rank, from `HostReplay.plan`)."""
-    from ..io.et import atomic_output
 
     packed = base64.b64encode(zlib.compress(json.dumps(plans, separators=(",", ":")).encode(), 9)).decode()
     ops = sum(len(p["ops"]) for p in plans)

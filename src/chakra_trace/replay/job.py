@@ -12,8 +12,14 @@ import json
 import os
 import re
 
-
+from ..convert.pytorch_host import read_host_trace
 from ..errors import ChakraError
+from . import _standalone as rt
+from .compute import HostReplay, ReplayConfig
+from .export import export_script
+from .launch import run_ranks, stop_together
+from .measure import environment, measure
+from .result import ReplayResult
 
 _RANK_FILE = re.compile(r"rank(\d+)\.et\.json(\.gz)?$")
 
@@ -53,7 +59,6 @@ def recorded_world_size(et_path: str) -> int:
 
 def _recorded(et_path: str) -> tuple[int, bool]:
     """(ranks of the recorded default process group, whether the trace has collectives)."""
-    from ..convert.pytorch_host import read_host_trace
 
     h = read_host_trace(et_path)
     size = 1
@@ -77,8 +82,6 @@ def replay_host(source, *, world_size: int | None = None, device: str = "cpu", b
     whose ``step`` is the time per recorded step (the slowest rank's, ranks in lockstep).
     ``warmup_s``: untimed passes for about this long first (then ``warmup`` more inside
     `measure`). ``export``: also write the replay as a standalone benchmark script."""
-    from .launch import run_ranks
-    from .result import ReplayResult
 
     traces = host_traces(source)
     paths = [traces[r] for r in sorted(traces)]
@@ -96,7 +99,6 @@ def replay_host(source, *, world_size: int | None = None, device: str = "cpu", b
                      init_group=world_size > 1 or lone is None or lone[1])
     label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
     if export is not None:
-        from .export import export_script
 
         export_script([o.pop("plan") for o in outs], export, name=f"replay of {os.path.basename(label)}",
                       source=label, steps_per_run=outs[0]["steps_per_run"])
@@ -108,10 +110,6 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     import torch
     import torch.distributed as dist
 
-    from . import _standalone as rt
-    from .compute import HostReplay, ReplayConfig
-    from .launch import stop_together
-    from .measure import environment, measure
 
     torch.set_num_threads(int(opts["threads"]))
     path = paths[rank % len(paths)]

@@ -11,6 +11,8 @@ each worker watches its parent and exits if it goes away.
 """
 from __future__ import annotations
 
+import datetime
+import importlib
 import os
 import pickle
 import signal
@@ -220,7 +222,6 @@ def _watch_parent(parent: int, deadline: float) -> None:
 
 
 def _import_target(target: str):
-    import importlib
 
     mod_name, _, fn_name = target.partition(":")
     obj: Any = importlib.import_module(mod_name)
@@ -250,8 +251,6 @@ def _worker(spec_path: str, rank: int, parent: int) -> int:
     tmp = spec["dir"]
     world_size = spec["world_size"]
     try:
-        import datetime
-
         import torch
         import torch.distributed as dist
 

@@ -11,20 +11,24 @@ distributions are computed here from the regularized incomplete beta function.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.et import atomic_output
 
 __all__ = [
     "Measurement", "Comparison", "measure", "compare", "within_ci", "consistent", "environment",
@@ -339,7 +343,7 @@ class Measurement:
                 "env": self.env, "extra": self.extra}
 
     @classmethod
-    def from_dict(cls, d: dict, *, source: str = "<dict>") -> "Measurement":
+    def from_dict(cls, d: dict, *, source: str = "<dict>") -> Measurement:
         if not isinstance(d, dict) or not isinstance(d.get("samples"), list):
             raise ChakraError(f"{source}: expected a measurement (an object with a 'samples' list)")
         try:
@@ -359,7 +363,7 @@ class Measurement:
         _write_json(path, self.to_dict())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Measurement":
+    def load(cls, path: str | os.PathLike) -> Measurement:
         obj = _read_json(path)
         if isinstance(obj, dict) and "samples" in obj:
             return cls.from_dict(obj, source=str(path))
@@ -531,10 +535,8 @@ def environment(device: Any = None) -> dict:
         "numpy": np.__version__,
     }
     try:
-        from importlib.metadata import version
-
         env["chakra_trace"] = version("chakra-trace")
-    except Exception:  # not installed (running from a source tree)
+    except PackageNotFoundError:  # not installed (running from a source tree)
         env["chakra_trace"] = None
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -692,7 +694,6 @@ def consistent(a: Measurement, b: Measurement, *, alpha: float = 0.05, rtol: flo
 
 
 def _write_json(path: str | os.PathLike, obj: Any) -> None:
-    from ..io.et import atomic_output
 
     data = json.dumps(obj, indent=1, allow_nan=False).encode()
     with atomic_output(path) as f:
@@ -700,7 +701,6 @@ def _write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def _read_json(path: str | os.PathLike) -> Any:
-    import gzip
 
     p = Path(path)
     with open(p, "rb") as f:

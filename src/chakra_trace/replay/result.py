@@ -9,6 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from ..io.et import atomic_output
+from .measure import Measurement
+
 
 @dataclass
 class ReplayResult:
@@ -44,9 +47,8 @@ class ReplayResult:
         return all(c["not_replayed"] == 0 for c in self.coverage.values())
 
     @classmethod
-    def from_ranks(cls, mode: str, source: str, device: str, backend: str, outs: list[dict]) -> "ReplayResult":
+    def from_ranks(cls, mode: str, source: str, device: str, backend: str, outs: list[dict]) -> ReplayResult:
         """From the per-rank outputs of an operator replay (`job.rank_main`)."""
-        from .measure import Measurement
 
         per_rank = {}
         for r, o in enumerate(outs):
@@ -74,7 +76,6 @@ class ReplayResult:
     def save(self, path: str | os.PathLike) -> None:
         """JSON, written atomically (gzip when the name ends in .gz). `chakra bench compare`
         reads its ``step`` measurement."""
-        from ..io.et import atomic_output
 
         with atomic_output(path) as f:
             f.write(json.dumps(self.to_dict(), indent=1, allow_nan=False).encode())
@@ -100,7 +101,6 @@ class ReplayResult:
 
 def step_measurement(per_rank: dict[int, Any]):
     """The job's step: per sample, the slowest rank (ranks run their samples in lockstep)."""
-    from .measure import Measurement
 
     ms = [per_rank[r] for r in sorted(per_rank)]
     n = min(m.n for m in ms)

@@ -32,20 +32,25 @@ exists or not (without one, communication nodes are reported as not replayed).
 """
 from __future__ import annotations
 
-import heapq
 import json
 import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.et import read_trace
+from ..io.workload import Workload, locate, read_comm_groups, select_ranks
 from ..schema.enums import Attr, CollectiveType, NodeType, node_type_name
+from ..schema.groups import declared_groups
+from .launch import run_ranks, stop_together
+from .measure import Measurement, environment, measure
 from .result import ReplayResult, step_measurement
 
 MODES = ("duration", "flops")
@@ -229,50 +234,15 @@ def topological_order(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Data and control dependencies both order; dependencies on missing ids are ignored. Raises ChakraError
     on a cycle.
     """
-    n = len(trace)
-    d_src, d_dep, _ = trace.dep_rows("data")
-    c_src, c_dep, _ = trace.dep_rows("ctrl")
-    dependent = np.concatenate([d_src, c_src]).astype(np.int64)
-    dep = np.concatenate([d_dep, c_dep]).astype(np.int64)
-    keep = (dep >= 0) & (dep != dependent)
-    dependent, dep = dependent[keep], dep[keep]
-    by_id = np.argsort(trace.ids, kind="stable")
-    pos = np.empty(n, np.int64)
-    pos[by_id] = np.arange(n)
-    if dep.size == 0 or bool((pos[dep] < pos[dependent]).all()):
-        return by_id, dependent, dep
-    # Kahn's algorithm, the smallest ready id first
-    indeg = np.bincount(dependent, minlength=n)
-    e = np.argsort(dep, kind="stable")
-    children = dependent[e].tolist()
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(dep, minlength=n), out=indptr[1:])
-    indptr_l = indptr.tolist()
-    ids = trace.ids.tolist()
-    deg = indeg.tolist()
-    heap = [(ids[r], r) for r in np.flatnonzero(indeg == 0).tolist()]
-    heapq.heapify(heap)
-    out: list[int] = []
-    while heap:
-        _, r = heapq.heappop(heap)
-        out.append(r)
-        for c in children[indptr_l[r]:indptr_l[r + 1]]:
-            deg[c] -= 1
-            if deg[c] == 0:
-                heapq.heappush(heap, (ids[c], c))
-    if len(out) < n:
-        stuck = sorted(int(trace.ids[r]) for r in range(n) if deg[r] > 0)
-        raise ChakraError(f"dependency cycle: {len(stuck)} nodes never become ready (ids {stuck[:10]}"
-                          f"{', ...' if len(stuck) > 10 else ''})")
-    return np.asarray(out, np.int64), dependent, dep
+    g = trace.graph()
+    return g.order(), g.src, g.dst
 
 
 # ------------------------------------------------------------------------------------------------ groups
 def _declared_groups(trace) -> dict[str, list[int]]:
-    from ..simulate.scheduler import groups_from_traces
 
     try:
-        return groups_from_traces([trace])
+        return declared_groups([trace])
     except Exception:  # noqa: BLE001 - a malformed pg_config: infer from use instead
         return {}
 
@@ -663,15 +633,9 @@ def recorded_time_us(trace) -> tuple[float, str]:
 
 
 def _rank_file(source: str, rank: int) -> Path:
+    """The trace rank `rank` replays: a lone file serves every rank."""
     p = Path(source)
-    if p.is_file():
-        return p
-    from ..io.et import discover
-
-    paths = discover(source)
-    if rank not in paths:
-        raise ChakraError(f"{source}: no trace of rank {rank} (found ranks {sorted(paths)})")
-    return paths[rank]
+    return p if p.is_file() else select_ranks(source, locate(source), [rank])[rank]
 
 
 def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duration", device: str = "cpu",
@@ -690,9 +654,6 @@ def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duratio
     import torch
     import torch.distributed as dist
 
-    from ..io.et import read_trace
-    from .launch import stop_together
-    from .measure import measure
 
     path = _rank_file(source, rank)
     trace = read_trace(path)
@@ -727,7 +688,6 @@ def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duratio
     m = measure(step, name=f"rank{rank}", warmup=0, min_repeats=min_repeats, max_repeats=max_repeats,
                 target_rel_ci=target_rel_ci, budget_s=budget_s, sync=sync, decide=decide)
     m.warmup = max(warmup, 1)
-    from .measure import environment
 
     m.env.update(environment(device if cuda else None))
     skip = max(warmup, 1)
@@ -761,9 +721,6 @@ def replay_workload(source, *, world_size: int | None = None, mode: str = "durat
     budget_s (see `measure()`). `comm_groups`: an ASTRA-sim group file or {name: ranks}. `yield_cpu`: see
     `Kernel`. `timeout_s` (default 300 s + 3 budgets) bounds the whole job.
     """
-    from ..schema.workload import Workload, read_comm_groups
-    from .launch import run_ranks
-    from .measure import Measurement
 
     if mode not in MODES:
         raise ChakraError(f"mode {mode!r}: expected one of {MODES}")
@@ -790,12 +747,7 @@ def replay_workload(source, *, world_size: int | None = None, mode: str = "durat
             if os.path.isfile(path):
                 ws = int(world_size or 1)
             else:
-                from ..io.et import discover
-
-                found = sorted(discover(path))
-                if not found:
-                    raise ChakraError(f"{path}: not a trace file, and no files named "
-                                      f"{Path(path).name}.<rank>.et[.gz]")
+                found = sorted(locate(path))
                 if found != list(range(len(found))):
                     raise ChakraError(f"{path}: ranks must be 0..{len(found) - 1}, found {found}")
                 if world_size is not None and world_size != len(found):

@@ -50,7 +50,7 @@ def split_list_type(type_str: str) -> list[str] | None:
                     out.append(cur)
                     cur = ""
                     continue
-                depth += ch in "[(" 
+                depth += ch in "[("
                 depth -= ch in "])"
                 cur += ch
             if cur:

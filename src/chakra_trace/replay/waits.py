@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..convert.link import link
+
 
 def _kind(name: str) -> str:
     """'c10d::_allgather_base_' and 'gloo:all_gather' -> 'allgather'."""
@@ -28,7 +30,6 @@ def wait_points(h, rows: np.ndarray, kineto) -> dict[int, int]:
     """{position in `rows` of a c10d collective: position of the first later op of its thread
     that started after the collective finished}, for the collectives whose gloo work the
     Kineto trace shows. `rows`: the replayed host rows in replay order."""
-    from ..convert.link import link
 
     rows = np.asarray(rows, np.int64)
     names = [str(n) for n in h.name_array[rows]]

@@ -1,10 +1,13 @@
 """Building traces from Python: the base of generators and converters."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from .enums import Attr, NodeType, parse_collective, parse_node_type
-from .trace import Attribute, IOInfo, Node, Trace
+from . import proto as pb
+from .enums import Attr, NodeType, collective_name, parse_collective, parse_node_type
+from .node import Attribute, IOInfo, Node, attribute_to_pb
+from .trace import Trace
 
 
 class TraceBuilder:
@@ -51,7 +54,6 @@ class TraceBuilder:
                    pg_name: str | None = None, duration: int = 0, **kw: Any) -> int:
         """A collective of `size` bytes (all-gather: per-rank input size)."""
         ct = parse_collective(comm_type)
-        from .enums import collective_name
 
         return self.add(name or collective_name(ct).lower(), NodeType.COMM_COLL_NODE, data_deps=deps,
                         duration=duration, is_cpu_op=False, comm_type=ct, comm_size=int(size), pg_name=pg_name, **kw)
@@ -70,8 +72,6 @@ class TraceBuilder:
 
 def global_metadata(items: dict[str, Any]):
     """A GlobalMetadata message: `version` and one attribute per other item."""
-    from . import proto as pb
-    from ..io.codec import attribute_to_pb
 
     items = dict(items)
     meta = pb.GlobalMetadata(version=str(items.pop("version", "")))

@@ -8,81 +8,18 @@ until asked for.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
-from ..io.wire import ranges
-from .enums import Attr, NodeType, collective_name, node_type_name
-
-
-@dataclass(frozen=True)
-class ColumnAttr:
-    name: str
-    member: str  # oneof member other tools read
-    dtype: Any
-    bit: int
-
-
-COLUMN_ATTRS: tuple[ColumnAttr, ...] = tuple(
-    ColumnAttr(n, m, d, i)
-    for i, (n, m, d) in enumerate(
-        [
-            (Attr.IS_CPU_OP, "bool_val", np.bool_),
-            (Attr.NUM_OPS, "int64_val", np.int64),
-            (Attr.TENSOR_SIZE, "uint64_val", np.uint64),
-            (Attr.COMM_TYPE, "int64_val", np.int64),
-            (Attr.COMM_SIZE, "int64_val", np.int64),
-            (Attr.COMM_PRIORITY, "int32_val", np.int32),
-            (Attr.COMM_SRC, "int32_val", np.int32),
-            (Attr.COMM_DST, "int32_val", np.int32),
-            (Attr.COMM_TAG, "int32_val", np.int32),
-            (Attr.PG_NAME, "string_val", np.int32),  # code into Trace.groups
-        ]
-    )
-)
-COLUMN_BY_NAME = {c.name: c for c in COLUMN_ATTRS}
-
-
-@dataclass
-class Attribute:
-    """One attribute as written on the wire: `member` is the protobuf oneof member."""
-
-    name: str
-    value: Any
-    member: str | None = None  # inferred from the value (or the vocabulary) when None
-    doc: str = ""
-
-
-@dataclass
-class IOInfo:
-    values: str = ""
-    shapes: str = ""
-    types: str = ""
-
-
-@dataclass
-class Node:
-    """A node as a plain Python object, for building and editing traces by hand."""
-
-    id: int
-    name: str = ""
-    type: int = NodeType.COMP_NODE
-    ctrl_deps: list[int] = field(default_factory=list)
-    data_deps: list[int] = field(default_factory=list)
-    start_time_micros: int = 0
-    duration_micros: int = 0
-    inputs: IOInfo | None = None
-    outputs: IOInfo | None = None
-    attrs: list[Attribute] = field(default_factory=list)
-    unknown_fields: bytes = b""  # wire fields this schema does not know, kept verbatim
-
-    def attr(self, name: str, default: Any = None) -> Any:
-        for a in self.attrs:
-            if a.name == name:
-                return a.value
-        return default
+from . import codec
+from . import proto as pb
+from .enums import ATTR_MEMBER, Attr, NodeType, collective_name, node_type_name
+from .graph import DepGraph
+from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_to_pb, pb_to_node
+from .wire import I64, Rows, ranges
 
 
 def id_index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,8 +77,6 @@ class Trace:
 
     def __init__(self, n: int = 0, *, metadata=None, names: list[str] | None = None,
                  groups: list[str] | None = None, placed: tuple | None = None, **arrays: np.ndarray):
-        from . import proto as pb
-
         self.metadata = metadata if metadata is not None else pb.GlobalMetadata()
         self.names: list[str] = names if names is not None else []
         self.groups: list[str] = groups if groups is not None else []
@@ -169,7 +104,7 @@ class Trace:
         self.placed_rows, self.placed_bits, self.placed_offsets = (
             np.asarray(placed[0], np.int64), np.asarray(placed[1], np.uint8), np.asarray(placed[2], np.uint32))
         self._check_shapes()
-        self._index: tuple[np.ndarray, np.ndarray] | None = None
+        self._derived: dict[Any, tuple[tuple, Any]] = {}
 
     # ------------------------------------------------------------------ basics
     def _check_shapes(self) -> None:
@@ -199,9 +134,7 @@ class Trace:
     def __repr__(self) -> str:
         return f"<Trace {len(self)} nodes, {self.data.size} data deps, {self.ctrl.size} ctrl deps>"
 
-    def copy(self) -> "Trace":
-        from . import proto as pb
-
+    def copy(self) -> Trace:
         meta = pb.GlobalMetadata()
         meta.CopyFrom(self.metadata)
         return Trace(len(self), metadata=meta, names=list(self.names), groups=list(self.groups),
@@ -209,8 +142,6 @@ class Trace:
 
     def nbytes(self) -> int:
         """Memory held by the columns and string tables."""
-        import sys
-
         total = sum(getattr(self, k).nbytes for k in self._ARRAYS)
         total += sum(sys.getsizeof(s) for s in self.names) + 8 * len(self.names)
         total += sum(sys.getsizeof(s) for s in self.groups) + 8 * len(self.groups)
@@ -239,11 +170,26 @@ class Trace:
     def data_deps(self, i: int) -> np.ndarray:
         return self.data[self.data_indptr[i]: self.data_indptr[i + 1]]
 
+    def _cached(self, key: Any, sources: tuple[str, ...], make):
+        """Something derived from the columns `sources`, computed once while those columns stay
+        the same objects (replacing a column recomputes it; edit arrays in place only before use)."""
+        arrays = tuple(getattr(self, s) for s in sources)
+        hit = self._derived.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], arrays)):
+            return hit[1]
+        value = make()
+        self._derived[key] = (arrays, value)
+        return value
+
     def index_of(self, ids) -> np.ndarray:
         """Row index of each id (-1 where the id is not in the trace). Duplicates: first row."""
-        if self._index is None:
-            self._index = id_index(self.ids)
-        return rows_of(self._index, ids)
+        return rows_of(self._cached("index", ("ids",), lambda: id_index(self.ids)), ids)
+
+    def graph(self, kinds: tuple[str, ...] = ("data", "ctrl")) -> DepGraph:
+        """The row-level dependency graph over `kinds` (data and control by default), cached."""
+        kinds = tuple(kinds)
+        sources = ("ids", *(a for k in kinds for a in (f"{k}_indptr", k)))
+        return self._cached(("graph", kinds), sources, lambda: DepGraph.of(self, kinds))
 
     def row(self, node_id: int) -> int:
         i = int(self.index_of([node_id])[0])
@@ -260,20 +206,13 @@ class Trace:
     # ------------------------------------------------------------------ node access
     def node(self, i: int) -> Node:
         """Row i as a plain `Node` (every field and attribute, decoded)."""
-        from ..io.codec import encode_rows, pb_to_node
-        from . import proto as pb
-
-        return pb_to_node(pb.Node.FromString(encode_rows(self, np.array([i]))[0]))
+        return pb_to_node(pb.Node.FromString(codec.encode_rows(self, np.array([i]))[0]))
 
     def node_by_id(self, node_id: int) -> Node:
         return self.node(self.row(node_id))
 
     def __iter__(self) -> Iterator[Node]:
-        from ..io.codec import iter_pb
-
-        from ..io.codec import pb_to_node
-
-        for m in iter_pb(self):
+        for m in codec.iter_pb(self):
             yield pb_to_node(m)
 
     def attr(self, i: int, name: str, default: Any = None) -> Any:
@@ -294,9 +233,7 @@ class Trace:
             if name == Attr.PG_NAME:
                 vals = np.asarray(self.groups, dtype=object)[vals] if self.groups else np.full(len(self), "", object)
             return vals, self.has(name)
-        from ..io.codec import extra_attr_array
-
-        return extra_attr_array(self, name, dtype)
+        return codec.extra_attr_array(self, name, dtype)
 
     # ------------------------------------------------------------------ summaries
     def node_type_counts(self) -> dict[str, int]:
@@ -316,10 +253,8 @@ class Trace:
         return out
 
     # ------------------------------------------------------------------ editing
-    def take(self, rows) -> "Trace":
+    def take(self, rows) -> Trace:
         """A new trace with the given rows (boolean mask or indices), in that order."""
-        from . import proto as pb
-
         rows = np.asarray(rows)
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
@@ -346,7 +281,7 @@ class Trace:
         return Trace(rows.size, metadata=meta, names=list(self.names), groups=list(self.groups), placed=placed,
                      **arrays)
 
-    def slice(self, start: int, stop: int) -> "Trace":
+    def slice(self, start: int, stop: int) -> Trace:
         """Rows start..stop as a trace of views (no copy of the columns)."""
         start, stop = max(0, start), min(len(self), stop)
         arrays = {}
@@ -362,7 +297,7 @@ class Trace:
         return Trace(stop - start, metadata=self.metadata, names=self.names, groups=self.groups, placed=placed,
                      **arrays)
 
-    def with_deps(self, kind: str, keep: np.ndarray) -> "Trace":
+    def with_deps(self, kind: str, keep: np.ndarray) -> Trace:
         """A copy keeping only the dependency entries (flat positions) where keep is True."""
         out = self.copy()
         ip, flat = ("data_indptr", "data") if kind == "data" else ("ctrl_indptr", "ctrl")
@@ -373,7 +308,6 @@ class Trace:
         np.cumsum(counts, out=new_indptr[1:])
         setattr(out, ip, new_indptr)
         setattr(out, flat, getattr(self, flat)[keep])
-        out._index = None
         return out
 
     def set_attr(self, name: str, values, rows=None) -> None:
@@ -400,11 +334,11 @@ class Trace:
             return len(self.groups) - 1
 
     # ------------------------------------------------------------------ comparison
-    def equals(self, other: "Trace") -> bool:
+    def equals(self, other: Trace) -> bool:
         """Same nodes and metadata (string tables may be coded differently)."""
         return not self.differences(other, limit=1)
 
-    def differences(self, other: "Trace", limit: int = 10) -> list[str]:
+    def differences(self, other: Trace, limit: int = 10) -> list[str]:
         out: list[str] = []
         if self.metadata.SerializeToString(deterministic=True) != other.metadata.SerializeToString(deterministic=True):
             out.append("global metadata differs")
@@ -432,18 +366,31 @@ class Trace:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_nodes(cls, nodes: Iterable[Node], metadata=None) -> "Trace":
+    def from_nodes(cls, nodes: Iterable[Node], metadata=None) -> Trace:
         """Build a trace from `Node` objects (or protobuf Node messages)."""
-        from ..io.codec import decode_messages, node_to_pb
-
         payloads = [n.SerializeToString() if hasattr(n, "SerializeToString") else node_to_pb(n).SerializeToString()
                     for n in nodes]
-        return decode_messages(payloads, metadata=metadata)
+        return cls.from_messages(payloads, metadata=metadata)
+
+    @classmethod
+    def from_messages(cls, payloads: list[bytes], metadata=None) -> Trace:
+        """Decode serialized Node messages (an error names the message and the byte in it)."""
+        return cls.from_decoded(codec.decode_messages(payloads, metadata=metadata))
+
+    @classmethod
+    def decode(cls, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metadata=None,
+               names: tuple[list[str], dict] | None = None, groups: tuple[list[str], dict] | None = None) -> Trace:
+        """Decode the Node messages buf[starts[i]:ends[i]] (see `codec.decode_nodes`)."""
+        return cls.from_decoded(codec.decode_nodes(buf, starts, ends, metadata=metadata, names=names, groups=groups))
+
+    @classmethod
+    def from_decoded(cls, d: codec.Decoded) -> Trace:
+        return cls(d.n, metadata=d.metadata, names=d.names, groups=d.groups, placed=d.placed, **d.columns)
 
     @classmethod
     def from_columns(cls, names: list[str], name_codes, types, *, ids=None, start=None, duration=None,
                      data: tuple | None = None, ctrl: tuple | None = None, attrs: dict[str, tuple] | None = None,
-                     metadata=None) -> "Trace":
+                     metadata=None) -> Trace:
         """A trace from whole columns: the bulk counterpart of `TraceBuilder`, for converters.
 
         ``data``/``ctrl`` are CSR pairs (indptr, dependency ids). ``attrs`` maps an attribute
@@ -451,10 +398,6 @@ class Trace:
         with codes into the list ``table``. Column attributes fill their columns; the others
         are encoded once, with the vocabulary's member (else int64/bool/string by dtype).
         """
-        from ..io.codec import attribute_rows
-        from ..io.wire import Rows
-        from .enums import ATTR_MEMBER
-
         n = len(name_codes)
         arrays: dict[str, np.ndarray] = {
             "ids": np.arange(n, dtype=np.uint64) if ids is None else np.asarray(ids, np.uint64),
@@ -487,7 +430,7 @@ class Trace:
                 values = np.asarray(values)
                 table = None
                 member = ATTR_MEMBER.get(name) or ("bool_val" if values.dtype == bool else "int64_val")
-            extras.append(attribute_rows(name, member, values, mask, table))
+            extras.append(codec.attribute_rows(name, member, values, mask, table))
         if extras:
             ex = Rows.concat(extras)
             indptr = np.zeros(n + 1, np.int64)
@@ -496,11 +439,56 @@ class Trace:
         return cls(n, metadata=metadata, names=list(names), groups=groups, **arrays)
 
     @classmethod
-    def concat(cls, traces: list["Trace"]) -> "Trace":
-        """Rows of several traces one after another (metadata from the first)."""
-        from ..io.codec import concat_traces
+    def concat(cls, traces: list[Trace], *, consume: bool = False) -> Trace:
+        """Rows of several traces one after another (metadata from the first).
 
-        return concat_traces(traces)
+        With consume=True each input column is released as soon as it is copied, so the peak
+        memory is the result plus one column (the inputs are unusable afterwards).
+        """
+        if not traces:
+            return cls(0)
+        first = traces[0]
+        name_lookup = {"": 0}
+        group_lookup: dict[str, int] = {}
+        name_maps, group_maps = [], []
+        row_counts = [len(t) for t in traces]
+        for t in traces:
+            name_maps.append(np.array([name_lookup.setdefault(s, len(name_lookup)) for s in t.names], np.int32))
+            group_maps.append(np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32))
+        out = {}
+        for k in cls._ARRAYS:
+            parts = []
+            for t, nmap, gmap in zip(traces, name_maps, group_maps):
+                a = getattr(t, k)
+                if k == "name_codes":
+                    a = nmap[a]
+                elif k == Attr.PG_NAME and len(t.groups):
+                    a = gmap[a]
+                parts.append(a)
+                if consume:
+                    setattr(t, k, None)
+            if k.endswith("indptr"):
+                acc, pieces = 0, [np.zeros(1, I64)]
+                for p in parts:
+                    pieces.append(p[1:] + acc)
+                    acc += int(p[-1])
+                parts = pieces
+            out[k] = np.concatenate(parts)
+            del parts
+        names = [""] * len(name_lookup)
+        for s, c in name_lookup.items():
+            names[c] = s
+        groups = [""] * len(group_lookup)
+        for s, c in group_lookup.items():
+            groups[c] = s
+        row0, pieces = 0, ([], [], [])
+        for t, count in zip(traces, row_counts):
+            pieces[0].append(t.placed_rows + row0)
+            pieces[1].append(t.placed_bits)
+            pieces[2].append(t.placed_offsets)
+            row0 += count
+        placed = tuple(np.concatenate(p) for p in pieces)
+        return cls(out["ids"].size, metadata=first.metadata, names=names, groups=groups, placed=placed, **out)
 
 
 def _take_csr(indptr: np.ndarray, flat: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..schema.enums import CollectiveType
+from .config import parse_algorithm
 
 RS, AG, AR, A2A, BCAST, BARRIER = "reduce_scatter", "all_gather", "all_reduce", "all_to_all", "broadcast", "barrier"
 
@@ -96,7 +97,6 @@ class Collectives:
         return np.moveaxis(ids, axis, -1).reshape(-1, int(self.f.sizes[d]))
 
     def _algo(self, op: str, d: int) -> str:
-        from .config import parse_algorithm
 
         impl = self._impl(op)
         name = parse_algorithm(impl[min(d, len(impl) - 1)] if impl else "ring")[0]  # direct8 -> direct

@@ -28,9 +28,9 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -342,7 +342,7 @@ class Network:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_yaml(cls, path) -> "Network":
+    def from_yaml(cls, path) -> Network:
         """Read an ASTRA-sim analytical network file (``topology``, ``npus_count``,
         ``bandwidth``, ``latency``: one list entry per dimension)."""
         text = _read_text(path)
@@ -350,13 +350,13 @@ class Network:
         return cls._from_mapping(data, str(path), lines)
 
     @classmethod
-    def from_dict(cls, d: dict, source: str = "<dict>") -> "Network":
+    def from_dict(cls, d: dict, source: str = "<dict>") -> Network:
         """The same keys as the YAML file; lists may be given as a single value for one
         dimension."""
         return cls._from_mapping(d, source, None)
 
     @classmethod
-    def _from_mapping(cls, d: Any, source: str, lines: Mapping[str, int] | None) -> "Network":
+    def _from_mapping(cls, d: Any, source: str, lines: Mapping[str, int] | None) -> Network:
         d = _mapping(d, source, "a network description")
         missing = [k for k in _NETWORK_KEYS if k not in d]
         if missing:
@@ -394,7 +394,7 @@ class Network:
 
     @classmethod
     def simple(cls, topology: str | list, npus: int | list, bandwidth: float | list,
-               latency: float | list) -> "Network":
+               latency: float | list) -> Network:
         """A network from per-dimension values; a single value applies to every dimension
         (``simple("Ring", [4, 4], 50, 500)`` is a 4x4 torus)."""
         args = {"topology": topology, "npus_count": npus, "bandwidth": bandwidth, "latency": latency}

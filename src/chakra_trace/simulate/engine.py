@@ -5,7 +5,8 @@ Events at the same time run in the order they were scheduled, so a run is determ
 from __future__ import annotations
 
 import heapq
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class Engine:

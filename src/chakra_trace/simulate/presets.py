@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ChakraError
+from ..synthesize.scale import data_parallel
 from .config import Network, SystemConfig
+from .simulator import simulate
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def preset(name: str) -> SystemPreset:
         raise ChakraError(f"unknown system preset {name!r}; presets: {', '.join(PRESETS)}") from None
 
 
-def resolve(spec: "str | SystemPreset") -> SystemPreset:
+def resolve(spec: str | SystemPreset) -> SystemPreset:
     """A preset name, or "NETWORK.yaml,SYSTEM.json" (ASTRA-sim's files), as a SystemPreset."""
     if isinstance(spec, SystemPreset):
         return spec
@@ -74,12 +76,10 @@ def resolve(spec: "str | SystemPreset") -> SystemPreset:
     return preset(spec)
 
 
-def simulate_on(workload, system: "str | SystemPreset", **kw):
+def simulate_on(workload, system: str | SystemPreset, **kw):
     """Simulate a recorded job on another system: scaled out data-parallel when the system
     has more NPUs than the job has ranks (`synthesize.scale.data_parallel`). Returns the
     SimResult; its ``traces`` say which recorded rank each NPU ran."""
-    from ..synthesize.scale import data_parallel
-    from . import simulate
 
     p = resolve(system)
     if len(workload) not in (1, p.npus):

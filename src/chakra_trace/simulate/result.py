@@ -1,7 +1,6 @@
 """What a simulation tells: per-NPU times, totals, every collective, the timeline, links."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +20,8 @@ class SimResult:
     algorithm, start, end). ``nodes[npu]``: (start, end, kind) arrays per trace row (-1 if
     never run); ``traces[npu]`` the trace it ran (repaired in default mode; rows match
     ``nodes``). ``link_busy_ns`` (aware network): busy time of every link; `links()` describes
-    them (dimension, kind, endpoints) with their utilization.
+    them (dimension, kind, endpoints) with their utilization. The simulated timeline as
+    Perfetto JSON: `chakra_trace.visualize.timeline.timeline(None, result)`.
     """
 
     finish_ns: np.ndarray
@@ -76,15 +76,3 @@ class SimResult:
         import pandas as pd
 
         return pd.DataFrame(self.collectives)
-
-    def to_chrome_trace(self, path: str | os.PathLike | None = None) -> dict:
-        """The simulated timeline as Chrome/Perfetto trace JSON (µs): a process per NPU, a
-        track per resource (compute, cpu, comm, other), flows linking each collective's members
-        and each send to its receive (`chakra_trace.visualize.timeline`); written to ``path``
-        when given (gzip when it ends in .gz)."""
-        from ..visualize.timeline import timeline, write_timeline
-
-        doc = timeline(None, self)
-        if path is not None:
-            write_timeline(doc, path)
-        return doc

@@ -14,45 +14,24 @@ from collections import deque
 
 import numpy as np
 
-from ..schema.enums import Attr, CollectiveType, NodeType
+from ..schema.enums import Attr, CollectiveType
+from ..schema.resources import ACCEL, COMM, CPU, FREE, node_kinds
 
-ACCEL, CPU, COMM, FREE = 0, 1, 2, 3
-LIMITS = (1, 1, 1, 1 << 62)
-KIND_NAMES = ("compute", "cpu", "comm", "other")
-
-
-def node_kinds(trace) -> np.ndarray:
-    """The resource each row occupies: ACCEL, CPU, COMM (collectives and sends) or FREE."""
-    types = trace.types
-    cpu = trace.has(Attr.IS_CPU_OP) & trace.is_cpu_op
-    kind = np.full(len(trace), FREE, np.int8)
-    kind[(types == NodeType.COMP_NODE) & ~cpu] = ACCEL
-    kind[(types == NodeType.COMP_NODE) & cpu] = CPU
-    kind[(types == NodeType.COMM_COLL_NODE) | (types == NodeType.COMM_SEND_NODE)] = COMM
-    return kind
+LIMITS = (1, 1, 1, 1 << 62)  # nodes in flight per resource (ACCEL, CPU, COMM, FREE)
 
 
 class Static:
     """What the scheduler needs of one trace, computed once however many NPUs run it."""
 
     def __init__(self, trace, durations: np.ndarray):
-        n = len(trace)
         self.dur = durations
         self.kind = node_kinds(trace)
-        # dependencies on nodes that exist (a missing one is dropped, and counted)
-        pairs = []
-        self.missing = 0
-        for kind in ("data", "ctrl"):
-            src, dst, _ids = trace.dep_rows(kind)
-            ok = dst >= 0
-            self.missing += int((~ok).sum())
-            pairs.append(src[ok] * max(n, 1) + dst[ok])
-        pair = np.unique(np.concatenate(pairs))
-        src, dst = pair // max(n, 1), pair % max(n, 1)
-        self.waiting = np.bincount(src, minlength=n).astype(np.int64)
-        self.children = src[np.argsort(dst, kind="stable")]
-        self.child_ptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(dst, minlength=n), out=self.child_ptr[1:])
+        # dependencies on nodes that exist (a missing one is dropped, and counted); a node that
+        # depends on itself waits for itself, forever (in compat mode: ASTRA-sim hangs there too)
+        g = trace.graph()
+        self.missing = g.missing
+        self.waiting = g.indegree + g.self_deps
+        self.child_ptr, self.children = g.succs
         self.ids = trace.ids.astype(np.int64)
         roots = np.flatnonzero(self.waiting == 0)
         self.roots = [[(int(self.ids[r]), int(r)) for r in roots[self.kind[roots] == k]] for k in range(4)]
@@ -192,23 +171,3 @@ def _split(value) -> list[float] | None:
 
 def _short(xs: list[int]) -> str:
     return ", ".join(map(str, xs[:8])) + (f", ... ({len(xs)} in all)" if len(xs) > 8 else "")
-
-
-def groups_from_traces(traces) -> dict[str, list[int]]:
-    """Process groups declared by METADATA nodes (the converter's pg_config)."""
-    out: dict[str, list[int]] = {}
-    for t in traces:
-        meta = np.flatnonzero(t.types == NodeType.METADATA_NODE)
-        for r in meta.tolist():
-            raw = t.attr(r, "pg_config")
-            if not raw:
-                continue
-            try:
-                cfg = json.loads(raw)
-            except (TypeError, ValueError):
-                continue
-            for g in cfg if isinstance(cfg, list) else cfg.values() if isinstance(cfg, dict) else []:
-                if isinstance(g, dict) and "pg_name" in g and isinstance(g.get("ranks"), list):
-                    if all(isinstance(x, int) for x in g["ranks"]) and g["ranks"]:
-                        out.setdefault(str(g["pg_name"]), sorted(g["ranks"]))
-    return out

@@ -5,9 +5,9 @@ builds them from short strings such as ``train:layers=16:comp_us=100:size=419430
 from __future__ import annotations
 
 from ..errors import ChakraError
+from ..io.workload import Workload
 from ..schema.builder import TraceBuilder
 from ..schema.enums import parse_collective
-from ..schema.workload import Workload
 
 
 def collective(npus: int, comm_type: int | str, nbytes: int) -> Workload:

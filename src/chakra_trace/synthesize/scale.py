@@ -7,8 +7,8 @@ objects, not copies, so a 2-rank recording on 16,384 NPUs costs no more memory t
 from __future__ import annotations
 
 from ..errors import ChakraError
-from ..schema.workload import ALL_RANKS_GROUPS, Workload
-from ..simulate.scheduler import groups_from_traces
+from ..io.workload import Workload
+from ..schema.groups import ALL_RANKS_GROUPS, declared_groups
 
 
 def data_parallel(workload: Workload, npus: int) -> Workload:
@@ -21,7 +21,7 @@ def data_parallel(workload: Workload, npus: int) -> Workload:
     if npus < len(ranks) or npus % len(ranks):
         raise ChakraError(f"data_parallel: {npus} NPUs is not a multiple of the {len(ranks)} recorded ranks")
     declared = workload.all_groups()  # named in the traces (members inferred) ...
-    declared.update(groups_from_traces(workload.traces.values()))  # ... or declared by the recording
+    declared.update(declared_groups(workload.traces.values()))  # ... or declared by the recording
     declared.update(workload.groups)
     groups = {}
     for g, members in declared.items():

@@ -7,18 +7,21 @@ per distinct name / type / duration instead of once per node.
 """
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.et import atomic_output
 from ..schema.enums import COMM_NODE_TYPES, Attr, NodeType, collective_name, node_type_name
 from ..schema.trace import Trace
 
@@ -397,7 +400,6 @@ def export_graph(trace: Trace, path: str | os.PathLike | None = None, *, format:
     if path is None:
         res.text = "".join(chunks)
         return res
-    from ..io.et import atomic_output
 
     res.path = Path(path)
     with atomic_output(res.path) as f:
@@ -428,7 +430,6 @@ _NODE_STMT = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|[\w.]+)\s*(\[|;|$)')
 
 def _open_dot(path: Path):
     if path.name.endswith(".gz"):
-        import gzip
 
         return gzip.open(path, "rb")
     return open(path, "rb")

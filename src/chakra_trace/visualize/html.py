@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.et import atomic_output
 
 BLOCK_TYPES = ("text", "kv", "table", "bars", "heatmap", "timeline", "scatter")
 FORMATS = ("int", "float", "us", "ns", "bytes", "pct", "str")
@@ -59,7 +60,6 @@ def render_html(doc: dict) -> str:
 
 def write_html(doc: dict, path: str | os.PathLike) -> Path:
     """Renders `doc` and writes it to `path` atomically (UTF-8); returns the path."""
-    from ..io.et import atomic_output
 
     path = Path(path)
     text = render_html(doc)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.et import atomic_output
 from .graph import format_bytes
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -55,7 +56,6 @@ def _format(path: Path) -> str:
 
 
 def _save(fig, path: Path) -> Path:
-    from ..io.et import atomic_output
 
     fmt = _format(path)
     meta: dict[str, Any] = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt, {})

@@ -14,7 +14,9 @@ import numpy as np
 
 from ..analyze import Analysis
 from ..errors import ChakraError
-from ..schema.workload import Workload
+from ..io.workload import Workload
+from .html import write_html
+from .timeline import timeline_arrays
 
 _MAX_HEAT_ROWS = 120
 _MAX_HEAT_COLS = 128
@@ -58,7 +60,6 @@ def build_report(workload: Workload, *, simulations: dict | None = None, title: 
 
 def write_report(workload: Workload, path: str | os.PathLike, **kw) -> Path:
     """Build the report and write it as one self-contained HTML file (atomically)."""
-    from .html import write_html
 
     return write_html(build_report(workload, **kw), path)
 
@@ -277,7 +278,6 @@ def _roofline_section(a: Analysis, device: str) -> dict | None:
 
 
 def _timeline_section(sid: str, title: str, a: Analysis, result, max_events: int) -> dict:
-    from .timeline import timeline_arrays
 
     arrays = timeline_arrays(a.workload, result, max_events=max_events)
     try:

@@ -24,14 +24,18 @@ from typing import Any
 
 import numpy as np
 
+from ..analyze.align import rank_offsets_ns
+from ..analyze.collectives import group_rows
 from ..errors import ChakraError
+from ..io.et import atomic_output
+from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType, collective_name, node_type_name
+from ..schema.resources import KIND_NAMES
 from ..schema.trace import Trace
-from ..schema.workload import Workload
 
 __all__ = ["Timeline", "assign_lanes", "build_timeline", "timeline", "timeline_arrays", "write_timeline"]
 
-RESOURCES = ("compute", "cpu", "comm", "other")  # the simulator's KIND_NAMES, in the same order
+RESOURCES = KIND_NAMES  # the tracks of a rank without threads or streams: the simulator's resources
 COMPUTE, CPU, COMM, OTHER = range(4)
 ALIGN = ("auto", "origin", "collectives", "none")
 # track classes, in display order within a process
@@ -207,7 +211,6 @@ def timeline_arrays(workload, result=None, *, align: str = "auto", flows: bool =
 
 def write_timeline(doc: dict, path: str | os.PathLike) -> Path:
     """Write a timeline document atomically as compact JSON (gzip when the name ends in .gz)."""
-    from ..io.et import atomic_output
 
     path = Path(path)
     with atomic_output(path) as f:
@@ -244,7 +247,7 @@ def build_timeline(workload, result=None, *, align: str = "auto", flows: bool = 
 class _Static:
     """What the timeline needs of one trace, computed once however many ranks share it."""
 
-    def __init__(self, t: Trace, names: "_Strings"):
+    def __init__(self, t: Trace, names: _Strings):
         n = len(t)
         self.trace = t
         types = t.types
@@ -360,7 +363,6 @@ class _Parts:
 
 
 def _recorded_parts(workload: Workload, align: str) -> tuple[_Parts, dict]:
-    from ..analyze.align import rank_offsets_ns
 
     try:
         offsets = rank_offsets_ns(workload, align)
@@ -679,7 +681,6 @@ def _add_flows(tl: Timeline, P: _Parts, ev_part: np.ndarray) -> None:
 
 def _collective_members(P: _Parts):
     """(part index, row, group code, instance k, group names) of every typed collective."""
-    from ..analyze.collectives import group_rows
 
     names: set[str] = set()
     for p in P.parts:

@@ -8,20 +8,53 @@ write re-serializes byte-identically through the protobuf runtime.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..schema import proto as pb
-from ..schema.enums import ATTR_MEMBER, Attr, parse_collective, parse_node_type
-from ..schema.proto import ATTR_MEMBERS
-from ..schema.trace import COLUMN_ATTRS, Attribute, IOInfo, Node, Trace
+from . import proto as pb
+from .node import COLUMN_ATTRS
+from .proto import ATTR_MEMBERS
 from .wire import (
-    I64, U8, U64, _native, _native_call, WT_LEN, WT_VARINT, Rows, WireError, decode_packed_varints, encode_key,
-    encode_varint_int, encode_varints, equals_literal, gather_rows, intern_bytes, ranges, rows_from_bytes,
+    I64,
+    U8,
+    U64,
+    WT_LEN,
+    WT_VARINT,
+    Rows,
+    WireError,
+    _native,
+    _native_call,
+    decode_packed_varints,
+    encode_key,
+    encode_varint_int,
+    encode_varints,
+    equals_literal,
+    gather_rows,
+    intern_bytes,
+    ranges,
+    rows_from_bytes,
     scan_fields,
 )
+
+if TYPE_CHECKING:
+    from .trace import Trace
+
+
+@dataclass
+class Decoded:
+    """Decoded Node messages as `Trace` constructor arguments (`Trace.decode` builds the trace)."""
+
+    n: int
+    columns: dict[str, np.ndarray]
+    names: list[str]
+    groups: list[str]
+    placed: tuple | None
+    metadata: Any = None
+
 
 # --------------------------------------------------------------------------- decoding
 
@@ -71,8 +104,8 @@ _MEMBER_WT = {m: (WT_LEN if (t in ("string", "bytes") or is_list) else WT_VARINT
 
 def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metadata=None,
                  names: tuple[list[str], dict] | None = None,
-                 groups: tuple[list[str], dict] | None = None) -> Trace:
-    """Decode the Node messages buf[starts[i]:ends[i]] into a Trace.
+                 groups: tuple[list[str], dict] | None = None) -> Decoded:
+    """Decode the Node messages buf[starts[i]:ends[i]] into columns.
 
     Raises WireError (offset into buf) on malformed data. `names`/`groups` let successive
     blocks share string tables.
@@ -179,7 +212,7 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
     cols["extra_indptr"] = np.zeros(n + 1, I64)
     np.cumsum(per_node, out=cols["extra_indptr"][1:])
     cols["extra_split"] = np.bincount(f.msg[ex][~tail], weights=lens[~tail], minlength=n).astype(np.uint32)
-    return Trace(n, metadata=metadata, names=name_table, groups=group_table, placed=placed, **cols)
+    return Decoded(n, cols, name_table, group_table, placed, metadata)
 
 
 def _placements(f, used: np.ndarray, n: int, consumed_rows: list, consumed_bits: list) -> tuple:
@@ -212,7 +245,7 @@ def _indptr(counts: np.ndarray) -> np.ndarray:
     return out
 
 
-def _decode_nodes_native(buf, starts, ends, metadata, names, groups) -> Trace:
+def _decode_nodes_native(buf, starts, ends, metadata, names, groups) -> Decoded:
     """decode_nodes through the C kernel: one pass per node, same result as the numpy path."""
     n = starts.size
     out = _native_call(_native.decode_nodes, buf, np.ascontiguousarray(starts, I64),
@@ -241,10 +274,10 @@ def _decode_nodes_native(buf, starts, ends, metadata, names, groups) -> Trace:
             else:
                 col[rows] = _as_int64(v).astype(c.dtype)
         cols[c.name] = col
-    return Trace(n, metadata=metadata, names=name_table, groups=group_table, placed=(p_node, p_bit, p_off), **cols)
+    return Decoded(n, cols, name_table, group_table, (p_node, p_bit, p_off), metadata)
 
 
-def decode_messages(payloads: list[bytes], metadata=None) -> Trace:
+def decode_messages(payloads: list[bytes], metadata=None) -> Decoded:
     """Decode a list of serialized Node messages."""
     lens = np.fromiter((len(p) for p in payloads), I64, len(payloads))
     ends = np.cumsum(lens)
@@ -255,58 +288,6 @@ def decode_messages(payloads: list[bytes], metadata=None) -> Trace:
         i = int(np.searchsorted(ends, e.offset, side="right"))
         raise TraceFormatError(None, e.message, offset=e.offset - int(ends[i] - lens[i]),
                                offset_kind="byte in message", message_index=i + 1) from None
-
-
-def concat_traces(traces: list[Trace], *, consume: bool = False) -> Trace:
-    """Rows of several traces one after another (metadata from the first).
-
-    With consume=True each input column is released as soon as it is copied, so the peak
-    memory is the result plus one column (the inputs are unusable afterwards).
-    """
-    if not traces:
-        return Trace(0)
-    first = traces[0]
-    name_lookup = {"": 0}
-    group_lookup: dict[str, int] = {}
-    name_maps, group_maps = [], []
-    row_counts = [len(t) for t in traces]
-    for t in traces:
-        name_maps.append(np.array([name_lookup.setdefault(s, len(name_lookup)) for s in t.names], np.int32))
-        group_maps.append(np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32))
-    out = {}
-    for k in Trace._ARRAYS:
-        parts = []
-        for t, nmap, gmap in zip(traces, name_maps, group_maps):
-            a = getattr(t, k)
-            if k == "name_codes":
-                a = nmap[a]
-            elif k == Attr.PG_NAME and len(t.groups):
-                a = gmap[a]
-            parts.append(a)
-            if consume:
-                setattr(t, k, None)
-        if k.endswith("indptr"):
-            acc, pieces = 0, [np.zeros(1, I64)]
-            for p in parts:
-                pieces.append(p[1:] + acc)
-                acc += int(p[-1])
-            parts = pieces
-        out[k] = np.concatenate(parts)
-        del parts
-    names = [""] * len(name_lookup)
-    for s, c in name_lookup.items():
-        names[c] = s
-    groups = [""] * len(group_lookup)
-    for s, c in group_lookup.items():
-        groups[c] = s
-    row0, pieces = 0, ([], [], [])
-    for t, count in zip(traces, row_counts):
-        pieces[0].append(t.placed_rows + row0)
-        pieces[1].append(t.placed_bits)
-        pieces[2].append(t.placed_offsets)
-        row0 += count
-    placed = tuple(np.concatenate(p) for p in pieces)
-    return Trace(out["ids"].size, metadata=first.metadata, names=names, groups=groups, placed=placed, **out)
 
 
 # --------------------------------------------------------------------------- encoding
@@ -449,134 +430,6 @@ def iter_pb(t: Trace, chunk: int = 65536) -> Iterator:
     for s in range(0, len(t), chunk):
         for payload in encode_rows(t, np.arange(s, min(s + chunk, len(t)))):
             yield pb.Node.FromString(payload)
-
-
-# --------------------------------------------------------------------------- plain nodes
-
-
-def attribute_value(a) -> tuple[Any, str | None]:
-    member = a.WhichOneof("value")
-    if member is None:
-        return None, None
-    v = getattr(a, member)
-    if ATTR_MEMBERS[member][2]:
-        v = list(v.values)
-    return v, member
-
-
-def pb_to_node(m) -> Node:
-    attrs = []
-    for a in m.attr:
-        value, member = attribute_value(a)
-        attrs.append(Attribute(a.name, value, member, a.doc_string))
-    io = {}
-    for key in ("inputs", "outputs"):
-        if m.HasField(key):
-            x = getattr(m, key)
-            io[key] = IOInfo(x.values, x.shapes, x.types)
-    return Node(
-        id=m.id, name=m.name, type=m.type, ctrl_deps=list(m.ctrl_deps), data_deps=list(m.data_deps),
-        start_time_micros=m.start_time_micros, duration_micros=m.duration_micros,
-        inputs=io.get("inputs"), outputs=io.get("outputs"), attrs=attrs,
-        unknown_fields=_unknown_bytes(m),
-    )
-
-
-def _unknown_bytes(m) -> bytes:
-    """Wire bytes of fields the schema does not know (kept through edits)."""
-    known = pb.Node()
-    known.CopyFrom(m)
-    try:
-        known.DiscardUnknownFields()
-    except AttributeError:  # pragma: no cover
-        return b""
-    full = m.SerializeToString()
-    if full == known.SerializeToString():
-        return b""
-    kb = known.SerializeToString()
-    return full[len(kb):] if full.startswith(kb) else b""
-
-
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-def infer_member(name: str, value: Any) -> str:
-    """The oneof member to write for a Python value (the vocabulary's member for known names)."""
-    if name in ATTR_MEMBER:
-        return ATTR_MEMBER[name]
-    if isinstance(value, (list, tuple, np.ndarray)):
-        items = list(value)
-        if not items:
-            return "int64_list"
-        scalar = infer_member("", items[0])
-        if scalar == "int64_val" and any(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-                                         and x > _INT64_MAX for x in items):
-            scalar = "uint64_val"
-        return scalar[:-4] + "_list"
-    if isinstance(value, (bool, np.bool_)):
-        return "bool_val"
-    if isinstance(value, (int, np.integer)):
-        return "int64_val" if _INT64_MIN <= int(value) <= _INT64_MAX else "uint64_val"
-    if isinstance(value, (float, np.floating)):
-        return "double_val"
-    if isinstance(value, str):
-        return "string_val"
-    if isinstance(value, (bytes, bytearray)):
-        return "bytes_val"
-    raise TypeError(f"attribute {name!r}: cannot store a value of type {type(value).__name__}")
-
-
-def _coerce(name: str, value: Any, member: str | None) -> Any:
-    """Accept collective names for comm_type, unless the value is explicitly stored as a string."""
-    if name == Attr.COMM_TYPE and isinstance(value, str) and (member is None or member.endswith("int64_val")
-                                                               or member.endswith("int32_val")):
-        return parse_collective(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
-
-
-def attribute_to_pb(a: Attribute, msg=None):
-    msg = msg if msg is not None else pb.AttributeProto()
-    msg.name = a.name
-    if a.doc:
-        msg.doc_string = a.doc
-    if a.value is None and a.member is None:
-        return msg
-    value = _coerce(a.name, a.value, a.member)
-    member = a.member or infer_member(a.name, value)
-    if member not in ATTR_MEMBERS:
-        raise ValueError(f"attribute {a.name!r}: unknown member {member!r}")
-    try:
-        if ATTR_MEMBERS[member][2]:
-            getattr(msg, member).values.extend(list(value))
-            if not list(value):
-                getattr(msg, member).SetInParent()
-        else:
-            setattr(msg, member, value)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"attribute {a.name!r}: value {value!r} does not fit {member}: {e}") from None
-    return msg
-
-
-def node_to_pb(node: Node):
-    m = pb.Node(id=int(node.id), name=node.name, type=parse_node_type(node.type),
-                start_time_micros=int(node.start_time_micros), duration_micros=int(node.duration_micros))
-    m.ctrl_deps.extend(int(x) for x in node.ctrl_deps)
-    m.data_deps.extend(int(x) for x in node.data_deps)
-    for key in ("inputs", "outputs"):
-        io = getattr(node, key)
-        if io is not None:
-            getattr(m, key).CopyFrom(pb.IOInfo(values=io.values, shapes=io.shapes, types=io.types))
-    for a in node.attrs:
-        if not isinstance(a, Attribute):
-            a = Attribute(*a) if isinstance(a, tuple) else a
-        attribute_to_pb(a, m.attr.add())
-    if node.unknown_fields:
-        m.MergeFromString(node.unknown_fields)
-    return m
 
 
 # --------------------------------------------------------------------------- extra attributes

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._native import load as load_native
 
-_native = load_native("chakra_trace.io._wire")  # optional C kernels; None: the numpy/Python path
+_native = load_native("chakra_trace.schema._wire")  # optional C kernels; None: the numpy/Python path
 
 U8 = np.uint8
 I64 = np.int64
@@ -82,7 +82,7 @@ class Fields:
     def __len__(self) -> int:
         return self.msg.size
 
-    def take(self, mask_or_index) -> "Fields":
+    def take(self, mask_or_index) -> Fields:
         return Fields(*(getattr(self, s)[mask_or_index] for s in self.__slots__))
 
 
@@ -199,8 +199,6 @@ def decode_packed_varints(buf: np.ndarray, data: np.ndarray, end: np.ndarray) ->
 
 def _raise_first_packed_error(buf: np.ndarray, data: np.ndarray, end: np.ndarray) -> None:
     """Report the first malformed varint in payload order (slow path, only on bad input)."""
-    from .stream import decode_varint_at
-
     for p, e in zip(data.tolist(), end.tolist()):
         while p < e:
             try:
@@ -210,6 +208,21 @@ def _raise_first_packed_error(buf: np.ndarray, data: np.ndarray, end: np.ndarray
             if q < 0:
                 raise WireError(p, "packed varints run past the end of their field")
             p = q
+
+
+def decode_varint_at(buf, pos: int, end: int) -> tuple[int, int]:
+    """(value, next position); next position -1 if the varint is cut off at `end`."""
+    result = shift = 0
+    while pos < end:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise ValueError("varint longer than 10 bytes")
+    return 0, -1
 
 
 def ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -350,17 +363,17 @@ class Rows:
         self.lens = np.asarray(lens, I64)
 
     @classmethod
-    def empty(cls, n: int) -> "Rows":
+    def empty(cls, n: int) -> Rows:
         return cls(np.zeros(0, U8), np.zeros(n, I64))
 
     @classmethod
-    def where(cls, mask: np.ndarray, data: np.ndarray, lens_of_set: np.ndarray) -> "Rows":
+    def where(cls, mask: np.ndarray, data: np.ndarray, lens_of_set: np.ndarray) -> Rows:
         lens = np.zeros(mask.size, I64)
         lens[mask] = lens_of_set
         return cls(data, lens)
 
     @classmethod
-    def concat(cls, parts: list["Rows"]) -> "Rows":
+    def concat(cls, parts: list[Rows]) -> Rows:
         """Row-wise concatenation: row i of the result is the parts' rows i, in order."""
         n = parts[0].lens.size
         lens = np.zeros(n, I64)

@@ -1,0 +1,194 @@
+"""A job: its per-rank traces and communicator groups, and the one way to open one from a path.
+
+`Workload.open` takes whatever a user holds: one `.et` file (or Chakra JSON), the prefix of
+`<prefix>.<rank>.et` files, a folder holding one such job, or a folder another reader claims
+(the PyTorch converter registers `chakra collect` folders with `register_source`). Every
+command and API opens workloads through it, so they all accept the same paths.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ContextManager
+
+from ..errors import ChakraError, TraceFormatError
+from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
+from ..schema.trace import Trace
+from .et import read_trace, write_trace
+from .jsonio import is_json_path, read_json
+
+#: (label, file) -> a context manager yielding a callback(bytes done) or None: how a caller shows
+#: progress while files are read (the CLI draws a bar on a terminal).
+Progress = Callable[[str, Path], ContextManager]
+
+_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.et(?:\.gz)?$")
+_ET_RE = re.compile(r"\.et(?:\.gz)?$")
+
+
+@dataclass
+class Workload:
+    """Per-rank traces of one job. `groups` maps a communicator (pg_name) to its ranks;
+    `paths` says which file each rank came from, when it came from one."""
+
+    traces: dict[int, Trace]
+    groups: dict[str, list[int]] = field(default_factory=dict)
+    paths: dict[int, Path] = field(default_factory=dict)
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.traces)
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def __getitem__(self, rank: int) -> Trace:
+        return self.traces[rank]
+
+    def group_ranks(self, pg_name: str) -> list[int]:
+        """Members of a communicator; unnamed ("" or "0") and unknown groups infer from the traces."""
+        if pg_name in self.groups:
+            return self.groups[pg_name]
+        if pg_name in ALL_RANKS_GROUPS:
+            return self.ranks
+        return [r for r, t in self.traces.items() if uses_group(t, pg_name)]
+
+    def all_groups(self) -> dict[str, list[int]]:
+        names: set[str] = set(self.groups)
+        for t in self.traces.values():
+            names |= named_groups(t)
+        return {g: self.group_ranks(g) for g in sorted(names)}
+
+    @classmethod
+    def of(cls, workload: Workload | Trace) -> Workload:
+        """A lone trace as a one-rank workload; a workload as is."""
+        return cls({0: workload}) if isinstance(workload, Trace) else workload
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, comm_groups: str | os.PathLike | dict | None = None, *,
+             ranks: Iterable[int] | None = None, progress: Progress | None = None, **read_options) -> Workload:
+        """Open a job from any path a user holds (see the module docstring). `comm_groups`: an
+        ASTRA-sim communicator-group file or {name: ranks}; `ranks`: read only these;
+        `read_options` go to `read_trace`."""
+        groups = read_comm_groups(comm_groups) if isinstance(comm_groups, (str, os.PathLike)) else \
+            dict(comm_groups or {})
+        wanted = None if ranks is None else sorted(set(ranks))
+        for claims, read in _SOURCES:
+            if claims(Path(path)):
+                w = read(Path(path), progress, wanted)
+                w.groups.update(groups)
+                return w
+        files = select_ranks(path, locate(path), wanted)
+        traces = {}
+        for rank, p in files.items():
+            with (progress(f"rank {rank}", p) if progress else nullcontext()) as cb:
+                traces[rank] = read_json(p) if is_json_path(str(p)) else read_trace(p, progress=cb, **read_options)
+        return cls(traces, groups, files)
+
+    def save(self, prefix: str | os.PathLike, *, compress: bool = False) -> list[Path]:
+        """Write `<prefix>.<rank>.et` (`.et.gz` with compress) for every rank."""
+        out = []
+        for r, t in self.traces.items():
+            p = Path(f"{prefix}.{r}.et" + (".gz" if compress else ""))
+            write_trace(t, p, compress=compress)
+            out.append(p)
+        return out
+
+
+# --------------------------------------------------------------------------- finding a job's files
+
+Reader = Callable[[Path, "Progress | None", "list[int] | None"], Workload]
+_SOURCES: list[tuple[Callable[[Path], bool], Reader]] = []
+
+
+def register_source(claims: Callable[[Path], bool], read: Reader) -> None:
+    """Let `Workload.open` read paths that are not Chakra files: `claims(path)` says whether a path
+    is one of yours, `read(path, progress, ranks)` returns its workload (only `ranks`, when not
+    None). Later layers (the PyTorch converter) register here, so opening stays one call however
+    the job was stored."""
+    _SOURCES.append((claims, read))
+
+
+def select_ranks(path: str | os.PathLike, found: dict[int, Path], ranks: list[int] | None) -> dict[int, Path]:
+    """The files of `ranks` (all when None); ChakraError naming the ranks there are if one is absent."""
+    if ranks is None:
+        return found
+    absent = [r for r in ranks if r not in found]
+    if absent:
+        have = sorted(found)
+        raise ChakraError(f"{path}: no rank {absent[0]}; the job has ranks {have[:20]}" +
+                          (" ..." if len(have) > 20 else ""))
+    return {r: found[r] for r in ranks}
+
+
+def discover(prefix: str | os.PathLike) -> dict[int, Path]:
+    """Per-rank files `<prefix>.<rank>.et` (or `.et.gz`), as {rank: path}."""
+    prefix = Path(prefix)
+    parent = prefix.parent if str(prefix.parent) else Path(".")
+    found: dict[int, Path] = {}
+    if not parent.is_dir():
+        return found
+    for p in parent.iterdir():
+        m = _RANK_RE.match(p.name)
+        if m and m.group("prefix") == prefix.name:
+            rank = int(m.group("rank"))
+            if rank in found:
+                raise TraceFormatError(str(p), f"rank {rank} appears twice (also {found[rank].name})")
+            found[rank] = p
+    return dict(sorted(found.items()))
+
+
+def rank_of(path: str | os.PathLike) -> int | None:
+    """The rank a file's name gives (`<prefix>.<rank>.et[.gz]`), or None."""
+    m = _RANK_RE.match(Path(path).name)
+    return int(m.group("rank")) if m else None
+
+
+def locate(path: str | os.PathLike) -> dict[int, Path]:
+    """The Chakra files a path names, as {rank: file}, without reading them.
+
+    A file is one rank (the rank its name gives, else 0); otherwise the path is a prefix of
+    `<prefix>.<rank>.et` files, or a folder holding the files of exactly one such prefix.
+    """
+    p = Path(path)
+    if p.is_file():
+        return {rank_of(p) or 0: p}
+    if p.is_dir():
+        prefixes = sorted({m.group("prefix") for q in p.iterdir() if (m := _RANK_RE.match(q.name))})
+        if len(prefixes) == 1:
+            return discover(p / prefixes[0])
+        if prefixes:
+            shown = ", ".join(prefixes[:8]) + (", ..." if len(prefixes) > 8 else "")
+            raise ChakraError(f"{p}: holds the traces of {len(prefixes)} jobs ({shown}); give one prefix, "
+                              f"e.g. {p / prefixes[0]}")
+        others = sorted(q.name for q in p.iterdir() if _ET_RE.search(q.name) or is_json_path(q.name))
+        hint = f" (it has {', '.join(others[:4])}; name them <prefix>.<rank>.et)" if others else ""
+        raise ChakraError(f"{p}: a folder with no <prefix>.<rank>.et files{hint}")
+    found = discover(p)
+    if not found:
+        raise ChakraError(f"{p}: no such file, and no files named {p.name}.<rank>.et[.gz]")
+    return found
+
+
+def read_comm_groups(path: str | os.PathLike) -> dict[str, list[int]]:
+    """ASTRA-sim's communicator-group file: {"<group id>": [rank, ...], ...}."""
+    path = os.fspath(path)
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise TraceFormatError(path, f"cannot read communicator groups: {e}") from None
+    if not isinstance(raw, dict):
+        raise TraceFormatError(path, "expected an object mapping group id to a list of ranks")
+    groups = {}
+    for k, v in raw.items():
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise TraceFormatError(path, f"group {k!r}: expected a list of integer ranks, got {v!r}")
+        if len(set(v)) != len(v):
+            raise TraceFormatError(path, f"group {k!r}: a rank is listed twice in {v!r}")
+        groups[str(k)] = list(v)  # listed order: a group collective runs its ring in this order
+    return groups

@@ -1,0 +1,298 @@
+"""The simulator: a workload's NPUs, their resources and collectives, run on one event loop."""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+
+import numpy as np
+
+from ..errors import ChakraError
+from ..intervals import busy
+from ..io.workload import Workload, read_comm_groups
+from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
+from ..schema.groups import declared_groups
+from ..schema.resources import ACCEL
+from ..schema.trace import Trace
+from ..validate import fix_trace
+from .collectives import Collectives
+from .config import MemoryConfig, Network, SystemConfig
+from .engine import Engine
+from .network import Fabric
+from .result import SimResult
+from .scheduler import Matchmaker, Npu, Static
+
+#: What our default mode does differently from ASTRA-sim (kept in compat mode).
+COMPAT_DIFFERENCES = {
+    "bandwidth unit": ('"GB/s" read as GiB/s', "GB/s = 1e9 bytes/s"),
+    "message across several dimensions": ("only the lowest differing dimension is charged",
+                                          "latency of every dimension crossed, serialization on the slowest link"),
+    "chunk and shard sizes": ("truncated to whole bytes", "fractional bytes kept"),
+    "dimensions a collective covers": ("as many as algorithms are listed, at most four",
+                                       "all (the last listed algorithm repeats)"),
+    "zero-duration compute": ("1 ns", "0 ns"),
+    "exposed communication": ("finish minus the sum of compute durations",
+                              "communication time not overlapped by accelerator compute"),
+    "broadcast, reduce, gather, scatter, barrier, reduce-scatter-block": (
+        "unsupported (broadcast replays its recorded duration)",
+        "simulated (algorithms documented in simulate/collectives.py)"),
+    "all-to-allv split sizes": ("ignored", "each peer gets its own size"),
+    "missing dependencies, control cycles": ("abort or hang", "missing ones dropped, cyclic control edges "
+                                             "removed (as chakra validate --fix), with a warning"),
+}
+
+
+class SimulationWarning(UserWarning):
+    pass
+
+
+class SimulationBlocked(ChakraError):
+    """The run cannot finish: nodes wait for something that never happens."""
+
+    def __init__(self, blocked: dict[int, list[str]], result: SimResult):
+        self.blocked = blocked
+        self.result = result
+        same: dict[tuple, list[int]] = {}  # NPUs blocked the same way are named together
+        for npu, items in sorted(blocked.items()):
+            same.setdefault(tuple(items), []).append(npu)
+        lines = [f"NPU{'s' if len(npus) > 1 else ''} {_span(npus)}: {'; '.join(items[:3])}" +
+                 (f" (+{len(items) - 3} more)" if len(items) > 3 else "") for items, npus in list(same.items())[:8]]
+        more = f"; ... and {len(same) - 8} more" if len(same) > 8 else ""
+        super().__init__(f"simulation blocked at {result.step_ns} ns: " + " | ".join(lines) + more)
+
+
+def _span(npus: list[int]) -> str:
+    if len(npus) > 2 and npus == list(range(npus[0], npus[-1] + 1)):
+        return f"{npus[0]}-{npus[-1]}"
+    return ", ".join(map(str, npus[:8])) + (f", ... ({len(npus)})" if len(npus) > 8 else "")
+
+
+class Simulator:
+    def __init__(self, workload: Workload, network, system, *, memory=None, compat: bool = False,
+                 aware: bool = False, comm_groups: dict[str, list[int]] | None = None):
+        self.compat = compat
+        self.system = system
+        self.memory = memory
+        self._remote = memory is not None and memory.memory_type != "NO_MEMORY_EXPANSION"
+        self._mem_free: dict[int, int] = {}
+        self.npus = network.npus
+        self.engine = Engine()
+        self.fabric = Fabric(network, compat=compat, aware=aware)
+        self.coll = Collectives(self.fabric, system, compat=compat)
+        self.warnings: list[str] = []
+        traces = workload.traces
+        if len(traces) == 1 and self.npus > 1:
+            (only,) = traces.values()
+            traces = {r: only for r in range(self.npus)}  # one trace: the same on every NPU
+            self.warn(f"one trace for {self.npus} NPUs: every NPU runs it")
+        if sorted(traces) != list(range(self.npus)):
+            raise ChakraError(f"the workload has ranks {_ranks(traces)} but the network has {self.npus} NPUs "
+                              f"(0..{self.npus - 1})")
+        if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
+            traces = self._repaired(traces)
+        groups = declared_groups(traces.values())
+        groups.update(workload.groups or {})
+        groups.update(comm_groups or {})
+        self.matcher = Matchmaker(self, groups)
+        static: dict[int, Static] = {}  # per distinct trace object
+        for t in traces.values():
+            if id(t) not in static:
+                static[id(t)] = Static(t, self._durations(t))
+        self.npus_state = [Npu(r, traces[r], static[id(traces[r])], self) for r in range(self.npus)]
+        missing = sum(n.missing for n in self.npus_state)
+        if missing:
+            self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
+        self.records: list[dict] = []
+
+    def _repaired(self, traces: dict[int, Trace]) -> dict[int, Trace]:
+        fixed: dict[int, Trace] = {}
+        for t in {id(t): t for t in traces.values()}.values():
+            new, changes = fix_trace(t)
+            fixed[id(t)] = new
+            for c in changes:
+                self.warn(f"trace repaired before simulation: {c}")
+        return {r: fixed[id(t)] for r, t in traces.items()}
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+            warnings.warn(message, SimulationWarning, stacklevel=3)
+
+    # ------------------------------------------------------------------ node costs
+    def _durations(self, t: Trace) -> np.ndarray:
+        """Time of each compute / memory node in ns (-1 for communication)."""
+        s = self.system
+        dur = t.duration.astype(np.int64) * 1000
+        if self.compat:
+            dur = np.maximum(dur, 1)
+        if getattr(s, "roofline_enabled", False):
+            ops = t.num_ops.astype(float)
+            size = t.tensor_size.astype(float)
+            has = t.has(Attr.NUM_OPS) & (ops > 0)
+            peak = float(s.peak_perf) * 1e3  # TFLOPS -> FLOP per ns
+            bw = float(s.local_mem_bw)  # GB/s -> bytes per ns
+            with np.errstate(divide="ignore", invalid="ignore"):
+                perf = np.where(size > 0, np.minimum(peak, bw * ops / np.where(size > 0, size, 1)), peak)
+                roof = np.floor(ops / perf)
+            dur = np.where(has & (t.types == NodeType.COMP_NODE), roof.astype(np.int64), dur)
+        mem = (t.types == NodeType.MEM_LOAD_NODE) | (t.types == NodeType.MEM_STORE_NODE)
+        if mem.any():
+            dur[mem] = self._memory_time(t.tensor_size[mem].astype(float))
+        return dur
+
+    def _memory_time(self, nbytes: np.ndarray) -> np.ndarray:
+        """Time of a memory node: ASTRA-sim's remote-memory runtime (latency + bytes at the
+        remote bandwidth), or bytes at the local bandwidth without memory expansion."""
+        m = self.memory
+        if self._remote:
+            return (int(m.remote_mem_latency) + np.floor(nbytes / float(m.remote_mem_bw))).astype(np.int64)
+        bw = float(self.system.local_mem_bw)
+        if bw <= 0:
+            self.warn("memory nodes take no time: the system config gives no local-mem-bw")
+            return np.zeros(nbytes.shape, np.int64)
+        if self.compat:
+            self.warn("memory nodes without memory expansion (ASTRA-sim stops here): costed at local-mem-bw")
+        return np.floor(nbytes / bw).astype(np.int64)
+
+    def _memory_port(self, rank: int) -> int | None:
+        """The remote-memory port a node's access queues at (None: no queue)."""
+        kind = self.memory.memory_type
+        if kind == "PER_NODE_MEMORY_EXPANSION":
+            return rank // max(1, int(self.memory.num_npus_per_node))
+        return 0 if kind == "MEMORY_POOL" else None
+
+    # ------------------------------------------------------------------ node starts
+    def begin(self, npu: Npu, r: int) -> None:
+        typ = int(npu.t.types[r])
+        if typ == NodeType.COMM_COLL_NODE:
+            ctype = int(npu.t.comm_type[r]) if npu.t.has(Attr.COMM_TYPE)[r] else -1
+            if ctype < 0:
+                self.warn(f"collective node {int(npu.ids[r])} has no comm_type: skipped")
+                self.engine.at(self.engine.now, npu.complete, r)
+            elif self.compat and ctype not in _ASTRA_TYPES:
+                self.warn(f"{collective_name(ctype)} is not simulated by ASTRA-sim: its recorded duration is replayed")
+                self.engine.after(int(npu.t.duration[r]) * 1000, npu.complete, r)
+            else:
+                self.matcher.collective(npu, r)
+        elif typ == NodeType.COMM_SEND_NODE:
+            self.matcher.send(npu, r)
+        elif typ == NodeType.COMM_RECV_NODE:
+            self.matcher.recv(npu, r)
+        elif typ in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and self._remote:
+            port = self._memory_port(npu.rank)  # a shared port serves one access at a time, in order
+            start = self.engine.now if port is None else max(self.engine.now, self._mem_free.get(port, 0))
+            if port is not None:
+                self._mem_free[port] = start + int(npu.dur[r])
+            self.engine.at(start + int(npu.dur[r]), npu.complete, r)
+        elif typ in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
+            self.engine.after(int(npu.dur[r]), npu.complete, r)
+        else:  # metadata and anything else take no time
+            self.engine.at(self.engine.now, npu.complete, r)
+
+    def run_collective(self, pg: str, k: int, inst: dict) -> None:
+        issued = inst["issued"]
+        ranks = np.array(sorted(issued), np.int64)
+        start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
+        plan = self.coll.plan(inst["ctype"], inst["bytes"], inst["members"], self._matrix(inst, ranks))
+        finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
+        for rank, t in zip(ranks.tolist(), finish.tolist()):
+            npu = self.npus_state[rank]
+            self.engine.at(t, npu.complete, issued[rank][1])
+        self.records.append({"group": pg or "all", "index": k, "type": collective_name(inst["ctype"]),
+                             "bytes": inst["bytes"], "npus": int(ranks.size), "algorithm": plan.algorithms,
+                             "chunks": plan.chunks, "start_ns": int(start.min()), "end_ns": int(finish.max())})
+
+    def _matrix(self, inst: dict, ranks: np.ndarray) -> np.ndarray | None:
+        """All-to-allv: bytes from member i to member j (member order), from each member's
+        in_split_size (elements per peer) and comm_size; None unless every member has splits."""
+        splits = inst.get("splits", {})
+        order = inst["members"] if inst["members"] is not None else ranks.tolist()
+        if len(splits) != len(order):
+            return None
+        rows = []
+        for rank in order:
+            split, nbytes = splits[rank]
+            if len(split) != len(order) or sum(split) <= 0:
+                self.warn(f"all-to-allv split sizes of NPU {rank} do not match its group of {len(order)}: "
+                          f"run as an all-to-all")
+                return None
+            rows.append(np.asarray(split) * (nbytes / sum(split)))
+        return np.stack(rows)
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimResult:
+        t0 = time.perf_counter()
+        for npu in self.npus_state:
+            npu.issue()
+        self.engine.run()
+        result = self._result(time.perf_counter() - t0)
+        blocked = self.matcher.blocked()
+        for npu in self.npus_state:
+            if npu.done < len(npu.t):
+                never = np.flatnonzero(npu.start < 0)
+                if never.size:
+                    blocked.setdefault(npu.rank, []).append(
+                        f"{never.size} node(s) never became ready (a dependency cycle or a blocked "
+                        f"dependency), e.g. node {int(npu.ids[never[0]])}")
+        if blocked:
+            raise SimulationBlocked(blocked, result)
+        return result
+
+    def _result(self, wall: float) -> SimResult:
+        n = self.npus
+        cols = {k: np.zeros(n, np.int64) for k in ("finish", "compute", "comm", "overlap", "exposed", "idle",
+                                                   "compute_sum")}
+        nodes, names = {}, {}
+        per_trace: dict[int, tuple] = {}  # NPUs running one trace share its masks and names
+        for npu in self.npus_state:
+            t = npu.t
+            if id(t) not in per_trace:
+                comm = np.isin(t.types, (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE))
+                per_trace[id(t)] = (npu.kind == ACCEL, comm, np.asarray(t.names, dtype=object)[t.name_codes])
+            compute, comm, names[npu.rank] = per_trace[id(t)]
+            tot = busy(npu.start, np.where(npu.end >= 0, npu.end, npu.start - 1), compute, comm)
+            tot["idle"] += tot["start"]  # a simulated step starts at 0
+            for k in cols:
+                cols[k][npu.rank] = tot[k]
+            nodes[npu.rank] = (npu.start, npu.end, npu.kind)
+        exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]
+        return SimResult(finish_ns=cols["finish"], exposed_comm_ns=exposed, compute_ns=cols["compute"],
+                         comm_ns=cols["comm"], overlap_ns=cols["overlap"], idle_ns=cols["idle"],
+                         collectives=self.records, nodes=nodes, names=names,
+                         traces={npu.rank: npu.t for npu in self.npus_state},
+                         link_busy_ns=self.fabric.link_busy,
+                         link_info=self.fabric.links() if self.fabric.aware else None, mode=("astra" if self.compat else "default") +
+                         ("/aware" if self.fabric.aware else "/unaware"), events=self.engine.events, wall_s=wall,
+                         warnings=self.warnings)
+
+
+_ASTRA_TYPES = {CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.REDUCE_SCATTER,
+                CollectiveType.ALL_TO_ALL}
+
+
+def _ranks(traces) -> str:
+    r = sorted(traces)
+    return f"{r[0]}..{r[-1]} ({len(r)})" if r else "none"
+
+
+def simulate(workload, network, system, *, memory=None, comm_groups=None, compat: bool = False,
+             aware: bool = False) -> SimResult:
+    """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
+    `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
+    or ASTRA-sim system JSON). Raises `SimulationBlocked` when nodes can never run."""
+
+    if isinstance(workload, (str, os.PathLike)):
+        workload = Workload.open(workload)
+    workload = Workload.of(workload)
+    if isinstance(network, (str, os.PathLike)):
+        network = Network.from_yaml(network)
+    if isinstance(system, (str, os.PathLike)):
+        system = SystemConfig.from_json(system)
+    elif isinstance(system, dict):
+        system = SystemConfig.from_dict(system)
+    if isinstance(memory, (str, os.PathLike)):
+        memory = MemoryConfig.from_json(memory)
+    if isinstance(comm_groups, (str, os.PathLike)):
+        comm_groups = read_comm_groups(comm_groups)
+    return Simulator(workload, network, system, memory=memory, compat=compat, aware=aware,
+                     comm_groups=comm_groups).run()

@@ -1,0 +1,210 @@
+"""Checks across ranks: collective sequences per communicator group, and send/receive pairs."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..schema.enums import Attr, NodeType, collective_name
+from ..schema.groups import group_rows
+from ..schema.trace import Trace
+from .checks import validate_trace
+from .report import ERROR, SAMPLE, WARNING, Issue, ValidationReport, count_noun, sample_ids
+
+
+def validate_workload(workload) -> ValidationReport:
+    """Check every rank, then that ranks agree: collective sequences per communicator group and
+    send/receive pairs."""
+    issues: list[Issue] = []
+    nodes = 0
+    for r in workload.ranks:
+        rep = validate_trace(workload.traces[r], rank=r)
+        issues.extend(rep.issues)
+        nodes += rep.nodes
+    issues.extend(_check_groups(workload))
+    issues.extend(_check_p2p(workload))
+    return ValidationReport(issues, nodes=nodes, ranks=list(workload.ranks)).sort()
+
+
+def _collective_seq(t: Trace, group: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(comm_type, comm_size or -1, node id) of the typed collectives a rank issues on a group."""
+    m = group_rows(t, group)
+    size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)
+    return t.comm_type[m].astype(np.int64), size[m].astype(np.int64), t.ids[m]
+
+
+def _bytes(size: int) -> str:
+    return f"{size:,} B" if size >= 0 else "no comm_size"
+
+
+def _describe(ct: int, size: int) -> str:
+    return f"{collective_name(ct)} of {size:,} B" if size >= 0 else f"{collective_name(ct)} (no comm_size)"
+
+
+def _rank_list(ranks: list[int]) -> str:
+    s = ", ".join(str(r) for r in ranks[:10])
+    more = f", … ({len(ranks) - 10} more)" if len(ranks) > 10 else ""
+    return ("rank " if len(ranks) == 1 else "ranks ") + s + more
+
+
+def _check_groups(workload) -> list[Issue]:
+    issues: list[Issue] = []
+    label = lambda g: "the all-ranks group" if g == "" else f"group {g!r}"  # noqa: E731
+    for g, members in workload.all_groups().items():
+        absent = [r for r in members if r not in workload.traces]
+        if absent:
+            issues.append(Issue(WARNING, "group-missing-rank", len(absent),
+                                f"{label(g)} lists {_rank_list(absent)} with no trace; their collectives "
+                                f"are not checked", [], None, False, {"group": g, "ranks": absent}))
+        if g in workload.groups:
+            outside = [r for r in workload.ranks if r not in members
+                       and _collective_seq(workload.traces[r], g)[0].size]
+            for r in outside:
+                ids = _collective_seq(workload.traces[r], g)[2]
+                issues.append(Issue(ERROR, "not-in-group", int(ids.size),
+                                    f"rank {r} issues {count_noun(int(ids.size), 'collective')} on {label(g)}, "
+                                    f"which does not include it", sample_ids(ids), r, False, {"group": g}))
+        present = [r for r in members if r in workload.traces]
+        if len(present) < 2:
+            continue
+        seqs = {r: _collective_seq(workload.traces[r], g) for r in present}
+        ref = present[0]
+        rt, rs, _ = seqs[ref]
+        first = None
+        for r in present[1:]:
+            t_, s_, _ = seqs[r]
+            L = min(rt.size, t_.size)
+            d = np.flatnonzero((rt[:L] != t_[:L]) | (rs[:L] != s_[:L]))
+            if d.size and (first is None or d[0] < first):
+                first = int(d[0])
+        if first is not None:
+            by: dict[str, list[int]] = {}
+            ids: list[int] = []
+            what = set()
+            per_rank = {}
+            for r in present:
+                t_, s_, i_ = seqs[r]
+                if first < t_.size:
+                    key = _describe(int(t_[first]), int(s_[first]))
+                    ids.append(int(i_[first]))
+                    per_rank[r] = {"comm_type": collective_name(int(t_[first])), "comm_size": int(s_[first]),
+                                   "node_id": int(i_[first])}
+                    if first < rt.size:
+                        if t_[first] != rt[first]:
+                            what.add("comm_type")
+                        if s_[first] != rs[first]:
+                            what.add("comm_size")
+                else:
+                    key = f"nothing (only {count_noun(int(t_.size), 'collective')})"
+                    per_rank[r] = None
+                by.setdefault(key, []).append(r)
+            parts = "; ".join(f"{_rank_list(rs_)}: {k}" for k, rs_ in by.items())
+            issues.append(Issue(ERROR, "group-mismatch", 1,
+                                f"{label(g)}: collective #{first} differs in {' and '.join(sorted(what))}: "
+                                f"{parts}", ids[:SAMPLE], None, False,
+                                {"group": g, "position": first, "differs": sorted(what), "ranks": per_rank}))
+        lens = {r: int(seqs[r][0].size) for r in present}
+        if len(set(lens.values())) > 1:
+            by_len: dict[int, list[int]] = {}
+            for r, k in lens.items():
+                by_len.setdefault(k, []).append(r)
+            parts = "; ".join(f"{_rank_list(rs_)}: {k:,}" for k, rs_ in sorted(by_len.items()))
+            issues.append(Issue(ERROR, "group-count-mismatch", len(set(lens.values())),
+                                f"{label(g)}: ranks issue different numbers of collectives: {parts}", [], None,
+                                False, {"group": g, "lengths": {str(r): k for r, k in lens.items()}}))
+    return issues
+
+
+def _p2p(t: Trace, rank: int, node_type: int, peer_attr: str):
+    m = (t.types == node_type) & t.has(peer_attr)
+    k = int(m.sum())
+    tag = np.where(t.has(Attr.COMM_TAG), t.comm_tag, 0)[m].astype(np.int64)
+    size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)[m].astype(np.int64)
+    return (np.full(k, rank, np.int64), getattr(t, peer_attr)[m].astype(np.int64), tag, size, t.ids[m],
+            np.flatnonzero(m))
+
+
+def _check_p2p(workload) -> list[Issue]:
+    issues: list[Issue] = []
+    ranks = np.array(workload.ranks, np.int64)
+    sends, recvs = [], []
+    for r in workload.ranks:
+        t = workload.traces[r]
+        sends.append(_p2p(t, r, NodeType.COMM_SEND_NODE, Attr.COMM_DST))
+        recvs.append(_p2p(t, r, NodeType.COMM_RECV_NODE, Attr.COMM_SRC))
+    if not sends:
+        return issues
+    cat = lambda parts: [np.concatenate([p[j] for p in parts]) for j in range(6)]  # noqa: E731
+    s_rank, s_peer, s_tag, s_size, s_id, s_row = cat(sends)
+    r_rank, r_peer, r_tag, r_size, r_id, r_row = cat(recvs)
+    if not s_rank.size and not r_rank.size:
+        return issues
+    # peers that are not in the workload
+    for name, rk, peer, ids, word in (("send", s_rank, s_peer, s_id, "to"), ("recv", r_rank, r_peer, r_id, "from")):
+        bad = ~np.isin(peer, ranks) & (peer >= 0)
+        for r in np.unique(rk[bad]).tolist():
+            m = bad & (rk == r)
+            issues.append(Issue(ERROR, "unknown-peer", int(m.sum()),
+                                f"{count_noun(int(m.sum()), 'COMM_' + name.upper() + ' node')} {word} "
+                                f"{_rank_list(np.unique(peer[m]).tolist())}, not in the workload",
+                                sample_ids(ids[m]), r, False, {"kind": name, "peers": np.unique(peer[m]).tolist()[:SAMPLE]}))
+    # match in order per (src, dst, tag): the k-th send with a key pairs with the k-th receive
+    s_ok = np.isin(s_peer, ranks)
+    r_ok = np.isin(r_peer, ranks)
+    S = (s_rank[s_ok], s_peer[s_ok], s_tag[s_ok], s_size[s_ok], s_id[s_ok], s_row[s_ok])
+    R = (r_peer[r_ok], r_rank[r_ok], r_tag[r_ok], r_size[r_ok], r_id[r_ok], r_row[r_ok])  # as (src, dst, ...)
+
+    def nth(src, dst, tag, row):
+        o = np.lexsort((row, tag, dst, src))
+        k = np.zeros(src.size, np.int64)
+        if src.size:
+            so, do, to = src[o], dst[o], tag[o]
+            new = np.ones(src.size, bool)
+            new[1:] = (so[1:] != so[:-1]) | (do[1:] != do[:-1]) | (to[1:] != to[:-1])
+            start = np.maximum.accumulate(np.where(new, np.arange(src.size), 0))
+            k[o] = np.arange(src.size) - start
+        return k
+
+    ks = nth(S[0], S[1], S[2], S[5])
+    kr = nth(R[0], R[1], R[2], R[5])
+    ns, nr = S[0].size, R[0].size
+    key = [np.concatenate([a, b]) for a, b in zip((S[0], S[1], S[2], ks), (R[0], R[1], R[2], kr))]
+    kind = np.concatenate([np.zeros(ns, np.int8), np.ones(nr, np.int8)])
+    o = np.lexsort((kind, key[3], key[2], key[1], key[0]))
+    same = np.ones(max(o.size - 1, 0), bool)
+    for a in key:
+        same &= a[o][1:] == a[o][:-1]
+    pair = same & (kind[o][:-1] == 0) & (kind[o][1:] == 1)
+    matched = np.zeros(ns + nr, bool)
+    matched[o[:-1][pair]] = True
+    matched[o[1:][pair]] = True
+    sm, rm = matched[:ns], matched[ns:]
+    # sizes of matched pairs
+    ps, pr = o[:-1][pair], o[1:][pair] - ns
+    diff = S[3][ps] != R[3][pr]
+    if diff.any():
+        ex = [f"rank {int(S[0][a])} → {int(S[1][a])} tag {int(S[2][a])}: send {_bytes(int(S[3][a]))} (node "
+              f"{int(S[4][a])}), recv {_bytes(int(R[3][b]))} (node {int(R[4][b])})"
+              for a, b in zip(ps[diff][:3], pr[diff][:3])]
+        issues.append(Issue(ERROR, "p2p-size-mismatch", int(diff.sum()),
+                            f"{count_noun(int(diff.sum()), 'send/receive pair', 'disagree')} on comm_size: "
+                            + "; ".join(ex), sample_ids(S[4][ps[diff]]), None, False,
+                            {"pairs": [{"src": int(S[0][a]), "dst": int(S[1][a]), "tag": int(S[2][a]),
+                                        "send_node": int(S[4][a]), "recv_node": int(R[4][b]),
+                                        "send_size": int(S[3][a]), "recv_size": int(R[3][b])}
+                                       for a, b in zip(ps[diff][:SAMPLE], pr[diff][:SAMPLE])]}))
+    for code, X, m, own, word, other in (("unmatched-send", S, ~sm, 0, "COMM_SEND", "receive"),
+                                         ("unmatched-recv", R, ~rm, 1, "COMM_RECV", "send")):
+        for r in np.unique(X[own][m]).tolist():
+            mr = m & (X[own] == r)
+            chans = np.unique(np.stack([X[1 - own][mr], X[2][mr]]), axis=1)
+            desc = []
+            for peer, tag in chans.T[:3].tolist():
+                k = int((mr & (X[1 - own] == peer) & (X[2] == tag)).sum())
+                desc.append(f"{k:,} {'to' if own == 0 else 'from'} rank {peer} tag {tag}")
+            more = f", … ({chans.shape[1] - 3} more channels)" if chans.shape[1] > 3 else ""
+            issues.append(Issue(ERROR, code, int(mr.sum()),
+                                f"{count_noun(int(mr.sum()), word + ' node', 'have')} no matching {other} "
+                                f"(matched in order per source, destination and tag): {'; '.join(desc)}{more}",
+                                sample_ids(X[4][mr]), r, False,
+                                {"channels": [{"peer": int(p), "tag": int(tg)}
+                                              for p, tg in chans.T[:SAMPLE].tolist()]}))
+    return issues
