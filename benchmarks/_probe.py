@@ -5,6 +5,7 @@ A probe is Python source run with ``python -c`` after `PRELUDE`, which gives it
 ``reset_peak()`` (collect garbage, then restart the VmHWM high-water mark). The probe prints
 one JSON object as its last line; `run` returns it.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,12 @@ def run(code: str, *args, env: dict[str, str] | None = None) -> dict:
     """Run a probe (the project's src/ first on the path, `env` added to the environment)."""
     full = dict(os.environ, **(env or {}))
     full["PYTHONPATH"] = SRC + os.pathsep + full.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code), *map(str, args)],
-                         capture_output=True, text=True, env=full)
+    out = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=full,
+    )
     if out.returncode:
         raise SystemExit(f"probe failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

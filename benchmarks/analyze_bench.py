@@ -9,6 +9,7 @@ the result is set against the simulation. Each analysis is the median of 3-9 run
 project's measurement harness (`replay.measure`). Ratios are what to compare: these
 machines are noisy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,12 @@ def recorded(nodes: int) -> dict:
         "timeline arrays (all events)": lambda: timeline_arrays(w),
         "report document": lambda: build_report(w, device="h100"),
     }
-    return {"what": f"recorded, {len(trace):,} nodes ({n:,} host nodes)", "baseline": "convert_pytorch",
-            "baseline_s": base, "steps": {k: measured(f) for k, f in steps.items()}}
+    return {
+        "what": f"recorded, {len(trace):,} nodes ({n:,} host nodes)",
+        "baseline": "convert_pytorch",
+        "baseline_s": base,
+        "steps": {k: measured(f) for k, f in steps.items()},
+    }
 
 
 def simulated(npus_preset: str) -> dict:
@@ -71,9 +76,16 @@ def simulated(npus_preset: str) -> dict:
     from chakra_trace.visualize.timeline import timeline_arrays
 
     data = convert_bench.DATA
-    w = Workload({r: convert_pytorch(os.path.join(data, f"ddp_rank{r}.et.json.gz"),
-                                     os.path.join(data, "kineto", f"ddp_rank{r}.kineto.json.gz"), rank=r)[0]
-                  for r in (0, 1)})
+    w = Workload(
+        {
+            r: convert_pytorch(
+                os.path.join(data, f"ddp_rank{r}.et.json.gz"),
+                os.path.join(data, "kineto", f"ddp_rank{r}.kineto.json.gz"),
+                rank=r,
+            )[0]
+            for r in (0, 1)
+        }
+    )
     res, base = timed(lambda: simulate_on(w, npus_preset))
     big = Workload(dict(res.traces))
     a = Analysis(big, res)
@@ -85,8 +97,12 @@ def simulated(npus_preset: str) -> dict:
         "timeline arrays (60,000 longest)": lambda: timeline_arrays(big, res, max_events=60_000),
         "report document": lambda: build_report(w, simulations={npus_preset: res}),
     }
-    out = {"what": f"simulated on {npus_preset}: {res.finish_ns.size:,} NPUs, {runs:,} node runs",
-           "baseline": "simulate", "baseline_s": base, "steps": {k: measured(f) for k, f in steps.items()}}
+    out = {
+        "what": f"simulated on {npus_preset}: {res.finish_ns.size:,} NPUs, {runs:,} node runs",
+        "baseline": "simulate",
+        "baseline_s": base,
+        "steps": {k: measured(f) for k, f in steps.items()},
+    }
     path = a.critical_path()
     out["critical_path_equals_step"] = path.length_ns == res.step_ns and path.wait_ns == 0
     return out

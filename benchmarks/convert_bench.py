@@ -9,6 +9,7 @@ its peak RSS growth per host node. Targets from the issue: >= 100,000 nodes/s, <
 Baseline, same run, also a fresh subprocess: only `json.load` of the two files, the first
 step of any converter that parses them with the standard library (the reference one does).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,12 +51,14 @@ def generate(out_dir: str, min_nodes: int) -> tuple[str, str, int]:
     copies = -(-min_nodes // len(body))
     et_path = os.path.join(out_dir, "big.et.json")
     k_path = os.path.join(out_dir, "big.kineto.json")
+
     def host_copy(n: dict, c: int) -> dict:
         m = dict(n, id=n["id"] + c * id_span)
         if isinstance(n.get("ctrl_deps"), int) and n["ctrl_deps"] > 3:
             m["ctrl_deps"] = n["ctrl_deps"] + c * id_span
-        m["attrs"] = [dict(a, value=a["value"] + c * rf_span) if a["name"] == "rf_id" and a["value"] else a
-                      for a in n["attrs"]]
+        m["attrs"] = [
+            dict(a, value=a["value"] + c * rf_span) if a["name"] == "rf_id" and a["value"] else a for a in n["attrs"]
+        ]
         return m
 
     def event_copy(e: dict, c: int) -> dict:
@@ -112,18 +115,33 @@ def main() -> None:
         b = probe.run(BASELINE, et, kin)
     rate = n / r["seconds"]
     per_node = r["peak_growth"] / n
-    res = {"host_nodes": n, "seconds": r["seconds"], "nodes_per_s": rate, "peak_bytes_per_node": per_node,
-           "chakra_nodes": r["chakra_nodes"], "collectives": r["collectives"],
-           "baseline_json_load": {"seconds": b["seconds"], "nodes_per_s": n / b["seconds"],
-                                  "peak_bytes_per_node": b["peak_growth"] / n},
-           "targets": {"nodes_per_s >= 100000": rate >= 100_000, "peak_bytes_per_node <= 1024": per_node <= 1024}}
-    print(f"convert_pytorch: {r['seconds']:.2f} s -> {rate:,.0f} host nodes/s "
-          f"({'MET' if rate >= 100_000 else 'NOT MET'}: target >= 100,000)")
-    print(f"peak memory: {per_node:,.0f} bytes per host node ({'MET' if per_node <= 1024 else 'NOT MET'}: "
-          f"target <= 1,024); {r['chakra_nodes']:,} Chakra nodes, {r['collectives']:,} collectives")
-    print(f"baseline, json.load of the two files only: {b['seconds']:.2f} s ({n / b['seconds']:,.0f} nodes/s, "
-          f"{b['peak_growth'] / n:,.0f} bytes/node); full conversion is {b['seconds'] / r['seconds']:.1f}x faster "
-          f"and uses {b['peak_growth'] / max(r['peak_growth'], 1):.1f}x less memory")
+    res = {
+        "host_nodes": n,
+        "seconds": r["seconds"],
+        "nodes_per_s": rate,
+        "peak_bytes_per_node": per_node,
+        "chakra_nodes": r["chakra_nodes"],
+        "collectives": r["collectives"],
+        "baseline_json_load": {
+            "seconds": b["seconds"],
+            "nodes_per_s": n / b["seconds"],
+            "peak_bytes_per_node": b["peak_growth"] / n,
+        },
+        "targets": {"nodes_per_s >= 100000": rate >= 100_000, "peak_bytes_per_node <= 1024": per_node <= 1024},
+    }
+    print(
+        f"convert_pytorch: {r['seconds']:.2f} s -> {rate:,.0f} host nodes/s "
+        f"({'MET' if rate >= 100_000 else 'NOT MET'}: target >= 100,000)"
+    )
+    print(
+        f"peak memory: {per_node:,.0f} bytes per host node ({'MET' if per_node <= 1024 else 'NOT MET'}: "
+        f"target <= 1,024); {r['chakra_nodes']:,} Chakra nodes, {r['collectives']:,} collectives"
+    )
+    print(
+        f"baseline, json.load of the two files only: {b['seconds']:.2f} s ({n / b['seconds']:,.0f} nodes/s, "
+        f"{b['peak_growth'] / n:,.0f} bytes/node); full conversion is {b['seconds'] / r['seconds']:.1f}x faster "
+        f"and uses {b['peak_growth'] / max(r['peak_growth'], 1):.1f}x less memory"
+    )
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(res, f, indent=2)

@@ -18,6 +18,7 @@ and reports nodes/s, the ratio to json.load, and the peak RSS per node above the
 RSS before the load (VmHWM, reset through /proc/self/clear_refs), plus the RSS that stays
 and `HostTrace.nbytes()`. Timings are the best of --repeat runs; memory is from the first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,11 @@ import _probe
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_SOURCE = os.path.join(HERE, "..", "tests", "data", "ddp_rank0.et.json.gz")
 
-SYNTHETIC = ("[pytorch|profiler|execution_trace|process]", "[pytorch|profiler|execution_trace|thread]",
-             "## process_group:init ##")
+SYNTHETIC = (
+    "[pytorch|profiler|execution_trace|process]",
+    "[pytorch|profiler|execution_trace|thread]",
+    "## process_group:init ##",
+)
 
 
 def _dump(v) -> str:
@@ -55,14 +59,17 @@ def _io(d: dict) -> str:
 def format_node(n: dict, indent: str = "      ") -> str:
     """One node in the text layout of torch's ExecutionTraceObserver (schema 1.1.x)."""
     inner = indent + "  "
-    attrs = ",".join("{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in a.items()) + "}"
-                     for a in n["attrs"])
-    return (f"{indent}{{\n"
-            f"{inner}\"id\": {n['id']}, \"name\": {json.dumps(n['name'])}, \"ctrl_deps\": {n['ctrl_deps']},\n"
-            f"{inner}\"inputs\": {_io(n['inputs'])},\n"
-            f"{inner}\"outputs\": {_io(n['outputs'])},\n"
-            f"{inner}\"attrs\": [{attrs}]\n"
-            f"{indent}}}")
+    attrs = ",".join(
+        "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in a.items()) + "}" for a in n["attrs"]
+    )
+    return (
+        f"{indent}{{\n"
+        f'{inner}"id": {n["id"]}, "name": {json.dumps(n["name"])}, "ctrl_deps": {n["ctrl_deps"]},\n'
+        f'{inner}"inputs": {_io(n["inputs"])},\n'
+        f'{inner}"outputs": {_io(n["outputs"])},\n'
+        f'{inner}"attrs": [{attrs}]\n'
+        f"{indent}}}"
+    )
 
 
 def _shift_tensors(values, types, shift: int):
@@ -79,7 +86,7 @@ def _shift_value(v, t: str, shift: int):
             return v
         return [v[0] + shift, v[1] + shift] + v[2:]
     if isinstance(v, list) and "Tensor" in t and "[" in t:
-        inner = t[t.index("[") + 1:-1]
+        inner = t[t.index("[") + 1 : -1]
         parts, depth, cur = [], 0, ""
         for c in inner:
             if c in "[(":
@@ -127,7 +134,7 @@ def generate(source: str, nodes: int, out_path: str) -> dict:
     head = {k: v for k, v in doc.items() if k not in ("nodes", "finish_ts")}
     written = 0
     with open(out_path, "w") as f:
-        f.write("{\n  " + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()) + ",\n  \"nodes\": [\n")
+        f.write("{\n  " + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()) + ',\n  "nodes": [\n')
         first = True
 
         def emit(n):
@@ -166,9 +173,14 @@ def generate(source: str, nodes: int, out_path: str) -> dict:
         for n in synth:
             if n["name"].endswith("process]"):
                 emit(n)
-        f.write("\n  ],\n  \"finish_ts\": " + json.dumps(doc.get("finish_ts", 0)) + "\n}\n")
-    return {"source_nodes": len(src_nodes), "format_identical": fid, "replicas": reps, "nodes": written,
-            "bytes": os.path.getsize(out_path)}
+        f.write('\n  ],\n  "finish_ts": ' + json.dumps(doc.get("finish_ts", 0)) + "\n}\n")
+    return {
+        "source_nodes": len(src_nodes),
+        "format_identical": fid,
+        "replicas": reps,
+        "nodes": written,
+        "bytes": os.path.getsize(out_path),
+    }
 
 
 _PROBE = """
@@ -208,9 +220,14 @@ def measure(mode: str, path: str, repeat: int) -> dict:
     first = runs[0]
     best = min(r["seconds"] for r in runs)
     n = first["nodes"]
-    return {**first, "seconds": best, "all_seconds": [round(r["seconds"], 3) for r in runs],
-            "nodes_per_s": n / best, "peak_per_node": (first["peak"] - first["before"]) / n,
-            "kept_per_node": (first["after"] - first["before"]) / n}
+    return {
+        **first,
+        "seconds": best,
+        "all_seconds": [round(r["seconds"], 3) for r in runs],
+        "nodes_per_s": n / best,
+        "peak_per_node": (first["peak"] - first["before"]) / n,
+        "kept_per_node": (first["after"] - first["before"]) / n,
+    }
 
 
 def main() -> None:
@@ -231,9 +248,12 @@ def main() -> None:
         t0 = time.perf_counter()
         gen = generate(args.source, args.nodes, plain)
         res["generate"] = {**gen, "seconds": time.perf_counter() - t0}
-        print(f"generated {gen['nodes']:,} nodes ({gen['bytes'] / 2**20:.1f} MiB, {gen['bytes'] / gen['nodes']:.0f} B/node) "
-              f"from {gen['source_nodes']} nodes x {gen['replicas']} replicas; observer layout reproduced for "
-              f"{gen['format_identical']}/{gen['source_nodes']} source nodes", flush=True)
+        print(
+            f"generated {gen['nodes']:,} nodes ({gen['bytes'] / 2**20:.1f} MiB, {gen['bytes'] / gen['nodes']:.0f} B/node) "
+            f"from {gen['source_nodes']} nodes x {gen['replicas']} replicas; observer layout reproduced for "
+            f"{gen['format_identical']}/{gen['source_nodes']} source nodes",
+            flush=True,
+        )
         gz = None
         if not args.no_gzip:
             gz = plain + ".gz"
@@ -247,19 +267,26 @@ def main() -> None:
         for label, mode, path in steps:
             r = measure(mode, path, args.repeat)
             res["steps"][label] = r
-            print(f"  {label:26s} {r['seconds']:7.2f} s  {r['nodes_per_s']:>10,.0f} nodes/s   peak RSS "
-                  f"{r['peak_per_node']:7.0f} B/node   kept {r['kept_per_node']:6.0f} B/node"
-                  + (f"   nbytes {r['nbytes'] / r['nodes']:5.0f} B/node" if r.get("nbytes") else ""), flush=True)
+            print(
+                f"  {label:26s} {r['seconds']:7.2f} s  {r['nodes_per_s']:>10,.0f} nodes/s   peak RSS "
+                f"{r['peak_per_node']:7.0f} B/node   kept {r['kept_per_node']:6.0f} B/node"
+                + (f"   nbytes {r['nbytes'] / r['nodes']:5.0f} B/node" if r.get("nbytes") else ""),
+                flush=True,
+            )
         a, b = res["steps"]["read_host_trace (plain)"], res["steps"]["json.load (plain)"]
         res["speedup_vs_json_load"] = b["seconds"] / a["seconds"]
         res["peak_ratio_vs_json_load"] = b["peak_per_node"] / a["peak_per_node"]
-        print(f"read_host_trace vs json.load: {res['speedup_vs_json_load']:.1f}x faster, "
-              f"{res['peak_ratio_vs_json_load']:.1f}x less peak memory per node "
-              f"(templates {a.get('templates')}, roles {a.get('roles')}, derived {a.get('derived')})")
+        print(
+            f"read_host_trace vs json.load: {res['speedup_vs_json_load']:.1f}x faster, "
+            f"{res['peak_ratio_vs_json_load']:.1f}x less peak memory per node "
+            f"(templates {a.get('templates')}, roles {a.get('roles')}, derived {a.get('derived')})"
+        )
         target_speed, target_mem = 200_000, 1024
-        print(f"targets: reader >= {target_speed:,} nodes/s: {'met' if a['nodes_per_s'] >= target_speed else 'MISSED'}"
-              f" ({a['nodes_per_s']:,.0f}); peak <= {target_mem} B/node: "
-              f"{'met' if a['peak_per_node'] <= target_mem else 'MISSED'} ({a['peak_per_node']:.0f})")
+        print(
+            f"targets: reader >= {target_speed:,} nodes/s: {'met' if a['nodes_per_s'] >= target_speed else 'MISSED'}"
+            f" ({a['nodes_per_s']:,.0f}); peak <= {target_mem} B/node: "
+            f"{'met' if a['peak_per_node'] <= target_mem else 'MISSED'} ({a['peak_per_node']:.0f})"
+        )
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(res, f, indent=2)

@@ -28,6 +28,7 @@ If the bulk-load target is missed (or with --profile) it prints a cProfile of re
 per-source-line timing of the loader and writer (cProfile books numpy work to the caller).
 `--no-native` measures the pure-numpy code paths (as with CHAKRA_TRACE_PURE=1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,22 +76,70 @@ TARGET_LOAD_RATIO = 20.0  # bulk load vs naive loop
 TARGET_BYTES_PER_NODE = 300.0  # resident, loaded columnar model
 
 OPS = [
-    "aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::add_", "aten::add",
-    "aten::mul", "aten::mul_", "aten::div", "aten::sub", "aten::relu", "aten::relu_", "aten::gelu",
-    "aten::silu", "aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::layer_norm",
-    "aten::native_layer_norm", "aten::batch_norm", "aten::cudnn_batch_norm", "aten::conv2d",
-    "aten::convolution", "aten::cudnn_convolution", "aten::max_pool2d", "aten::avg_pool2d",
-    "aten::dropout", "aten::embedding", "aten::copy_", "aten::to", "aten::_to_copy", "aten::view",
-    "aten::reshape", "aten::transpose", "aten::t", "aten::permute", "aten::contiguous", "aten::cat",
-    "aten::split", "aten::slice", "aten::select", "aten::zeros", "aten::empty", "aten::fill_",
-    "aten::zero_", "aten::sum", "aten::mean", "aten::cross_entropy_loss", "aten::nll_loss",
-    "aten::threshold_backward", "aten::convolution_backward", "aten::native_batch_norm_backward",
-    "aten::mm_backward", "Optimizer.step#SGD.step", "aten::_foreach_add_",
+    "aten::mm",
+    "aten::addmm",
+    "aten::bmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::add_",
+    "aten::add",
+    "aten::mul",
+    "aten::mul_",
+    "aten::div",
+    "aten::sub",
+    "aten::relu",
+    "aten::relu_",
+    "aten::gelu",
+    "aten::silu",
+    "aten::softmax",
+    "aten::_softmax",
+    "aten::log_softmax",
+    "aten::layer_norm",
+    "aten::native_layer_norm",
+    "aten::batch_norm",
+    "aten::cudnn_batch_norm",
+    "aten::conv2d",
+    "aten::convolution",
+    "aten::cudnn_convolution",
+    "aten::max_pool2d",
+    "aten::avg_pool2d",
+    "aten::dropout",
+    "aten::embedding",
+    "aten::copy_",
+    "aten::to",
+    "aten::_to_copy",
+    "aten::view",
+    "aten::reshape",
+    "aten::transpose",
+    "aten::t",
+    "aten::permute",
+    "aten::contiguous",
+    "aten::cat",
+    "aten::split",
+    "aten::slice",
+    "aten::select",
+    "aten::zeros",
+    "aten::empty",
+    "aten::fill_",
+    "aten::zero_",
+    "aten::sum",
+    "aten::mean",
+    "aten::cross_entropy_loss",
+    "aten::nll_loss",
+    "aten::threshold_backward",
+    "aten::convolution_backward",
+    "aten::native_batch_norm_backward",
+    "aten::mm_backward",
+    "Optimizer.step#SGD.step",
+    "aten::_foreach_add_",
 ]
 COLL_NAMES = {
-    CollectiveType.ALL_REDUCE: "nccl:all_reduce", CollectiveType.ALL_GATHER: "nccl:all_gather",
-    CollectiveType.REDUCE_SCATTER: "nccl:reduce_scatter", CollectiveType.BROADCAST: "nccl:broadcast",
-    CollectiveType.ALL_TO_ALL: "nccl:all_to_all", CollectiveType.BARRIER: "nccl:barrier",
+    CollectiveType.ALL_REDUCE: "nccl:all_reduce",
+    CollectiveType.ALL_GATHER: "nccl:all_gather",
+    CollectiveType.REDUCE_SCATTER: "nccl:reduce_scatter",
+    CollectiveType.BROADCAST: "nccl:broadcast",
+    CollectiveType.ALL_TO_ALL: "nccl:all_to_all",
+    CollectiveType.BARRIER: "nccl:barrier",
 }
 PG_NAMES = ["0", "1", "2", "3"]
 
@@ -212,17 +261,24 @@ def generate(n: int, seed: int = 0, extras: str = "few") -> Trace:
             _attr_rows(Attr.FW_TID, "int64_val", np.zeros(n, I64)),
             _attr_rows(Attr.SCOPE, "int64_val", np.zeros(n, I64)),
         ]
-        schemas = rows_from_bytes([f"{s}(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor".encode()
-                                   for s in names])
+        schemas = rows_from_bytes(
+            [f"{s}(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor".encode() for s in names]
+        )
         tail.append(_attr_rows(Attr.OP_SCHEMA, "string_val", strings=gather_rows(schemas, name_codes)))
         # inputs/outputs: one IOInfo template per op name (fields 8 and 9 precede the attributes)
         io_tmpl = []
-        for i, s in enumerate(names):
-            m = pb.IOInfo(values=f"[[{i}, {i + 1}, 0, 512, 4, 'cuda:0'], [{2 * i}, {i + 9}, 4992, 512, 4, 'cuda:0']]",
-                          shapes="[[512], [512]]", types="['Tensor(float)', 'Tensor(float)']")
+        for i, _s in enumerate(names):
+            m = pb.IOInfo(
+                values=f"[[{i}, {i + 1}, 0, 512, 4, 'cuda:0'], [{2 * i}, {i + 9}, 4992, 512, 4, 'cuda:0']]",
+                shapes="[[512], [512]]",
+                types="['Tensor(float)', 'Tensor(float)']",
+            )
             io_tmpl.append(m.SerializeToString())
         iot = rows_from_bytes(io_tmpl)
-        head = [_len_field(8, gather_rows(iot, name_codes)), _len_field(9, gather_rows(iot, (name_codes + 1) % len(names)))]
+        head = [
+            _len_field(8, gather_rows(iot, name_codes)),
+            _len_field(9, gather_rows(iot, (name_codes + 1) % len(names))),
+        ]
     head_rows = Rows.concat(head) if head else Rows.empty(n)
     tail_rows = Rows.concat(tail)
     extra_rows = Rows.concat([head_rows, tail_rows])
@@ -230,18 +286,35 @@ def generate(n: int, seed: int = 0, extras: str = "few") -> Trace:
     np.cumsum(extra_rows.lens, out=extra_indptr[1:])
 
     meta = pb.GlobalMetadata(version="")
-    for key, member, value in (("schema", "string_val", "1.0.2-chakra.0.0.4"), ("pid", "uint64_val", 4242),
-                               ("time", "string_val", "2026-01-01 00:00:00"),
-                               ("start_ts", "uint64_val", int(start[0]) if n else 0),
-                               ("finish_ts", "uint64_val", int(start[-1] + duration[-1]) if n else 0)):
+    for key, member, value in (
+        ("schema", "string_val", "1.0.2-chakra.0.0.4"),
+        ("pid", "uint64_val", 4242),
+        ("time", "string_val", "2026-01-01 00:00:00"),
+        ("start_ts", "uint64_val", int(start[0]) if n else 0),
+        ("finish_ts", "uint64_val", int(start[-1] + duration[-1]) if n else 0),
+    ):
         a = meta.attr.add(name=key)
         setattr(a, member, value)
 
     return Trace(
-        n, metadata=meta, names=names, groups=list(PG_NAMES), ids=ids, types=types, name_codes=name_codes,
-        start=start, duration=duration, ctrl_indptr=ctrl_indptr, ctrl=ctrl, data_indptr=data_indptr, data=data,
-        present=present, extra=extra_rows.data, extra_indptr=extra_indptr,
-        extra_split=head_rows.lens.astype(np.uint32), **cols,
+        n,
+        metadata=meta,
+        names=names,
+        groups=list(PG_NAMES),
+        ids=ids,
+        types=types,
+        name_codes=name_codes,
+        start=start,
+        duration=duration,
+        ctrl_indptr=ctrl_indptr,
+        ctrl=ctrl,
+        data_indptr=data_indptr,
+        data=data,
+        present=present,
+        extra=extra_rows.data,
+        extra_indptr=extra_indptr,
+        extra_split=head_rows.lens.astype(np.uint32),
+        **cols,
     )
 
 
@@ -297,7 +370,7 @@ def naive_load(path: str) -> dict:
             if b < 0x80:
                 break
             shift += 7
-        msg = data[pos:pos + length]
+        msg = data[pos : pos + length]
         pos += length
         if meta is None:
             meta = pb.GlobalMetadata.FromString(msg)
@@ -312,8 +385,17 @@ def naive_load(path: str) -> dict:
         start.append(node.start_time_micros)
         dur.append(node.duration_micros)
         attrs.append({a.name: getattr(a, a.WhichOneof("value")) for a in node.attr if a.name in columns})
-    return {"metadata": meta, "ids": ids, "names": names, "types": types, "ctrl": ctrl, "data": deps,
-            "start": start, "duration": dur, "attrs": attrs}
+    return {
+        "metadata": meta,
+        "ids": ids,
+        "names": names,
+        "types": types,
+        "ctrl": ctrl,
+        "data": deps,
+        "start": start,
+        "duration": dur,
+        "attrs": attrs,
+    }
 
 
 def naive_write(model: dict, path: str) -> None:
@@ -333,8 +415,13 @@ def naive_write(model: dict, path: str) -> None:
         meta = model["metadata"].SerializeToString()
         f.write(varint(len(meta)) + meta)
         for i in range(len(model["ids"])):
-            m = Node(id=model["ids"][i], name=model["names"][i], type=model["types"][i],
-                     start_time_micros=model["start"][i], duration_micros=model["duration"][i])
+            m = Node(
+                id=model["ids"][i],
+                name=model["names"][i],
+                type=model["types"][i],
+                start_time_micros=model["start"][i],
+                duration_micros=model["duration"][i],
+            )
             m.ctrl_deps.extend(model["ctrl"][i])
             m.data_deps.extend(model["data"][i])
             for k, v in model["attrs"][i].items():
@@ -458,13 +545,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--json", dest="json_out", help="write the figures to this JSON file")
-    ap.add_argument("--extras", choices=("few", "converter"), default="few",
-                    help="non-column attributes per node (default: few)")
+    ap.add_argument(
+        "--extras", choices=("few", "converter"), default="few", help="non-column attributes per node (default: few)"
+    )
     ap.add_argument("--repeat", type=int, default=3, help="best of N for the fast steps (default 3)")
     ap.add_argument("--profile", action="store_true", help="always print a cProfile of read_trace")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--no-native", action="store_true",
-                    help="use the numpy code paths even if the optional C kernels are built")
+    ap.add_argument(
+        "--no-native", action="store_true", help="use the numpy code paths even if the optional C kernels are built"
+    )
     ap.add_argument("--tmp", help="directory for the trace files (default: a fresh temporary one)")
     args = ap.parse_args(argv)
     n = args.nodes
@@ -475,9 +564,16 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.mkdtemp(prefix="chakra_io_bench_", dir=args.tmp)
     plain, gzp = os.path.join(tmp, "bench.0.et"), os.path.join(tmp, "bench.0.et.gz")
     naive_out = os.path.join(tmp, "naive.0.et")
-    res: dict = {"nodes": n, "extras": args.extras, "repeat": rep, "python": platform.python_version(),
-                 "numpy": np.__version__, "cpus": os.cpu_count(), "machine": platform.machine(),
-                 "native_kernels": native_in_use()}
+    res: dict = {
+        "nodes": n,
+        "extras": args.extras,
+        "repeat": rep,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "native_kernels": native_in_use(),
+    }
     try:
         from google.protobuf import __version__ as pbv
         from google.protobuf.internal import api_implementation
@@ -500,8 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         res["distinct_names"] = len(trace.names) - 1
 
         log("write_trace ...")
-        res["write_plain_s"], _ = timed(lambda: write_trace(trace, plain), rep)
-        res["write_gzip_s"], _ = timed(lambda: write_trace(trace, gzp), 1)
+        res["write_plain_s"], _ = timed(lambda t=trace: write_trace(t, plain), rep)
+        res["write_gzip_s"], _ = timed(lambda t=trace: write_trace(t, gzp), 1)
         res["file_bytes"] = os.path.getsize(plain)
         res["gzip_bytes"] = os.path.getsize(gzp)
 
@@ -525,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
         res["naive_load_s"], model = timed(lambda: naive_load(plain), 1)
         assert len(model["ids"]) == n
         log("naive write (pb.Node per node + SerializeToString) ...")
-        res["naive_write_s"], _ = timed(lambda: naive_write(model, naive_out), 1)
+        res["naive_write_s"], _ = timed(lambda m=model: naive_write(m, naive_out), 1)
         del model
         gc.collect()
 
@@ -535,16 +631,20 @@ def main(argv: list[str] | None = None) -> int:
 
         rate = lambda s: n / s if s > 0 else float("inf")  # noqa: E731
         res["rates_nodes_per_s"] = {
-            "load_plain": rate(res["load_plain_s"]), "load_gzip": rate(res["load_gzip_s"]),
-            "naive_load": rate(res["naive_load_s"]), "write_plain": rate(res["write_plain_s"]),
-            "write_gzip": rate(res["write_gzip_s"]), "naive_write": rate(res["naive_write_s"]),
+            "load_plain": rate(res["load_plain_s"]),
+            "load_gzip": rate(res["load_gzip_s"]),
+            "naive_load": rate(res["naive_load_s"]),
+            "write_plain": rate(res["write_plain_s"]),
+            "write_gzip": rate(res["write_gzip_s"]),
+            "naive_write": rate(res["naive_write_s"]),
             "iter_nodes": rate(res["iter_nodes_s"]),
         }
         res["bytes_per_node"] = {
             "nbytes": res["nbytes"] / n,
             "rss_growth": (probe["after"] - probe["before"]) / n,
-            "rss_growth_after_malloc_trim": ((probe["after_malloc_trim"] - probe["before"]) / n
-                                             if probe["after_malloc_trim"] is not None else None),
+            "rss_growth_after_malloc_trim": (
+                (probe["after_malloc_trim"] - probe["before"]) / n if probe["after_malloc_trim"] is not None else None
+            ),
             "peak_during_load": (probe["peak"] - probe["before"]) / n,
             "file_plain": res["file_bytes"] / n,
             "file_gzip": res["gzip_bytes"] / n,
@@ -559,10 +659,16 @@ def main(argv: list[str] | None = None) -> int:
         # strict: what the process really holds after the load, not only what the arrays hold
         worst_mem = max(res["bytes_per_node"]["nbytes"], res["bytes_per_node"]["rss_growth"])
         res["targets"] = {
-            "load_ratio": {"target": TARGET_LOAD_RATIO, "value": res["ratios"]["load_vs_naive"],
-                           "met": res["ratios"]["load_vs_naive"] >= TARGET_LOAD_RATIO},
-            "bytes_per_node": {"target": TARGET_BYTES_PER_NODE, "value": worst_mem,
-                               "met": worst_mem <= TARGET_BYTES_PER_NODE},
+            "load_ratio": {
+                "target": TARGET_LOAD_RATIO,
+                "value": res["ratios"]["load_vs_naive"],
+                "met": res["ratios"]["load_vs_naive"] >= TARGET_LOAD_RATIO,
+            },
+            "bytes_per_node": {
+                "target": TARGET_BYTES_PER_NODE,
+                "value": worst_mem,
+                "met": worst_mem <= TARGET_BYTES_PER_NODE,
+            },
         }
 
         report(res)
@@ -570,8 +676,9 @@ def main(argv: list[str] | None = None) -> int:
             print("\ncProfile of read_trace (plain), by own time:")
             res["profile"] = profile_load(plain)
             print(res["profile"])
-            funcs = [et.read_trace, et.iter_chunks, stream.iter_frame_blocks, codec.decode_nodes,
-                     Trace.concat] + [getattr(codec, k) for k in ("_deps", "_intern") if hasattr(codec, k)]
+            funcs = [et.read_trace, et.iter_chunks, stream.iter_frame_blocks, codec.decode_nodes, Trace.concat] + [
+                getattr(codec, k) for k in ("_deps", "_intern") if hasattr(codec, k)
+            ]
             print("time per source line of the loader (read_trace, plain):")
             res["line_profile_load"] = line_profile(lambda: read_trace(plain), funcs)
             print(res["line_profile_load"])
@@ -593,14 +700,20 @@ def main(argv: list[str] | None = None) -> int:
 def report(res: dict) -> None:
     n = res["nodes"]
     r, b = res["rates_nodes_per_s"], res["bytes_per_node"]
-    print(f"\n.et I/O benchmark: {n:,} nodes, {res['data_deps']:,} data deps, {res['ctrl_deps']:,} ctrl deps, "
-          f"{res['distinct_names']} names, extras={res['extras']}")
+    print(
+        f"\n.et I/O benchmark: {n:,} nodes, {res['data_deps']:,} data deps, {res['ctrl_deps']:,} ctrl deps, "
+        f"{res['distinct_names']} names, extras={res['extras']}"
+    )
     print(f"types: {res['node_types']}")
-    print(f"python {res['python']}, numpy {res['numpy']}, protobuf {res.get('protobuf', '?')}, "
-          f"{res['cpus']} CPUs; C kernels {'on' if res['native_kernels'] else 'off'}; "
-          f"best of {res['repeat']} for read/write plain")
-    print(f"file: {res['file_bytes'] / 2**20:,.1f} MiB plain ({b['file_plain']:.0f} B/node), "
-          f"{res['gzip_bytes'] / 2**20:,.1f} MiB gzip; generated in {res['generate_s']:.2f} s\n")
+    print(
+        f"python {res['python']}, numpy {res['numpy']}, protobuf {res.get('protobuf', '?')}, "
+        f"{res['cpus']} CPUs; C kernels {'on' if res['native_kernels'] else 'off'}; "
+        f"best of {res['repeat']} for read/write plain"
+    )
+    print(
+        f"file: {res['file_bytes'] / 2**20:,.1f} MiB plain ({b['file_plain']:.0f} B/node), "
+        f"{res['gzip_bytes'] / 2**20:,.1f} MiB gzip; generated in {res['generate_s']:.2f} s\n"
+    )
     rows = [
         ("(a) read_trace, plain", res["load_plain_s"], r["load_plain"]),
         ("(a) read_trace, gzip", res["load_gzip_s"], r["load_gzip"]),
@@ -622,19 +735,27 @@ def report(res: dict) -> None:
     print(f"  Trace.nbytes():          {b['nbytes']:7.1f} B/node")
     print(f"  RSS growth (subprocess): {b['rss_growth']:7.1f} B/node")
     if b["rss_growth_after_malloc_trim"] is not None:
-        print(f"  RSS growth after malloc_trim(0): {b['rss_growth_after_malloc_trim']:7.1f} B/node "
-              "(heap glibc kept after the load's temporaries were freed)")
+        print(
+            f"  RSS growth after malloc_trim(0): {b['rss_growth_after_malloc_trim']:7.1f} B/node "
+            "(heap glibc kept after the load's temporaries were freed)"
+        )
     print(f"  peak RSS during load:    {b['peak_during_load']:7.1f} B/node above the pre-load RSS")
     big = sorted(res["nbytes_by_column"].items(), key=lambda kv: -kv[1])[:6]
     print("  largest columns: " + ", ".join(f"{k} {v / n:.1f}" for k, v in big) + " (B/node)")
     t = res["targets"]
     print("\ntargets:")
-    print(f"  bulk load >= {t['load_ratio']['target']:g}x naive: {t['load_ratio']['value']:.1f}x -> "
-          f"{'MET' if t['load_ratio']['met'] else 'NOT MET'}")
-    print(f"  <= {t['bytes_per_node']['target']:g} B/node resident (max of nbytes and RSS growth): "
-          f"{t['bytes_per_node']['value']:.1f} -> {'MET' if t['bytes_per_node']['met'] else 'NOT MET'}")
-    print(f"     (the arrays alone: {b['nbytes']:.1f} B/node -> "
-          f"{'MET' if b['nbytes'] <= t['bytes_per_node']['target'] else 'NOT MET'})")
+    print(
+        f"  bulk load >= {t['load_ratio']['target']:g}x naive: {t['load_ratio']['value']:.1f}x -> "
+        f"{'MET' if t['load_ratio']['met'] else 'NOT MET'}"
+    )
+    print(
+        f"  <= {t['bytes_per_node']['target']:g} B/node resident (max of nbytes and RSS growth): "
+        f"{t['bytes_per_node']['value']:.1f} -> {'MET' if t['bytes_per_node']['met'] else 'NOT MET'}"
+    )
+    print(
+        f"     (the arrays alone: {b['nbytes']:.1f} B/node -> "
+        f"{'MET' if b['nbytes'] <= t['bytes_per_node']['target'] else 'NOT MET'})"
+    )
 
 
 if __name__ == "__main__":

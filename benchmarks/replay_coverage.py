@@ -6,6 +6,7 @@ Traces come from ../shared/traces (beside the project). GPU traces replay on the
 two ResNet traces replay one profiler step each (a CPU pass over their convolutions is slow).
 Timing is not the point here (one pass); `tests/test_replay_fidelity.py` measures time.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,10 +15,15 @@ import time
 import warnings
 
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "traces")
-CASES = [("pytorch-cpu/mlp_rank0.et.json.gz", {}), ("pytorch-cpu/transformer_rank0.et.json.gz", {}),
-         (["pytorch-cpu/ddp_rank0.et.json.gz", "pytorch-cpu/ddp_rank1.et.json.gz"], {}),
-         ("param/linear_et.json.gz", {}), ("param/resnet_et.json.gz", {"steps": [6]}),
-         ("param/resnet_1gpu_et_1.0.3.json.gz", {"steps": [4]}), ("chakra/allgather_host_1.0.2.json.gz", {})]
+CASES = [
+    ("pytorch-cpu/mlp_rank0.et.json.gz", {}),
+    ("pytorch-cpu/transformer_rank0.et.json.gz", {}),
+    (["pytorch-cpu/ddp_rank0.et.json.gz", "pytorch-cpu/ddp_rank1.et.json.gz"], {}),
+    ("param/linear_et.json.gz", {}),
+    ("param/resnet_et.json.gz", {"steps": [6]}),
+    ("param/resnet_1gpu_et_1.0.3.json.gz", {"steps": [4]}),
+    ("chakra/allgather_host_1.0.2.json.gz", {}),
+]
 
 
 def main() -> int:
@@ -35,8 +41,10 @@ def main() -> int:
         done = sum(c["replayed"] for c in res.coverage.values())
         total = sum(c["total"] for c in res.coverage.values())
         label = " + ".join(case) if isinstance(case, list) else case
-        print(f"{label[:48]:<48} {res.world_size:>5} {done:>10,} {total:>7,} {done / total:>7.1%} "
-              f"{time.perf_counter() - t:>6.1f}")
+        print(
+            f"{label[:48]:<48} {res.world_size:>5} {done:>10,} {total:>7,} {done / total:>7.1%} "
+            f"{time.perf_counter() - t:>6.1f}"
+        )
         for c in res.coverage.values():
             for why, n in c["reasons"].items():
                 print(f"    not replayed ({n}): {why}")

@@ -12,6 +12,7 @@ collective and dimension, localBWAware, local memory 1600 GB/s. `train` is the r
 doc's data-parallel step: 16 layers of 100 µs forward / 200 µs backward, a 4 MiB all-reduce
 per layer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,18 +20,34 @@ import json
 
 import _probe as probe
 
-SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-          "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
-          **{f"{c}-implementation": ["ring"] * 3 for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}}
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    **{f"{c}-implementation": ["ring"] * 3 for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")},
+}
 TRAIN = "train:layers=16:comp_us=100:size=4194304"
 
 # name, network (topologies, sizes, GB/s, ns), workload, congestion-aware, ASTRA-sim seconds
 CASES = [
     ("ring all-reduce 1 MiB, 1,024 ring", (["Ring"], [1024], [50], [500]), "coll:all_reduce:1048576", False, 10.2),
-    ("all-reduce 64 MiB, 32x32 torus", (["Ring", "Ring"], [32, 32], [50, 50], [500, 500]),
-     "coll:all_reduce:67108864", False, 1.7),
-    ("train, Ring x FC x Switch 8x8x16", (["Ring", "FullyConnected", "Switch"], [8, 8, 16], [200, 100, 50],
-                                         [50, 500, 2000]), TRAIN, False, 19.8),
+    (
+        "all-reduce 64 MiB, 32x32 torus",
+        (["Ring", "Ring"], [32, 32], [50, 50], [500, 500]),
+        "coll:all_reduce:67108864",
+        False,
+        1.7,
+    ),
+    (
+        "train, Ring x FC x Switch 8x8x16",
+        (["Ring", "FullyConnected", "Switch"], [8, 8, 16], [200, 100, 50], [50, 500, 2000]),
+        TRAIN,
+        False,
+        19.8,
+    ),
     ("train, 1,024 ring, congestion-aware", (["Ring"], [1024], [50], [500]), TRAIN, True, 388.0),
 ]
 
@@ -76,11 +93,15 @@ def main() -> None:
             continue
         r = run(list(net), wl, aware)
         rows.append({"case": name, **r, "astra_seconds": astra, "speedup": astra / r["seconds"]})
-        print(f"{name:42} {r['seconds']:8.2f} {astra:8.1f} {astra / r['seconds']:7.1f}x "
-              f"{r['peak_bytes'] / 2**20:9.1f} {r['step_ns']:14,}")
+        print(
+            f"{name:42} {r['seconds']:8.2f} {astra:8.1f} {astra / r['seconds']:7.1f}x "
+            f"{r['peak_bytes'] / 2**20:9.1f} {r['step_ns']:14,}"
+        )
     expect = ring_allreduce_closed_form(1024, 1 << 20)
-    print(f"check: ring all-reduce on 1,024 NPUs = {rows[0]['step_ns']:,} ns; ASTRA-sim's closed form gives "
-          f"{expect:,} ({'identical' if rows[0]['step_ns'] == expect else 'DIFFERENT'})")
+    print(
+        f"check: ring all-reduce on 1,024 NPUs = {rows[0]['step_ns']:,} ns; ASTRA-sim's closed form gives "
+        f"{expect:,} ({'identical' if rows[0]['step_ns'] == expect else 'DIFFERENT'})"
+    )
     growth = []
     print("\ngrowth (ring all-reduce 1 MiB on a 1-D ring; train on Ring x FC x Switch 8 x 8 x n/64):")
     print(f"{'NPUs':>7} {'ring s':>8} {'ring MiB':>9} {'train s':>8} {'train MiB':>10}")
@@ -88,8 +109,10 @@ def main() -> None:
         a = run([["Ring"], [p], [50], [500]], "coll:all_reduce:1048576", False)
         b = run([["Ring", "FullyConnected", "Switch"], [8, 8, p // 64], [200, 100, 50], [50, 500, 2000]], TRAIN, False)
         growth.append({"npus": p, "ring": a, "train": b})
-        print(f"{p:7,} {a['seconds']:8.2f} {a['peak_bytes'] / 2**20:9.1f} {b['seconds']:8.2f} "
-              f"{b['peak_bytes'] / 2**20:10.1f}")
+        print(
+            f"{p:7,} {a['seconds']:8.2f} {a['peak_bytes'] / 2**20:9.1f} {b['seconds']:8.2f} "
+            f"{b['peak_bytes'] / 2**20:10.1f}"
+        )
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"cases": rows, "growth": growth}, f, indent=2)

@@ -4,6 +4,7 @@ not exist here, and write one HTML report.
 
 Run from the project root:  .venv/bin/python examples/demo.py   (writes into ./out/demo)
 """
+
 from __future__ import annotations
 
 import shutil
@@ -44,9 +45,26 @@ def main() -> None:
     traces, job, report = OUT / "traces", OUT / "job", OUT / "report.html"
 
     step("1. Train a small model for 6 steps on 2 ranks (gloo on 127.0.0.1) and record steps 2-3")
-    run("collect", "-o", traces, "--num-threads", "1", "--", sys.executable, "-m", "torch.distributed.run",
-        "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", free_port(),
-        ROOT / "examples" / "train_ddp.py", "--steps", "6")
+    run(
+        "collect",
+        "-o",
+        traces,
+        "--num-threads",
+        "1",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        free_port(),
+        ROOT / "examples" / "train_ddp.py",
+        "--steps",
+        "6",
+    )
 
     step("2. Convert every rank's PyTorch host trace + Kineto timing to Chakra")
     run("convert", "pytorch", traces, "-o", job)
@@ -74,17 +92,30 @@ def main() -> None:
             res = simulate_on(w, name)
         path = Analysis(w, res).critical_path()
         assert path.length_ns == res.step_ns, "the job critical path must account for the whole simulated step"
-        print(f"{name:>10}: {preset(name).description}\n{'':>12}step {res.step_ns / 1e6:,.3f} ms, exposed comm "
-              f"{res.exposed_comm_ns.max() / 1e6:,.3f} ms, critical path {path.length_ns / 1e6:,.3f} ms through "
-              f"{len(path.segments)} ops (simulated in {res.wall_s:.2f} s)")
+        print(
+            f"{name:>10}: {preset(name).description}\n{'':>12}step {res.step_ns / 1e6:,.3f} ms, exposed comm "
+            f"{res.exposed_comm_ns.max() / 1e6:,.3f} ms, critical path {path.length_ns / 1e6:,.3f} ms through "
+            f"{len(path.segments)} ops (simulated in {res.wall_s:.2f} s)"
+        )
 
     step("6. Write the report: one self-contained HTML file")
-    run("report", job, *[a for s in SYSTEMS for a in ("--simulate", s)], "--device", "cpu",
-        "--title", "2-rank DDP MLP: recorded and simulated", "-o", report)
+    run(
+        "report",
+        job,
+        *[a for s in SYSTEMS for a in ("--simulate", s)],
+        "--device",
+        "cpu",
+        "--title",
+        "2-rank DDP MLP: recorded and simulated",
+        "-o",
+        report,
+    )
 
-    print(f"\nDone in {time.perf_counter() - t0:.0f} s. Open the report in a browser (it works offline):\n"
-          f"  {report}\nOutputs are in {OUT.relative_to(ROOT)}/; open the timelines in https://ui.perfetto.dev "
-          f"with `chakra timeline {job.relative_to(ROOT)} -o timeline.json`.")
+    print(
+        f"\nDone in {time.perf_counter() - t0:.0f} s. Open the report in a browser (it works offline):\n"
+        f"  {report}\nOutputs are in {OUT.relative_to(ROOT)}/; open the timelines in https://ui.perfetto.dev "
+        f"with `chakra timeline {job.relative_to(ROOT)} -o timeline.json`."
+    )
 
 
 if __name__ == "__main__":

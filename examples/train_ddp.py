@@ -5,6 +5,7 @@ gradient buckets make DDP all-reduce while backward still runs, so the trace sho
 communication both hidden behind compute and exposed. Run by torchrun (RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT from the environment).
 """
+
 import argparse
 import gc
 

@@ -9,6 +9,7 @@ and read from its fd 4. Every wait has a timeout and the browser is always kille
         page.evaluate("1 + 1")
         page.screenshot(png_path)
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,9 +28,18 @@ from typing import Any
 
 DEFAULT_CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--hide-scrollbars",
+    "--mute-audio",
     "--remote-debugging-pipe",
 ]
 
@@ -100,10 +110,19 @@ class Browser:
         self._stderr = open(os.path.join(self._tmp, "stderr.txt"), "wb")
         try:
             self._proc = subprocess.Popen(
-                [self.executable, *FLAGS, f"--user-data-dir={os.path.join(self._tmp, 'profile')}",
-                 f"--window-size={self.width},{self.height}", "about:blank"],
-                stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
-                preexec_fn=wire_fds, close_fds=False, start_new_session=True,
+                [
+                    self.executable,
+                    *FLAGS,
+                    f"--user-data-dir={os.path.join(self._tmp, 'profile')}",
+                    f"--window-size={self.width},{self.height}",
+                    "about:blank",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=self._stderr,
+                stderr=self._stderr,
+                preexec_fn=wire_fds,
+                close_fds=False,
+                start_new_session=True,
             )
         except BaseException:
             for fd in (to_w, from_r):
@@ -196,8 +215,9 @@ class Browser:
                 self._events.append(msg)
             self._cond.notify_all()
 
-    def send(self, method: str, params: dict | None = None, session: str | None = None,
-             timeout: float | None = None) -> dict:
+    def send(
+        self, method: str, params: dict | None = None, session: str | None = None, timeout: float | None = None
+    ) -> dict:
         """Sends one command and waits for its result."""
         msg_id = next(self._ids)
         msg: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
@@ -206,7 +226,7 @@ class Browser:
         data = json.dumps(msg).encode() + b"\0"
         try:
             while data:
-                data = data[os.write(self._wfd, data):]
+                data = data[os.write(self._wfd, data) :]
         except OSError as e:
             raise BrowserError(f"{method}: cannot write to the browser ({e}); stderr: {self.stderr_tail()}") from e
         deadline = time.monotonic() + (timeout or self.timeout)
@@ -247,8 +267,12 @@ class Browser:
             return len(self._events)
 
     # -- pages
-    def open(self, path_or_url: str | os.PathLike, wait_for: str | None = "document.body && document.body.dataset.rendered",
-             timeout: float | None = None) -> Page:
+    def open(
+        self,
+        path_or_url: str | os.PathLike,
+        wait_for: str | None = "document.body && document.body.dataset.rendered",
+        timeout: float | None = None,
+    ) -> Page:
         """A new tab showing the file or URL, after its load event and once `wait_for` is truthy."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -283,11 +307,16 @@ class Page:
 
     def evaluate(self, expression: str, await_promise: bool = False, timeout: float | None = None) -> Any:
         """The JSON value of a JS expression; a JS exception raises BrowserError."""
-        res = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                             "awaitPromise": await_promise}, timeout=timeout)
+        res = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": await_promise},
+            timeout=timeout,
+        )
         if "exceptionDetails" in res:
             d = res["exceptionDetails"]
-            raise BrowserError(f"{expression[:80]!r} threw: {d.get('exception', {}).get('description') or d.get('text')}")
+            raise BrowserError(
+                f"{expression[:80]!r} threw: {d.get('exception', {}).get('description') or d.get('text')}"
+            )
         return res.get("result", {}).get("value")
 
     def wait_for(self, expression: str, timeout: float | None = None, interval: float = 0.05) -> Any:
@@ -304,8 +333,9 @@ class Page:
 
     def next_frame(self) -> None:
         """Returns after two animation frames, so that scheduled drawing has happened."""
-        self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))",
-                      await_promise=True)
+        self.evaluate(
+            "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))", await_promise=True
+        )
 
     @property
     def errors(self) -> list[str]:
@@ -325,8 +355,10 @@ class Page:
         return out
 
     def set_viewport(self, width: int, height: int) -> None:
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
 
     def screenshot(self, path: str | os.PathLike, width: int | None = None, max_height: int = 16000) -> Path:
         """A full-page PNG: the viewport is grown to the page height first."""

@@ -20,6 +20,11 @@ def ddp_pair():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return Workload({r: convert_pytorch(DATA / f"ddp_rank{r}.et.json.gz",
-                                            DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz", rank=r)[0]
-                         for r in (0, 1)})
+        return Workload(
+            {
+                r: convert_pytorch(
+                    DATA / f"ddp_rank{r}.et.json.gz", DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz", rank=r
+                )[0]
+                for r in (0, 1)
+            }
+        )

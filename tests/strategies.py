@@ -7,6 +7,7 @@ attribute (lists, empty lists, NaN / infinities / NaN payloads, float32 values),
 the column attributes with their canonical member and with another one, repeated attribute
 names, and unknown wire fields on nodes and metadata.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,11 +27,16 @@ from chakra_trace.schema.wire import encode_varint_int
 U64_MAX = (1 << 64) - 1
 
 _INT_RANGES = {
-    "int32": (-(1 << 31), (1 << 31) - 1), "sint32": (-(1 << 31), (1 << 31) - 1),
-    "sfixed32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
-    "sint64": (-(1 << 63), (1 << 63) - 1), "sfixed64": (-(1 << 63), (1 << 63) - 1),
-    "uint32": (0, (1 << 32) - 1), "fixed32": (0, (1 << 32) - 1),
-    "uint64": (0, U64_MAX), "fixed64": (0, U64_MAX),
+    "int32": (-(1 << 31), (1 << 31) - 1),
+    "sint32": (-(1 << 31), (1 << 31) - 1),
+    "sfixed32": (-(1 << 31), (1 << 31) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1),
+    "sint64": (-(1 << 63), (1 << 63) - 1),
+    "sfixed64": (-(1 << 63), (1 << 63) - 1),
+    "uint32": (0, (1 << 32) - 1),
+    "fixed32": (0, (1 << 32) - 1),
+    "uint64": (0, U64_MAX),
+    "fixed64": (0, U64_MAX),
 }
 
 
@@ -43,11 +49,33 @@ def _float32(bits: int) -> float:
 
 
 # NaNs with the sign bit set or a payload, and the usual suspects.
-ODD_DOUBLES = [math.nan, -math.nan, math.inf, -math.inf, -0.0, 0.0, 5e-324, 1.7976931348623157e308,
-               _double_from_bits(0xFFF8000000000000), _double_from_bits(0x7FF8000000000001),
-               _double_from_bits(0x7FF4000000000000), 0.1, 1 / 3]
-ODD_FLOATS = [math.nan, math.inf, -math.inf, -0.0, _float32(0x7FC00001), _float32(0xFFC00000),
-              _float32(0x00000001), _float32(0x7F7FFFFF), _float32(0x3DCCCCCD), _float32(0x3EAAAAAB)]
+ODD_DOUBLES = [
+    math.nan,
+    -math.nan,
+    math.inf,
+    -math.inf,
+    -0.0,
+    0.0,
+    5e-324,
+    1.7976931348623157e308,
+    _double_from_bits(0xFFF8000000000000),
+    _double_from_bits(0x7FF8000000000001),
+    _double_from_bits(0x7FF4000000000000),
+    0.1,
+    1 / 3,
+]
+ODD_FLOATS = [
+    math.nan,
+    math.inf,
+    -math.inf,
+    -0.0,
+    _float32(0x7FC00001),
+    _float32(0xFFC00000),
+    _float32(0x00000001),
+    _float32(0x7F7FFFFF),
+    _float32(0x3DCCCCCD),
+    _float32(0x3EAAAAAB),
+]
 
 
 @cache
@@ -62,9 +90,11 @@ def ids() -> st.SearchStrategy[int]:
 
 @cache
 def texts(max_size: int = 12) -> st.SearchStrategy[str]:
-    return st.one_of(st.just(""), st.text(max_size=max_size),
-                     st.sampled_from(["aten::mm", "ncclKernel_AllReduce", "Ünïcødé ✓ 😀", "a\nb\"c\\",
-                                      "\x00", "\u2028"]))
+    return st.one_of(
+        st.just(""),
+        st.text(max_size=max_size),
+        st.sampled_from(["aten::mm", "ncclKernel_AllReduce", "Ünïcødé ✓ 😀", 'a\nb"c\\', "\x00", "\u2028"]),
+    )
 
 
 @cache
@@ -111,8 +141,13 @@ def attributes(draw, names=None) -> Attribute:
     if canonical is not None and choice <= 5:
         member = canonical  # the member consumers read (a column for the column attributes)
     else:
-        member = draw(st.one_of(st.sampled_from(sorted(ATTR_MEMBERS)), st.sampled_from(sorted(ATTR_MEMBERS)),
-                                st.sampled_from(["double_val", "double_list", "float_val", "float_list"])))
+        member = draw(
+            st.one_of(
+                st.sampled_from(sorted(ATTR_MEMBERS)),
+                st.sampled_from(sorted(ATTR_MEMBERS)),
+                st.sampled_from(["double_val", "double_list", "float_val", "float_list"]),
+            )
+        )
     value = draw(member_values(member))
     explicit = member
     try:
@@ -142,7 +177,8 @@ def unknown_field(draw, min_number: int) -> bytes:
 def unknown_fields(min_number: int) -> st.SearchStrategy[bytes]:
     """Wire bytes of fields the schema does not define (numbers >= min_number), or b""."""
     return st.one_of(
-        st.just(b""), st.just(b""),
+        st.just(b""),
+        st.just(b""),
         st.just(b"\x58\x05"),  # Node field 11 (reserved upstream), varint 5
         st.lists(unknown_field(min_number), min_size=1, max_size=3).map(b"".join),
     )
@@ -171,9 +207,13 @@ def nodes(draw, id_pool: list[int]) -> Node:
     return Node(
         id=draw(st.sampled_from(id_pool)) if id_pool and draw(st.booleans()) else draw(ids()),
         name=draw(texts()),
-        type=draw(st.one_of(st.sampled_from(list(NodeType)),
-                            st.sampled_from([8, 9, 10, 1000, -1, (1 << 31) - 1, -(1 << 31)]),
-                            st.integers(-(1 << 31), (1 << 31) - 1))),
+        type=draw(
+            st.one_of(
+                st.sampled_from(list(NodeType)),
+                st.sampled_from([8, 9, 10, 1000, -1, (1 << 31) - 1, -(1 << 31)]),
+                st.integers(-(1 << 31), (1 << 31) - 1),
+            )
+        ),
         ctrl_deps=draw(st.lists(dep, max_size=3)),
         data_deps=draw(st.lists(dep, max_size=5)),
         start_time_micros=draw(st.one_of(st.just(0), st.integers(0, U64_MAX))),

@@ -1,4 +1,5 @@
 """Analyses: intervals, per-rank breakdown, collective statistics and imbalance."""
+
 from __future__ import annotations
 
 import json
@@ -73,8 +74,9 @@ def test_stats_and_breakdown_of_the_converted_ddp_pair():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for r in (0, 1):
-            traces[r], rep = convert_pytorch(DATA / f"ddp_rank{r}.et.json.gz",
-                                             DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz")
+            traces[r], rep = convert_pytorch(
+                DATA / f"ddp_rank{r}.et.json.gz", DATA / "kineto" / f"ddp_rank{r}.kineto.json.gz"
+            )
             spans[r] = rep.span_us
     w = Workload(traces)
     assert imbalance(w).imbalanced == [] and imbalance(w).checked == 8

@@ -4,6 +4,7 @@ Every case must raise `TraceFormatError` whose message names the file and a byte
 (plus the message index / node id where there is one); the CLI turns it into exactly one
 line on stderr and exit status 2, and shows the traceback only with `--debug`.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -81,8 +82,9 @@ def good_bytes(tmp_path_factory) -> bytes:
     return data
 
 
-def check_error(exc: TraceFormatError, path: Path, *, offset=None, offset_range=None, message_index=None,
-                node_id=None, words=()) -> None:
+def check_error(
+    exc: TraceFormatError, path: Path, *, offset=None, offset_range=None, message_index=None, node_id=None, words=()
+) -> None:
     """The error names the file and a byte offset (and where known the message / node)."""
     text = str(exc)
     assert "\n" not in text
@@ -114,46 +116,65 @@ class Case:
 def _cases(good: bytes) -> dict[str, Case]:
     frames = frame_positions(good)
     (p1, s1, e1), (p2, _, _) = frames[1], frames[2]
-    meta = good[:frames[0][2]]
+    meta = good[: frames[0][2]]
     rnd = random.Random(20260101)
     bad_utf8 = b"\x08\x2a\x12\x03\xff\xfeA"  # id 42, name = ff fe 41
     bad_wt = b"\x08\x07\x1e\x01"  # id 7, then field 3 with wire type 6
     gz = gzip.compress(good * 1, mtime=0)
     return {
         # cut inside the payload of message #1
-        "truncated_message": Case(good[:(s1 + e1) // 2], dict(offset_range=(p1, s1), message_index=1,
-                                                             words=("truncated",))),
+        "truncated_message": Case(
+            good[: (s1 + e1) // 2], dict(offset_range=(p1, s1), message_index=1, words=("truncated",))
+        ),
         # cut between the two bytes of message #2's length prefix
-        "truncated_in_prefix": Case(good[:p2 + 1], dict(offset=p2, message_index=2,
-                                                        words=("length prefix", "truncated"))),
-        "prefix_larger_than_file": Case(meta + varint(10_000_000) + b"\x08\x01",
-                                        dict(offset=len(meta), message_index=1, words=("length prefix",))),
-        "prefix_over_message_limit": Case(meta + varint(1 << 40) + b"\x08\x01",
-                                          dict(offset=len(meta), message_index=1, words=("limit",))),
-        "overlong_varint_prefix": Case(meta + b"\xff" * 11 + b"\x01" + b"\x08\x01",
-                                       dict(offset=len(meta), message_index=1, words=("varint",))),
+        "truncated_in_prefix": Case(
+            good[: p2 + 1], dict(offset=p2, message_index=2, words=("length prefix", "truncated"))
+        ),
+        "prefix_larger_than_file": Case(
+            meta + varint(10_000_000) + b"\x08\x01", dict(offset=len(meta), message_index=1, words=("length prefix",))
+        ),
+        "prefix_over_message_limit": Case(
+            meta + varint(1 << 40) + b"\x08\x01", dict(offset=len(meta), message_index=1, words=("limit",))
+        ),
+        "overlong_varint_prefix": Case(
+            meta + b"\xff" * 11 + b"\x01" + b"\x08\x01", dict(offset=len(meta), message_index=1, words=("varint",))
+        ),
         "empty_file": Case(b"", dict(offset=0, words=("empty",))),
         "random_bytes": Case(bytes(rnd.getrandbits(8) for _ in range(4096)), dict(words=())),
         # offset: the name field's tag (payload byte 2) or its string bytes (payload byte 4)
-        "invalid_utf8_name": Case(meta + frame(bad_utf8), dict(offset_range=(len(meta) + 3, len(meta) + 5),
-                                                               message_index=1, node_id=42, words=("utf-8",))),
-        "bad_wire_type": Case(meta + frame(node_msg(1)) + frame(bad_wt),
-                              dict(offset=len(meta) + len(frame(node_msg(1))) + 1 + 2, message_index=2,
-                                   node_id=7, words=("wire type",))),
+        "invalid_utf8_name": Case(
+            meta + frame(bad_utf8),
+            dict(offset_range=(len(meta) + 3, len(meta) + 5), message_index=1, node_id=42, words=("utf-8",)),
+        ),
+        "bad_wire_type": Case(
+            meta + frame(node_msg(1)) + frame(bad_wt),
+            dict(offset=len(meta) + len(frame(node_msg(1))) + 1 + 2, message_index=2, node_id=7, words=("wire type",)),
+        ),
         "bad_metadata": Case(b"\x03\xff\xff\xff" + frame(node_msg(1)), dict(message_index=0, words=("metadata",))),
         "gzip_truncated": Case(gz[: len(gz) // 2], dict(words=("gzip", "truncated"))),
-        "gzip_corrupt": Case(gz[:12] + bytes(b ^ 0x5A for b in gz[12:40]) + gz[40:],
-                             dict(words=("gzip", "corrupt"))),
-        "gzip_bad_crc": Case(gz[:-8] + bytes(b ^ 0xFF for b in gz[-8:-4]) + gz[-4:],
-                             dict(words=("gzip", "corrupt", "crc"))),
+        "gzip_corrupt": Case(gz[:12] + bytes(b ^ 0x5A for b in gz[12:40]) + gz[40:], dict(words=("gzip", "corrupt"))),
+        "gzip_bad_crc": Case(
+            gz[:-8] + bytes(b ^ 0xFF for b in gz[-8:-4]) + gz[-4:], dict(words=("gzip", "corrupt", "crc"))
+        ),
         "gzip_magic_only": Case(b"\x1f\x8b", dict(offset=2, words=("gzip", "truncated"))),
     }
 
 
 CASE_NAMES = [
-    "truncated_message", "truncated_in_prefix", "prefix_larger_than_file", "prefix_over_message_limit",
-    "overlong_varint_prefix", "empty_file", "random_bytes", "invalid_utf8_name", "bad_wire_type",
-    "bad_metadata", "gzip_truncated", "gzip_corrupt", "gzip_bad_crc", "gzip_magic_only",
+    "truncated_message",
+    "truncated_in_prefix",
+    "prefix_larger_than_file",
+    "prefix_over_message_limit",
+    "overlong_varint_prefix",
+    "empty_file",
+    "random_bytes",
+    "invalid_utf8_name",
+    "bad_wire_type",
+    "bad_metadata",
+    "gzip_truncated",
+    "gzip_corrupt",
+    "gzip_bad_crc",
+    "gzip_magic_only",
 ]
 
 
@@ -185,10 +206,17 @@ def test_library_error_says_where(bad_files, name):
     check_error(ei.value, path, **expect)
 
 
-@pytest.mark.parametrize("name", [
-    "truncated_message", "truncated_in_prefix", "overlong_varint_prefix", "bad_wire_type", "gzip_truncated",
-    "empty_file",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "truncated_message",
+        "truncated_in_prefix",
+        "overlong_varint_prefix",
+        "bad_wire_type",
+        "gzip_truncated",
+        "empty_file",
+    ],
+)
 def test_streaming_reader_errors_too(bad_files, name):
     path, expect = bad_files[name]
     with pytest.raises(TraceFormatError) as ei:
@@ -355,8 +383,9 @@ def _write_bomb(path: Path, head: bytes) -> None:
 
 def _probe(path: Path) -> dict:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-c", _BOMB_PROBE, str(path)], capture_output=True, text=True,
-                       timeout=180, env=env)
+    r = subprocess.run(
+        [sys.executable, "-c", _BOMB_PROBE, str(path)], capture_output=True, text=True, timeout=180, env=env
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -2,6 +2,7 @@
 
 Every process uses one intra-op thread; models are tiny. Subprocess tests run real jobs.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip(
-    "torch", reason="PyTorch is not installed (pip install -e '.[collect]'); the collect tests need it")
+    "torch", reason="PyTorch is not installed (pip install -e '.[collect]'); the collect tests need it"
+)
 
 from chakra_trace.cli import main  # noqa: E402
 from chakra_trace.collect import _inject  # noqa: E402
@@ -23,15 +25,54 @@ from chakra_trace.errors import ChakraError  # noqa: E402
 
 WORKLOADS = Path(__file__).parent / "workloads"
 RANK_KEYS = {
-    "schema", "run_id", "rank", "local_rank", "world_size", "backend", "status", "hostname", "pid", "torch_version",
-    "python_version", "platform", "device_type", "cuda_device", "activities", "num_threads", "mode", "schedule",
-    "steps_run", "steps_recorded", "steps", "files", "bytes", "gzip", "command", "started_at", "finished_at",
+    "schema",
+    "run_id",
+    "rank",
+    "local_rank",
+    "world_size",
+    "backend",
+    "status",
+    "hostname",
+    "pid",
+    "torch_version",
+    "python_version",
+    "platform",
+    "device_type",
+    "cuda_device",
+    "activities",
+    "num_threads",
+    "mode",
+    "schedule",
+    "steps_run",
+    "steps_recorded",
+    "steps",
+    "files",
+    "bytes",
+    "gzip",
+    "command",
+    "started_at",
+    "finished_at",
     "warnings",
 }
 MERGED_KEYS = {
-    "schema", "run_id", "complete", "world_size", "ranks", "missing_ranks", "backend", "device_type",
-    "torch_version", "python_version", "hostnames", "schedule", "steps_recorded", "command", "files", "warnings",
-    "per_rank", "updated_at",
+    "schema",
+    "run_id",
+    "complete",
+    "world_size",
+    "ranks",
+    "missing_ranks",
+    "backend",
+    "device_type",
+    "torch_version",
+    "python_version",
+    "hostnames",
+    "schedule",
+    "steps_recorded",
+    "command",
+    "files",
+    "warnings",
+    "per_rank",
+    "updated_at",
 }
 
 
@@ -43,8 +84,11 @@ def _load(path: Path):
 
 
 def _profiler_steps(kineto: dict) -> list[str]:
-    return sorted(e["name"] for e in kineto["traceEvents"]
-                  if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    return sorted(
+        e["name"]
+        for e in kineto["traceEvents"]
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    )
 
 
 def _check_rank(out: Path, rank: int, *, steps=(2, 3), gz: bool = True) -> dict:
@@ -137,7 +181,8 @@ def test_api_single_process(tmp_path, one_thread, gz):
     m = _check_manifest(out, world_size=1, backend=None, mode="api", gz=gz)
     assert m["per_rank"]["0"]["local_rank"] is None and m["per_rank"]["0"]["activities"] == ["cpu"]
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [".manifest.lock", "manifest.json", "manifest.rank0.json", *m["files"]["0"].values()])
+        [".manifest.lock", "manifest.json", "manifest.rank0.json", *m["files"]["0"].values()]
+    )
 
 
 @pytest.mark.timeout(60)
@@ -191,8 +236,13 @@ def test_one_recorder_per_process(tmp_path, one_thread):
 def injected(monkeypatch, tmp_path):
     """The optimizer hook that `chakra collect` installs, configured for tmp_path/out."""
     out = tmp_path / "out"
-    for k, v in {_inject.ENV_DIR: str(out), _inject.ENV_SCHEDULE: "1,1,2", _inject.ENV_GZIP: "1",
-                 _inject.ENV_NUM_THREADS: "1", _inject.ENV_RUN_ID: "test-run"}.items():
+    for k, v in {
+        _inject.ENV_DIR: str(out),
+        _inject.ENV_SCHEDULE: "1,1,2",
+        _inject.ENV_GZIP: "1",
+        _inject.ENV_NUM_THREADS: "1",
+        _inject.ENV_RUN_ID: "test-run",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(_inject, "_S", _inject._State())
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -272,8 +322,20 @@ def test_cli_single_process_json(tmp_path, cli, capfd):
 @pytest.mark.timeout(180)
 def test_cli_job_stops_early(tmp_path, cli, capfd):
     out = tmp_path / "out"
-    rc = cli("--out", out, "--num-threads", 1, "--no-gzip", "--",
-             sys.executable, WORKLOADS / "mlp.py", "--steps", 6, "--fail-at", 3)
+    rc = cli(
+        "--out",
+        out,
+        "--num-threads",
+        1,
+        "--no-gzip",
+        "--",
+        sys.executable,
+        WORKLOADS / "mlp.py",
+        "--steps",
+        6,
+        "--fail-at",
+        3,
+    )
     cap = capfd.readouterr()
     assert rc == 1  # the job's exit status (SystemExit with a message)
     assert "the process exited after 3 steps, during the active window" in cap.out
@@ -301,8 +363,10 @@ def test_cli_chains_existing_sitecustomize(tmp_path, cli, capfd, monkeypatch):
     user.mkdir()
     (user / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE'] = 'ran'\n")
     monkeypatch.setenv("PYTHONPATH", str(user))
-    code = ("import os, sys; print(os.environ.get('USER_SITECUSTOMIZE'), "
-            "any(type(f).__name__ == '_OptimizerImportFinder' for f in sys.meta_path))")
+    code = (
+        "import os, sys; print(os.environ.get('USER_SITECUSTOMIZE'), "
+        "any(type(f).__name__ == '_OptimizerImportFinder' for f in sys.meta_path))"
+    )
     assert cli("--out", tmp_path / "out", "--", sys.executable, "-c", code) == 0
     assert "ran True" in capfd.readouterr().out
 
@@ -328,9 +392,25 @@ def _check_ddp(out: Path, mode: str) -> dict:
 @pytest.mark.timeout(180)
 def test_cli_ddp_torchrun_two_ranks(tmp_path, cli, capfd):
     out = tmp_path / "out"
-    rc = cli("--out", out, "--num-threads", 1, "--", sys.executable, "-m", "torch.distributed.run",
-             "--nproc-per-node", 2, "--master-addr", "127.0.0.1", "--master-port", _free_port(),
-             WORKLOADS / "ddp.py", "--steps", 5)
+    rc = cli(
+        "--out",
+        out,
+        "--num-threads",
+        1,
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        2,
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        _free_port(),
+        WORKLOADS / "ddp.py",
+        "--steps",
+        5,
+    )
     cap = capfd.readouterr()
     assert rc == 0, cap.err[-3000:]
     m = _check_ddp(out, "inject")
@@ -360,8 +440,13 @@ def test_api_ddp_mp_spawn_two_ranks(tmp_path):
 
     out = tmp_path / "out"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
-    p = subprocess.run([sys.executable, str(WORKLOADS / "ddp_api.py"), str(out), "5"], env=env,
-                       capture_output=True, text=True, timeout=170)
+    p = subprocess.run(
+        [sys.executable, str(WORKLOADS / "ddp_api.py"), str(out), "5"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     m = _check_ddp(out, "api")
     assert m["run_id"] is None and m["command"][1:] == [str(WORKLOADS / "ddp_api.py"), str(out), "5"]
@@ -370,8 +455,15 @@ def test_api_ddp_mp_spawn_two_ranks(tmp_path):
 # -- manifests ------------------------------------------------------------------------------------------
 def test_merge_keeps_one_run(tmp_path):
     def rank_doc(rank, run_id, world_size=2):
-        return {"schema": R.RANK_SCHEMA, "run_id": run_id, "rank": rank, "world_size": world_size,
-                "status": "complete", "backend": "gloo", "files": {"et": f"rank{rank}.et.json.gz"}}
+        return {
+            "schema": R.RANK_SCHEMA,
+            "run_id": run_id,
+            "rank": rank,
+            "world_size": world_size,
+            "status": "complete",
+            "backend": "gloo",
+            "files": {"et": f"rank{rank}.et.json.gz"},
+        }
 
     (tmp_path / "manifest.rank0.json").write_text(json.dumps(rank_doc(0, "new")))
     (tmp_path / "manifest.rank1.json").write_text(json.dumps(rank_doc(1, "new")))

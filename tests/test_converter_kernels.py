@@ -1,5 +1,6 @@
 """The converters' optional C kernels give what their Python paths give (host-ET splitting,
 interval nesting); the Kineto scanner has its own tests in test_kineto_native.py."""
+
 from __future__ import annotations
 
 import gzip
@@ -19,17 +20,40 @@ nest_c = pytest.mark.skipif(kineto._native is None, reason="C kernels not built 
 
 
 @host_c
-@given(st.lists(st.sampled_from([b"a", b"7", b"0", b"12", b"}, {", b"}", b"{", b", ", b"x9y", b"\xc3\xa9", b"\xb9",
-                                  b"/:", b"0123456789abcdef"]), max_size=80),
-       st.sampled_from([b"}, {", b"},\n  {", b"}"]), st.integers(0, 5))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                b"a",
+                b"7",
+                b"0",
+                b"12",
+                b"}, {",
+                b"}",
+                b"{",
+                b", ",
+                b"x9y",
+                b"\xc3\xa9",
+                b"\xb9",
+                b"/:",
+                b"0123456789abcdef",
+            ]
+        ),
+        max_size=80,
+    ),
+    st.sampled_from([b"}, {", b"},\n  {", b"}"]),
+    st.integers(0, 5),
+)
 @settings(max_examples=300, deadline=None)
 def test_split_pieces_is_split_and_translate(parts, sep, pos):
     buf = bytearray(b"".join(parts))
     pos = min(pos, len(buf))
-    starts, lens, codes, first = (np.frombuffer(x, t) for x, t in zip(
-        pytorch_host._native.split_pieces(buf, pos, sep), (np.int64, np.int64, np.int32, np.int64)))
+    starts, lens, codes, first = (
+        np.frombuffer(x, t)
+        for x, t in zip(pytorch_host._native.split_pieces(buf, pos, sep), (np.int64, np.int64, np.int32, np.int64))
+    )
     pieces = bytes(buf[pos:]).split(sep)[:-1]
-    assert [bytes(buf[a:a + n]) for a, n in zip(starts.tolist(), lens.tolist())] == pieces
+    assert [bytes(buf[a : a + n]) for a, n in zip(starts.tolist(), lens.tolist())] == pieces
     keys = [p.translate(pytorch_host._MASK) for p in pieces]
     distinct = list(dict.fromkeys(keys))
     assert codes.tolist() == [distinct.index(k) for k in keys]

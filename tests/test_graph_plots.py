@@ -1,4 +1,5 @@
 """Graph export (DOT / GraphML / Graphviz rendering) and static plots."""
+
 from __future__ import annotations
 
 import gzip
@@ -22,8 +23,19 @@ from chakra_trace.visualize import graph as G
 from chakra_trace.visualize import plots as P
 
 GML = "{http://graphml.graphdrawing.org/xmlns}"
-WEIRD = ['aten::add_', '<lambda>', 'say "hi"', 'back\\slash', 'trailing\\', 'a & b <c> \'d\'', 'two\nlines',
-         'crlf\r\nend', 'bell\x07char', '\\n not a newline', 'ünïcødé ∑']
+WEIRD = [
+    "aten::add_",
+    "<lambda>",
+    'say "hi"',
+    "back\\slash",
+    "trailing\\",
+    "a & b <c> 'd'",
+    "two\nlines",
+    "crlf\r\nend",
+    "bell\x07char",
+    "\\n not a newline",
+    "ünïcødé ∑",
+]
 
 
 # ---------------------------------------------------------------------- fixtures and helpers
@@ -76,7 +88,7 @@ def weird_trace():
 
 
 _QSTR = r'"((?:[^"\\]|\\.)*)"'
-_NODE_LINE = re.compile(r'^  (n\w+) \[label=' + _QSTR + r', shape=(\w+), fillcolor="(#[0-9a-f]{6})"\];$')
+_NODE_LINE = re.compile(r"^  (n\w+) \[label=" + _QSTR + r', shape=(\w+), fillcolor="(#[0-9a-f]{6})"\];$')
 _EDGE_LINE = re.compile(r"^  (n\w+) -> (n\w+)( \[style=dashed\])?;$")
 
 
@@ -111,8 +123,9 @@ def parse_graphml(text: str):
     (g,) = root.findall(GML + "graph")
     for d in root.iter(GML + "data"):
         assert d.get("key") in keys
-    nodes = {n.get("id"): {d.get("key"): d.text or "" for d in n.findall(GML + "data")}
-             for n in g.findall(GML + "node")}
+    nodes = {
+        n.get("id"): {d.get("key"): d.text or "" for d in n.findall(GML + "data")} for n in g.findall(GML + "node")
+    }
     edges = [(e.get("source"), e.get("target"), e.find(GML + "data").text) for e in g.findall(GML + "edge")]
     gdata = {d.get("key"): d.text for d in g.findall(GML + "data")}
     return keys, nodes, edges, gdata
@@ -139,8 +152,9 @@ def test_dot_of_the_converted_ddp_rank(ddp):
         assert label.startswith(t.names[t.name_codes[row]] + "\n")
         assert label.endswith(" · " + G.format_duration(int(t.duration[row])))
     colls = [lab for lab, shape in nodes.values() if shape == "hexagon"]
-    assert len(colls) == int((t.types == 7).sum()) and all("COMM_COLL ALL_REDUCE" in c or "COMM_COLL ALL_GATHER"
-                                                            in c for c in colls)
+    assert len(colls) == int((t.types == 7).sum()) and all(
+        "COMM_COLL ALL_REDUCE" in c or "COMM_COLL ALL_GATHER" in c for c in colls
+    )
     assert all(re.search(r" \d+(\.\d+)? (B|KiB|MiB|GiB) · ", c) for c in colls)
 
 
@@ -149,12 +163,16 @@ def test_data_edges_solid_control_edges_dashed_and_skips_counted():
     text = G.to_dot(t)
     nodes, edges = parse_dot(text)
     assert len(nodes) == 7
-    assert sorted((a, b) for a, b, dashed in edges if not dashed) == [("n0", "n1"), ("n1", "n2"), ("n2", "n3"),
-                                                                      ("n3", "n4")]
+    assert sorted((a, b) for a, b, dashed in edges if not dashed) == [
+        ("n0", "n1"),
+        ("n1", "n2"),
+        ("n2", "n3"),
+        ("n3", "n4"),
+    ]
     assert [(a, b) for a, b, dashed in edges if dashed] == [("n0", "n5")]
     assert nodes["n0"][0] == "a\nCOMP · 12.5 ms" and nodes["n1"][0] == "b\nCOMP · 830 µs"
     assert nodes["n2"] == ("c\nCOMM_COLL ALL_REDUCE 4 MiB · 2.5 s", "hexagon")
-    assert "1 on missing nodes" in text.splitlines()[0] and 'skipped_missing=1 skipped_outside=0' in text
+    assert "1 on missing nodes" in text.splitlines()[0] and "skipped_missing=1 skipped_outside=0" in text
     res = G.export_graph(t, name="^c$")
     assert (res.nodes, res.data_edges, res.skipped_outside, res.skipped_missing) == (1, 0, 2, 0)
 
@@ -322,9 +340,11 @@ def svg_text():
 @pytest.mark.parametrize("which", ["ddp", "imbalanced"])
 def test_plots_write_png_and_svg(which, ddp, tmp_path, svg_text):
     w = ddp if which == "ddp" else imbalanced_workload()
-    made = {"breakdown": lambda p: P.plot_breakdown(breakdown(w), p),
-            "imbalance": lambda p: P.plot_imbalance(imbalance(w), p),
-            "matrix": lambda p: P.plot_matrix(communication_matrix(w), p)}
+    made = {
+        "breakdown": lambda p: P.plot_breakdown(breakdown(w), p),
+        "imbalance": lambda p: P.plot_imbalance(imbalance(w), p),
+        "matrix": lambda p: P.plot_matrix(communication_matrix(w), p),
+    }
     texts = {}
     for kind, fn in made.items():
         for suffix in (".png", ".svg"):
@@ -343,9 +363,18 @@ def test_plots_write_png_and_svg(which, ddp, tmp_path, svg_text):
 
 
 def test_breakdown_of_many_ranks_is_a_distribution(tmp_path, svg_text):
-    rows = [{"rank": r, "span_us": 5000.0, "compute_us": 3000.0 + r % 13, "comm_us": 1300.0, "overlap_us": 500.0,
-             "exposed_comm_us": 800.0 + (r == 1234) * 900, "idle_us": 700.0 - (r == 1234) * 900 - r % 13}
-            for r in range(2000)]
+    rows = [
+        {
+            "rank": r,
+            "span_us": 5000.0,
+            "compute_us": 3000.0 + r % 13,
+            "comm_us": 1300.0,
+            "overlap_us": 500.0,
+            "exposed_comm_us": 800.0 + (r == 1234) * 900,
+            "idle_us": 700.0 - (r == 1234) * 900 - r % 13,
+        }
+        for r in range(2000)
+    ]
     p = P.plot_breakdown(types.SimpleNamespace(rows=rows), tmp_path / "b.svg")
     svg = _check_image(p)
     assert "over 2,000 ranks" in svg and "most exposed comm: rank 1234" in svg
@@ -360,8 +389,9 @@ def test_big_jobs_are_capped_or_binned(tmp_path, svg_text):
         sizes = {r: 1024 for r in range(100)}
         sizes[k] = 1024 * (k + 2)  # instance k: rank k sends k + 2 times the median
         found.append(Imbalance("", k, "ALL_GATHER", sizes, 1024.0, k + 2.0, [k], {r: 0 for r in sizes}))
-    svg = _check_image(P.plot_imbalance(ImbalanceReport(50, found, 0.0), tmp_path / "i.svg", max_instances=10,
-                                        max_ranks=8))
+    svg = _check_image(
+        P.plot_imbalance(ImbalanceReport(50, found, 0.0), tmp_path / "i.svg", max_instances=10, max_ranks=8)
+    )
     assert "40 of 50 instances" in svg and "showing the 10 most skewed, 8 of 100 ranks" in svg
     assert "all#39 ALL_GATHER" in svg and "all#29 ALL_GATHER" not in svg  # the most skewed are kept
     m = np.zeros((600, 600))
@@ -379,9 +409,17 @@ def test_roofline_plot_from_a_stand_in(tmp_path, svg_text):
     attainable = np.minimum(peak, bw * intensity)
     achieved = attainable * rng.uniform(0.01, 0.9, 200)
     achieved[:3] = np.nan  # untimed ops are left out
-    df = pd.DataFrame({"name": ["op"] * 200, "intensity": intensity, "achieved_flops": achieved,
-                       "attainable_flops": attainable, "bound": np.where(intensity < peak / bw, "memory", "compute"),
-                       "duration_us": rng.integers(0, 1000, 200), "flops": achieved})
+    df = pd.DataFrame(
+        {
+            "name": ["op"] * 200,
+            "intensity": intensity,
+            "achieved_flops": achieved,
+            "attainable_flops": attainable,
+            "bound": np.where(intensity < peak / bw, "memory", "compute"),
+            "duration_us": rng.integers(0, 1000, 200),
+            "flops": achieved,
+        }
+    )
     device = types.SimpleNamespace(name="TestGPU-X", peak_flops=peak, mem_bw=bw, ridge=peak / bw)
     rf = types.SimpleNamespace(device=device, to_pandas=lambda: df)
     svg = _check_image(P.plot_roofline(rf, tmp_path / "r.svg"))

@@ -1,4 +1,5 @@
 """The self-contained HTML report: document checks in Python, and the page drawn by headless Chromium."""
+
 from __future__ import annotations
 
 import copy
@@ -16,8 +17,16 @@ from chakra_trace.visualize.html import render_html, write_html
 ARTIFACTS = Path(__file__).resolve().parent.parent / "out" / "test-artifacts"
 T0 = 1_700_000_000_000  # µs since the epoch: timelines carry absolute timestamps
 EVIL = "</script><script>window.__pwned=1</script>"
-NAMES = [EVIL, "<b>matmul</b>", "aten::conv2d", 'say "hi" & \'bye\'', "ünïcödé — 日本語 ✓",
-         "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "aten::linear", "memcpy HtoD"]
+NAMES = [
+    EVIL,
+    "<b>matmul</b>",
+    "aten::conv2d",
+    "say \"hi\" & 'bye'",
+    "ünïcödé — 日本語 ✓",
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    "aten::linear",
+    "memcpy HtoD",
+]
 N_EVENTS = 20_000
 
 
@@ -28,8 +37,8 @@ def make_timeline(n_events: int = N_EVENTS) -> dict:
         {"pid": 100, "tid": 2, "name": "<b>dataloader</b>", "process": "trainer rank 0"},
         {"pid": 0, "tid": 7, "name": "stream 7", "process": "GPU 0"},
         {"pid": 0, "tid": 13, "name": "stream 13 (nccl)", "process": "GPU 0"},
-        {"pid": 1, "tid": "stream 7", "name": "stream 7", "process": "GPU 1 \"quoted\""},
-        {"pid": 1, "tid": 13, "name": "stream 13 (nccl)", "process": "GPU 1 \"quoted\""},
+        {"pid": 1, "tid": "stream 7", "name": "stream 7", "process": 'GPU 1 "quoted"'},
+        {"pid": 1, "tid": 13, "name": "stream 13 (nccl)", "process": 'GPU 1 "quoted"'},
     ]
     rows = []
     for p in range(200):  # CPU: parents of 1000 µs with 4 nested children each
@@ -41,66 +50,162 @@ def make_timeline(n_events: int = N_EVENTS) -> dict:
     span = 250_000
     for t, count in ((2, n_gpu // 2), (4, n_gpu - n_gpu // 2)):
         step = span / count
-        rows += [[t, T0 + int(i * step), max(1, int(step * 0.6)), 2 + i % 5, 2 if i % 7 == 0 else 1]
-                 for i in range(count)]
+        rows += [
+            [t, T0 + int(i * step), max(1, int(step * 0.6)), 2 + i % 5, 2 if i % 7 == 0 else 1] for i in range(count)
+        ]
     events = np.array(rows, dtype=np.int64)  # a numpy array must be accepted as is
     flows = [[0, T0 + p * 1250 + 50, 2, T0 + p * 1250 + 400, 2] for p in range(0, 200, 4)]
-    highlight = [[0, T0 + p * 1250, 1000] for p in range(0, 200, 10)] + [[3, T0 + 300 + i * 2500, 600] for i in range(0, 100, 10)]
-    return {"type": "timeline", "tracks": tracks, "names": NAMES, "kinds": ["cpu op", "kernel", "<i>comm</i>"],
-            "events": events, "flows": flows, "highlight": highlight}
+    highlight = [[0, T0 + p * 1250, 1000] for p in range(0, 200, 10)] + [
+        [3, T0 + 300 + i * 2500, 600] for i in range(0, 100, 10)
+    ]
+    return {
+        "type": "timeline",
+        "tracks": tracks,
+        "names": NAMES,
+        "kinds": ["cpu op", "kernel", "<i>comm</i>"],
+        "events": events,
+        "flows": flows,
+        "highlight": highlight,
+    }
 
 
 def make_doc() -> dict:
     table_rows = [
-        {"name": NAMES[i % len(NAMES)], "count": np.int64(1000 - 37 * i), "time": (i * 123.4) if i != 3 else None,
-         "bytes": 1 << (10 + 2 * i), "share": i / 12, "ratio": float("nan") if i == 5 else i * 0.75, "ns": 1500.0 * i}
+        {
+            "name": NAMES[i % len(NAMES)],
+            "count": np.int64(1000 - 37 * i),
+            "time": (i * 123.4) if i != 3 else None,
+            "bytes": 1 << (10 + 2 * i),
+            "share": i / 12,
+            "ratio": float("nan") if i == 5 else i * 0.75,
+            "ns": 1500.0 * i,
+        }
         for i in range(12)
     ]
-    columns = [{"key": "name", "label": "Name <b>", "format": "str"}, {"key": "ratio", "label": "Ratio", "format": "float"},
-               {"key": "count", "label": "Count", "format": "int"}, {"key": "time", "label": "Time", "format": "us"},
-               {"key": "bytes", "label": "Size", "format": "bytes"}, {"key": "share", "label": "Share", "format": "pct"},
-               {"key": "ns", "label": "Latency", "format": "ns"}]
+    columns = [
+        {"key": "name", "label": "Name <b>", "format": "str"},
+        {"key": "ratio", "label": "Ratio", "format": "float"},
+        {"key": "count", "label": "Count", "format": "int"},
+        {"key": "time", "label": "Time", "format": "us"},
+        {"key": "bytes", "label": "Size", "format": "bytes"},
+        {"key": "share", "label": "Share", "format": "pct"},
+        {"key": "ns", "label": "Latency", "format": "ns"},
+    ]
     ranks = [f"rank {i}" for i in range(8)]
-    matrix = np.outer(np.arange(1, 9), np.arange(1, 9)).astype(float) * 2 ** 20
+    matrix = np.outer(np.arange(1, 9), np.arange(1, 9)).astype(float) * 2**20
     matrix[np.arange(8), np.arange(8)] = np.nan
     ratio = np.array([[1.0, 1.3, 0.7, None], [2.0, 1.0, 0.5, 0.9], [1.1, 0.95, 4.0, 1.0]], dtype=object)
     intensity = [0.5, 2.0, 8.0, 30.0, 120.0, 400.0]
     return {
-        "title": "Report <b>bold</b> & \"quotes\"",
+        "title": 'Report <b>bold</b> & "quotes"',
         "subtitle": "ResNet-50 DDP, 2 ranks — ünïcödé",
         "generated": "2024-05-01 12:00",
         "sections": [
-            {"id": "overview", "title": "Overview <b>&</b>", "blocks": [
-                {"type": "text", "text": f"First paragraph with {EVIL} and <b>not bold</b>.\n\nSecond paragraph:\nline two."},
-                {"type": "kv", "items": [["Ranks", np.int64(2)], ["Total time", "12.3 ms"], ["Share", np.float64(0.12345)],
-                                         ["Missing", None], ["NaN", float("nan")], ["<b>label</b>", EVIL]]},
-            ]},
-            {"id": "tables", "title": "Tables", "blocks": [
-                {"type": "table", "caption": "Top ops", "columns": columns, "rows": table_rows, "max_rows": 5},
-                {"type": "table", "caption": "Small", "columns": [{"key": "a", "label": "A", "format": "str"},
-                                                                  {"key": "b", "label": "B", "format": "float"}],
-                 "rows": [{"a": "x", "b": None}, {"a": "y", "b": 2.5}]},
-            ]},
-            {"id": "charts", "title": "Charts", "blocks": [
-                {"type": "bars", "title": "Time per category", "unit": "us", "categories": ["compute", "<b>comm</b>", "idle"],
-                 "series": [{"name": "rank 0", "values": [1200.0, 300.0, None]}, {"name": "rank 1", "values": [1100.0, 450.0, 80.0]}],
-                 "stacked": False},
-                {"type": "bars", "title": "Stacked", "unit": "bytes", "categories": ranks,
-                 "series": [{"name": n, "values": (np.arange(8) + k) * 2.0 ** 24} for k, n in enumerate(["all_reduce", "all_gather", "p2p"])],
-                 "stacked": True},
-                {"type": "heatmap", "title": "Bytes sent (row → column)", "x": ranks, "y": ranks, "values": matrix,
-                 "unit": "bytes", "scale": "linear", "center": None},
-                {"type": "heatmap", "title": "Size / median", "x": ["a", "b", "c", "d"], "y": ["r0", "r1", "r2"],
-                 "values": ratio.tolist(), "unit": "", "scale": "log", "center": 1.0},
-                {"type": "scatter", "title": "Roofline", "x_label": "FLOP/byte", "y_label": "FLOP/s", "log_x": True, "log_y": True,
-                 "points": [[x, min(3e12 * x, 1e14) * 0.4, i, i % 2] for i, x in enumerate(intensity)],
-                 "labels": [f"op {i} <b>" for i in range(6)], "groups": ["conv", "gemm"],
-                 "lines": [{"name": "roof", "points": [[0.1, 3e11], [33.3, 1e14], [1000, 1e14]]}]},
-            ]},
-            {"id": "timeline", "title": "Timeline", "blocks": [
-                {"type": "text", "text": "Two ranks."},
-                make_timeline(),
-            ]},
+            {
+                "id": "overview",
+                "title": "Overview <b>&</b>",
+                "blocks": [
+                    {
+                        "type": "text",
+                        "text": f"First paragraph with {EVIL} and <b>not bold</b>.\n\nSecond paragraph:\nline two.",
+                    },
+                    {
+                        "type": "kv",
+                        "items": [
+                            ["Ranks", np.int64(2)],
+                            ["Total time", "12.3 ms"],
+                            ["Share", np.float64(0.12345)],
+                            ["Missing", None],
+                            ["NaN", float("nan")],
+                            ["<b>label</b>", EVIL],
+                        ],
+                    },
+                ],
+            },
+            {
+                "id": "tables",
+                "title": "Tables",
+                "blocks": [
+                    {"type": "table", "caption": "Top ops", "columns": columns, "rows": table_rows, "max_rows": 5},
+                    {
+                        "type": "table",
+                        "caption": "Small",
+                        "columns": [
+                            {"key": "a", "label": "A", "format": "str"},
+                            {"key": "b", "label": "B", "format": "float"},
+                        ],
+                        "rows": [{"a": "x", "b": None}, {"a": "y", "b": 2.5}],
+                    },
+                ],
+            },
+            {
+                "id": "charts",
+                "title": "Charts",
+                "blocks": [
+                    {
+                        "type": "bars",
+                        "title": "Time per category",
+                        "unit": "us",
+                        "categories": ["compute", "<b>comm</b>", "idle"],
+                        "series": [
+                            {"name": "rank 0", "values": [1200.0, 300.0, None]},
+                            {"name": "rank 1", "values": [1100.0, 450.0, 80.0]},
+                        ],
+                        "stacked": False,
+                    },
+                    {
+                        "type": "bars",
+                        "title": "Stacked",
+                        "unit": "bytes",
+                        "categories": ranks,
+                        "series": [
+                            {"name": n, "values": (np.arange(8) + k) * 2.0**24}
+                            for k, n in enumerate(["all_reduce", "all_gather", "p2p"])
+                        ],
+                        "stacked": True,
+                    },
+                    {
+                        "type": "heatmap",
+                        "title": "Bytes sent (row → column)",
+                        "x": ranks,
+                        "y": ranks,
+                        "values": matrix,
+                        "unit": "bytes",
+                        "scale": "linear",
+                        "center": None,
+                    },
+                    {
+                        "type": "heatmap",
+                        "title": "Size / median",
+                        "x": ["a", "b", "c", "d"],
+                        "y": ["r0", "r1", "r2"],
+                        "values": ratio.tolist(),
+                        "unit": "",
+                        "scale": "log",
+                        "center": 1.0,
+                    },
+                    {
+                        "type": "scatter",
+                        "title": "Roofline",
+                        "x_label": "FLOP/byte",
+                        "y_label": "FLOP/s",
+                        "log_x": True,
+                        "log_y": True,
+                        "points": [[x, min(3e12 * x, 1e14) * 0.4, i, i % 2] for i, x in enumerate(intensity)],
+                        "labels": [f"op {i} <b>" for i in range(6)],
+                        "groups": ["conv", "gemm"],
+                        "lines": [{"name": "roof", "points": [[0.1, 3e11], [33.3, 1e14], [1000, 1e14]]}],
+                    },
+                ],
+            },
+            {
+                "id": "timeline",
+                "title": "Timeline",
+                "blocks": [
+                    {"type": "text", "text": "Two ranks."},
+                    make_timeline(),
+                ],
+            },
         ],
     }
 
@@ -110,11 +215,20 @@ N_BLOCKS = 11
 
 # ---------------------------------------------------------------- Python side
 
+
 def test_html_is_self_contained_and_escaped():
     doc = make_doc()
     text = render_html(doc)
     assert sum(len(s["blocks"]) for s in doc["sections"]) == N_BLOCKS
-    for pattern in (r"https?:", r"ftp:", r"//cdn", r"\bsrc\s*=", r"@import", r"(?<![A-Za-z])url\(", r"\bhref\s*=\s*(?![\"']#)"):
+    for pattern in (
+        r"https?:",
+        r"ftp:",
+        r"//cdn",
+        r"\bsrc\s*=",
+        r"@import",
+        r"(?<![A-Za-z])url\(",
+        r"\bhref\s*=\s*(?![\"']#)",
+    ):
         assert not re.search(pattern, text, re.IGNORECASE), pattern
     assert text.count("</script") == 2  # the two real script elements; none from the data
     assert "<!--" not in text
@@ -138,7 +252,9 @@ def test_write_html_is_atomic(tmp_path):
     assert out.read_text(encoding="utf-8") == render_html(doc)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
     with pytest.raises(ChakraError):
-        write_html({"title": "t", "sections": [{"id": "s", "title": "S", "blocks": [{"type": "nope"}]}]}, tmp_path / "bad.html")
+        write_html(
+            {"title": "t", "sections": [{"id": "s", "title": "S", "blocks": [{"type": "nope"}]}]}, tmp_path / "bad.html"
+        )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html"]
 
 
@@ -146,33 +262,49 @@ def _doc_with(block: dict, sid: str = "sec") -> dict:
     return {"title": "t", "sections": [{"id": sid, "title": "S", "blocks": [{"type": "text", "text": "ok"}, block]}]}
 
 
-TL = {"type": "timeline", "tracks": [{"pid": 1, "tid": 1, "name": "a", "process": "p"}], "names": ["n"], "kinds": ["k"],
-      "events": [[0, 0, 5, 0, 0]], "flows": [], "highlight": []}
+TL = {
+    "type": "timeline",
+    "tracks": [{"pid": 1, "tid": 1, "name": "a", "process": "p"}],
+    "names": ["n"],
+    "kinds": ["k"],
+    "events": [[0, 0, 5, 0, 0]],
+    "flows": [],
+    "highlight": [],
+}
 
 
-@pytest.mark.parametrize("block, expected", [
-    ({"type": "chart3d"}, "unknown block type 'chart3d'"),
-    ({"text": "no type"}, "unknown block type None"),
-    ({"type": "text", "text": 3}, "field 'text' is int 3, expected a str"),
-    ({"type": "kv", "items": [["a", 1, 2]]}, "items[0]"),
-    ({"type": "table", "columns": [{"key": "a", "format": "money"}], "rows": []}, "columns[0]: field 'format'"),
-    ({"type": "table", "columns": [{"key": "a"}], "rows": [{"a": [1]}]}, "rows[0]['a']"),
-    ({"type": "table", "columns": [{"key": "a"}], "rows": [], "max_rows": 0}, "max_rows"),
-    ({"type": "bars", "categories": ["a", "b"], "series": [{"name": "s", "values": [1]}]}, "has 1 values for 2 categories"),
-    ({"type": "heatmap", "x": ["a"], "y": ["r", "s"], "values": [[1]]}, "1 rows for 2 y labels"),
-    ({"type": "heatmap", "x": ["a", "b"], "y": ["r"], "values": [[1, "x"]]}, "values[0][1]"),
-    ({"type": "heatmap", "x": ["a"], "y": ["r"], "values": [[1]], "scale": "sqrt"}, "field 'scale'"),
-    ({**TL, "events": [[0, 0, 5, 0, 0], [1, 0, 5, 0, 0]]}, "events[1] has track index 1, expected an int in [0, 1)"),
-    ({**TL, "events": [[0, 0, 5, 0]]}, "events[0]"),
-    ({**TL, "events": [[0, 0, -5, 0, 0]]}, "negative duration"),
-    ({**TL, "events": [[0, 0, 5, 3, 0]]}, "name index 3"),
-    ({**TL, "events": [[0, float("nan"), 5, 0, 0]]}, "events[0]"),
-    ({**TL, "flows": [[0, 0, 2, 0, 0]]}, "flows[0] has track index 2"),
-    ({**TL, "tracks": [{"pid": "x", "tid": 1}]}, "tracks[0]"),
-    ({"type": "scatter", "points": [[1, 2, 0, 5]], "labels": ["a"], "groups": ["g"]}, "group index 5"),
-    ({"type": "scatter", "points": [[1, 2]]}, "points[0]"),
-    ({"type": "text", "text": object()}, "object cannot be stored"),
-])
+@pytest.mark.parametrize(
+    "block, expected",
+    [
+        ({"type": "chart3d"}, "unknown block type 'chart3d'"),
+        ({"text": "no type"}, "unknown block type None"),
+        ({"type": "text", "text": 3}, "field 'text' is int 3, expected a str"),
+        ({"type": "kv", "items": [["a", 1, 2]]}, "items[0]"),
+        ({"type": "table", "columns": [{"key": "a", "format": "money"}], "rows": []}, "columns[0]: field 'format'"),
+        ({"type": "table", "columns": [{"key": "a"}], "rows": [{"a": [1]}]}, "rows[0]['a']"),
+        ({"type": "table", "columns": [{"key": "a"}], "rows": [], "max_rows": 0}, "max_rows"),
+        (
+            {"type": "bars", "categories": ["a", "b"], "series": [{"name": "s", "values": [1]}]},
+            "has 1 values for 2 categories",
+        ),
+        ({"type": "heatmap", "x": ["a"], "y": ["r", "s"], "values": [[1]]}, "1 rows for 2 y labels"),
+        ({"type": "heatmap", "x": ["a", "b"], "y": ["r"], "values": [[1, "x"]]}, "values[0][1]"),
+        ({"type": "heatmap", "x": ["a"], "y": ["r"], "values": [[1]], "scale": "sqrt"}, "field 'scale'"),
+        (
+            {**TL, "events": [[0, 0, 5, 0, 0], [1, 0, 5, 0, 0]]},
+            "events[1] has track index 1, expected an int in [0, 1)",
+        ),
+        ({**TL, "events": [[0, 0, 5, 0]]}, "events[0]"),
+        ({**TL, "events": [[0, 0, -5, 0, 0]]}, "negative duration"),
+        ({**TL, "events": [[0, 0, 5, 3, 0]]}, "name index 3"),
+        ({**TL, "events": [[0, float("nan"), 5, 0, 0]]}, "events[0]"),
+        ({**TL, "flows": [[0, 0, 2, 0, 0]]}, "flows[0] has track index 2"),
+        ({**TL, "tracks": [{"pid": "x", "tid": 1}]}, "tracks[0]"),
+        ({"type": "scatter", "points": [[1, 2, 0, 5]], "labels": ["a"], "groups": ["g"]}, "group index 5"),
+        ({"type": "scatter", "points": [[1, 2]]}, "points[0]"),
+        ({"type": "text", "text": object()}, "object cannot be stored"),
+    ],
+)
 def test_malformed_blocks_name_section_and_block(block, expected):
     with pytest.raises(ChakraError) as err:
         render_html(_doc_with(block, sid="my-sec"))
@@ -180,21 +312,30 @@ def test_malformed_blocks_name_section_and_block(block, expected):
     assert "section 'my-sec' block 1" in msg and expected in msg, msg
 
 
-@pytest.mark.parametrize("doc, expected", [
-    ([], "expected a dict"),
-    ({"sections": []}, "'title'"),
-    ({"title": "t", "sections": "x"}, "'sections'"),
-    ({"title": "t", "sections": [{"id": "a b", "title": "A", "blocks": []}]}, "without whitespace"),
-    ({"title": "t", "sections": [{"id": "a", "title": "A", "blocks": []}, {"id": "a", "title": "B", "blocks": []}]},
-     "section 'a': id 'a' is used twice"),
-    ({"title": "t", "sections": [{"id": "a", "title": "A", "blocks": {}}]}, "section 'a': field 'blocks'"),
-])
+@pytest.mark.parametrize(
+    "doc, expected",
+    [
+        ([], "expected a dict"),
+        ({"sections": []}, "'title'"),
+        ({"title": "t", "sections": "x"}, "'sections'"),
+        ({"title": "t", "sections": [{"id": "a b", "title": "A", "blocks": []}]}, "without whitespace"),
+        (
+            {
+                "title": "t",
+                "sections": [{"id": "a", "title": "A", "blocks": []}, {"id": "a", "title": "B", "blocks": []}],
+            },
+            "section 'a': id 'a' is used twice",
+        ),
+        ({"title": "t", "sections": [{"id": "a", "title": "A", "blocks": {}}]}, "section 'a': field 'blocks'"),
+    ],
+)
 def test_malformed_documents(doc, expected):
     with pytest.raises(ChakraError, match=re.escape(expected)):
         render_html(doc)
 
 
 # ---------------------------------------------------------------- in the browser
+
 
 @pytest.fixture(scope="module")
 def browser():
@@ -214,7 +355,11 @@ def test_renders_every_block_without_errors(page):
     assert page.evaluate("document.body.dataset.rendered") == str(N_BLOCKS)
     assert page.evaluate("document.querySelectorAll('.block-error').length") == 0
     assert page.evaluate("Array.from(document.querySelectorAll('nav.toc a'), a => a.getAttribute('href'))") == [
-        "#overview", "#tables", "#charts", "#timeline"]
+        "#overview",
+        "#tables",
+        "#charts",
+        "#timeline",
+    ]
     counts = page.evaluate("""({svg: document.querySelectorAll('svg.chart').length,
         rects: document.querySelectorAll('svg.chart rect.cell').length,
         points: document.querySelectorAll('svg.chart circle.pt').length,
@@ -241,8 +386,10 @@ def test_names_are_escaped(page):
 
 
 def _column(page, table: int, col: int) -> list[str]:
-    return page.evaluate(f"Array.from(document.querySelectorAll('table.data')[{table}].querySelectorAll('tbody tr'), "
-                         f"tr => tr.children[{col}].textContent)")
+    return page.evaluate(
+        f"Array.from(document.querySelectorAll('table.data')[{table}].querySelectorAll('tbody tr'), "
+        f"tr => tr.children[{col}].textContent)"
+    )
 
 
 def test_table_sorts_on_header_click_and_expands(page):
@@ -253,7 +400,10 @@ def test_table_sorts_on_header_click_and_expands(page):
     assert _column(page, 0, 2) == [f"{c:,}" for c in sorted(counts, reverse=True)[:5]]
     page.evaluate(click.format(2))  # second click: ascending
     assert _column(page, 0, 2) == [f"{c:,}" for c in sorted(counts)[:5]]
-    assert page.evaluate("document.querySelectorAll('table.data')[0].querySelectorAll('th')[2].className") == "num sort-asc"
+    assert (
+        page.evaluate("document.querySelectorAll('table.data')[0].querySelectorAll('th')[2].className")
+        == "num sort-asc"
+    )
     page.evaluate(click.format(3))  # µs column with a null: the null goes last in both directions
     assert _column(page, 0, 3)[:2] == ["1.36 ms", "1.23 ms"]
     assert page.evaluate("window.__report.tables[0].rows.at(-1).time") is None
@@ -314,10 +464,20 @@ def test_timeline_zoom_pan_hover_reset(page):
 
 
 def test_block_error_is_isolated(browser, tmp_path):
-    doc = {"title": "t", "sections": [{"id": "s", "title": "S", "blocks": [
-        {"type": "text", "text": "before"},
-        {"type": "bars", "title": "b", "categories": ["a"], "series": [{"name": "x", "values": [1]}]},
-        {"type": "text", "text": "after"}]}]}
+    doc = {
+        "title": "t",
+        "sections": [
+            {
+                "id": "s",
+                "title": "S",
+                "blocks": [
+                    {"type": "text", "text": "before"},
+                    {"type": "bars", "title": "b", "categories": ["a"], "series": [{"name": "x", "values": [1]}]},
+                    {"type": "text", "text": "after"},
+                ],
+            }
+        ],
+    }
     html = render_html(doc)
     assert html.count('"categories":["a"]') == 1
     path = tmp_path / "broken.html"  # bypasses the Python checks to break the JS renderer

@@ -1,4 +1,5 @@
 """The job's critical path through collectives, top ops, data-parallel scale-out, presets."""
+
 from __future__ import annotations
 
 import json

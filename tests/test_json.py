@@ -1,4 +1,5 @@
 """JSON import errors, format details, and the `chakra to-json` / `chakra from-json` commands."""
+
 from __future__ import annotations
 
 import gzip
@@ -29,14 +30,35 @@ def small_trace() -> Trace:
     attribute_to_pb(Attribute("schema", "1.0.1"), meta.attr.add())
     nodes = [
         Node(1, "init", NodeType.METADATA_NODE, attrs=[Attribute("is_cpu_op", True)]),
-        Node(2, "aten::mm", NodeType.COMP_NODE, ctrl_deps=[1], data_deps=[1], duration_micros=12,
-             inputs=IOInfo("[[1, 2]]", "[[8, 8]]", "['Tensor(float)']"),
-             attrs=[Attribute("num_ops", 1024), Attribute("scale", 0.5, "float_val"),
-                    Attribute("ratio", math.nan), Attribute("blob", b"\x00\xff"), Attribute("empty", None)]),
-        Node(2**64 - 1, "all_reduce", NodeType.COMM_COLL_NODE, data_deps=[2, 99],
-             attrs=[Attribute("comm_type", 0), Attribute("comm_size", 4096), Attribute("pg_name", "0"),
-                    Attribute("involved_dim", [True, False])],
-             unknown_fields=b"\x58\x05"),
+        Node(
+            2,
+            "aten::mm",
+            NodeType.COMP_NODE,
+            ctrl_deps=[1],
+            data_deps=[1],
+            duration_micros=12,
+            inputs=IOInfo("[[1, 2]]", "[[8, 8]]", "['Tensor(float)']"),
+            attrs=[
+                Attribute("num_ops", 1024),
+                Attribute("scale", 0.5, "float_val"),
+                Attribute("ratio", math.nan),
+                Attribute("blob", b"\x00\xff"),
+                Attribute("empty", None),
+            ],
+        ),
+        Node(
+            2**64 - 1,
+            "all_reduce",
+            NodeType.COMM_COLL_NODE,
+            data_deps=[2, 99],
+            attrs=[
+                Attribute("comm_type", 0),
+                Attribute("comm_size", 4096),
+                Attribute("pg_name", "0"),
+                Attribute("involved_dim", [True, False]),
+            ],
+            unknown_fields=b"\x58\x05",
+        ),
     ]
     return Trace.from_nodes(nodes, metadata=meta)
 
@@ -69,14 +91,24 @@ def test_node_encoding(tmp_path):
     assert doc["format"] == "chakra-trace-json" and doc["version"] == 1
     assert doc["metadata"] == {"version": "0.0.4", "attr": [{"name": "schema", "string_val": "1.0.1"}]}
     a, b, c = doc["nodes"]
-    assert a == {"id": 1, "name": "init", "type": "METADATA_NODE", "ctrl_deps": [], "data_deps": [],
-                 "start_time_micros": 0, "duration_micros": 0,
-                 "attr": [{"name": "is_cpu_op", "bool_val": True}]}
+    assert a == {
+        "id": 1,
+        "name": "init",
+        "type": "METADATA_NODE",
+        "ctrl_deps": [],
+        "data_deps": [],
+        "start_time_micros": 0,
+        "duration_micros": 0,
+        "attr": [{"name": "is_cpu_op", "bool_val": True}],
+    }
     assert b["inputs"] == {"values": "[[1, 2]]", "shapes": "[[8, 8]]", "types": "['Tensor(float)']"}
     assert "outputs" not in b and "unknown_fields" not in b
     assert b["attr"] == [
-        {"name": "num_ops", "int64_val": 1024}, {"name": "scale", "float_val": 0.5},
-        {"name": "ratio", "double_val": "NaN"}, {"name": "blob", "bytes_val": "AP8="}, {"name": "empty"},
+        {"name": "num_ops", "int64_val": 1024},
+        {"name": "scale", "float_val": 0.5},
+        {"name": "ratio", "double_val": "NaN"},
+        {"name": "blob", "bytes_val": "AP8="},
+        {"name": "empty"},
     ]
     assert c["id"] == 2**64 - 1 and c["type"] == "COMM_COLL_NODE" and c["unknown_fields"] == "WAU="
     assert {"name": "pg_name", "string_val": "0"} in c["attr"]
@@ -85,8 +117,14 @@ def test_node_encoding(tmp_path):
 def test_special_floats(tmp_path):
     nan_payload = np.array([0x7FF8000000000001], np.uint64).view(np.float64)[0].item()
     f32 = np.float32(0.1).item()  # 0.10000000149011612 as a double
-    node = Node(1, attrs=[Attribute("a", [math.inf, -math.inf, math.nan, -0.0, nan_payload], "double_list"),
-                          Attribute("b", f32, "float_val"), Attribute("c", -math.nan, "float_val")])
+    node = Node(
+        1,
+        attrs=[
+            Attribute("a", [math.inf, -math.inf, math.nan, -0.0, nan_payload], "double_list"),
+            Attribute("b", f32, "float_val"),
+            Attribute("c", -math.nan, "float_val"),
+        ],
+    )
     t = Trace.from_nodes([node])
     write_json(t, tmp_path / "t.json")
     attrs = json.loads((tmp_path / "t.json").read_text())["nodes"][0]["attr"]
@@ -97,18 +135,32 @@ def test_special_floats(tmp_path):
 
 
 def test_hand_written_input(tmp_path):
-    p = write_doc(tmp_path / "h.json", [
-        {"id": 1, "type": "COMP", "data_deps": [7]},
-        {"id": 2, "name": "x", "type": 1000, "attr": [{"name": "d", "double_val": 3},
-                                                       {"name": "f", "float_val": "Infinity"},
-                                                       {"name": "u", "uint64_list": []}],
-         "outputs": None},
-    ], header={"version": 1, "format": "chakra-trace-json"})
+    p = write_doc(
+        tmp_path / "h.json",
+        [
+            {"id": 1, "type": "COMP", "data_deps": [7]},
+            {
+                "id": 2,
+                "name": "x",
+                "type": 1000,
+                "attr": [
+                    {"name": "d", "double_val": 3},
+                    {"name": "f", "float_val": "Infinity"},
+                    {"name": "u", "uint64_list": []},
+                ],
+                "outputs": None,
+            },
+        ],
+        header={"version": 1, "format": "chakra-trace-json"},
+    )
     t = read_json(p)
     assert t.ids.tolist() == [1, 2] and t.types.tolist() == [4, 1000]
     n = t.node(1)
-    assert n.attrs == [Attribute("d", 3.0, "double_val"), Attribute("f", math.inf, "float_val"),
-                       Attribute("u", [], "uint64_list")]
+    assert n.attrs == [
+        Attribute("d", 3.0, "double_val"),
+        Attribute("f", math.inf, "float_val"),
+        Attribute("u", [], "uint64_list"),
+    ]
     assert t.metadata == pb.GlobalMetadata()
 
 
@@ -164,44 +216,58 @@ def test_write_is_atomic(tmp_path):
 # --------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("node, expected", [
-    ({"id": "abc"}, 'nodes[0]: id: expected an unsigned 64-bit integer (0 .. 2**64-1), got the string "abc"'),
-    ({"id": -1}, "nodes[0]: id: -1 is out of range for an unsigned 64-bit integer"),
-    ({"id": 2**64}, "nodes[0]: id: 18446744073709551616 is out of range"),
-    ({"id": True}, "id: expected an unsigned 64-bit integer (0 .. 2**64-1), got true"),
-    ({"id": 1.0}, "id: expected an unsigned 64-bit integer (0 .. 2**64-1), got the number 1.0"),
-    ({"name": "x"}, "nodes[0]: missing 'id'"),
-    ({"id": 5, "data_deps": "1,2"}, "nodes[0] (node id 5): data_deps: expected a list of integers, "
-                                    'got the string "1,2"'),
-    ({"id": 5, "ctrl_deps": [1, -2]}, "(node id 5): ctrl_deps[1]: -2 is out of range"),
-    ({"id": 5, "type": "GPU_NODE"}, "(node id 5): type: unknown node type 'GPU_NODE'; expected one of "
-                                    "INVALID_NODE, METADATA_NODE"),
-    ({"id": 5, "type": 2**40}, "type: 1099511627776 is out of range for a signed 32-bit integer"),
-    ({"id": 5, "type": None}, "type: expected a node type name or an integer, got null"),
-    ({"id": 5, "attr": [{"name": "x", "int_val": 3}]},
-     "(node id 5): attr[0] ('x'): unknown key 'int_val'; expected name, doc_string, unknown_fields or one "
-     "value member (double_val,"),
-    ({"id": 5, "attr": {"name": "x"}}, "attr: expected a list of attribute objects, got an object"),
-    ({"id": 5, "attr": ["x"]}, 'attr[0]: expected an attribute object, got the string "x"'),
-    ({"id": 5, "attr": [{"name": "x", "int64_val": 1, "bool_val": True}]}, "has two value members"),
-    ({"id": 5, "attr": [{"name": "x", "int32_val": 2**31}]}, "attr[0] ('x').int32_val: 2147483648 is out "
-                                                             "of range for a signed 32-bit integer"),
-    ({"id": 5, "attr": [{"name": "x", "int64_list": "1"}]}, "int64_list: expected a list, got the string"),
-    ({"id": 5, "attr": [{"name": "x", "bool_list": [1]}]}, "bool_list[0]: expected true or false, got the integer 1"),
-    ({"id": 5, "attr": [{"name": "x", "float_val": 1e39}]}, "float_val: 1e+39 is out of range for a 32-bit float"),
-    ({"id": 5, "attr": [{"name": "x", "double_val": "nan"}]}, 'double_val: expected a number or "NaN"'),
-    ({"id": 5, "attr": [{"name": "x", "double_val": "NaN:0x1"}]}, 'expected a number or "NaN"'),
-    ({"id": 5, "attr": [{"name": "x", "double_val": "NaN:0x0000000000000001"}]}, "is not the bit pattern of a NaN"),
-    ({"id": 5, "attr": [{"name": "x", "double_val": 10**400}]}, "is too large for a double"),
-    ({"id": 5, "attr": [{"name": "x", "bytes_val": "not base64!"}]}, "bytes_val: expected a base64 string"),
-    ({"id": 5, "attr": [{"name": "x", "string_val": "\ud800"}]}, "string_val: string holds a lone surrogate"),
-    ({"id": 5, "inputs": "x"}, "inputs: expected an object with values, shapes, types"),
-    ({"id": 5, "inputs": {"value": "x"}}, "inputs: unknown key 'value'"),
-    ({"id": 5, "unknown_fields": "CAE="}, "unknown_fields: holds fields the schema knows"),
-    ({"id": 5, "unknown_fields": "WA=="}, "unknown_fields: not valid protobuf wire data"),
-    ({"id": 5, "data_dep": []}, "(node id 5): unknown key 'data_dep'; expected id, name, type"),
-    ([1, 2], "nodes[0]: expected a node object, got a list"),
-])
+@pytest.mark.parametrize(
+    "node, expected",
+    [
+        ({"id": "abc"}, 'nodes[0]: id: expected an unsigned 64-bit integer (0 .. 2**64-1), got the string "abc"'),
+        ({"id": -1}, "nodes[0]: id: -1 is out of range for an unsigned 64-bit integer"),
+        ({"id": 2**64}, "nodes[0]: id: 18446744073709551616 is out of range"),
+        ({"id": True}, "id: expected an unsigned 64-bit integer (0 .. 2**64-1), got true"),
+        ({"id": 1.0}, "id: expected an unsigned 64-bit integer (0 .. 2**64-1), got the number 1.0"),
+        ({"name": "x"}, "nodes[0]: missing 'id'"),
+        (
+            {"id": 5, "data_deps": "1,2"},
+            'nodes[0] (node id 5): data_deps: expected a list of integers, got the string "1,2"',
+        ),
+        ({"id": 5, "ctrl_deps": [1, -2]}, "(node id 5): ctrl_deps[1]: -2 is out of range"),
+        (
+            {"id": 5, "type": "GPU_NODE"},
+            "(node id 5): type: unknown node type 'GPU_NODE'; expected one of INVALID_NODE, METADATA_NODE",
+        ),
+        ({"id": 5, "type": 2**40}, "type: 1099511627776 is out of range for a signed 32-bit integer"),
+        ({"id": 5, "type": None}, "type: expected a node type name or an integer, got null"),
+        (
+            {"id": 5, "attr": [{"name": "x", "int_val": 3}]},
+            "(node id 5): attr[0] ('x'): unknown key 'int_val'; expected name, doc_string, unknown_fields or one "
+            "value member (double_val,",
+        ),
+        ({"id": 5, "attr": {"name": "x"}}, "attr: expected a list of attribute objects, got an object"),
+        ({"id": 5, "attr": ["x"]}, 'attr[0]: expected an attribute object, got the string "x"'),
+        ({"id": 5, "attr": [{"name": "x", "int64_val": 1, "bool_val": True}]}, "has two value members"),
+        (
+            {"id": 5, "attr": [{"name": "x", "int32_val": 2**31}]},
+            "attr[0] ('x').int32_val: 2147483648 is out of range for a signed 32-bit integer",
+        ),
+        ({"id": 5, "attr": [{"name": "x", "int64_list": "1"}]}, "int64_list: expected a list, got the string"),
+        (
+            {"id": 5, "attr": [{"name": "x", "bool_list": [1]}]},
+            "bool_list[0]: expected true or false, got the integer 1",
+        ),
+        ({"id": 5, "attr": [{"name": "x", "float_val": 1e39}]}, "float_val: 1e+39 is out of range for a 32-bit float"),
+        ({"id": 5, "attr": [{"name": "x", "double_val": "nan"}]}, 'double_val: expected a number or "NaN"'),
+        ({"id": 5, "attr": [{"name": "x", "double_val": "NaN:0x1"}]}, 'expected a number or "NaN"'),
+        ({"id": 5, "attr": [{"name": "x", "double_val": "NaN:0x0000000000000001"}]}, "is not the bit pattern of a NaN"),
+        ({"id": 5, "attr": [{"name": "x", "double_val": 10**400}]}, "is too large for a double"),
+        ({"id": 5, "attr": [{"name": "x", "bytes_val": "not base64!"}]}, "bytes_val: expected a base64 string"),
+        ({"id": 5, "attr": [{"name": "x", "string_val": "\ud800"}]}, "string_val: string holds a lone surrogate"),
+        ({"id": 5, "inputs": "x"}, "inputs: expected an object with values, shapes, types"),
+        ({"id": 5, "inputs": {"value": "x"}}, "inputs: unknown key 'value'"),
+        ({"id": 5, "unknown_fields": "CAE="}, "unknown_fields: holds fields the schema knows"),
+        ({"id": 5, "unknown_fields": "WA=="}, "unknown_fields: not valid protobuf wire data"),
+        ({"id": 5, "data_dep": []}, "(node id 5): unknown key 'data_dep'; expected id, name, type"),
+        ([1, 2], "nodes[0]: expected a node object, got a list"),
+    ],
+)
 def test_bad_node(tmp_path, node, expected):
     p = write_doc(tmp_path / "bad.json", [node])
     assert expected in read_error(p)
@@ -216,9 +282,10 @@ def test_bad_node_is_named_by_index_and_id(tmp_path):
 
 
 def test_bad_json_lines(tmp_path):
-    p = write_lines(tmp_path / "bad.jsonl", ['{"id": 1}', '', '{"id": 7, "data_deps": [1, "2"]}'])
-    assert read_error(p) == (f'{p}: line 4 (node id 7): data_deps[1]: expected an unsigned 64-bit integer '
-                             f'(0 .. 2**64-1), got the string "2"')
+    p = write_lines(tmp_path / "bad.jsonl", ['{"id": 1}', "", '{"id": 7, "data_deps": [1, "2"]}'])
+    assert read_error(p) == (
+        f'{p}: line 4 (node id 7): data_deps[1]: expected an unsigned 64-bit integer (0 .. 2**64-1), got the string "2"'
+    )
     p = write_lines(tmp_path / "bad2.jsonl", ['{"id": 1}', '{"id": 2,}'])
     assert read_error(p).startswith(f"{p}: line 3 column 10: invalid JSON: ")
     p = write_lines(tmp_path / "bad3.jsonl", ['{"id": -4}'])
@@ -228,28 +295,39 @@ def test_bad_json_lines(tmp_path):
     assert "line 1: expected a newline after the header object" in read_error(p)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("", "empty file"),
-    ("   \n", "empty file"),
-    ("[1, 2]", "line 1 column 1: invalid JSON: expected a JSON object (the chakra-trace-json header), got '['"),
-    ('{"foo": 1}', "header: unknown key 'foo'"),
-    ('{"version": 1}', 'not a chakra trace JSON file: the header has no "format"'),
-    ('{"format": "other", "version": 1, "nodes": []}', 'format is the string "other"'),
-    ('{"format": "chakra-trace-json", "version": 2, "nodes": []}', "unsupported version 2"),
-    ('{"format": "chakra-trace-json", "version": "1", "nodes": []}', "version must be the integer 1"),
-    ('{"format": "chakra-trace-json", "version": 1, "nodes": {}}', "'nodes': expected a list of node objects"),
-    ('{"format": "chakra-trace-json", "version": 1, "nodes": [{"id": 1}}',
-     "line 1 column 66: invalid JSON: expected ',' or ']' after a node, got '}'"),
-    ('{"format": "chakra-trace-json", "version": 1, "nodes": [{"id": 1,}]}', "invalid JSON in nodes[0]"),
-    ('{"format": "chakra-trace-json",\n "version": 1,\n "nodes": [{"id": 1}', "line 3 column 21: invalid JSON"),
-    ('{"format": "chakra-trace-json", "version": 1, "nodes": []} {}', "extra data after the JSON document"),
-    ('{"format": "chakra-trace-json", "version": 1, "metadata": {"attr": 1}, "nodes": []}',
-     "header: metadata.attr: expected a list of attribute objects, got the integer 1"),
-    ('{"format": "chakra-trace-json", "version": 1, "metadata": {"attr": [{"name": "a", "x": 1}]}}',
-     "header: metadata.attr[0] ('a'): unknown key 'x'"),
-    ('{"format": "chakra-trace-json", "version": 1, "nodes": [' + "[" * 100000 + "]" * 100000 + "]}",
-     "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "empty file"),
+        ("   \n", "empty file"),
+        ("[1, 2]", "line 1 column 1: invalid JSON: expected a JSON object (the chakra-trace-json header), got '['"),
+        ('{"foo": 1}', "header: unknown key 'foo'"),
+        ('{"version": 1}', 'not a chakra trace JSON file: the header has no "format"'),
+        ('{"format": "other", "version": 1, "nodes": []}', 'format is the string "other"'),
+        ('{"format": "chakra-trace-json", "version": 2, "nodes": []}', "unsupported version 2"),
+        ('{"format": "chakra-trace-json", "version": "1", "nodes": []}', "version must be the integer 1"),
+        ('{"format": "chakra-trace-json", "version": 1, "nodes": {}}', "'nodes': expected a list of node objects"),
+        (
+            '{"format": "chakra-trace-json", "version": 1, "nodes": [{"id": 1}}',
+            "line 1 column 66: invalid JSON: expected ',' or ']' after a node, got '}'",
+        ),
+        ('{"format": "chakra-trace-json", "version": 1, "nodes": [{"id": 1,}]}', "invalid JSON in nodes[0]"),
+        ('{"format": "chakra-trace-json",\n "version": 1,\n "nodes": [{"id": 1}', "line 3 column 21: invalid JSON"),
+        ('{"format": "chakra-trace-json", "version": 1, "nodes": []} {}', "extra data after the JSON document"),
+        (
+            '{"format": "chakra-trace-json", "version": 1, "metadata": {"attr": 1}, "nodes": []}',
+            "header: metadata.attr: expected a list of attribute objects, got the integer 1",
+        ),
+        (
+            '{"format": "chakra-trace-json", "version": 1, "metadata": {"attr": [{"name": "a", "x": 1}]}}',
+            "header: metadata.attr[0] ('a'): unknown key 'x'",
+        ),
+        (
+            '{"format": "chakra-trace-json", "version": 1, "nodes": [' + "[" * 100000 + "]" * 100000 + "]}",
+            "nested too deeply",
+        ),
+    ],
+)
 def test_bad_document(tmp_path, text, expected):
     p = tmp_path / "bad.json"
     p.write_text(text, "utf-8")
@@ -289,8 +367,7 @@ def test_document_is_read_incrementally(tmp_path):
 
 def test_header_keys_in_any_order(tmp_path):
     p = tmp_path / "o.json"
-    p.write_text('{"nodes": [{"id": 3}], "metadata": {"version": "x"}, "version": 1, '
-                 '"format": "chakra-trace-json"}')
+    p.write_text('{"nodes": [{"id": 3}], "metadata": {"version": "x"}, "version": 1, "format": "chakra-trace-json"}')
     t = read_json(p)
     assert t.ids.tolist() == [3] and t.metadata.version == "x"
     p.write_text('{"format": "chakra-trace-json", "nodes": [], "nodes": [], "version": 1}')
@@ -393,14 +470,19 @@ def test_cli_empty_trace(tmp_path, capsys):
     assert json.loads((tmp_path / "e.json").read_text())["metadata"]["version"] == "m"
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["from-json", "{bad}", "{out}.et"], "error: {bad}: nodes[0] (node id 5): type: unknown node type 'X'"),
-    (["from-json", "{tmp}/missing.json", "{out}.et"], "error: {tmp}/missing.json: No such file or directory"),
-    (["to-json", "{bad}", "{out}.json"], "error: {bad} ("),  # JSON is not a .et file
-    (["to-json", "{et}", "{out}.json", "--lines", "--indent", "2"],
-     "Error: --indent cannot be used with JSON Lines output"),
-    (["to-json", "{et}", "{out}.jsonl", "--indent", "2"], "Error: --indent cannot be used with JSON Lines output"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["from-json", "{bad}", "{out}.et"], "error: {bad}: nodes[0] (node id 5): type: unknown node type 'X'"),
+        (["from-json", "{tmp}/missing.json", "{out}.et"], "error: {tmp}/missing.json: No such file or directory"),
+        (["to-json", "{bad}", "{out}.json"], "error: {bad} ("),  # JSON is not a .et file
+        (
+            ["to-json", "{et}", "{out}.json", "--lines", "--indent", "2"],
+            "Error: --indent cannot be used with JSON Lines output",
+        ),
+        (["to-json", "{et}", "{out}.jsonl", "--indent", "2"], "Error: --indent cannot be used with JSON Lines output"),
+    ],
+)
 def test_cli_errors(tmp_path, capsys, args, expected):
     bad = write_doc(tmp_path / "bad.json", [{"id": 5, "type": "X"}])
     write_trace(small_trace(), tmp_path / "t.et")
@@ -419,9 +501,14 @@ def test_cli_entry_point(tmp_path):
     bad = write_doc(tmp_path / "bad.json", [{"id": "abc"}])
     r = subprocess.run([str(chakra), "from-json", str(bad), str(tmp_path / "o.et")], capture_output=True, text=True)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == f'error: {bad}: nodes[0]: id: expected an unsigned 64-bit integer (0 .. 2**64-1), ' \
-                       f'got the string "abc"\n'
+    assert (
+        r.stderr == f"error: {bad}: nodes[0]: id: expected an unsigned 64-bit integer (0 .. 2**64-1), "
+        f'got the string "abc"\n'
+    )
     write_trace(small_trace(), tmp_path / "t.et")
-    r = subprocess.run([str(chakra), "to-json", str(tmp_path / "t.et"), str(tmp_path / "t.jsonl"), "--json"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [str(chakra), "to-json", str(tmp_path / "t.et"), str(tmp_path / "t.jsonl"), "--json"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["nodes"] == 3

@@ -14,6 +14,7 @@ Samples in tests/data/kineto/:
 
 Tests marked ``full`` read the whole files from ../shared/traces and skip without it.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -136,8 +137,17 @@ def test_timestamps_are_exact_nanoseconds(kin):
 def test_gpu_trace_columns(kin):
     k = kin("resnet_kineto_head.json.gz")
     assert len(k) == 7617
-    assert k.category_counts() == {"": 41, "cpu_op": 2844, "user_annotation": 7, "gpu_memcpy": 67, "ac2g": 2362,
-                                   "cuda_runtime": 1931, "gpu_memset": 14, "kernel": 350, "Trace": 1}
+    assert k.category_counts() == {
+        "": 41,
+        "cpu_op": 2844,
+        "user_annotation": 7,
+        "gpu_memcpy": 67,
+        "ac2g": 2362,
+        "cuda_runtime": 1931,
+        "gpu_memset": 14,
+        "kernel": 350,
+        "Trace": 1,
+    }
     assert k.steps() == []
     assert len(k.device_properties) == 8 and k.device_properties[0]["name"] == "NVIDIA GeForce RTX 2080 Ti"
     kern = k.mask("kernel")
@@ -203,10 +213,22 @@ def test_event_boundaries_inside_strings_and_nested_objects(tmp_path):
     a nested object must fall back to one-by-one decoding and give the same columns."""
     tricky = []
     for i in range(300):
-        tricky.append({"ph": "X", "cat": "cpu_op", "name": 'n"}, {"ph": "X"' if i % 3 else "plain", "pid": 1,
-                       "tid": 1, "ts": i + 0.125, "dur": 1,
-                       "args": {"External id": i, "Concrete Inputs": ["}, {", "{}"],
-                                "nested": [{"a": 1}, {"b": {"c": [{}, {}]}}]}})
+        tricky.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": 'n"}, {"ph": "X"' if i % 3 else "plain",
+                "pid": 1,
+                "tid": 1,
+                "ts": i + 0.125,
+                "dur": 1,
+                "args": {
+                    "External id": i,
+                    "Concrete Inputs": ["}, {", "{}"],
+                    "nested": [{"a": 1}, {"b": {"c": [{}, {}]}}],
+                },
+            }
+        )
     p = _write(tmp_path, json.dumps({"traceEvents": tricky}, indent=2))
     ref = read_kineto(p, chunk=1 << 20)
     assert len(ref) == 300 and ref.external_id.tolist() == list(range(300))
@@ -218,20 +240,23 @@ def test_event_boundaries_inside_strings_and_nested_objects(tmp_path):
             np.testing.assert_array_equal(getattr(k, col), getattr(ref, col), err_msg=col)
 
 
-@pytest.mark.parametrize("text, words", [
-    ('{"traceEvents": [{"ph": "X", "ts": 1}', "truncated"),
-    ('{"traceEvents": [{"ph": "X", "ts": 1},', "truncated"),
-    ('{"traceEvents": [{"ph": "X", "ts": 1}] ', "truncated"),
-    ('{"traceEvents": [{"ph": "X", "ts": 1} {"ph": "X"}]}', "expected ',' or ']'"),
-    ('{"traceEvents": [1, 2]}', "event #0 is not a valid trace event"),
-    ('{"traceEvents": [{"ph": "X", "ts": "soon"}]}', "not a valid trace event"),
-    ('{"traceEvents": [{"ph": "X", "args": [1]}]}', "args is not a JSON object"),
-    ('{"schemaVersion": 1}', "no traceEvents"),
-    ('[{"ph": "X"}]', "JSON object"),
-    ('{"traceEvents": [{"ph": "X", "ts": 1, }]}', "bad JSON in event #0"),
-    ('{"traceEvents": [{"ph": "X"}]} trailing', "unexpected text"),
-    ("", "truncated"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"traceEvents": [{"ph": "X", "ts": 1}', "truncated"),
+        ('{"traceEvents": [{"ph": "X", "ts": 1},', "truncated"),
+        ('{"traceEvents": [{"ph": "X", "ts": 1}] ', "truncated"),
+        ('{"traceEvents": [{"ph": "X", "ts": 1} {"ph": "X"}]}', "expected ',' or ']'"),
+        ('{"traceEvents": [1, 2]}', "event #0 is not a valid trace event"),
+        ('{"traceEvents": [{"ph": "X", "ts": "soon"}]}', "not a valid trace event"),
+        ('{"traceEvents": [{"ph": "X", "args": [1]}]}', "args is not a JSON object"),
+        ('{"schemaVersion": 1}', "no traceEvents"),
+        ('[{"ph": "X"}]', "JSON object"),
+        ('{"traceEvents": [{"ph": "X", "ts": 1, }]}', "bad JSON in event #0"),
+        ('{"traceEvents": [{"ph": "X"}]} trailing', "unexpected text"),
+        ("", "truncated"),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_file(tmp_path, text, words):
     p = _write(tmp_path, text)
     with pytest.raises(TraceFormatError) as ei:
@@ -244,7 +269,7 @@ def test_bad_gzip_and_missing_file(tmp_path):
     p = tmp_path / "bad.json.gz"
     body = b",".join(b'{"ph": "X", "ts": %d}' % (i * 7919 % 100003) for i in range(3000))
     z = gzip.compress(b'{"traceEvents": [' + body + b"]}")
-    p.write_bytes(z[:len(z) // 2])
+    p.write_bytes(z[: len(z) // 2])
     with pytest.raises(TraceFormatError, match="truncated"):
         read_kineto(p)
     with pytest.raises(TraceFormatError, match="No such file"):
@@ -253,14 +278,34 @@ def test_bad_gzip_and_missing_file(tmp_path):
 
 # ---------------------------------------------------------------------- linking: CPU pairs
 LINK_COUNTS = {  # matched, host rows, names of the unmatched host rows
-    "mlp_rank0": (396, 398, {"[pytorch|profiler|execution_trace|thread]": 1,
-                             "[pytorch|profiler|execution_trace|process]": 1}),
-    "transformer_rank0": (2438, 2440, {"[pytorch|profiler|execution_trace|thread]": 1,
-                                       "[pytorch|profiler|execution_trace|process]": 1}),
-    "ddp_rank0": (582, 586, {"[pytorch|profiler|execution_trace|thread]": 2, "## process_group:init ##": 1,
-                             "[pytorch|profiler|execution_trace|process]": 1}),
-    "ddp_rank1": (582, 586, {"[pytorch|profiler|execution_trace|thread]": 2, "## process_group:init ##": 1,
-                             "[pytorch|profiler|execution_trace|process]": 1}),
+    "mlp_rank0": (
+        396,
+        398,
+        {"[pytorch|profiler|execution_trace|thread]": 1, "[pytorch|profiler|execution_trace|process]": 1},
+    ),
+    "transformer_rank0": (
+        2438,
+        2440,
+        {"[pytorch|profiler|execution_trace|thread]": 1, "[pytorch|profiler|execution_trace|process]": 1},
+    ),
+    "ddp_rank0": (
+        582,
+        586,
+        {
+            "[pytorch|profiler|execution_trace|thread]": 2,
+            "## process_group:init ##": 1,
+            "[pytorch|profiler|execution_trace|process]": 1,
+        },
+    ),
+    "ddp_rank1": (
+        582,
+        586,
+        {
+            "[pytorch|profiler|execution_trace|thread]": 2,
+            "## process_group:init ##": 1,
+            "[pytorch|profiler|execution_trace|process]": 1,
+        },
+    ),
 }
 
 
@@ -312,7 +357,12 @@ def test_link_linear_falls_back_to_external_id(kin):
     # forcing rf_id finds nothing: the trace has no "Record function id"
     assert link(ids, rf, names, k, method="rf_id").counts["matched"] == 0
     # GPU work of the matched ops reaches host rows
-    assert (c["gpu_events"], c["gpu_with_runtime"], c["gpu_cpu_by_enclosing"], c["gpu_with_host"]) == (297, 297, 297, 73)
+    assert (c["gpu_events"], c["gpu_with_runtime"], c["gpu_cpu_by_enclosing"], c["gpu_with_host"]) == (
+        297,
+        297,
+        297,
+        73,
+    )
 
 
 @full
@@ -320,8 +370,16 @@ def test_link_linear_whole_file():
     ids, rf, names, _ = read_et(SHARED / "param/linear_et.json.gz")
     k = read_kineto(SHARED / "param/linear_kineto.json.gz")
     assert len(k) == 86859
-    assert k.category_counts() == {"": 38, "cpu_op": 36998, "user_annotation": 80, "cuda_runtime": 14515,
-                                   "ac2g": 24871, "gpu_memset": 1640, "kernel": 8716, "Trace": 1}
+    assert k.category_counts() == {
+        "": 38,
+        "cpu_op": 36998,
+        "user_annotation": 80,
+        "cuda_runtime": 14515,
+        "ac2g": 24871,
+        "gpu_memset": 1640,
+        "kernel": 8716,
+        "Trace": 1,
+    }
     c = link(ids, rf, names, k).counts
     assert (c["matched_external_id"], c["unmatched_name_mismatch"], c["unmatched_not_in_kineto"]) == (218, 710, 3)
     assert (c["gpu_events"], c["gpu_with_cpu_op"], c["gpu_with_host"]) == (10356, 10356, 73)
@@ -350,8 +408,12 @@ def test_resnet_kernels_attach_to_launching_cpu_ops(kin):
     lk = link([], [], [], k)
     c = lk.counts
     assert c["gpu_events"] == 431 and c["gpu_by_cat"] == {"gpu_memcpy": 67, "gpu_memset": 14, "kernel": 350}
-    assert (c["gpu_with_runtime"], c["gpu_with_cpu_op"], c["gpu_cpu_by_enclosing"], c["gpu_cpu_by_external_id"]) \
-        == (431, 431, 431, 0)
+    assert (c["gpu_with_runtime"], c["gpu_with_cpu_op"], c["gpu_cpu_by_enclosing"], c["gpu_cpu_by_external_id"]) == (
+        431,
+        431,
+        431,
+        0,
+    )
     assert c["gpu_with_host"] == 0  # no host trace given
     assert (lk.gpu_launch_method == GPU_ENCLOSING).all()
     _check_launch_invariants(k, lk)
@@ -367,13 +429,25 @@ def test_resnet_kernels_attach_to_launching_cpu_ops(kin):
 def test_resnet_whole_file():
     k = read_kineto(SHARED / "param/resnet_kineto.json.gz")
     assert len(k) == 111631
-    assert k.category_counts() == {"": 42, "cpu_op": 39416, "user_annotation": 90, "gpu_memcpy": 123,
-                                   "ac2g": 36041, "cuda_runtime": 25928, "gpu_memset": 362, "kernel": 9628,
-                                   "Trace": 1}
+    assert k.category_counts() == {
+        "": 42,
+        "cpu_op": 39416,
+        "user_annotation": 90,
+        "gpu_memcpy": 123,
+        "ac2g": 36041,
+        "cuda_runtime": 25928,
+        "gpu_memset": 362,
+        "kernel": 9628,
+        "Trace": 1,
+    }
     lk = link([], [], [], k)
     c = lk.counts
-    assert (c["gpu_events"], c["gpu_with_runtime"], c["gpu_cpu_by_enclosing"], c["gpu_cpu_by_external_id"]) \
-        == (10113, 10113, 10113, 0)
+    assert (c["gpu_events"], c["gpu_with_runtime"], c["gpu_cpu_by_enclosing"], c["gpu_cpu_by_external_id"]) == (
+        10113,
+        10113,
+        10113,
+        0,
+    )
     assert c["runtime_events"] == 25928
     assert len(k.flows("ac2g")[0]) == 10113
     _check_launch_invariants(k, lk)
@@ -383,26 +457,106 @@ def test_new_style_runtime_external_id_and_host_attachment(tmp_path):
     """Recent Kineto: the runtime call carries the launching op's External id; a kernel
     launched inside an op the ET lacks reaches the nearest enclosing op that has a host row."""
     ev = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 0.0, "dur": 100.0,
-         "args": {"External id": 10, "Record function id": 110}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 50.0,
-         "args": {"External id": 11, "Record function id": 111}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 70.0, "dur": 20.0,
-         "args": {"External id": 12, "Record function id": 112}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20.0, "dur": 5.0,
-         "args": {"External id": 11, "correlation": 500}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 75.0, "dur": 5.0,
-         "args": {"External id": 12, "correlation": 501}},
-        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernel", "pid": 1, "tid": 1, "ts": 95.0, "dur": 2.0,
-         "args": {"External id": 99, "correlation": 502}},
-        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30.0, "dur": 40.0,
-         "args": {"External id": 11, "correlation": 500, "stream": 7, "device": 0}},
-        {"ph": "X", "cat": "kernel", "name": "relu_kernel", "pid": 0, "tid": 8, "ts": 80.0, "dur": 4.0,
-         "args": {"External id": 12, "correlation": 501, "stream": 8, "device": 0}},
-        {"ph": "X", "cat": "gpu_memset", "name": "Memset", "pid": 0, "tid": 8, "ts": 99.0, "dur": 1.0,
-         "args": {"correlation": 502, "stream": 8, "device": 0, "bytes": 64}},
-        {"ph": "X", "cat": "kernel", "name": "orphan", "pid": 0, "tid": 7, "ts": 200.0, "dur": 1.0,
-         "args": {"correlation": 999, "stream": 7, "device": 0}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::linear",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0.0,
+            "dur": 100.0,
+            "args": {"External id": 10, "Record function id": 110},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::addmm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10.0,
+            "dur": 50.0,
+            "args": {"External id": 11, "Record function id": 111},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::relu",
+            "pid": 1,
+            "tid": 1,
+            "ts": 70.0,
+            "dur": 20.0,
+            "args": {"External id": 12, "Record function id": 112},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 20.0,
+            "dur": 5.0,
+            "args": {"External id": 11, "correlation": 500},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 75.0,
+            "dur": 5.0,
+            "args": {"External id": 12, "correlation": 501},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_driver",
+            "name": "cuLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 95.0,
+            "dur": 2.0,
+            "args": {"External id": 99, "correlation": 502},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": 30.0,
+            "dur": 40.0,
+            "args": {"External id": 11, "correlation": 500, "stream": 7, "device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "relu_kernel",
+            "pid": 0,
+            "tid": 8,
+            "ts": 80.0,
+            "dur": 4.0,
+            "args": {"External id": 12, "correlation": 501, "stream": 8, "device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memset",
+            "name": "Memset",
+            "pid": 0,
+            "tid": 8,
+            "ts": 99.0,
+            "dur": 1.0,
+            "args": {"correlation": 502, "stream": 8, "device": 0, "bytes": 64},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "orphan",
+            "pid": 0,
+            "tid": 7,
+            "ts": 200.0,
+            "dur": 1.0,
+            "args": {"correlation": 999, "stream": 7, "device": 0},
+        },
     ]
     p = tmp_path / "new.json"
     p.write_text(json.dumps({"traceEvents": ev}))
@@ -516,17 +670,20 @@ def _et_vs_interval_disagreements(kin, name):
     return links, disagree, cross_thread
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("mlp_rank0", (394, 0, 0)),
-    ("transformer_rank0", (2436, 0, 0)),
-    # gloo DDP: 24 and 41 of 568 ET parents differ from Kineto time nesting. Rank 0: 15 ops
-    # whose ET parent (an AccumulateGrad / mul_out) does not even enclose them in time, one
-    # aten::to inside aten::mul that the ET hangs under mul_out, and 8 gloo:* ops on the
-    # worker threads. Rank 1: all 41 cross threads (main-thread ops hung under a gloo:* op
-    # of a worker thread, and gloo:* under main-thread ops).
-    ("ddp_rank0", (568, 24, 8)),
-    ("ddp_rank1", (568, 41, 41)),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("mlp_rank0", (394, 0, 0)),
+        ("transformer_rank0", (2436, 0, 0)),
+        # gloo DDP: 24 and 41 of 568 ET parents differ from Kineto time nesting. Rank 0: 15 ops
+        # whose ET parent (an AccumulateGrad / mul_out) does not even enclose them in time, one
+        # aten::to inside aten::mul that the ET hangs under mul_out, and 8 gloo:* ops on the
+        # worker threads. Rank 1: all 41 cross threads (main-thread ops hung under a gloo:* op
+        # of a worker thread, and gloo:* under main-thread ops).
+        ("ddp_rank0", (568, 24, 8)),
+        ("ddp_rank1", (568, 41, 41)),
+    ],
+)
 def test_et_parents_vs_kineto_nesting(kin, name, expected):
     assert _et_vs_interval_disagreements(kin, name) == expected
 

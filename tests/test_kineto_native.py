@@ -1,5 +1,6 @@
 """The optional C Kineto scanner (convert/_kineto.c) must give exactly what the pure-Python
 reader gives: the same columns and string tables on every input, and the same errors."""
+
 from __future__ import annotations
 
 import gzip
@@ -81,9 +82,11 @@ def test_real_traces(path):
 
 def test_real_trace_plain_minified_and_indented(tmp_path):
     d = json.load(gzip.open(DATA / "resnet_kineto_head.json.gz"))
-    for name, text in [("min.json", json.dumps(d, separators=(",", ":"))),
-                       ("ind.json", json.dumps(d, indent=8).replace("\n", "\r\n\t ")),
-                       ("raw.json", json.dumps(d, ensure_ascii=False))]:
+    for name, text in [
+        ("min.json", json.dumps(d, separators=(",", ":"))),
+        ("ind.json", json.dumps(d, indent=8).replace("\n", "\r\n\t ")),
+        ("raw.json", json.dumps(d, ensure_ascii=False)),
+    ]:
         p = tmp_path / name
         p.write_text(text, encoding="utf-8")
         check(p, chunks=(None, 1000))
@@ -96,8 +99,10 @@ def _trace(tmp_path, events_text: str, name="t.json", head='{"traceName": "x", "
     return p
 
 
-EV = ('{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 8, "ts": 1.5, "dur": 2, '
-      '"args": {"External id": 3}}')
+EV = (
+    '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 8, "ts": 1.5, "dur": 2, '
+    '"args": {"External id": 3}}'
+)
 
 CASES = {
     "escapes_in_names": [
@@ -114,7 +119,7 @@ CASES = {
     "raw_non_ascii": [
         '{"ph": "X", "cat": "cpu_op", "name": "caf\u00e9", "ts": 1}',
         '{"ph": "X", "cat": "\u20ac", "name": "euro \u20ac", "ts": 2, "pid": "\u20ac"}',
-        '{"ph": "X", "cat": "cpu_op", "name": "smile \U0001F600", "ts": 3, "tid": "\U0001F600"}',
+        '{"ph": "X", "cat": "cpu_op", "name": "smile \U0001f600", "ts": 3, "tid": "\U0001f600"}',
         '{"ph": "\u00e9", "name": "caf\u00e9", "ts": 4}',
         '{"ph": "X", "name": "caf\u00e9", "ts": 5}',
         '{"ph": "X", "name": "ideographic space pid", "pid": "\u3000 12\u3000", "tid": "\u00b2"}',
@@ -188,7 +193,7 @@ CASES = {
         '{"ph": "f", "cat": "ac2g", "name": "ac2g", "id": "0x10", "pid": 1, "tid": 2, "ts": 11, "bp": "e"}',
         '{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 1.0, "pid": 1, "tid": 2, "ts": 12}',
         '{"ph": "s", "cat": "ac2g", "name": "ac2g", "id": [3], "pid": 1, "tid": 2, "ts": 13}',
-        '{"ph": "X", "name": "big skipped int", "args": {"x": 1' + "0" * 700 + '}}',
+        '{"ph": "X", "name": "big skipped int", "args": {"x": 1' + "0" * 700 + "}}",
         '{"ph": "X", "name": "deep", "args": {"x": ' + "[" * 300 + "]" * 300 + "}}",
         '{"ph": "X", "name": "deep ok", "args": {"x": ' + "[" * 150 + "]" * 150 + "}}",
     ],
@@ -259,31 +264,34 @@ def test_crafted_values(tmp_path):
     assert got["i"] == (-1, -1, 2, -1, -1, -1, -1) and got["j"] == (-1,) * 7 and got["k"][0] == 2
 
 
-@pytest.mark.parametrize("events, words", [
-    ([EV, EV, '{"ph": "X", "ts": 1, }', EV], "bad JSON in event #2"),
-    ([EV, EV, '{"ph": "X", "ts": 01}', EV], "bad JSON in event #2"),
-    ([EV, '{"ph": "X", "name": "a\x01b"}', EV], "bad JSON in event #1"),
-    ([EV, r'{"ph": "X", "name": "bad \x escape"}', EV], "bad JSON in event #1"),
-    ([EV, r'{"ph": "X", "name": "bad \u12g4"}', EV], "bad JSON in event #1"),
-    ([EV, '{"ph": "X", "args": {"a": [1, 2,]}}', EV], "bad JSON in event #1"),
-    ([EV, '{"ph": "X", "args": {"a": 1.}}', EV], "bad JSON in event #1"),
-    ([EV, '{"ph": "X", "args": {"a": -}}', EV], "bad JSON in event #1"),
-    ([EV, '{"ph": "X", "args": {"a": tru}}', EV], "bad JSON in event #1"),
-    ([EV, '{"ph": "X" "ts": 1}', EV], "bad JSON in event #1"),
-    ([EV, '{"ph": "X", 5: 1}', EV], "bad JSON in event #1"),
-    ([EV, EV, "[1]", EV], "event #2 is not a valid trace event"),
-    ([EV, '{"ph": "X", "args": [1]}', EV], "args is not a JSON object"),
-    ([EV, '{"ph": "X", "args": "x"}', EV], "args is not a JSON object"),
-    ([EV, '{"ph": "X", "ts": "soon"}', EV], "not a valid trace event"),
-    ([EV, '{"ph": "X", "ts": true}', EV], "not a valid trace event"),
-    ([EV, '{"ph": "X", "cat": ["x"]}', EV], "not a valid trace event"),
-    ([EV, '{"ph": "X", "name": {"x": 1}}', EV], "not a valid trace event"),
-    ([EV, '{"ph": "X", "pid": 99999999999999999999}', EV], "not a valid trace event"),
-    ([EV, '{"ph": "X", "pid": "99999999999999999999"}', EV], "not a valid trace event"),
-    ([EV, '{"ph": "X", "ts": 99999999999999999}', EV], "not a valid trace event"),
-    ([EV, '{"ph": "X", "args": {"External id": 99999999999999999999}}', EV], "not a valid trace event"),
-    ([EV, EV + " " + EV], "expected ',' or ']'"),
-])
+@pytest.mark.parametrize(
+    "events, words",
+    [
+        ([EV, EV, '{"ph": "X", "ts": 1, }', EV], "bad JSON in event #2"),
+        ([EV, EV, '{"ph": "X", "ts": 01}', EV], "bad JSON in event #2"),
+        ([EV, '{"ph": "X", "name": "a\x01b"}', EV], "bad JSON in event #1"),
+        ([EV, r'{"ph": "X", "name": "bad \x escape"}', EV], "bad JSON in event #1"),
+        ([EV, r'{"ph": "X", "name": "bad \u12g4"}', EV], "bad JSON in event #1"),
+        ([EV, '{"ph": "X", "args": {"a": [1, 2,]}}', EV], "bad JSON in event #1"),
+        ([EV, '{"ph": "X", "args": {"a": 1.}}', EV], "bad JSON in event #1"),
+        ([EV, '{"ph": "X", "args": {"a": -}}', EV], "bad JSON in event #1"),
+        ([EV, '{"ph": "X", "args": {"a": tru}}', EV], "bad JSON in event #1"),
+        ([EV, '{"ph": "X" "ts": 1}', EV], "bad JSON in event #1"),
+        ([EV, '{"ph": "X", 5: 1}', EV], "bad JSON in event #1"),
+        ([EV, EV, "[1]", EV], "event #2 is not a valid trace event"),
+        ([EV, '{"ph": "X", "args": [1]}', EV], "args is not a JSON object"),
+        ([EV, '{"ph": "X", "args": "x"}', EV], "args is not a JSON object"),
+        ([EV, '{"ph": "X", "ts": "soon"}', EV], "not a valid trace event"),
+        ([EV, '{"ph": "X", "ts": true}', EV], "not a valid trace event"),
+        ([EV, '{"ph": "X", "cat": ["x"]}', EV], "not a valid trace event"),
+        ([EV, '{"ph": "X", "name": {"x": 1}}', EV], "not a valid trace event"),
+        ([EV, '{"ph": "X", "pid": 99999999999999999999}', EV], "not a valid trace event"),
+        ([EV, '{"ph": "X", "pid": "99999999999999999999"}', EV], "not a valid trace event"),
+        ([EV, '{"ph": "X", "ts": 99999999999999999}', EV], "not a valid trace event"),
+        ([EV, '{"ph": "X", "args": {"External id": 99999999999999999999}}', EV], "not a valid trace event"),
+        ([EV, EV + " " + EV], "expected ',' or ']'"),
+    ],
+)
 def test_bad_events_give_the_same_error(tmp_path, events, words):
     p = _trace(tmp_path, ",\n".join(events))
     for chunk in (None, 16, 257):
@@ -297,7 +305,7 @@ def test_bad_events_give_the_same_error(tmp_path, events, words):
 def test_truncated_files(tmp_path, cut):
     text = '{"traceEvents": [' + ",\n".join([EV] * 5) + "]}"
     p = tmp_path / "cut.json"
-    p.write_text(text[:cut] if cut > 0 else text[:len(text) + cut])
+    p.write_text(text[:cut] if cut > 0 else text[: len(text) + cut])
     for chunk in (None, 64):
         kw = {} if chunk is None else {"chunk": chunk}
         a = _read(p, True, **kw)
@@ -308,9 +316,16 @@ def test_truncated_files(tmp_path, cut):
 def test_events_across_chunk_boundaries(tmp_path):
     events = []
     for i in range(400):
-        ev = {"ph": "X", "cat": f"c{i % 7}", "name": f"n{i % 13}" + (" \u00e9" if i % 50 == 0 else ""),
-              "pid": "Spans" if i % 31 == 0 else i % 3, "tid": i, "ts": i + 0.001 * (i % 1000), "dur": i % 5,
-              "args": {"External id": i, "Input Dims": [[i, 2]], "x": "}, {" * (i % 3)}}
+        ev = {
+            "ph": "X",
+            "cat": f"c{i % 7}",
+            "name": f"n{i % 13}" + (" \u00e9" if i % 50 == 0 else ""),
+            "pid": "Spans" if i % 31 == 0 else i % 3,
+            "tid": i,
+            "ts": i + 0.001 * (i % 1000),
+            "dur": i % 5,
+            "args": {"External id": i, "Input Dims": [[i, 2]], "x": "}, {" * (i % 3)},
+        }
         events.append(json.dumps(ev, ensure_ascii=bool(i % 2)))
         if i % 97 == 0:
             events.append('{"ph": "M", "name": "thread_name", "pid": 1, "tid": %d, "args": {"name": "t"}}' % i)
@@ -342,26 +357,43 @@ class _Obj(list):
 
 _KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args", "s", "bp", "Other"]
 _ARG_KEYS = list(kineto._ARG_KEYS) + ["Input Dims", "name", "x"]
-_TEXT = st.text(alphabet=st.sampled_from(list('ab0123 "\\/\n\t\x00\x1f\u00e9\u20ac\u3000\U0001F600{}[],:')), max_size=6)
+_TEXT = st.text(alphabet=st.sampled_from(list('ab0123 "\\/\n\t\x00\x1f\u00e9\u20ac\u3000\U0001f600{}[],:')), max_size=6)
 _NUMBERS = st.one_of(
-    st.integers(-10**6, 10**6), st.integers(-2**70, 2**70),
-    st.integers(-10**15, 10**15).map(lambda x: x / 1000),  # Kineto's three decimals (repr may differ)
+    st.integers(-(10**6), 10**6),
+    st.integers(-(2**70), 2**70),
+    st.integers(-(10**15), 10**15).map(lambda x: x / 1000),  # Kineto's three decimals (repr may differ)
     st.floats(allow_nan=True, allow_infinity=True),
 )
-_SCALARS = st.one_of(st.none(), st.booleans(), _NUMBERS, _TEXT,
-                     st.sampled_from(["X", "M", "s", "f", "i", "", "Spans", " 12 ", "7"]))
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), _NUMBERS, _TEXT, st.sampled_from(["X", "M", "s", "f", "i", "", "Spans", " 12 ", "7"])
+)
 _VALUES = st.recursive(
-    _SCALARS, lambda c: st.lists(c, max_size=3) | st.lists(st.tuples(_TEXT, c), max_size=3).map(_Obj), max_leaves=6)
+    _SCALARS, lambda c: st.lists(c, max_size=3) | st.lists(st.tuples(_TEXT, c), max_size=3).map(_Obj), max_leaves=6
+)
 
 
 _ARGS = st.one_of(st.none(), _VALUES, st.lists(st.tuples(st.sampled_from(_ARG_KEYS), _VALUES), max_size=5).map(_Obj))
 _EVENT = st.lists(st.tuples(st.sampled_from(_KEYS), st.one_of(_VALUES, _ARGS)), max_size=9).map(_Obj)
 _LIKELY = st.builds(
-    lambda ph, name, pid, ts, args: _Obj([("ph", ph), ("cat", "cpu_op"), ("name", name), ("pid", pid), ("tid", 1),
-                                          ("ts", ts), ("dur", 1.5), ("args", args)]),
-    st.sampled_from(["X", "X", "M", "s"]), _TEXT, st.one_of(st.integers(0, 9), _TEXT), _NUMBERS,
-    st.lists(st.tuples(st.sampled_from(_ARG_KEYS), st.one_of(st.integers(-5, 2**63 - 1), _SCALARS)),
-             max_size=4).map(_Obj),
+    lambda ph, name, pid, ts, args: _Obj(
+        [
+            ("ph", ph),
+            ("cat", "cpu_op"),
+            ("name", name),
+            ("pid", pid),
+            ("tid", 1),
+            ("ts", ts),
+            ("dur", 1.5),
+            ("args", args),
+        ]
+    ),
+    st.sampled_from(["X", "X", "M", "s"]),
+    _TEXT,
+    st.one_of(st.integers(0, 9), _TEXT),
+    _NUMBERS,
+    st.lists(st.tuples(st.sampled_from(_ARG_KEYS), st.one_of(st.integers(-5, 2**63 - 1), _SCALARS)), max_size=4).map(
+        _Obj
+    ),
 )
 
 
@@ -374,11 +406,15 @@ def _dump(v, ws: str, ascii_only: bool) -> str:
     return json.dumps(v, ensure_ascii=ascii_only)
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                   HealthCheck.too_slow])
-@given(events=st.lists(st.one_of(_EVENT, _LIKELY, _LIKELY), max_size=12),
-       ws=st.sampled_from(["", " ", "\n  ", "\r\n\t"]), ascii_only=st.booleans(),
-       chunk=st.sampled_from([None, 5, 64, 257]))
+@settings(
+    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    events=st.lists(st.one_of(_EVENT, _LIKELY, _LIKELY), max_size=12),
+    ws=st.sampled_from(["", " ", "\n  ", "\r\n\t"]),
+    ascii_only=st.booleans(),
+    chunk=st.sampled_from([None, 5, 64, 257]),
+)
 def test_random_events_agree(tmp_path, events, ws, ascii_only, chunk):
     text = ("," + ws).join(_dump(e, ws, ascii_only) for e in events)
     p = _trace(tmp_path, text, name="r.json")

@@ -1,6 +1,7 @@
 """The package is a one-way house: every import goes down the layer map (CONTRIBUTING.md), no two
 modules import each other (directly or round a loop), and imports sit at module top unless they
 defer an optional heavy dependency. Run as a script to list every offence at once."""
+
 from __future__ import annotations
 
 import ast
@@ -36,7 +37,7 @@ DEFERRED = {"torch", "pandas", "matplotlib", "ray", "duckdb", "scipy", "pyarrow"
 #: Files that may defer any import, and why.
 DEFER_ANYTHING = {
     "collect/_sitecustomize/sitecustomize.py": "runs at the start of every Python process of a recorded job, "
-                                               "so it imports only what the recording needs, when it needs it",
+    "so it imports only what the recording needs, when it needs it",
 }
 
 
@@ -86,8 +87,12 @@ def imports() -> list[Edge]:
         tree = ast.parse(src)
         lines = src.splitlines()
         package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
-        in_func = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                   for sub in ast.walk(node)}
+        in_func = {
+            id(sub)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for sub in ast.walk(node)
+        }
         typed = _type_checking_blocks(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
@@ -102,8 +107,17 @@ def imports() -> list[Edge]:
             else:
                 continue
             for dst in dsts:
-                edges.append(Edge(mod, dst, path, node.lineno, lines[node.lineno - 1].strip(), id(node) in in_func,
-                                  id(node) in typed))
+                edges.append(
+                    Edge(
+                        mod,
+                        dst,
+                        path,
+                        node.lineno,
+                        lines[node.lineno - 1].strip(),
+                        id(node) in in_func,
+                        id(node) in typed,
+                    )
+                )
     return edges
 
 
@@ -234,11 +248,12 @@ def test_imports_at_module_top(edges):
 def test_the_checks_catch_what_they_should():
     """The checker itself: an upward import, a cycle and a deferred stdlib import are found."""
     p = ROOT / "schema" / "x.py"
-    fake = [Edge("chakra_trace.schema.x", "chakra_trace.cli.common", p, 1, "from ..cli.common import x", False,
-                 False),
-            Edge("chakra_trace.io.a", "chakra_trace.io.b", p, 1, "from .b import y", False, False),
-            Edge("chakra_trace.io.b", "chakra_trace.io.a", p, 2, "from .a import z", True, False),
-            Edge("chakra_trace.convert.k", "chakra_trace.collect.r", p, 3, "from ..collect import r", False, False)]
+    fake = [
+        Edge("chakra_trace.schema.x", "chakra_trace.cli.common", p, 1, "from ..cli.common import x", False, False),
+        Edge("chakra_trace.io.a", "chakra_trace.io.b", p, 1, "from .b import y", False, False),
+        Edge("chakra_trace.io.b", "chakra_trace.io.a", p, 2, "from .a import z", True, False),
+        Edge("chakra_trace.convert.k", "chakra_trace.collect.r", p, 3, "from ..collect import r", False, False),
+    ]
     assert len(layer_violations(fake)) == 2  # upward, and peers
     assert cycles(fake) == [["chakra_trace.io.a", "chakra_trace.io.b"]]
     assert len(deferred_violations(fake)) == 1
@@ -247,7 +262,8 @@ def test_the_checks_catch_what_they_should():
 
 if __name__ == "__main__":
     es = imports()
-    problems = _dedup(layer_violations(es)) + [cycle_report(c, es) for c in cycles(es)] + \
-        _dedup(deferred_violations(es))
+    problems = (
+        _dedup(layer_violations(es)) + [cycle_report(c, es) for c in cycles(es)] + _dedup(deferred_violations(es))
+    )
     print("\n".join(problems) or "clean")
     sys.exit(1 if problems else 0)

@@ -1,4 +1,5 @@
 """The measurement harness: distributions, stopping rules, statistics, comparison, files and CLI."""
+
 import json
 import math
 import sys
@@ -41,11 +42,24 @@ class FakeClock:
 
 # -- distributions -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("p,df,expected", [
-    (0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 5, 2.571), (0.975, 10, 2.228), (0.975, 30, 2.042),
-    (0.975, 120, 1.980), (0.975, math.inf, 1.960), (0.95, 20, 1.725), (0.995, 10, 3.169), (0.9, 4, 1.533),
-    (0.025, 5, -2.571), (0.999, 3, 10.215),
-])
+
+@pytest.mark.parametrize(
+    "p,df,expected",
+    [
+        (0.975, 1, 12.706),
+        (0.975, 2, 4.303),
+        (0.975, 5, 2.571),
+        (0.975, 10, 2.228),
+        (0.975, 30, 2.042),
+        (0.975, 120, 1.980),
+        (0.975, math.inf, 1.960),
+        (0.95, 20, 1.725),
+        (0.995, 10, 3.169),
+        (0.9, 4, 1.533),
+        (0.025, 5, -2.571),
+        (0.999, 3, 10.215),
+    ],
+)
 def test_t_quantiles_match_tables(p, df, expected):
     assert t_ppf(p, df) == pytest.approx(expected, abs=1e-3)
     assert t_cdf(expected, df) == pytest.approx(p, abs=1e-4)  # the table values are rounded
@@ -54,8 +68,11 @@ def test_t_quantiles_match_tables(p, df, expected):
 def test_t_cdf_against_numerical_integration_and_inverse():
     for df in (1.0, 2.5, 7.0, 40.0):
         x = np.linspace(0.0, 3.0, 300_001)
-        pdf = np.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi) \
+        pdf = (
+            np.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2))
+            / math.sqrt(df * math.pi)
             * (1 + x * x / df) ** (-(df + 1) / 2)
+        )
         integral = float(np.sum((pdf[1:] + pdf[:-1]) / 2 * np.diff(x)))
         assert t_cdf(3.0, df) == pytest.approx(0.5 + integral, abs=1e-9)
         assert t_cdf(-3.0, df) == pytest.approx(0.5 - integral, abs=1e-9)
@@ -68,10 +85,11 @@ def test_t_cdf_against_numerical_integration_and_inverse():
 def test_binomial_cdf_matches_exact_sums():
     for n in (1, 6, 20, 51):
         for k in range(n + 1):
-            assert binom_cdf(k, n) == pytest.approx(sum(comb(n, i) for i in range(k + 1)) / 2 ** n, rel=1e-10)
+            assert binom_cdf(k, n) == pytest.approx(sum(comb(n, i) for i in range(k + 1)) / 2**n, rel=1e-10)
 
 
 # -- measure() -------------------------------------------------------------------------------------------------
+
 
 def test_converges_early_on_low_noise():
     clock = FakeClock(1.0 + 1e-4 * np.sin(np.arange(1000)))
@@ -108,8 +126,14 @@ def test_run_longer_than_budget_stops_after_two_and_says_so():
 def test_warmup_is_not_timed_and_sync_wraps_each_clock_read():
     events = []
     clock = FakeClock([100.0, 100.0] + [1.0] * 100)
-    m = measure(lambda: (events.append("fn"), clock.fn()), timer=lambda: (events.append("t"), clock.timer())[1],
-                sync=lambda: events.append("sync"), warmup=2, min_repeats=3, budget_s=1e9)
+    m = measure(
+        lambda: (events.append("fn"), clock.fn()),
+        timer=lambda: (events.append("t"), clock.timer())[1],
+        sync=lambda: events.append("sync"),
+        warmup=2,
+        min_repeats=3,
+        budget_s=1e9,
+    )
     assert m.samples == [1.0, 1.0, 1.0] and m.warmup == 2 and m.stop_reason == "converged"
     # start of the budget clock; warm-up 1 and a budget check; warm-up 2 (the last: no check); 3 samples
     assert events == ["sync", "t", "fn", "sync", "t", "fn"] + ["sync", "t", "fn", "sync", "t"] * 3
@@ -118,15 +142,29 @@ def test_warmup_is_not_timed_and_sync_wraps_each_clock_read():
 def test_decide_called_once_per_sample_and_shares_the_stop():
     calls = []
     clock = FakeClock([1.0] * 1000)
-    m = measure(clock.fn, timer=clock.timer, warmup=1, min_repeats=3, max_repeats=12, budget_s=1e9,
-                decide=lambda stop: (calls.append(stop), False)[1])  # a peer never agrees: runs to the cap
+    m = measure(
+        clock.fn,
+        timer=clock.timer,
+        warmup=1,
+        min_repeats=3,
+        max_repeats=12,
+        budget_s=1e9,
+        decide=lambda stop: (calls.append(stop), False)[1],
+    )  # a peer never agrees: runs to the cap
     assert m.stop_reason == "max_repeats" and m.n == 12 and len(calls) == 12
     assert calls[:2] == [False, False] and all(calls[2:])  # converged locally from the 3rd sample
 
     calls.clear()
     noisy = FakeClock(np.random.default_rng(2).lognormal(0, 1, 1000))
-    m = measure(noisy.fn, timer=noisy.timer, warmup=0, min_repeats=3, target_rel_ci=1e-6, budget_s=1e9,
-                decide=lambda stop: (calls.append(stop), len(calls) == 4)[1])  # a peer stops everyone
+    m = measure(
+        noisy.fn,
+        timer=noisy.timer,
+        warmup=0,
+        min_repeats=3,
+        target_rel_ci=1e-6,
+        budget_s=1e9,
+        decide=lambda stop: (calls.append(stop), len(calls) == 4)[1],
+    )  # a peer stops everyone
     assert m.stop_reason == "peer" and m.n == 4 and calls == [False] * 4
 
 
@@ -143,6 +181,7 @@ def test_validation():
 
 
 # -- statistics ---------------------------------------------------------------------------------------------
+
 
 def test_statistics_and_outliers():
     rng = np.random.default_rng(3)
@@ -180,6 +219,7 @@ def test_median_ci_coverage_is_about_95_percent():
 
 
 # -- comparison ------------------------------------------------------------------------------------------------
+
 
 def test_compare_finds_a_real_shift_and_not_a_null_one():
     rng = np.random.default_rng(4)
@@ -223,12 +263,23 @@ def test_environment_never_imports_torch(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     env = environment("cuda:0")
     assert "torch" not in sys.modules and "torch" not in env and env["device"] == "cuda:0"
-    for key in ("python", "platform", "machine", "cpu_model", "logical_cpus", "affinity_cpus", "numpy",
-                "OMP_NUM_THREADS", "MKL_NUM_THREADS", "chakra_trace"):
+    for key in (
+        "python",
+        "platform",
+        "machine",
+        "cpu_model",
+        "logical_cpus",
+        "affinity_cpus",
+        "numpy",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "chakra_trace",
+    ):
         assert key in env
 
 
 # -- files and CLI ----------------------------------------------------------------------------------------------
+
 
 def test_json_round_trip(tmp_path):
     clock = FakeClock([1.0, 1.5, 1.25] * 100)
@@ -253,8 +304,9 @@ def _series(seed, centre, n=30):
 def test_cli_compare_and_show(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "300")  # a wide table: verdicts on one line
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    save_measurements(a, [Measurement("mm", _series(1, 1.0)), Measurement("ar", _series(2, 0.5)),
-                          Measurement("only_a", [1.0])])
+    save_measurements(
+        a, [Measurement("mm", _series(1, 1.0)), Measurement("ar", _series(2, 0.5)), Measurement("only_a", [1.0])]
+    )
     save_measurements(b, [Measurement("mm", _series(3, 1.1)), Measurement("ar", _series(4, 0.5))])
     assert main(["bench", "compare", str(a), str(b), "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}

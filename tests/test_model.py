@@ -1,4 +1,5 @@
 """The columnar model: building, typed attribute access, editing, workloads."""
+
 import json
 
 import numpy as np
@@ -61,22 +62,37 @@ def test_from_columns_matches_the_builder(tmp_path):
     b.comp("[host]", 7, deps=[x, y], is_cpu_op=True, tid=-1)
     built = b.build()
     bulk = Trace.from_columns(
-        ["aten::mm", "all_gather", "[host]"], [0, 1, 2],
+        ["aten::mm", "all_gather", "[host]"],
+        [0, 1, 2],
         [NodeType.COMP_NODE, NodeType.COMM_COLL_NODE, NodeType.COMP_NODE],
-        duration=[120, 0, 7], data=([0, 0, 1, 3], [0, 0, 1]),
-        attrs={"num_ops": ([2_000_000, 0, 0], [True, False, False]),
-               "tensor_size": ([4096, 0, 0], [True, False, False]),
-               "is_cpu_op": ([False, False, True], [True, True, True]),
-               "comm_type": ([0, CollectiveType.ALL_GATHER, 0], [False, True, False]),
-               "comm_size": ([0, 1 << 20, 0], [False, True, False]),
-               "pg_name": (([0, 0, 0], ["dp"]), [False, True, False]),
-               "op_schema": (([0, 0, 0], ["mm(Tensor a) -> Tensor"]), [True, False, False]),
-               "rf_id": (np.array([3, -5, 0]), [True, True, False]),
-               "tid": (np.array([0, 0, -1]), [False, False, True])},
-        metadata=built.metadata)
+        duration=[120, 0, 7],
+        data=([0, 0, 1, 3], [0, 0, 1]),
+        attrs={
+            "num_ops": ([2_000_000, 0, 0], [True, False, False]),
+            "tensor_size": ([4096, 0, 0], [True, False, False]),
+            "is_cpu_op": ([False, False, True], [True, True, True]),
+            "comm_type": ([0, CollectiveType.ALL_GATHER, 0], [False, True, False]),
+            "comm_size": ([0, 1 << 20, 0], [False, True, False]),
+            "pg_name": (([0, 0, 0], ["dp"]), [False, True, False]),
+            "op_schema": (([0, 0, 0], ["mm(Tensor a) -> Tensor"]), [True, False, False]),
+            "rf_id": (np.array([3, -5, 0]), [True, True, False]),
+            "tid": (np.array([0, 0, -1]), [False, False, True]),
+        },
+        metadata=built.metadata,
+    )
+
     def canonical(t):  # attribute order aside (the builder keeps the order it was given)
-        return [(n.id, n.name, n.type, n.data_deps, n.duration_micros,
-                 sorted((a.name, a.member or "", repr(a.value)) for a in n.attrs)) for n in t]
+        return [
+            (
+                n.id,
+                n.name,
+                n.type,
+                n.data_deps,
+                n.duration_micros,
+                sorted((a.name, a.member or "", repr(a.value)) for a in n.attrs),
+            )
+            for n in t
+        ]
 
     assert canonical(bulk) == canonical(built)
     assert bulk.attr_array("rf_id")[0].tolist() == [3, -5, 0]
@@ -94,8 +110,16 @@ def test_node_view_has_canonical_members():
 
 
 def test_noncanonical_known_attribute_is_kept_not_columned():
-    t = Trace.from_nodes([Node(1, "x", NodeType.COMM_COLL_NODE,
-                               attrs=[Attribute("comm_size", 77, "uint64_val"), Attribute("comm_type", 2)])])
+    t = Trace.from_nodes(
+        [
+            Node(
+                1,
+                "x",
+                NodeType.COMM_COLL_NODE,
+                attrs=[Attribute("comm_size", 77, "uint64_val"), Attribute("comm_type", 2)],
+            )
+        ]
+    )
     assert not t.has("comm_size")[0] and t.has("comm_type")[0]
     n = t.node(0)
     assert [(a.name, a.member, a.value) for a in n.attrs if a.name == "comm_size"] == [("comm_size", "uint64_val", 77)]
@@ -103,11 +127,25 @@ def test_noncanonical_known_attribute_is_kept_not_columned():
 
 def test_from_nodes_roundtrip_everything(tmp_path):
     nodes = [
-        Node(5, "a", NodeType.COMP_NODE, ctrl_deps=[9], data_deps=[2**64 - 1], start_time_micros=10,
-             duration_micros=3, inputs=IOInfo("[1]", "[[2]]", "['Tensor']"), outputs=IOInfo(),
-             attrs=[Attribute("f", [1.5, float("inf")], "float_list"), Attribute("s", -3, "sint64_val"),
-                    Attribute("b", b"\x00\xff"), Attribute("doc", 1, doc="why"), Attribute("empty", None)],
-             unknown_fields=b"\x58\x05"),
+        Node(
+            5,
+            "a",
+            NodeType.COMP_NODE,
+            ctrl_deps=[9],
+            data_deps=[2**64 - 1],
+            start_time_micros=10,
+            duration_micros=3,
+            inputs=IOInfo("[1]", "[[2]]", "['Tensor']"),
+            outputs=IOInfo(),
+            attrs=[
+                Attribute("f", [1.5, float("inf")], "float_list"),
+                Attribute("s", -3, "sint64_val"),
+                Attribute("b", b"\x00\xff"),
+                Attribute("doc", 1, doc="why"),
+                Attribute("empty", None),
+            ],
+            unknown_fields=b"\x58\x05",
+        ),
         Node(2**64 - 1, "", 1000),
     ]
     t = Trace.from_nodes(nodes)
@@ -221,8 +259,12 @@ def test_info_json_cli(resnet_path, capsys):
 
 
 def test_attribute_order_kept_through_edits(tmp_path):
-    odd = Node(7, "coll", NodeType.COMM_COLL_NODE, attrs=[
-        Attribute("tid", 3), Attribute("comm_type", 0), Attribute("rf_id", 9), Attribute("comm_size", 64)])
+    odd = Node(
+        7,
+        "coll",
+        NodeType.COMM_COLL_NODE,
+        attrs=[Attribute("tid", 3), Attribute("comm_type", 0), Attribute("rf_id", 9), Attribute("comm_size", 64)],
+    )
     plain = Node(8, "mm", attrs=[Attribute("is_cpu_op", True), Attribute("tid", 1)])
     t = Trace.from_nodes([plain, odd, plain])
     names = ["tid", "comm_type", "rf_id", "comm_size"]

@@ -1,4 +1,5 @@
 """The optional C kernels must agree with the numpy implementation, on good and bad input."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -78,9 +79,9 @@ def test_packed_and_frames_agree(values, junk):
         data, end = np.array([0], np.int64), np.array([len(payload)], np.int64)
         saved = wire._native
         try:
-            a, _ = _both(lambda: wire.decode_packed_varints(buf, data, end), lambda: None)
+            a, _ = _both(lambda b=buf, d=data, e=end: wire.decode_packed_varints(b, d, e), lambda: None)
             wire._native = None
-            b, _ = _both(lambda: wire.decode_packed_varints(buf, data, end), lambda: None)
+            b, _ = _both(lambda b=buf, d=data, e=end: wire.decode_packed_varints(b, d, e), lambda: None)
         finally:
             wire._native = saved
         if isinstance(a[0], str):

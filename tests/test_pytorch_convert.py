@@ -1,4 +1,5 @@
 """PyTorch ET (+ Kineto) -> Chakra on the real traces: what the issue must show."""
+
 import collections
 import gzip
 import json
@@ -107,14 +108,25 @@ def test_cli_converts_a_collected_folder_and_single_files(tmp_path, capsys):
     for r in (0, 1):
         shutil.copy(DATA / f"ddp_rank{r}.et.json.gz", folder / f"rank{r}.et.json.gz")
         shutil.copy(KINETO / f"ddp_rank{r}.kineto.json.gz", folder / f"rank{r}.kineto.json.gz")
-    assert main(["convert", "pytorch", str(folder), "-o", str(tmp_path / "out" / "ddp"), "--jobs", "2",
-                 "--json"]) == 0
+    assert main(["convert", "pytorch", str(folder), "-o", str(tmp_path / "out" / "ddp"), "--jobs", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert sorted(out) == ["0", "1"] and out["1"]["collectives"] == 8
     assert main(["validate", str(tmp_path / "out" / "ddp")]) == 0
     capsys.readouterr()
-    assert main(["convert", "pytorch", str(DATA / "mlp_rank0.et.json.gz"),
-                 str(KINETO / "mlp_rank0.kineto.json.gz"), "-o", str(tmp_path / "mlp"), "--gzip"]) == 0
+    assert (
+        main(
+            [
+                "convert",
+                "pytorch",
+                str(DATA / "mlp_rank0.et.json.gz"),
+                str(KINETO / "mlp_rank0.kineto.json.gz"),
+                "-o",
+                str(tmp_path / "mlp"),
+                "--gzip",
+            ]
+        )
+        == 0
+    )
     assert read_trace(tmp_path / "mlp.0.et.gz").node_type_counts() == {"COMP_NODE": 165}
     assert main(["convert", "pytorch", str(tmp_path), "-o", str(tmp_path / "x")]) == 2  # no rank files
     assert "no rank<r>.et.json" in capsys.readouterr().err
@@ -123,29 +135,47 @@ def test_cli_converts_a_collected_folder_and_single_files(tmp_path, capsys):
 def node(i, name, parent, attrs=(), shapes=(), types=(), values=()):
     """A host ET node in the schema 1.1.0 layout (rf_id = id, thread 1)."""
     base = [{"name": "rf_id", "type": "uint64", "value": i}, {"name": "tid", "type": "uint64", "value": 1}]
-    return {"id": i, "name": name, "ctrl_deps": parent,
-            "inputs": {"values": list(values), "shapes": list(shapes), "types": list(types)},
-            "outputs": {"values": [], "shapes": [], "types": []},
-            "attrs": base + [{"name": k, "type": t, "value": v} for k, t, v in attrs]}
+    return {
+        "id": i,
+        "name": name,
+        "ctrl_deps": parent,
+        "inputs": {"values": list(values), "shapes": list(shapes), "types": list(types)},
+        "outputs": {"values": [], "shapes": [], "types": []},
+        "attrs": base + [{"name": k, "type": t, "value": v} for k, t, v in attrs],
+    }
 
 
 def write_et(path, nodes):
     with gzip.open(path, "wt") as f:
-        json.dump({"schema": "1.1.0-chakra.0.0.4", "pid": 1, "time": "", "start_ts": 0, "finish_ts": 1,
-                   "nodes": nodes}, f)
+        json.dump(
+            {"schema": "1.1.0-chakra.0.0.4", "pid": 1, "time": "", "start_ts": 0, "finish_ts": 1, "nodes": nodes}, f
+        )
 
 
 def test_all_to_allv_from_record_param_comms(tmp_path):
     """A hand-made NCCL host trace (schema 1.1.0 layout) with an all_to_allv."""
-    comm = [("collective_name", "string", "all_to_allv"), ("dtype", "string", "Float"),
-            ("in_msg_nelems", "uint64", 8), ("out_msg_nelems", "uint64", 8),
-            ("in_split_size", "string", "[2, 6]"), ("out_split_size", "string", "[3, 5]"),
-            ("pg_name", "string", "0"), ("pg_desc", "string", "default_pg"), ("pg_size", "uint64", 2)]
+    comm = [
+        ("collective_name", "string", "all_to_allv"),
+        ("dtype", "string", "Float"),
+        ("in_msg_nelems", "uint64", 8),
+        ("out_msg_nelems", "uint64", 8),
+        ("in_split_size", "string", "[2, 6]"),
+        ("out_split_size", "string", "[3, 5]"),
+        ("pg_name", "string", "0"),
+        ("pg_desc", "string", "default_pg"),
+        ("pg_size", "uint64", 2),
+    ]
     nodes = [
         node(2, "[pytorch|profiler|execution_trace|thread]", 1),
         node(3, "ProfilerStep#1", 2),
-        node(4, "c10d::alltoall_base_", 3, shapes=[[8], [8]], types=["Tensor(float)", "Tensor(float)"],
-             values=[[10, 10, 0, 8, 4, "cuda:0"], [11, 11, 0, 8, 4, "cuda:0"]]),
+        node(
+            4,
+            "c10d::alltoall_base_",
+            3,
+            shapes=[[8], [8]],
+            types=["Tensor(float)", "Tensor(float)"],
+            values=[[10, 10, 0, 8, 4, "cuda:0"], [11, 11, 0, 8, 4, "cuda:0"]],
+        ),
         node(5, "record_param_comms", 4, attrs=comm),
         node(6, "nccl:all_to_allv", 5),
         node(1, "[pytorch|profiler|execution_trace|process]", 1),
@@ -163,18 +193,36 @@ def test_an_op_nested_in_one_of_the_same_start_is_folded(tmp_path):
     """PyTorch numbers a nested op before its caller when both start in the same nanosecond
     (aten::result_type inside aten::result_type in the resnet trace): the inner op still folds
     into the outer one, so it is neither a node of its own nor counted twice."""
-    nodes = [node(2, "[pytorch|profiler|execution_trace|thread]", 1), node(3, "ProfilerStep#1", 2),
-             node(5, "aten::result_type", 3), node(4, "aten::result_type", 5), node(6, "aten::relu", 3),
-             node(1, "[pytorch|profiler|execution_trace|process]", 1)]
+    nodes = [
+        node(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        node(3, "ProfilerStep#1", 2),
+        node(5, "aten::result_type", 3),
+        node(4, "aten::result_type", 5),
+        node(6, "aten::relu", 3),
+        node(1, "[pytorch|profiler|execution_trace|process]", 1),
+    ]
     write_et(tmp_path / "r.et.json.gz", nodes)
 
     def event(rf, name, ts, dur, cat="cpu_op"):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                "args": {"Record function id": rf, "External id": rf}}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": dur,
+            "args": {"Record function id": rf, "External id": rf},
+        }
 
-    kin = {"traceEvents": [event(3, "ProfilerStep#1", 100.0, 10.0, "user_annotation"),
-                           event(5, "aten::result_type", 102.0, 1.0), event(4, "aten::result_type", 102.0, 0.5),
-                           event(6, "aten::relu", 104.0, 2.0)]}
+    kin = {
+        "traceEvents": [
+            event(3, "ProfilerStep#1", 100.0, 10.0, "user_annotation"),
+            event(5, "aten::result_type", 102.0, 1.0),
+            event(4, "aten::result_type", 102.0, 0.5),
+            event(6, "aten::relu", 104.0, 2.0),
+        ]
+    }
     (tmp_path / "r.kineto.json").write_text(json.dumps(kin))
     trace, report = convert_pytorch(tmp_path / "r.et.json.gz", tmp_path / "r.kineto.json")
     ops = [(n, d) for n, d in zip(trace.name_array.tolist(), trace.duration.tolist()) if n != "[host]"]

@@ -1,4 +1,5 @@
 """PyTorch host execution-trace reader: every real sample, layouts, tensors, NCCL attrs, errors."""
+
 from __future__ import annotations
 
 import functools
@@ -56,7 +57,7 @@ def text(name: str) -> bytes:
 
 
 def _elems(t: str) -> list[str]:
-    inner = t[t.index("[") + 1:-1]
+    inner = t[t.index("[") + 1 : -1]
     out, depth, cur = [], 0, ""
     for c in inner:
         depth += c in "[("
@@ -107,8 +108,7 @@ def ref_tensors(nodes: list[dict]) -> list[tuple]:
 def ref_attrs(n: dict) -> dict:
     if "attrs" in n:
         return {a["name"]: a["value"] for a in n["attrs"]}
-    skip = {"id", "name", "parent", "inputs", "input_shapes", "input_types", "outputs", "output_shapes",
-            "output_types"}
+    skip = {"id", "name", "parent", "inputs", "input_shapes", "input_types", "outputs", "output_shapes", "output_types"}
     return {k: v for k, v in n.items() if k not in skip}
 
 
@@ -163,12 +163,23 @@ def test_tensors_flattened(name):
     t = h.tensors
     ref = ref_tensors(doc(name)["nodes"])
     assert len(t) == len(ref)
-    got = list(zip(t.row.tolist(), t.output.astype(int).tolist(), t.arg.tolist(), t.elem.tolist(),
-                   t.tensor_id.tolist(), t.storage_id.tolist(), t.offset.tolist(), t.numel.tolist(),
-                   t.itemsize.tolist(), [t.devices[c] for c in t.device], [t.types[c] for c in t.type],
-                   [list(t.shape(k)) if t.has_shape[k] else None for k in range(len(t))]))
-    want = [(*r[:11], r[11] if isinstance(r[11], list) and all(type(x) is int for x in r[11]) else None)
-            for r in ref]
+    got = list(
+        zip(
+            t.row.tolist(),
+            t.output.astype(int).tolist(),
+            t.arg.tolist(),
+            t.elem.tolist(),
+            t.tensor_id.tolist(),
+            t.storage_id.tolist(),
+            t.offset.tolist(),
+            t.numel.tolist(),
+            t.itemsize.tolist(),
+            [t.devices[c] for c in t.device],
+            [t.types[c] for c in t.type],
+            [list(t.shape(k)) if t.has_shape[k] else None for k in range(len(t))],
+        )
+    )
+    want = [(*r[:11], r[11] if isinstance(r[11], list) and all(type(x) is int for x in r[11]) else None) for r in ref]
     assert got == want
     assert np.array_equal(np.diff(t.indptr), np.bincount(t.row, minlength=len(h)))
 
@@ -179,10 +190,24 @@ def test_hand_checked_tensors():
     i = h.row(12)
     t = h.tensors
     ks = range(*t.of(i).indices(len(t)))
-    rows = [(bool(t.output[k]), int(t.arg[k]), int(t.tensor_id[k]), int(t.storage_id[k]), int(t.offset[k]),
-             int(t.numel[k]), int(t.itemsize[k]), t.devices[t.device[k]], t.shape(k)) for k in ks]
-    assert rows == [(False, 0, 5, 6, 0, 1048576, 4, "cuda:0", (1024, 1024)),
-                    (True, 0, 13, 6, 0, 1048576, 4, "cuda:0", (1024, 1024))]
+    rows = [
+        (
+            bool(t.output[k]),
+            int(t.arg[k]),
+            int(t.tensor_id[k]),
+            int(t.storage_id[k]),
+            int(t.offset[k]),
+            int(t.numel[k]),
+            int(t.itemsize[k]),
+            t.devices[t.device[k]],
+            t.shape(k),
+        )
+        for k in ks
+    ]
+    assert rows == [
+        (False, 0, 5, 6, 0, 1048576, 4, "cuda:0", (1024, 1024)),
+        (True, 0, 13, 6, 0, 1048576, 4, "cuda:0", (1024, 1024)),
+    ]
     assert h.io(i)[0]["types"] == ["Tensor(float)", "GenericList[Int,Int]", "GenericList[Int,Int]", "None"]
     assert h.io(i)[0]["values"][3] == "<None>"
     # allgather (1.0.2): record_param_comms outputs GenericList[GenericList[Tensor(float),Tensor(float)]]
@@ -190,8 +215,10 @@ def test_hand_checked_tensors():
     i = h.row(30)
     ks = range(*h.tensors.of(i).indices(len(h.tensors)))
     t = h.tensors
-    got = [(bool(t.output[k]), int(t.arg[k]), int(t.elem[k]), int(t.tensor_id[k]), int(t.storage_id[k]),
-            t.shape(k)) for k in ks]
+    got = [
+        (bool(t.output[k]), int(t.arg[k]), int(t.elem[k]), int(t.tensor_id[k]), int(t.storage_id[k]), t.shape(k))
+        for k in ks
+    ]
     assert got == [(False, 0, 0, 14, 15, (1,)), (True, 0, 0, 19, 20, (1,)), (True, 0, 1, 5, 23, (1,))]
     # ddp (1.1.1): strides; an undefined tensor
     h = host("ddp_rank0.et.json.gz")
@@ -223,8 +250,16 @@ def test_record_param_comms_nccl_resnet():
     a = {x["name"]: x["value"] for x in h.node(first_ar)["attrs"]}
     assert h.attr(first_ar, "in_msg_nelems") == a["in_msg_nelems"] > 0
     assert h.attr(first_ar, "pg_desc") == "default_pg" and h.attr(first_ar, "dtype") == a["dtype"]
-    assert h.process_groups == [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                                 "ranks": [], "group_size": 1, "group_count": 1}]
+    assert h.process_groups == [
+        {
+            "pg_name": "0",
+            "pg_desc": "default_pg",
+            "backend_config": "cuda:nccl",
+            "ranks": [],
+            "group_size": 1,
+            "group_count": 1,
+        }
+    ]
     # 1.0.3 has no comm attrs: they are inputs of record_param_comms
     h3 = host("resnet_1gpu_et_1.0.3.json.gz")
     assert "collective_name" not in h3.attr_names
@@ -235,8 +270,16 @@ def test_record_param_comms_nccl_resnet():
 
 def test_process_groups_and_synthetic_nodes():
     h = host("ddp_rank0.et.json.gz")
-    assert h.process_groups == [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo,cuda:gloo",
-                                 "ranks": [], "group_size": 2, "group_count": 1}]
+    assert h.process_groups == [
+        {
+            "pg_name": "0",
+            "pg_desc": "default_pg",
+            "backend_config": "cpu:gloo,cuda:gloo",
+            "ranks": [],
+            "group_size": 2,
+            "group_count": 1,
+        }
+    ]
     assert h.ids[h.process_row] == 1 and h.process_row == len(h) - 1
     # a second thread (tid 2) runs 17 ops of the DDP step
     assert h.ids[h.thread_rows].tolist() == [2, 464] and h.tid[h.thread_rows].tolist() == [1, 2]
@@ -330,14 +373,24 @@ def test_unknown_schema_keys_and_attrs(tmp_path):
 def test_numbers_of_every_size(tmp_path):
     """Template reuse across digit counts, big integers, floats, negatives."""
     nodes = []
-    for j, v in enumerate([0, 7, -3, 12, 999, 1000, -10**12, 2**63 + 5, 10**30, -2**70, 5]):
-        nodes.append({"id": 10 + j, "name": "op", "ctrl_deps": 1,
-                      "inputs": {"values": [[j, j + 1, 0, abs(v) % 1000, 4, "cpu"], v, 1.5 * j, -0.25, 1e-7],
-                                 "shapes": [[3], [], [], [], []],
-                                 "types": ["Tensor(float)", "Int", "Double", "Double", "Double"]},
-                      "outputs": {"values": [], "shapes": [], "types": []},
-                      "attrs": [{"name": "rf_id", "type": "uint64", "value": j},
-                                {"name": "big", "type": "uint64", "value": v}]})
+    for j, v in enumerate([0, 7, -3, 12, 999, 1000, -(10**12), 2**63 + 5, 10**30, -(2**70), 5]):
+        nodes.append(
+            {
+                "id": 10 + j,
+                "name": "op",
+                "ctrl_deps": 1,
+                "inputs": {
+                    "values": [[j, j + 1, 0, abs(v) % 1000, 4, "cpu"], v, 1.5 * j, -0.25, 1e-7],
+                    "shapes": [[3], [], [], [], []],
+                    "types": ["Tensor(float)", "Int", "Double", "Double", "Double"],
+                },
+                "outputs": {"values": [], "shapes": [], "types": []},
+                "attrs": [
+                    {"name": "rf_id", "type": "uint64", "value": j},
+                    {"name": "big", "type": "uint64", "value": v},
+                ],
+            }
+        )
     p = tmp_path / "n.json"
     p.write_text(json.dumps({"schema": "1.1.1", "nodes": nodes}, indent=2))
     h = read_host_trace(p)
@@ -370,7 +423,7 @@ def _complete_nodes(data: bytes) -> int:
 @pytest.mark.parametrize("frac", [0.1, 0.5, 0.93])
 def test_truncated_file(tmp_path, name, frac):
     data = text(name)
-    cut = data[:int(len(data) * frac)]
+    cut = data[: int(len(data) * frac)]
     p = tmp_path / "cut.json"
     p.write_bytes(cut)
     with pytest.raises(TraceFormatError) as ei:
@@ -422,27 +475,28 @@ def test_wrong_types_name_the_node(tmp_path):
     bad = data.replace(b'"id": 221, "name"', b'"id": "221", "name"', 1)
     if bad == data:  # the id may differ: take the 40th node
         m = list(re.finditer(rb'"id": (\d+), "name"', data))[40]
-        bad = data[:m.start()] + b'"id": "' + m.group(1) + b'", "name"' + data[m.end():]
+        bad = data[: m.start()] + b'"id": "' + m.group(1) + b'", "name"' + data[m.end() :]
     p = _write(tmp_path, bad)
     with pytest.raises(TraceFormatError, match=r"node #\d+: expected an integer 'id', got a string") as ei:
         read_host_trace(p)
     assert ei.value.offset is not None and "\n" not in str(ei.value)
 
     m = list(re.finditer(rb'"id": (\d+), "name": "[^"]*", "ctrl_deps": (\d+)', data))[100]
-    bad = data[:m.start(2)] + b'[' + m.group(2) + b']' + data[m.end(2):]
+    bad = data[: m.start(2)] + b"[" + m.group(2) + b"]" + data[m.end(2) :]
     with pytest.raises(TraceFormatError, match=r"node #100: expected an integer 'ctrl_deps'") as ei:
         read_host_trace(_write(tmp_path, bad))
     assert ei.value.node_id == int(m.group(1))
     assert f"node id {int(m.group(1))}" in str(ei.value)
 
-    bad = data.replace(b'{"name": "rf_id", "type": "uint64", "value": 9}',
-                       b'{"name": "rf_id", "type": "uint64", "value": "nine"}', 1)
+    bad = data.replace(
+        b'{"name": "rf_id", "type": "uint64", "value": 9}', b'{"name": "rf_id", "type": "uint64", "value": "nine"}', 1
+    )
     assert bad != data
     with pytest.raises(TraceFormatError, match=r"expected an integer attribute 'rf_id', got a string"):
         read_host_trace(_write(tmp_path, bad))
 
     m = list(re.finditer(rb'"types": \["Tensor\(float\)",', data))[5]
-    bad = data[:m.start()] + b'"types": [7,' + data[m.end():]
+    bad = data[: m.start()] + b'"types": [7,' + data[m.end() :]
     with pytest.raises(TraceFormatError, match=r"expected a type string, got an integer"):
         read_host_trace(_write(tmp_path, bad))
 
@@ -451,17 +505,22 @@ def test_corrupt_json(tmp_path):
     data = text("mlp_rank0.et.json.gz")
     pos = len(data) // 2
     pos = data.index(b'"inputs"', pos)
-    bad = data[:pos] + b'"inputs" {' + data[pos + len(b'"inputs": {'):]
+    bad = data[:pos] + b'"inputs" {' + data[pos + len(b'"inputs": {') :]
     with pytest.raises(TraceFormatError, match="invalid JSON") as ei:
         read_host_trace(_write(tmp_path, bad))
     assert abs(ei.value.offset - pos) < 2000
     # leading zero in a number of a node whose template is known
     m = list(re.finditer(rb'"value": (\d\d+)\}', data))[-3]
-    bad = data[:m.start(1)] + b"0" + data[m.start(1) + 1:m.end(1)] + data[m.end(1):]
+    bad = data[: m.start(1)] + b"0" + data[m.start(1) + 1 : m.end(1)] + data[m.end(1) :]
     with pytest.raises(TraceFormatError, match="leading zero|invalid JSON"):
         read_host_trace(_write(tmp_path, bad))
-    for junk, pat in ((b"", "empty"), (b"[1, 2]", "expected a JSON object"), (b'{"schema": "1.1.1"}', "no 'nodes'"),
-                      (b'{"nodes": [1]}', "expected a node object"), (b'{"nodes": []} x', "extra data")):
+    for junk, pat in (
+        (b"", "empty"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'{"schema": "1.1.1"}', "no 'nodes'"),
+        (b'{"nodes": [1]}', "expected a node object"),
+        (b'{"nodes": []} x', "extra data"),
+    ):
         with pytest.raises(TraceFormatError, match=pat):
             read_host_trace(_write(tmp_path, junk))
     assert len(read_host_trace(_write(tmp_path, b'{"schema": "1.0.1", "nodes": []}'))) == 0
@@ -488,7 +547,7 @@ def test_separator_change_mid_file(tmp_path):
     seps = [m.start() for m in re.finditer(rb"\n      },\n      {", data)]
     bad = data
     for at in (seps[900], seps[300]):  # later one first: offsets stay valid
-        bad = bad[:at] + b"\n      } ,\n\n{" + bad[at + len(b"\n      },\n      {"):]
+        bad = bad[:at] + b"\n      } ,\n\n{" + bad[at + len(b"\n      },\n      {") :]
     p = _write(tmp_path, bad)
     for bs in (1 << 20, 30000):
         _same(read_host_trace(p, block_size=bs), host("transformer_rank0.et.json.gz"))
@@ -497,7 +556,7 @@ def test_separator_change_mid_file(tmp_path):
 def test_salvage_keeps_nodes_before_a_corrupt_one(tmp_path):
     data = text("ddp_rank0.et.json.gz")
     m = list(re.finditer(rb'"id": (\d+), "name"', data))[250]
-    bad = data[:m.start()] + b'"id": null, "name"' + data[m.end():]
+    bad = data[: m.start()] + b'"id": null, "name"' + data[m.end() :]
     p = _write(tmp_path, bad)
     with pytest.raises(TraceFormatError, match=r"node #250: expected an integer 'id', got null"):
         read_host_trace(p)

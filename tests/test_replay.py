@@ -1,5 +1,6 @@
 """Operator replay of PyTorch host traces: coverage on every sample trace, selection, the
 config, collectives across ranks, the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,9 @@ def test_steps_select_and_config():
     opt = HostReplay(path, select=r"^Optimizer\.step")  # a subgraph: the optimizer's ops only
     assert 0 < opt.coverage.total < full.coverage.total
     assert {o.name for o in opt.coverage.outcomes} <= {"aten::add_", "aten::mul_", "aten::clone", "aten::detach"}
-    cfg = ReplayConfig(skip=[r"^aten::relu$"], substitute={"aten::mm": "aten::matmul.default"},
-                       delay_us={"aten::mul_": 5.0})
+    cfg = ReplayConfig(
+        skip=[r"^aten::relu$"], substitute={"aten::mm": "aten::matmul.default"}, delay_us={"aten::mul_": 5.0}
+    )
     r = HostReplay(path, config=cfg)
     by = {o.name: o for o in r.coverage.outcomes}
     assert by["aten::relu"].status == "skipped"

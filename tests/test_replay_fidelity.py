@@ -11,6 +11,7 @@ as much.
 Run as a script for the table: `python tests/test_replay_fidelity.py` (writes
 out/test-artifacts/replay_fidelity.json).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,21 @@ from chakra_trace.replay.launch import free_port  # noqa: E402
 
 def _command(model: str, *args: str, job: Path = JOB) -> list[str]:
     if model == "ddp":
-        return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr",
-                "127.0.0.1", "--master-port", str(free_port()), str(job), "--model", model, *args]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            str(job),
+            "--model",
+            model,
+            *args,
+        ]
     return [sys.executable, str(job), "--model", model, *args]
 
 
@@ -54,8 +68,21 @@ def _run(cmd: list[str], what: str) -> None:
 
 def collect(model: str, out: Path) -> Path:
     folder = out / f"{model}.traces"
-    _run([sys.executable, "-m", "chakra_trace.cli", "collect", "-o", str(folder), "--num-threads", "1", "--",
-          *_command(model, "--steps", "6")], f"collecting {model}")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "chakra_trace.cli",
+            "collect",
+            "-o",
+            str(folder),
+            "--num-threads",
+            "1",
+            "--",
+            *_command(model, "--steps", "6"),
+        ],
+        f"collecting {model}",
+    )
     return folder
 
 
@@ -68,20 +95,38 @@ def fidelity(out: Path, models=("mlp", "transformer", "ddp"), rounds: int = 200,
     for model in models:
         folder = collect(model, out)
         times = out / f"{model}.paired.json"
-        _run(_command(model, "--traces", str(folder), "--rounds", str(rounds), "--block-s", str(block_s),
-                      "--json", str(times), job=PAIRED), f"timing {model} and its replay")
+        _run(
+            _command(
+                model,
+                "--traces",
+                str(folder),
+                "--rounds",
+                str(rounds),
+                "--block-s",
+                str(block_s),
+                "--json",
+                str(times),
+                job=PAIRED,
+            ),
+            f"timing {model} and its replay",
+        )
         d = json.loads(times.read_text())
         origs, reps = d["a_s"], d["b_s"]
         ratios = sorted(r / o for r, o in zip(reps, origs))
         alone = replay_host(folder, budget_s=2.0)
-        rows[model] = {"original_ms": statistics.median(origs) * 1e3, "replay_ms": statistics.median(reps) * 1e3,
-                       "error": statistics.median(ratios) - 1,
-                       "error_p10_p90": [ratios[len(ratios) // 10] - 1, ratios[len(ratios) * 9 // 10] - 1],
-                       "pairs": len(ratios), "calls_per_block": d["calls_per_block"],
-                       "ranks": alone.world_size, "coverage": {r: c["share"] for r, c in alone.coverage.items()},
-                       "ops_per_rank": {r: c["total"] for r, c in alone.coverage.items()},
-                       "replay_alone_ms": alone.step.median * 1e3,
-                       "profiled_kineto_ms": alone.recorded_step_us / 1e3}
+        rows[model] = {
+            "original_ms": statistics.median(origs) * 1e3,
+            "replay_ms": statistics.median(reps) * 1e3,
+            "error": statistics.median(ratios) - 1,
+            "error_p10_p90": [ratios[len(ratios) // 10] - 1, ratios[len(ratios) * 9 // 10] - 1],
+            "pairs": len(ratios),
+            "calls_per_block": d["calls_per_block"],
+            "ranks": alone.world_size,
+            "coverage": {r: c["share"] for r, c in alone.coverage.items()},
+            "ops_per_rank": {r: c["total"] for r, c in alone.coverage.items()},
+            "replay_alone_ms": alone.step.median * 1e3,
+            "profiled_kineto_ms": alone.recorded_step_us / 1e3,
+        }
     errors = [abs(r["error"]) for r in rows.values()]
     return {"models": rows, "median_abs_error": statistics.median(errors), "max_abs_error": max(errors)}
 
@@ -110,27 +155,57 @@ def test_exported_script_reproduces_the_replay(tmp_path):
     res = replay_host(trace, budget_s=1, export=script)
     assert "import chakra_trace" not in script.read_text()
     alone = tmp_path / "alone.json"
-    p = subprocess.run([sys.executable, "-I", str(script), "--repeats", "20", "--json", str(alone)], env=ENV,
-                       capture_output=True, text=True, timeout=300)  # -I: no chakra_trace on the path
+    p = subprocess.run(
+        [sys.executable, "-I", str(script), "--repeats", "20", "--json", str(alone)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # -I: no chakra_trace on the path
     assert p.returncode == 0, p.stderr[-2000:]
     standalone = Measurement.from_dict(json.loads(alone.read_text()))
     pairs, by_order = [], {}
     for first in ([], ["--script-first"]):  # which set of tensors is allocated first shifts times by 1-2%
         times = tmp_path / "paired.json"
-        _run([sys.executable, str(PAIRED), "--trace", str(trace), "--script", str(script), "--rounds", "80",
-              *first, "--json", str(times)], "timing the replay and the exported script")
+        _run(
+            [
+                sys.executable,
+                str(PAIRED),
+                "--trace",
+                str(trace),
+                "--script",
+                str(script),
+                "--rounds",
+                "80",
+                *first,
+                "--json",
+                str(times),
+            ],
+            "timing the replay and the exported script",
+        )
         d = json.loads(times.read_text())
         pairs += list(zip(d["a_s"], d["b_s"]))
         by_order["script first" if first else "replay first"] = statistics.median(
-            b / a for a, b in zip(d["a_s"], d["b_s"]))
+            b / a for a, b in zip(d["a_s"], d["b_s"])
+        )
     ratio = Measurement(name="script / replay", samples=[b / a for a, b in pairs], warmup=0, stop_reason="rounds")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / "replay_export.json").write_text(json.dumps({
-        "paired": {"replay_ms": statistics.median(a for a, _ in pairs) * 1e3,
-                   "script_ms": statistics.median(b for _, b in pairs) * 1e3,
-                   "ratio_median": ratio.median, "ratio_ci95_median": ratio.ci95_median, "pairs": ratio.n,
-                   "ratio_median_by_allocation_order": by_order},
-        "alone": {"replay": res.step.summary(), "script": standalone.summary()}}, indent=1))
+    (ARTIFACTS / "replay_export.json").write_text(
+        json.dumps(
+            {
+                "paired": {
+                    "replay_ms": statistics.median(a for a, _ in pairs) * 1e3,
+                    "script_ms": statistics.median(b for _, b in pairs) * 1e3,
+                    "ratio_median": ratio.median,
+                    "ratio_ci95_median": ratio.ci95_median,
+                    "pairs": ratio.n,
+                    "ratio_median_by_allocation_order": by_order,
+                },
+                "alone": {"replay": res.step.summary(), "script": standalone.summary()},
+            },
+            indent=1,
+        )
+    )
     lo, hi = ratio.ci95_median
     assert 0.95 <= lo and hi <= 1.05, (ratio.summary(), ratio.ci95_median)
 

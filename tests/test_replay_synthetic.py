@@ -3,6 +3,7 @@
 Timing checks compare medians of many steps with the trace's own times; communication on this kind of
 machine (a small VM: gloo collectives take 0.3-4 ms) is measured by the replay itself (`comm_wait_us`).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,13 @@ def _sum_ranks(rank, world_size, scale=1):
 
     t = torch.tensor([float(rank + 1)])
     dist.all_reduce(t)
-    return {"rank": rank, "world": world_size, "sum": t.item() * scale, "omp": os.environ["OMP_NUM_THREADS"],
-            "master": os.environ["MASTER_ADDR"]}
+    return {
+        "rank": rank,
+        "world": world_size,
+        "sum": t.item() * scale,
+        "omp": os.environ["OMP_NUM_THREADS"],
+        "master": os.environ["MASTER_ADDR"],
+    }
 
 
 def _fail_on_one(rank, world_size):
@@ -114,8 +120,10 @@ def test_run_ranks_returns_each_ranks_result():
     assert [r["rank"] for r in out] == [0, 1]
     assert all(r["world"] == 2 and r["sum"] == 6.0 and r["omp"] == "1" and r["master"] == "127.0.0.1" for r in out)
     # a group of one still runs collectives; the launching process never imports torch
-    code = ("import sys; from chakra_trace.replay.launch import run_ranks; import chakra_trace.replay.synthetic; "
-            f"r = run_ranks('{ME}:_sum_ranks', 1); assert 'torch' not in sys.modules; print(r[0]['sum'])")
+    code = (
+        "import sys; from chakra_trace.replay.launch import run_ranks; import chakra_trace.replay.synthetic; "
+        f"r = run_ranks('{ME}:_sum_ranks', 1); assert 'torch' not in sys.modules; print(r[0]['sum'])"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__)] + sys.path))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=50)
     assert done.returncode == 0 and done.stdout.strip() == "1.0", done.stderr
@@ -150,8 +158,10 @@ def test_run_ranks_timeout_kills_every_rank_and_their_children(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_ranks_end_when_the_launcher_is_killed(tmp_path):
-    code = (f"from chakra_trace.replay.launch import run_ranks; run_ranks('{ME}:_hang', 1, "
-            f"args=({str(tmp_path)!r},), timeout_s=100)")
+    code = (
+        f"from chakra_trace.replay.launch import run_ranks; run_ranks('{ME}:_hang', 1, "
+        f"args=({str(tmp_path)!r},), timeout_s=100)"
+    )
     # TMPDIR: the killed launcher cannot remove its temporary folder; let it be in tmp_path
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__)] + sys.path), TMPDIR=str(tmp_path))
     parent = subprocess.Popen([sys.executable, "-c", code], env=env)
@@ -175,7 +185,7 @@ def test_ranks_end_when_the_launcher_is_killed(tmp_path):
 def test_calibrated_kernel_takes_the_nodes_time():
     torch.set_num_threads(1)
     cal = calibrate("cpu")
-    assert cal.unit_us > 0 and cal.flops_per_s > 1e8 and cal.unit_flops == 2 * 64 ** 3
+    assert cal.unit_us > 0 and cal.flops_per_s > 1e8 and cal.unit_flops == 2 * 64**3
     b = TraceBuilder()
     b.comp("two_ms", 2000)
     b.comp("flops", 1000, num_ops=int(cal.flops_per_s * 2e-3), deps=[0])  # 2 ms of FLOPs, 1 ms recorded
@@ -233,8 +243,7 @@ def test_replay_without_process_group_reports_comm():
     rp.run_step()
     cov = rp.coverage()
     assert cov["total"] == 2 and cov["replayed"] == 1 and cov["metadata_nodes"] == 1
-    assert cov["by_name"]["all_reduce"]["not_replayed"] == {
-        "not replayed: no torch.distributed process group": 1}
+    assert cov["by_name"]["all_reduce"]["not_replayed"] == {"not replayed: no torch.distributed process group": 1}
 
 
 # -- whole workloads -------------------------------------------------------------------------------------
@@ -286,14 +295,24 @@ def _every_collective_trace(rank: int):
     # communicators: one of each rank alone (inferred from use), one spanning both (the default group)
     prev = b.collective("ALL_REDUCE", 64, name="solo", pg_name=f"solo{rank}", deps=[prev])
     prev = b.collective("ALL_REDUCE", 64, name="pair", pg_name="pair", deps=[prev])
-    for ct, size in (("ALL_REDUCE", 4096), ("ALL_GATHER", 1000), ("REDUCE_SCATTER", 4096), ("ALL_TO_ALL", 4096),
-                     ("BROADCAST", 4096), ("REDUCE", 4096), ("GATHER", 64), ("SCATTER", 64), ("BARRIER", 0),
-                     ("REDUCE_SCATTER_BLOCK", 4096)):
+    for ct, size in (
+        ("ALL_REDUCE", 4096),
+        ("ALL_GATHER", 1000),
+        ("REDUCE_SCATTER", 4096),
+        ("ALL_TO_ALL", 4096),
+        ("BROADCAST", 4096),
+        ("REDUCE", 4096),
+        ("GATHER", 64),
+        ("SCATTER", 64),
+        ("BARRIER", 0),
+        ("REDUCE_SCATTER_BLOCK", 4096),
+    ):
         prev = b.collective(ct, size, deps=[prev])
     # all_to_allv: splits in elements of 2 bytes; what a rank receives is what the others send it
     ins, outs = ([2, 4], [2, 6]) if rank == 0 else ([6, 2], [4, 2])
-    prev = b.collective("ALL_TO_ALL", 2 * sum(ins), name="all_to_allv", deps=[prev], in_split_size=str(ins),
-                        out_split_size=str(outs))
+    prev = b.collective(
+        "ALL_TO_ALL", 2 * sum(ins), name="all_to_allv", deps=[prev], in_split_size=str(ins), out_split_size=str(outs)
+    )
     b.add("mystery", NodeType.COMM_COLL_NODE, data_deps=[prev], comm_type=99, comm_size=64)
     b.add("no_type", NodeType.COMM_COLL_NODE, data_deps=[prev], comm_size=64)
     b.send(7, 64, deps=[prev])  # no rank 7 in a 2-rank job
@@ -307,12 +326,30 @@ def test_every_collective_type_and_unsupported_ones_reported(tmp_path):
     res = replay_workload(wl, budget_s=0.5, warmup=1, min_repeats=3)
     for r, c in res.coverage.items():
         assert c["total"] == 18 and c["replayed"] == 15, c
-        assert c["reasons"] == {"not replayed: unknown collective type 99": 1, "not replayed: no comm_type": 1,
-                                f"not replayed: send peer rank 7 (this is rank {r} of 2)": 1}
-        assert c["by_name"]["mystery"] == {"replayed": 0,
-                                           "not_replayed": {"not replayed: unknown collective type 99": 1}}
-        for name in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather",
-                     "scatter", "barrier", "reduce_scatter_block", "all_to_allv", "solo", "pair"):
+        assert c["reasons"] == {
+            "not replayed: unknown collective type 99": 1,
+            "not replayed: no comm_type": 1,
+            f"not replayed: send peer rank 7 (this is rank {r} of 2)": 1,
+        }
+        assert c["by_name"]["mystery"] == {
+            "replayed": 0,
+            "not_replayed": {"not replayed: unknown collective type 99": 1},
+        }
+        for name in (
+            "all_reduce",
+            "all_gather",
+            "reduce_scatter",
+            "all_to_all",
+            "broadcast",
+            "reduce",
+            "gather",
+            "scatter",
+            "barrier",
+            "reduce_scatter_block",
+            "all_to_allv",
+            "solo",
+            "pair",
+        ):
             assert c["by_name"][name] == {"replayed": 1, "not_replayed": {}}, name
     assert res.step.n >= 3 and not res.fully_replayed
 
@@ -333,11 +370,12 @@ def test_converted_ddp_pair_replays_with_full_coverage(ddp_pair, tmp_path):
         warnings.simplefilter("ignore")
         assert res.to_pandas()["replayed"].tolist() == [c["replayed"] for _, c in sorted(res.coverage.items())]
     comm = max(m.extra["comm_wait_us_median"] for m in res.per_rank.values())
-    print(f"\nDDP replay: step {res.step.median * 1e3:.2f} ms, recorded span {res.recorded_step_us / 1e3:.2f} ms "
-          f"(ratio {res.ratio:.2f}), exposed comm {comm / 1e3:.2f} ms, other load {others.load:.2f} cores")
+    print(
+        f"\nDDP replay: step {res.step.median * 1e3:.2f} ms, recorded span {res.recorded_step_us / 1e3:.2f} ms "
+        f"(ratio {res.ratio:.2f}), exposed comm {comm / 1e3:.2f} ms, other load {others.load:.2f} cores"
+    )
     others.check_timing()
-    comm_recorded = {r: float(t.duration[t.types == NodeType.COMM_COLL_NODE].sum())
-                     for r, t in ddp_pair.traces.items()}
+    comm_recorded = {r: float(t.duration[t.types == NodeType.COMM_COLL_NODE].sum()) for r, t in ddp_pair.traces.items()}
     for r, m in res.per_rank.items():
         # what the replay controls (time not blocked on communication) reproduces the recorded compute
         want = res.recorded_us[r] - comm_recorded[r]

@@ -1,5 +1,6 @@
 """`chakra report`: what the document says (no browser), and the written file rendered in
 headless Chromium with no console errors (the screenshot is kept under out/test-artifacts)."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,19 @@ def _blocks(doc, section):
 def test_report_document_of_the_ddp_pair(ddp_pair, sims):
     doc = build_report(ddp_pair, simulations=sims, device="cpu")
     ids = [s["id"] for s in doc["sections"]]
-    assert ids == ["summary", "breakdown", "critical-path", "top-ops", "sim0-breakdown", "sim0-critical-path",
-                   "collectives", "matrix", "roofline", "timeline", "sim0-timeline"]
+    assert ids == [
+        "summary",
+        "breakdown",
+        "critical-path",
+        "top-ops",
+        "sim0-breakdown",
+        "sim0-critical-path",
+        "collectives",
+        "matrix",
+        "roofline",
+        "timeline",
+        "sim0-timeline",
+    ]
     summary = dict(_blocks(doc, "summary")[0]["items"])
     assert summary["ranks"] == 2 and summary["imbalanced collectives"] == "0 of 8"
     sim_row = _blocks(doc, "summary")[1]["rows"][0]

@@ -1,4 +1,5 @@
 """Roofline analysis (hand-computed and on converted traces) and trace diffs."""
+
 from __future__ import annotations
 
 import json
@@ -162,15 +163,27 @@ def test_slower_removed_added_and_same_are_classified():
     assert by["opt"]["status"] == "removed" and by["opt"]["count_b"] == 0 and by["opt"]["mean_us_b"] is None
     assert by["new"]["status"] == "added" and by["new"]["ratio"] is None and by["new"]["total_us_b"] == 40
     assert by["loss"]["status"] == "same" and by["tiny"]["status"] == "same"
-    assert by["all_reduce"]["status"] == "slower" and (by["all_reduce"]["count_a"], by["all_reduce"]["count_b"]) == (1, 2)
+    assert by["all_reduce"]["status"] == "slower" and (by["all_reduce"]["count_a"], by["all_reduce"]["count_b"]) == (
+        1,
+        2,
+    )
     assert [r["name"] for r in d.rows[:3]] == ["fwd", "new", "opt"]  # largest |delta| first
     assert [r["name"] for r in d.added()] == ["new"] and [r["name"] for r in d.removed()] == ["opt"]
     assert {r["name"] for r in d.changed()} == {"fwd", "all_reduce"}
     assert d.summary["status"] == {"added": 1, "removed": 1, "slower": 2, "faster": 0, "same": 2}
     m = {x["metric"]: x for x in d.summary["metrics"]}
     assert (m["span_us"]["a"], m["span_us"]["b"]) == (203, 334) and m["nodes"]["delta"] == 1
-    assert d.summary["collectives"] == [{"group": "dp", "type": "ALL_REDUCE", "count_a": 1, "count_b": 2,
-                                         "bytes_a": 1 << 20, "bytes_b": 2 << 20, "changed": True}]
+    assert d.summary["collectives"] == [
+        {
+            "group": "dp",
+            "type": "ALL_REDUCE",
+            "count_a": 1,
+            "count_b": 2,
+            "bytes_a": 1 << 20,
+            "bytes_b": 2 << 20,
+            "changed": True,
+        }
+    ]
     assert d.summary["labels"] == ["before", "after"]
     # a tighter threshold makes the 2 % change count; a huge min_us hides everything
     assert {r["name"]: r["status"] for r in diff(a, b, threshold=0.01).rows}["loss"] == "slower"
@@ -198,8 +211,22 @@ def test_cli_roofline_and_diff(tmp_path, mlp, capsys, monkeypatch):
     out = json.loads(capsys.readouterr().out)
     assert out["device"]["name"] == DEVICES["h100"].name and out["summary"]["ops"] >= 40 and "ops" not in out
     assert out["by_name"][0]["time_us"] >= out["by_name"][-1]["time_us"]
-    assert main(["analyze", "roofline", str(tmp_path / "a.et"), "--peak-tflops", "100", "--mem-bw-gbps", "1000",
-                 "--json", "--ops"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                "roofline",
+                str(tmp_path / "a.et"),
+                "--peak-tflops",
+                "100",
+                "--mem-bw-gbps",
+                "1000",
+                "--json",
+                "--ops",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["device"]["ridge"] == 100 and [o["bound"] for o in out["ops"]] == ["memory", "compute", "compute"]
     assert main(["analyze", "roofline", str(tmp_path / "a.et"), "--device", "nope"]) == 2
@@ -211,8 +238,12 @@ def test_cli_roofline_and_diff(tmp_path, mlp, capsys, monkeypatch):
     write_trace(_job({"fwd": 200, "new": 30}).build(), tmp_path / "after.et")
     assert main(["analyze", "diff", str(tmp_path / "before.et"), str(tmp_path / "after.et"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {r["name"]: r["status"] for r in out["rows"]} == {"fwd": "slower", "opt": "removed", "new": "added",
-                                                            "all_reduce": "same"}
+    assert {r["name"]: r["status"] for r in out["rows"]} == {
+        "fwd": "slower",
+        "opt": "removed",
+        "new": "added",
+        "all_reduce": "same",
+    }
     assert out["labels"] == ["before.et", "after.et"]
     assert main(["analyze", "diff", str(tmp_path / "before.et"), str(tmp_path / "after.et"), "--top", "2"]) == 0
     text = capsys.readouterr().out

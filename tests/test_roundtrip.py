@@ -1,4 +1,5 @@
 """Random and real traces survive `.et` (plain, gzip), JSON and JSON Lines unchanged."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -68,9 +69,11 @@ def assert_same(a: Trace, b: Trace) -> None:
 @contextmanager
 def small_blocks(write_rows: int = 3, read_nodes: int = 2, text_chars: int = 7):
     """Force many chunks and text refills so the streaming paths are exercised."""
-    with mock.patch.object(jsonio, "_WRITE_CHUNK", write_rows), \
-            mock.patch.object(jsonio, "_READ_CHUNK", read_nodes), \
-            mock.patch.object(jsonio, "_TEXT_BLOCK", text_chars):
+    with (
+        mock.patch.object(jsonio, "_WRITE_CHUNK", write_rows),
+        mock.patch.object(jsonio, "_READ_CHUNK", read_nodes),
+        mock.patch.object(jsonio, "_TEXT_BLOCK", text_chars),
+    ):
         yield
 
 
@@ -219,8 +222,7 @@ def test_resnet_json_content(resnet, tmp_path):
     doc = json.loads((tmp_path / "r.json").read_text("utf-8"))
     assert doc["metadata"]["attr"][1] == {"name": "pid", "uint64_val": 114598}
     n = doc["nodes"][0]
-    assert list(n)[:7] == ["id", "name", "type", "ctrl_deps", "data_deps", "start_time_micros",
-                           "duration_micros"]
+    assert list(n)[:7] == ["id", "name", "type", "ctrl_deps", "data_deps", "start_time_micros", "duration_micros"]
     assert n["type"] == "COMP_NODE" and n["attr"][0] == {"name": "is_cpu_op", "bool_val": True}
     dims = [a for n in doc["nodes"] for a in n["attr"] if a["name"] == "involved_dim"]
     assert len(dims) == 7 and all(list(a) == ["name", "bool_list"] for a in dims)
@@ -246,4 +248,3 @@ def test_comm_type_string_member_rebuilds():
     m.attr.add(name="comm_type", string_val="ALL_REDUCE")
     node = pb_to_node(m)
     assert Trace.from_nodes([node]).node(0) == node
-

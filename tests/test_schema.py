@@ -1,4 +1,5 @@
 """The schema is the wire contract: field numbers and enums must match the Chakra format."""
+
 from pathlib import Path
 
 import google.protobuf
@@ -16,8 +17,18 @@ def test_shipped_proto_matches_runtime_descriptor():
 
 def test_node_field_numbers():
     f = {x.name: x.number for x in pb.Node.DESCRIPTOR.fields}
-    assert f == {"id": 1, "name": 2, "type": 3, "ctrl_deps": 4, "data_deps": 5, "start_time_micros": 6,
-                 "duration_micros": 7, "inputs": 8, "outputs": 9, "attr": 10}
+    assert f == {
+        "id": 1,
+        "name": 2,
+        "type": 3,
+        "ctrl_deps": 4,
+        "data_deps": 5,
+        "start_time_micros": 6,
+        "duration_micros": 7,
+        "inputs": 8,
+        "outputs": 9,
+        "attr": 10,
+    }
     assert {x.name: x.number for x in pb.GlobalMetadata.DESCRIPTOR.fields} == {"version": 1, "attr": 2}
     assert {x.name: x.number for x in pb.IOInfo.DESCRIPTOR.fields} == {"values": 1, "shapes": 2, "types": 3}
 
@@ -25,8 +36,23 @@ def test_node_field_numbers():
 def test_attribute_oneof_numbers():
     f = {x.name: x.number for x in pb.AttributeProto.DESCRIPTOR.fields}
     assert f["name"] == 1 and f["doc_string"] == 2
-    expected = ["double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32",
-                "fixed64", "sfixed32", "sfixed64", "bool", "string", "bytes"]
+    expected = [
+        "double",
+        "float",
+        "int32",
+        "int64",
+        "uint32",
+        "uint64",
+        "sint32",
+        "sint64",
+        "fixed32",
+        "fixed64",
+        "sfixed32",
+        "sfixed64",
+        "bool",
+        "string",
+        "bytes",
+    ]
     for i, t in enumerate(expected):
         assert f[f"{t}_val"] == 3 + 2 * i
         assert f[f"{t}_list"] == 4 + 2 * i
@@ -36,8 +62,15 @@ def test_attribute_oneof_numbers():
 
 def test_enums():
     assert [(t.name, int(t)) for t in NodeType] == [
-        ("INVALID_NODE", 0), ("METADATA_NODE", 1), ("MEM_LOAD_NODE", 2), ("MEM_STORE_NODE", 3),
-        ("COMP_NODE", 4), ("COMM_SEND_NODE", 5), ("COMM_RECV_NODE", 6), ("COMM_COLL_NODE", 7)]
+        ("INVALID_NODE", 0),
+        ("METADATA_NODE", 1),
+        ("MEM_LOAD_NODE", 2),
+        ("MEM_STORE_NODE", 3),
+        ("COMP_NODE", 4),
+        ("COMM_SEND_NODE", 5),
+        ("COMM_RECV_NODE", 6),
+        ("COMM_COLL_NODE", 7),
+    ]
     assert [int(t) for t in CollectiveType] == list(range(10))
     assert CollectiveType.REDUCE_SCATTER_BLOCK == 8 and CollectiveType.BARRIER == 9
     enum = pb.Node.DESCRIPTOR.fields_by_name["type"].enum_type

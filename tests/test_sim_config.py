@@ -1,4 +1,5 @@
 """Simulator inputs: ASTRA-sim's network YAML, system JSON and remote-memory JSON."""
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,12 @@ def test_reference_networks():
     net = Network.from_yaml(CFG / "ring4x4.yml")
     assert net.dims == (Dimension("Ring", 4, 50.0, 500.0),) * 2
     assert net.npus == 16 and net.shape == (4, 4)
-    for name, topo, n in (("fc16.yml", "FullyConnected", 16), ("sw64.yml", "Switch", 64),
-                          ("ring2.yml", "Ring", 2), ("ring64.yml", "Ring", 64)):
+    for name, topo, n in (
+        ("fc16.yml", "FullyConnected", 16),
+        ("sw64.yml", "Switch", 64),
+        ("ring2.yml", "Ring", 2),
+        ("ring64.yml", "Ring", 64),
+    ):
         net = Network.from_yaml(CFG / name)
         assert net.dims == (Dimension(topo, n, 50, 500),)
         assert isinstance(net.dims[0].npus, int) and isinstance(net.dims[0].bandwidth, float)
@@ -131,8 +136,12 @@ def test_coords_bad_input():
 
 
 def test_network_from_dict_and_round_trip():
-    d = {"topology": ["ring", "FULLYCONNECTED", "switch"], "npus_count": [2, 8, 4],
-         "bandwidth": [200, 100.0, 50], "latency": [50, 500.5, 2000]}
+    d = {
+        "topology": ["ring", "FULLYCONNECTED", "switch"],
+        "npus_count": [2, 8, 4],
+        "bandwidth": [200, 100.0, 50],
+        "latency": [50, 500.5, 2000],
+    }
     net = Network.from_dict(d)
     assert [x.topology for x in net.dims] == ["Ring", "FullyConnected", "Switch"]
     assert net.npus == 64
@@ -140,8 +149,9 @@ def test_network_from_dict_and_round_trip():
     assert Network.from_dict(net.to_dict()) == net
     assert net.to_dict()["topology"] == list(TOPOLOGIES)
     # single values for a one-dimensional network
-    assert Network.from_dict({"topology": "Ring", "npus_count": 8, "bandwidth": 50, "latency": 500}) == \
-        Network.simple("Ring", 8, 50, 500)
+    assert Network.from_dict({"topology": "Ring", "npus_count": 8, "bandwidth": 50, "latency": 500}) == Network.simple(
+        "Ring", 8, 50, 500
+    )
     # extra keys are kept aside, not part of equality
     extra = Network.from_dict({**d, "packet_size": 1500})
     assert extra == net and extra.ignored == {"packet_size": 1500}
@@ -162,24 +172,52 @@ def test_simple_broadcasts_scalars():
         Network.simple("Ring", [2, 3], [1, 2, 3], 0)
 
 
-@pytest.mark.parametrize("d, match", [
-    ({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50]}, "missing 'latency'"),
-    ({"topology": ["Ring", "Ring"], "npus_count": [4], "bandwidth": [50, 50], "latency": [1, 1]},
-     "'npus_count': has 1 entries but 'topology' has 2"),
-    ({"topology": ["Torus"], "npus_count": [4], "bandwidth": [50], "latency": [1]}, r"'topology'\[0\]: expected one of Ring"),
-    ({"topology": ["Ring"], "npus_count": [0], "bandwidth": [50], "latency": [1]}, r"'npus_count'\[0\]: expected an integer >= 1"),
-    ({"topology": ["Ring"], "npus_count": [4.5], "bandwidth": [50], "latency": [1]}, r"'npus_count'\[0\]: expected an integer"),
-    ({"topology": ["Ring"], "npus_count": [True], "bandwidth": [50], "latency": [1]}, r"'npus_count'\[0\]: expected an integer"),
-    ({"topology": ["Ring"], "npus_count": [4], "bandwidth": [0], "latency": [1]}, r"'bandwidth'\[0\]: expected a number > 0"),
-    ({"topology": ["Ring"], "npus_count": [4], "bandwidth": ["50"], "latency": [1]}, r"'bandwidth'\[0\]: expected a number"),
-    ({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50], "latency": [-1]}, r"'latency'\[0\]: expected a number >= 0"),
-    ({"topology": ["Ring"], "npus_count": [4], "bandwidth": [float("inf")], "latency": [1]}, "finite"),
-    ({"topology": [], "npus_count": [], "bandwidth": [], "latency": []}, "at least one dimension"),
-    ({"topology": None, "npus_count": [4], "bandwidth": [50], "latency": [1]}, "'topology': expected a list"),
-    ({"topology": "Ring, Ring", "npus_count": [4, 4], "bandwidth": [50, 50], "latency": [1, 1]},
-     "'topology': expected a list with one entry per dimension, got 'Ring, Ring'"),
-    ([1, 2], "expected a network description"),
-])
+@pytest.mark.parametrize(
+    "d, match",
+    [
+        ({"topology": ["Ring"], "npus_count": [4], "bandwidth": [50]}, "missing 'latency'"),
+        (
+            {"topology": ["Ring", "Ring"], "npus_count": [4], "bandwidth": [50, 50], "latency": [1, 1]},
+            "'npus_count': has 1 entries but 'topology' has 2",
+        ),
+        (
+            {"topology": ["Torus"], "npus_count": [4], "bandwidth": [50], "latency": [1]},
+            r"'topology'\[0\]: expected one of Ring",
+        ),
+        (
+            {"topology": ["Ring"], "npus_count": [0], "bandwidth": [50], "latency": [1]},
+            r"'npus_count'\[0\]: expected an integer >= 1",
+        ),
+        (
+            {"topology": ["Ring"], "npus_count": [4.5], "bandwidth": [50], "latency": [1]},
+            r"'npus_count'\[0\]: expected an integer",
+        ),
+        (
+            {"topology": ["Ring"], "npus_count": [True], "bandwidth": [50], "latency": [1]},
+            r"'npus_count'\[0\]: expected an integer",
+        ),
+        (
+            {"topology": ["Ring"], "npus_count": [4], "bandwidth": [0], "latency": [1]},
+            r"'bandwidth'\[0\]: expected a number > 0",
+        ),
+        (
+            {"topology": ["Ring"], "npus_count": [4], "bandwidth": ["50"], "latency": [1]},
+            r"'bandwidth'\[0\]: expected a number",
+        ),
+        (
+            {"topology": ["Ring"], "npus_count": [4], "bandwidth": [50], "latency": [-1]},
+            r"'latency'\[0\]: expected a number >= 0",
+        ),
+        ({"topology": ["Ring"], "npus_count": [4], "bandwidth": [float("inf")], "latency": [1]}, "finite"),
+        ({"topology": [], "npus_count": [], "bandwidth": [], "latency": []}, "at least one dimension"),
+        ({"topology": None, "npus_count": [4], "bandwidth": [50], "latency": [1]}, "'topology': expected a list"),
+        (
+            {"topology": "Ring, Ring", "npus_count": [4, 4], "bandwidth": [50, 50], "latency": [1, 1]},
+            "'topology': expected a list with one entry per dimension, got 'Ring, Ring'",
+        ),
+        ([1, 2], "expected a network description"),
+    ],
+)
 def test_network_bad_dict(d, match):
     with raises(match):
         Network.from_dict(d, source="net.yml")
@@ -201,7 +239,9 @@ def test_dimension_validates_directly():
 
 
 def test_network_yaml_errors_name_file_and_line(tmp_path):
-    p = write(tmp_path, "bad.yml", "topology: [ Ring, Ring ]\nnpus_count: [ 4, 4 ]\nbandwidth: [ 50 ]\nlatency: [ 1, 1 ]\n")
+    p = write(
+        tmp_path, "bad.yml", "topology: [ Ring, Ring ]\nnpus_count: [ 4, 4 ]\nbandwidth: [ 50 ]\nlatency: [ 1, 1 ]\n"
+    )
     with raises(re.escape(f"{p}:3: 'bandwidth': has 1 entries but 'topology' has 2")):
         Network.from_yaml(p)
     p = write(tmp_path, "bad2.yml", "topology: [ Ring ]\nnpus_count: [ -4 ]\nbandwidth: [ 50 ]\nlatency: [ 1 ]\n")
@@ -220,17 +260,17 @@ def test_yaml_subset_features():
         "---\n"
         "\n"
         "topology: [ Ring, FullyConnected, Switch ]  # Ring, Switch, FullyConnected\n"
-        "npus_count: [2, 8 ,4,]   \n"          # trailing comma and spaces
+        "npus_count: [2, 8 ,4,]   \n"  # trailing comma and spaces
         "bandwidth:\n"
         "  - 200.0   # GB/s\n"
         "  - 1e2\n"
         "  - .5\n"
         "latency:\n"
-        "- 50\n"                                 # block list at the key's indentation
+        "- 50\n"  # block list at the key's indentation
         "- -0.5\n"
         "- +7\n"
         "name: 'it''s #1'   # comment\n"
-        "label: \"a \\\"b\\\" \\u00e9\"\n"
+        'label: "a \\"b\\" \\u00e9"\n'
         "plain: hello world#not a comment\n"
         "flags: [ true, False, null, ~ ]\n"
         "hex: 0x1F\n"
@@ -240,7 +280,7 @@ def test_yaml_subset_features():
         "         3 ]\n"
         "empty: []\n"
         "nothing:\n"
-        "\"quoted key\": 1\n"
+        '"quoted key": 1\n'
     )
     d = parse_yaml(text, "t.yml")
     assert d == {
@@ -265,30 +305,33 @@ def test_yaml_subset_features():
     assert parse_yaml("\ufeffa: 1\r\nb: 2\r\n") == {"a": 1, "b": 2}
 
 
-@pytest.mark.parametrize("text, line, match", [
-    ("a: 1\na: 2\n", 2, "duplicate key 'a' \\(first on line 1\\)"),
-    ("a: 1\n  b: 2\n", 2, "unexpected indentation"),
-    ("a:\n  b: 2\n", 2, "nested mappings are not supported"),
-    ("a: {b: 1}\n", 1, "flow mappings"),
-    ("a: &x 1\n", 1, "anchors"),
-    ("a: |\n  text\n", 1, "block scalars"),
-    ("a: [1, [2]]\n", 1, "nested lists"),
-    ("a: [1, , 2]\n", 1, "empty item #2"),
-    ("a: [1, 2\nb: 3\n", 1, None),
-    ("a: [1, 2] x\n", 1, "after the closing"),
-    ("a: 'open\n", 1, "not closed"),
-    ("a: \"x\" y\n", 1, "after a quoted string"),
-    ("just text\n", 1, "expected 'key: value'"),
-    ("- 1\n", 1, "without a 'key:' line"),
-    ("a: 1\n- 2\n", 2, "without a 'key:' line"),
-    ("a:\n  - 1\n    - 2\n", 3, "indented by 4 spaces"),
-    ("a:\n  -\n", 2, "empty list item"),
-    ("a:\n\t- 1\n", 2, "tab in indentation"),
-    ("a: b: c\n", 1, "nested mappings"),
-    ("a: 1\n---\nb: 2\n", 2, "several YAML documents"),
-    ("a: \"\\q\"\n", 1, "unsupported escape"),
-    ("# ok\n\nlatency: [ 1 ]\nbandwidth: [ 'x ]\n", 4, "not closed"),
-])
+@pytest.mark.parametrize(
+    "text, line, match",
+    [
+        ("a: 1\na: 2\n", 2, "duplicate key 'a' \\(first on line 1\\)"),
+        ("a: 1\n  b: 2\n", 2, "unexpected indentation"),
+        ("a:\n  b: 2\n", 2, "nested mappings are not supported"),
+        ("a: {b: 1}\n", 1, "flow mappings"),
+        ("a: &x 1\n", 1, "anchors"),
+        ("a: |\n  text\n", 1, "block scalars"),
+        ("a: [1, [2]]\n", 1, "nested lists"),
+        ("a: [1, , 2]\n", 1, "empty item #2"),
+        ("a: [1, 2\nb: 3\n", 1, None),
+        ("a: [1, 2] x\n", 1, "after the closing"),
+        ("a: 'open\n", 1, "not closed"),
+        ('a: "x" y\n', 1, "after a quoted string"),
+        ("just text\n", 1, "expected 'key: value'"),
+        ("- 1\n", 1, "without a 'key:' line"),
+        ("a: 1\n- 2\n", 2, "without a 'key:' line"),
+        ("a:\n  - 1\n    - 2\n", 3, "indented by 4 spaces"),
+        ("a:\n  -\n", 2, "empty list item"),
+        ("a:\n\t- 1\n", 2, "tab in indentation"),
+        ("a: b: c\n", 1, "nested mappings"),
+        ("a: 1\n---\nb: 2\n", 2, "several YAML documents"),
+        ('a: "\\q"\n', 1, "unsupported escape"),
+        ("# ok\n\nlatency: [ 1 ]\nbandwidth: [ 'x ]\n", 4, "not closed"),
+    ],
+)
 def test_yaml_subset_errors(text, line, match):
     with pytest.raises(ChakraError) as e:
         parse_yaml(text, "cfg.yml")
@@ -310,8 +353,12 @@ def test_yaml_unclosed_flow_list_names_its_line():
 def test_system_defaults():
     sc = SystemConfig()
     assert sc == SystemConfig.from_dict({})
-    assert (sc.scheduling_policy, sc.endpoint_delay, sc.active_chunks_per_dimension,
-            sc.preferred_dataset_splits) == ("LIFO", 10, 1, 1)
+    assert (sc.scheduling_policy, sc.endpoint_delay, sc.active_chunks_per_dimension, sc.preferred_dataset_splits) == (
+        "LIFO",
+        10,
+        1,
+        1,
+    )
     assert sc.all_reduce == sc.reduce_scatter == sc.all_gather == sc.all_to_all == ("ring",)
     assert sc.collective_optimization == "baseline"
     assert sc.local_mem_bw == 0 and sc.peak_perf == 0 and sc.roofline_enabled is False
@@ -320,12 +367,21 @@ def test_system_defaults():
 
 def test_system_round_trip_and_ignored():
     d = {
-        "scheduling-policy": "EXPLICIT", "endpoint-delay": 25.0, "active-chunks-per-dimension": 2,
-        "preferred-dataset-splits": 64, "all-reduce-implementation": ["ring", "direct8", "halvingDoubling"],
-        "reduce-scatter-implementation": "oneRing", "all-gather-implementation": ["doubleBinaryTree"],
+        "scheduling-policy": "EXPLICIT",
+        "endpoint-delay": 25.0,
+        "active-chunks-per-dimension": 2,
+        "preferred-dataset-splits": 64,
+        "all-reduce-implementation": ["ring", "direct8", "halvingDoubling"],
+        "reduce-scatter-implementation": "oneRing",
+        "all-gather-implementation": ["doubleBinaryTree"],
         "all-to-all-implementation": ["oneDirect16", "oneHalvingDoubling"],
-        "collective-optimization": "localBWAware", "local-mem-bw": 3350, "roofline-enabled": True,
-        "peak-perf": 989.5, "boost-mode": 1, "intra-dimension-scheduling": "FIFO", "endpoint_delay": 3,
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 3350,
+        "roofline-enabled": True,
+        "peak-perf": 989.5,
+        "boost-mode": 1,
+        "intra-dimension-scheduling": "FIFO",
+        "endpoint_delay": 3,
     }
     sc = SystemConfig.from_dict(d, "sys.json")
     assert sc.endpoint_delay == 25 and isinstance(sc.endpoint_delay, int)
@@ -350,29 +406,32 @@ def test_system_from_json(tmp_path):
     assert "replay-only" in ASTRA_IGNORED_SYSTEM_KEYS
 
 
-@pytest.mark.parametrize("key, value, match", [
-    ("scheduling-policy", "lifo", "expected one of LIFO, FIFO, EXPLICIT.*did you mean 'LIFO'"),
-    ("scheduling-policy", 1, "expected one of LIFO"),
-    ("endpoint-delay", -1, "expected an integer >= 0"),
-    ("endpoint-delay", 1.5, "expected an integer"),
-    ("endpoint-delay", "10", "expected an integer"),
-    ("active-chunks-per-dimension", 0, "expected an integer >= 1"),
-    ("preferred-dataset-splits", 0, "expected an integer >= 1"),
-    ("preferred-dataset-splits", True, "expected an integer"),
-    ("all-reduce-implementation", ["ring", "tree"], r"\[1\]: unknown algorithm 'tree'"),
-    ("all-reduce-implementation", ["Ring"], "did you mean 'ring'"),
-    ("all-gather-implementation", 5, "expected a list of algorithm names"),
-    ("all-gather-implementation", {"a": 1}, "expected a list of algorithm names"),
-    ("all-to-all-implementation", [], "at least one algorithm"),
-    ("all-to-all-implementation", [3], r"\[0\]: expected an algorithm name"),
-    ("reduce-scatter-implementation", ["direct0"], "window of 'direct0' must be at least 1"),
-    ("reduce-scatter-implementation", ["oneDoubleBinaryTree"], "unknown algorithm"),
-    ("collective-optimization", "localbwaware", "did you mean 'localBWAware'"),
-    ("local-mem-bw", -5, "expected a number >= 0"),
-    ("local-mem-bw", "fast", "expected a number"),
-    ("peak-perf", float("nan"), "finite"),
-    ("roofline-enabled", "yes", "expected 0 or 1"),
-])
+@pytest.mark.parametrize(
+    "key, value, match",
+    [
+        ("scheduling-policy", "lifo", "expected one of LIFO, FIFO, EXPLICIT.*did you mean 'LIFO'"),
+        ("scheduling-policy", 1, "expected one of LIFO"),
+        ("endpoint-delay", -1, "expected an integer >= 0"),
+        ("endpoint-delay", 1.5, "expected an integer"),
+        ("endpoint-delay", "10", "expected an integer"),
+        ("active-chunks-per-dimension", 0, "expected an integer >= 1"),
+        ("preferred-dataset-splits", 0, "expected an integer >= 1"),
+        ("preferred-dataset-splits", True, "expected an integer"),
+        ("all-reduce-implementation", ["ring", "tree"], r"\[1\]: unknown algorithm 'tree'"),
+        ("all-reduce-implementation", ["Ring"], "did you mean 'ring'"),
+        ("all-gather-implementation", 5, "expected a list of algorithm names"),
+        ("all-gather-implementation", {"a": 1}, "expected a list of algorithm names"),
+        ("all-to-all-implementation", [], "at least one algorithm"),
+        ("all-to-all-implementation", [3], r"\[0\]: expected an algorithm name"),
+        ("reduce-scatter-implementation", ["direct0"], "window of 'direct0' must be at least 1"),
+        ("reduce-scatter-implementation", ["oneDoubleBinaryTree"], "unknown algorithm"),
+        ("collective-optimization", "localbwaware", "did you mean 'localBWAware'"),
+        ("local-mem-bw", -5, "expected a number >= 0"),
+        ("local-mem-bw", "fast", "expected a number"),
+        ("peak-perf", float("nan"), "finite"),
+        ("roofline-enabled", "yes", "expected 0 or 1"),
+    ],
+)
 def test_system_bad_values(key, value, match):
     with pytest.raises(ChakraError) as e:
         SystemConfig.from_dict({key: value}, source="sys.json")
@@ -430,28 +489,50 @@ def test_parse_algorithm():
 
 def test_memory_config(tmp_path):
     assert MemoryConfig() == MemoryConfig.from_dict({"memory-type": "NO_MEMORY_EXPANSION"})
-    p = write(tmp_path, "m.json", json.dumps({
-        "memory-type": "PER_NODE_MEMORY_EXPANSION", "remote-mem-latency": 100, "remote-mem-bw": 6.5,
-        "num-nodes": 2, "num-npus-per-node": 4, "local-mem-bw": 1000}))
+    p = write(
+        tmp_path,
+        "m.json",
+        json.dumps(
+            {
+                "memory-type": "PER_NODE_MEMORY_EXPANSION",
+                "remote-mem-latency": 100,
+                "remote-mem-bw": 6.5,
+                "num-nodes": 2,
+                "num-npus-per-node": 4,
+                "local-mem-bw": 1000,
+            }
+        ),
+    )
     m = MemoryConfig.from_json(p)
-    assert (m.memory_type, m.remote_mem_latency, m.remote_mem_bw, m.num_nodes, m.num_npus_per_node) == \
-        ("PER_NODE_MEMORY_EXPANSION", 100.0, 6.5, 2, 4)
+    assert (m.memory_type, m.remote_mem_latency, m.remote_mem_bw, m.num_nodes, m.num_npus_per_node) == (
+        "PER_NODE_MEMORY_EXPANSION",
+        100.0,
+        6.5,
+        2,
+        4,
+    )
     assert m.ignored == {"local-mem-bw": 1000}
     assert MemoryConfig.from_dict(m.to_dict()) == m
     for t in MEMORY_TYPES[2:]:
         assert MemoryConfig.from_dict({"memory-type": t, "remote-mem-bw": 1}).memory_type == t
 
 
-@pytest.mark.parametrize("d, key, match", [
-    ({"memory-type": "CXL"}, "memory-type", "expected one of NO_MEMORY_EXPANSION"),
-    ({"memory-type": "memory_pool"}, "memory-type", "did you mean 'MEMORY_POOL'"),
-    ({"remote-mem-latency": -1}, "remote-mem-latency", "expected a number >= 0"),
-    ({"remote-mem-bw": "10"}, "remote-mem-bw", "expected a number"),
-    ({"num-nodes": 1.5}, "num-nodes", "expected an integer"),
-    ({"memory-type": "MEMORY_POOL"}, "remote-mem-bw", "MEMORY_POOL needs a positive remote-mem-bw"),
-    ({"memory-type": "PER_NODE_MEMORY_EXPANSION", "remote-mem-bw": 1, "num-nodes": 2}, "num-npus-per-node",
-     "needs a positive num-npus-per-node"),
-])
+@pytest.mark.parametrize(
+    "d, key, match",
+    [
+        ({"memory-type": "CXL"}, "memory-type", "expected one of NO_MEMORY_EXPANSION"),
+        ({"memory-type": "memory_pool"}, "memory-type", "did you mean 'MEMORY_POOL'"),
+        ({"remote-mem-latency": -1}, "remote-mem-latency", "expected a number >= 0"),
+        ({"remote-mem-bw": "10"}, "remote-mem-bw", "expected a number"),
+        ({"num-nodes": 1.5}, "num-nodes", "expected an integer"),
+        ({"memory-type": "MEMORY_POOL"}, "remote-mem-bw", "MEMORY_POOL needs a positive remote-mem-bw"),
+        (
+            {"memory-type": "PER_NODE_MEMORY_EXPANSION", "remote-mem-bw": 1, "num-nodes": 2},
+            "num-npus-per-node",
+            "needs a positive num-npus-per-node",
+        ),
+    ],
+)
 def test_memory_bad_values(d, key, match):
     with pytest.raises(ChakraError) as e:
         MemoryConfig.from_dict(d, source="mem.json")

@@ -1,4 +1,5 @@
 """The simulator: ASTRA-sim's reference cases to the nanosecond, and what it adds."""
+
 from __future__ import annotations
 
 import csv
@@ -29,10 +30,18 @@ def test_astra_sim_reference_cases_exactly(case):
 
 
 def system(**kw) -> SystemConfig:
-    base = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-            "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"],
-            "all-gather-implementation": ["ring"], "reduce-scatter-implementation": ["ring"],
-            "all-to-all-implementation": ["ring"], "collective-optimization": "localBWAware", "local-mem-bw": 1600}
+    base = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": 4,
+        "all-reduce-implementation": ["ring"],
+        "all-gather-implementation": ["ring"],
+        "reduce-scatter-implementation": ["ring"],
+        "all-to-all-implementation": ["ring"],
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 1600,
+    }
     base.update(kw)
     return SystemConfig.from_dict(base)
 
@@ -92,21 +101,43 @@ def test_groups_run_a_ring_over_their_members():
         b = TraceBuilder()
         b.collective("ALL_REDUCE", 1 << 20, pg_name="1" if r < 2 else "2")
         traces[r] = b.build()
-    res = simulate(Workload(traces, {"1": [0, 1], "2": [2, 3]}), Network.simple("Ring", 4, 50, 500), system(),
-                   compat=True)
-    two = simulate(from_spec("coll:all_reduce:1048576", 2), Network.simple("Ring", 2, 50, 500), system(),
-                   compat=True)
+    res = simulate(
+        Workload(traces, {"1": [0, 1], "2": [2, 3]}), Network.simple("Ring", 4, 50, 500), system(), compat=True
+    )
+    two = simulate(from_spec("coll:all_reduce:1048576", 2), Network.simple("Ring", 2, 50, 500), system(), compat=True)
     assert res.finish_ns.tolist() == [two.finish_ns[0]] * 4
     assert {c["group"] for c in res.collectives} == {"1", "2"}
 
 
 @pytest.mark.parametrize("algo", ["ring", "direct", "halvingDoubling", "doubleBinaryTree"])
-@pytest.mark.parametrize("ctype", ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-                                   "reduce", "gather", "scatter", "barrier", "reduce_scatter_block"])
+@pytest.mark.parametrize(
+    "ctype",
+    [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "all_to_all",
+        "broadcast",
+        "reduce",
+        "gather",
+        "scatter",
+        "barrier",
+        "reduce_scatter_block",
+    ],
+)
 def test_every_collective_and_algorithm_runs(algo, ctype):
     net = Network.simple("Switch", 8, 50, 500)
-    sysc = system(**{k: [algo] for k in ("all-reduce-implementation", "all-gather-implementation",
-                                         "reduce-scatter-implementation", "all-to-all-implementation")})
+    sysc = system(
+        **{
+            k: [algo]
+            for k in (
+                "all-reduce-implementation",
+                "all-gather-implementation",
+                "reduce-scatter-implementation",
+                "all-to-all-implementation",
+            )
+        }
+    )
     res = simulate(from_spec(f"coll:{ctype}:1048576", 8), net, sysc)
     assert (res.finish_ns > 0).all() and len(set(res.finish_ns.tolist())) == 1
 
@@ -153,8 +184,9 @@ def test_one_variants_ignore_the_dimensions():
     res = simulate(from_spec("coll:all_reduce:1048576", 16), net, one, compat=True)
     assert res.collectives[0]["algorithm"] == "all_reduce:ring"
     # npu 3 -> 4 crosses dimension 1 (coords (3,0) -> (0,1)): one hop there, so like a 16 ring
-    ring16 = simulate(from_spec("coll:all_reduce:1048576", 16), Network.simple("Ring", 16, 50, 500), system(),
-                      compat=True)
+    ring16 = simulate(
+        from_spec("coll:all_reduce:1048576", 16), Network.simple("Ring", 16, 50, 500), system(), compat=True
+    )
     assert res.finish_ns.tolist() == ring16.finish_ns.tolist()
 
 
@@ -170,6 +202,7 @@ def test_link_utilization_report():
 
 def test_all_to_allv_sends_each_peer_its_own_size():
     """NPU 0 sends 7/8 of its bytes to NPU 1: the direct exchange takes as long as that message."""
+
     def a2av(splits):
         traces = {}
         for r, split in enumerate(splits):
@@ -202,16 +235,33 @@ def test_cli_simulate_json(tmp_path, capsys):
     w.save(tmp_path / "job")
     (tmp_path / "net.yml").write_text("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n")
     (tmp_path / "sys.json").write_text(json.dumps(system().to_dict()))
-    rc = main(["simulate", "--workload", str(tmp_path / "job"), "--network", str(tmp_path / "net.yml"),
-               "--system", str(tmp_path / "sys.json"), "--timeline", str(tmp_path / "t.json"), "--json"])
+    rc = main(
+        [
+            "simulate",
+            "--workload",
+            str(tmp_path / "job"),
+            "--network",
+            str(tmp_path / "net.yml"),
+            "--system",
+            str(tmp_path / "sys.json"),
+            "--timeline",
+            str(tmp_path / "t.json"),
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and len(out["finish_ns"]) == 4 and len(out["exposed_comm_ns"]) == 4
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
 
 
-@pytest.mark.parametrize("kind,expect", [("PER_NPU_MEMORY_EXPANSION", [1100, 1100, 1100, 1100]),
-                                         ("PER_NODE_MEMORY_EXPANSION", [1100, 2200, 1100, 2200]),
-                                         ("MEMORY_POOL", [1100, 2200, 3300, 4400])])
+@pytest.mark.parametrize(
+    "kind,expect",
+    [
+        ("PER_NPU_MEMORY_EXPANSION", [1100, 1100, 1100, 1100]),
+        ("PER_NODE_MEMORY_EXPANSION", [1100, 2200, 1100, 2200]),
+        ("MEMORY_POOL", [1100, 2200, 3300, 4400]),
+    ],
+)
 def test_remote_memory_models(kind, expect):
     """1,000 bytes at 1 GB/s after 100 ns; ports shared per node of 2 NPUs or by all queue."""
     from chakra_trace.simulate.config import MemoryConfig
@@ -227,6 +277,7 @@ def test_remote_memory_models(kind, expect):
 def test_a_group_ring_runs_in_listed_order():
     """On an 8-ring, the group [0, 4, 1, 5] in that order has 4-hop neighbours (0->4, 1->5)
     that the sorted order [0, 1, 4, 5] does not have on every hop: listed order is slower."""
+
     def run(order):
         traces = {}
         for r in range(8):

@@ -1,4 +1,5 @@
 """ASTRA-sim 1.0 text workloads -> Chakra per-rank traces (convert/text.py, cli/convert_text.py)."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,12 @@ REAL = {
     "MLP_HybridParallel_Data_Model.txt": ("HYBRID_DATA_MODEL", {"model_parallel_size": 2}),
     "Transformer_HybridParallel_Fwd_In_Bckwd.txt": ("HYBRID_TRANSFORMER_FWD_IN_BCKWD", {}),
 }
-AR, A2A, AG, RS = (int(CollectiveType.ALL_REDUCE), int(CollectiveType.ALL_TO_ALL), int(CollectiveType.ALL_GATHER),
-                   int(CollectiveType.REDUCE_SCATTER))
+AR, A2A, AG, RS = (
+    int(CollectiveType.ALL_REDUCE),
+    int(CollectiveType.ALL_TO_ALL),
+    int(CollectiveType.ALL_GATHER),
+    int(CollectiveType.REDUCE_SCATTER),
+)
 
 # Three layers exercising every comm type and NONE: (fwd, ig, wg) comms per layer
 #   L0: ALLGATHER 100 / ALLREDUCE 200 / ALLREDUCE 300
@@ -47,7 +52,7 @@ HEADERS = {
     "MICRO": "MICRO",
     "HYBRID_TRANSFORMER": "HYBRID_TRANSFORMER\tmodel_parallel_NPU_group: 2",
     "HYBRID_TRANSFORMER_FWD_IN_BCKWD": "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 "
-                                       "checkpoints: 1 0 checkpoint_initiates: 1 2",
+    "checkpoints: 1 0 checkpoint_initiates: 1 2",
 }
 NEEDS_MP = {"HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA"}
 
@@ -70,8 +75,18 @@ def nodes(trace) -> list:
 
 def summary(trace) -> list[tuple]:
     """(id, name, type, data deps, comm_type, comm_size, pg_name) per node."""
-    return [(n.id, n.name, int(n.type), list(n.data_deps), n.attr(Attr.COMM_TYPE), n.attr(Attr.COMM_SIZE),
-             n.attr(Attr.PG_NAME)) for n in trace]
+    return [
+        (
+            n.id,
+            n.name,
+            int(n.type),
+            list(n.data_deps),
+            n.attr(Attr.COMM_TYPE),
+            n.attr(Attr.COMM_SIZE),
+            n.attr(Attr.PG_NAME),
+        )
+        for n in trace
+    ]
 
 
 def deps_by_name(trace) -> dict[str, list[str]]:
@@ -87,8 +102,13 @@ def test_real_files_parse():
     dlrm = read_text_workload(TEXT / "DLRM_HybridParallel.txt")  # CRLF line endings, tab separated
     assert dlrm.parallelism == "HYBRID_DLRM" and dlrm.last_bottom_layer == 4 and dlrm.num_layers == 8
     emb = dlrm.layers[0]
-    assert (emb.name, emb.reserved, emb.fwd_compute, emb.fwd_comm.type, emb.fwd_comm.size) == \
-        ("Embedding", -1, 300, "ALLTOALL", 98304)
+    assert (emb.name, emb.reserved, emb.fwd_compute, emb.fwd_comm.type, emb.fwd_comm.size) == (
+        "Embedding",
+        -1,
+        300,
+        "ALLTOALL",
+        98304,
+    )
     assert (emb.wg_comm.type, emb.wg_comm.size, emb.update_time, emb.line) == ("NONE", 0, 98, 3)
     assert emb.fwd_comm.collective == A2A and emb.wg_comm.collective is None
 
@@ -122,9 +142,10 @@ def test_real_file_counts_by_hand():
     # (the embedding's is NONE) and the embedding's backward all-to-all.
     t = text_to_chakra(TEXT / "DLRM_HybridParallel.txt", 4, 2)[0]
     assert t.node_type_counts() == {"COMP_NODE": 2 * 23, "COMM_COLL_NODE": 2 * 9}
-    assert t.collectives() == {"ALL_REDUCE": {"count": 14, "bytes": 2 * (13312 + 3 * 524288 + 16384 + 1064960 +
-                                                                        524288)},
-                               "ALL_TO_ALL": {"count": 4, "bytes": 4 * 98304}}
+    assert t.collectives() == {
+        "ALL_REDUCE": {"count": 14, "bytes": 2 * (13312 + 3 * 524288 + 16384 + 1064960 + 524288)},
+        "ALL_TO_ALL": {"count": 4, "bytes": 4 * 98304},
+    }
     # HYBRID_TRANSFORMER_FWD_IN_BCKWD, 21 layers: 21 fwd + 16 recomputed + 21 ig + 21 wg computes per pass;
     # collectives: 6 forward, 4 in the recomputation (concat and Xw2b of each block), 5 input-grad (layer 0's
     # is NONE), 14 weight-grad
@@ -213,9 +234,17 @@ def test_model_parallel_graph(tmp_path):
     t = convert("MODEL", tmp_path, npus=2)[0]
     d = deps_by_name(t)
     assert list(d) == [
-        "COMP_NODE_L0_FWD", "COMM_COLL_NODE_L0_FWD_ALLGATHER", "COMP_NODE_L1_FWD", "COMP_NODE_L2_FWD",
-        "COMM_COLL_NODE_L2_FWD_ALLTOALL", "COMP_NODE_L2_BWD_IG", "COMP_NODE_L2_BWD_WG", "COMP_NODE_L1_BWD_IG",
-        "COMM_COLL_NODE_L1_BWD_IG_REDUCESCATTER", "COMP_NODE_L1_BWD_WG", "COMP_NODE_L0_BWD_IG",
+        "COMP_NODE_L0_FWD",
+        "COMM_COLL_NODE_L0_FWD_ALLGATHER",
+        "COMP_NODE_L1_FWD",
+        "COMP_NODE_L2_FWD",
+        "COMM_COLL_NODE_L2_FWD_ALLTOALL",
+        "COMP_NODE_L2_BWD_IG",
+        "COMP_NODE_L2_BWD_WG",
+        "COMP_NODE_L1_BWD_IG",
+        "COMM_COLL_NODE_L1_BWD_IG_REDUCESCATTER",
+        "COMP_NODE_L1_BWD_WG",
+        "COMP_NODE_L0_BWD_IG",
         "COMP_NODE_L0_BWD_WG",
     ]
     assert d["COMP_NODE_L1_FWD"] == ["COMM_COLL_NODE_L0_FWD_ALLGATHER"]  # blocking forward collective
@@ -223,17 +252,23 @@ def test_model_parallel_graph(tmp_path):
     assert d["COMP_NODE_L2_BWD_IG"] == ["COMM_COLL_NODE_L2_FWD_ALLTOALL"]
     assert d["COMP_NODE_L0_BWD_IG"] == ["COMP_NODE_L1_BWD_WG", "COMM_COLL_NODE_L1_BWD_IG_REDUCESCATTER"]
     assert d["COMP_NODE_L0_BWD_WG"] == ["COMP_NODE_L0_BWD_IG"]
-    assert t.collectives() == {"ALL_GATHER": {"count": 1, "bytes": 100}, "ALL_TO_ALL": {"count": 1, "bytes": 600},
-                               "REDUCE_SCATTER": {"count": 1, "bytes": 400}}
+    assert t.collectives() == {
+        "ALL_GATHER": {"count": 1, "bytes": 100},
+        "ALL_TO_ALL": {"count": 1, "bytes": 600},
+        "REDUCE_SCATTER": {"count": 1, "bytes": 400},
+    }
 
 
-@pytest.mark.parametrize("kind, model_groups, data_groups", [
-    # model parallelism in the fastest dimension: model groups are blocks of consecutive ranks
-    ("HYBRID_DATA_MODEL", {"1": [0, 1], "2": [2, 3]}, {"3": [0, 2], "4": [1, 3]}),
-    ("HYBRID_TRANSFORMER", {"1": [0, 1], "2": [2, 3]}, {"3": [0, 2], "4": [1, 3]}),
-    # data parallelism in the fastest dimension: data groups are the blocks
-    ("HYBRID_MODEL_DATA", {"1": [0, 2], "2": [1, 3]}, {"3": [0, 1], "4": [2, 3]}),
-])
+@pytest.mark.parametrize(
+    "kind, model_groups, data_groups",
+    [
+        # model parallelism in the fastest dimension: model groups are blocks of consecutive ranks
+        ("HYBRID_DATA_MODEL", {"1": [0, 1], "2": [2, 3]}, {"3": [0, 2], "4": [1, 3]}),
+        ("HYBRID_TRANSFORMER", {"1": [0, 1], "2": [2, 3]}, {"3": [0, 2], "4": [1, 3]}),
+        # data parallelism in the fastest dimension: data groups are the blocks
+        ("HYBRID_MODEL_DATA", {"1": [0, 2], "2": [1, 3]}, {"3": [0, 1], "4": [2, 3]}),
+    ],
+)
 def test_hybrid_groups(kind, model_groups, data_groups, tmp_path):
     w = convert(kind, tmp_path, npus=4)
     assert w.groups == {**model_groups, **data_groups}
@@ -258,8 +293,10 @@ def test_hybrid_graph(tmp_path):
     second = [n for n in ns if n.name == "COMP_NODE_L0_FWD"][1]
     name = {n.id: n.name for n in ns}
     # the next pass starts when layer 0's weight-grad and input-grad collectives are done
-    assert [name[x] for x in second.data_deps] == ["COMM_COLL_NODE_L0_BWD_WG_ALLREDUCE",
-                                                    "COMM_COLL_NODE_L0_BWD_IG_ALLREDUCE"]
+    assert [name[x] for x in second.data_deps] == [
+        "COMM_COLL_NODE_L0_BWD_WG_ALLREDUCE",
+        "COMM_COLL_NODE_L0_BWD_IG_ALLREDUCE",
+    ]
     # hybrid data-model: no input-grad collective for layer 0 (as ASTRA-sim 1.0 and the reference)
     t2 = convert("HYBRID_DATA_MODEL", tmp_path, npus=4)[0]
     assert "COMM_COLL_NODE_L0_BWD_IG_ALLREDUCE" not in deps_by_name(t2)
@@ -271,8 +308,12 @@ def test_forward_in_backward(tmp_path):
     names = list(d)
     i = names.index("COMM_COLL_NODE_L2_FWD_ALLTOALL")
     # layer 2 initiates: recompute layers 0..1 from checkpoint 0, then layer 2's input grad
-    assert names[i + 1: i + 5] == ["COMP_NODE_L0_FWD_RECOMPUTE", "COMM_COLL_NODE_L0_FWD_RECOMPUTE_ALLGATHER",
-                                   "COMP_NODE_L1_FWD_RECOMPUTE", "COMP_NODE_L2_BWD_IG"]
+    assert names[i + 1 : i + 5] == [
+        "COMP_NODE_L0_FWD_RECOMPUTE",
+        "COMM_COLL_NODE_L0_FWD_RECOMPUTE_ALLGATHER",
+        "COMP_NODE_L1_FWD_RECOMPUTE",
+        "COMP_NODE_L2_BWD_IG",
+    ]
     assert d["COMP_NODE_L0_FWD_RECOMPUTE"] == ["COMM_COLL_NODE_L2_FWD_ALLTOALL"]
     assert d["COMP_NODE_L1_FWD_RECOMPUTE"] == ["COMM_COLL_NODE_L0_FWD_RECOMPUTE_ALLGATHER"]
     assert d["COMP_NODE_L2_BWD_IG"] == ["COMP_NODE_L1_FWD_RECOMPUTE"]
@@ -289,8 +330,10 @@ def test_dlrm_graph():
     # backward: the embedding's all-to-all after the first top layer's input grad; the embedding's weight grad
     # waits for it
     assert d["COMM_COLL_NODE_Embedding_BWD_IG_ALLTOALL"] == ["COMP_NODE_MLP_Top_0_BWD_IG"]
-    assert d["COMP_NODE_Embedding_BWD_WG"] == ["COMP_NODE_MLP_Bottom_0_BWD_IG",
-                                               "COMM_COLL_NODE_Embedding_BWD_IG_ALLTOALL"]
+    assert d["COMP_NODE_Embedding_BWD_WG"] == [
+        "COMP_NODE_MLP_Bottom_0_BWD_IG",
+        "COMM_COLL_NODE_Embedding_BWD_IG_ALLTOALL",
+    ]
     assert d["COMP_NODE_MLP_Top_1_BWD_WG"] == ["COMP_NODE_MLP_Top_2_BWD_IG"]
     assert "COMP_NODE_Embedding_BWD_IG" not in d  # no input grad for the first layer
     # second pass: the embedding forward waits for its weight grad (its wg comm is NONE), the others for their
@@ -299,16 +342,20 @@ def test_dlrm_graph():
     name = {n.id: n.name for n in ns}
     fwd2 = [n for n in ns if n.name.endswith("_FWD")][8:]
     assert [name[x] for x in fwd2[0].data_deps] == ["COMP_NODE_Embedding_BWD_WG"]
-    assert [name[x] for x in fwd2[1].data_deps] == ["COMP_NODE_Embedding_FWD",
-                                                    "COMM_COLL_NODE_MLP_Bottom_0_BWD_WG_ALLREDUCE"]
+    assert [name[x] for x in fwd2[1].data_deps] == [
+        "COMP_NODE_Embedding_FWD",
+        "COMM_COLL_NODE_MLP_Bottom_0_BWD_WG_ALLREDUCE",
+    ]
     assert all(n.attr(Attr.PG_NAME) is None for n in ns)  # DLRM collectives span every rank
 
 
 def test_micro():
     w = text_to_chakra(TEXT / "microAllReduce.txt", 4, 3)
     s = summary(w[2])
-    assert s == [(i, "COMM_COLL_NODE_conv1_BWD_WG_ALLREDUCE", int(NodeType.COMM_COLL_NODE), [], AR, 1048576, None)
-                 for i in range(3)]
+    assert s == [
+        (i, "COMM_COLL_NODE_conv1_BWD_WG_ALLREDUCE", int(NodeType.COMM_COLL_NODE), [], AR, 1048576, None)
+        for i in range(3)
+    ]
     assert w.groups == {}
 
 
@@ -376,8 +423,9 @@ def test_degenerate_groups(tmp_path):
     assert validate_workload(w).ok
     # microAllReduce-style transformer on exactly its group size: one all-ranks all-reduce
     p = tmp_path / "m.txt"
-    p.write_text("HYBRID_TRANSFORMER\tmodel_parallel_NPU_group: 8\n1\n"
-                 "conv1 -1 5 ALLREDUCE 1048576 5 NONE 0 5  NONE 0 5\n")
+    p.write_text(
+        "HYBRID_TRANSFORMER\tmodel_parallel_NPU_group: 8\n1\nconv1 -1 5 ALLREDUCE 1048576 5 NONE 0 5  NONE 0 5\n"
+    )
     t = text_to_chakra(p, 8)[3]
     assert t.collectives() == {"ALL_REDUCE": {"count": 1, "bytes": 1048576}} and not t.has(Attr.PG_NAME).any()
     g = parallel_groups("HYBRID_TRANSFORMER", 8, 1)  # model groups of one rank, one data group of all
@@ -399,35 +447,66 @@ BAD = [
     ("DATA\n1 2\n", 2, "extra '2'"),
     ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8\n", 3, "expected 12 fields"),
     ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1 HYBRID\n", 3, "got 13"),
-    ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCEX 8 1\n", 3,
-     "field 10 (weight-grad comm type): unknown communication type 'ALLREDUCEX'; expected one of NONE, ALLREDUCE"),
+    (
+        "DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCEX 8 1\n",
+        3,
+        "field 10 (weight-grad comm type): unknown communication type 'ALLREDUCEX'; expected one of NONE, ALLREDUCE",
+    ),
     ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 allreduce 8 1\n", 3, "did you mean ALLREDUCE?"),
     ("DATA\n1\nL0 -1 5 NONE 0 5 ALLTOALLV 0 5 ALLREDUCE 8 1\n", 3, "ALLTOALLV (a variable all-to-all) has no Chakra"),
-    ("DATA\n1\nL0 -1 5.5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", 3,
-     "layer 'L0', field 3 (forward compute time): expected a non-negative integer, got '5.5'"),
+    (
+        "DATA\n1\nL0 -1 5.5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n",
+        3,
+        "layer 'L0', field 3 (forward compute time): expected a non-negative integer, got '5.5'",
+    ),
     ("DATA\n1\nL0 -1 abc NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", 3, "forward compute time"),
     ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE -8 1\n", 3, "weight-grad comm size): expected a non-negative"),
     ("DATA\n1\nL0 x 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", 3, "reserved field): expected an integer"),
     ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 99999999999999999999 1\n", 3, "does not fit in 64 bits"),
     ("DATA\n3\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n\n", 4, "declares 3 layers (line 2) but has only 1"),
-    ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\nL1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", 4,
-     "has more layer lines, starting with 'L1'"),
+    (
+        "DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\nL1 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n",
+        4,
+        "has more layer lines, starting with 'L1'",
+    ),
     ("HYBRID_DLRM\n2\n", 1, "expected the index of the last bottom-MLP layer"),
-    ("HYBRID_DLRM 1\n2\nA -1 1 ALLTOALL 8 1 ALLTOALL 8 1 NONE 0 1\nB -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n", 1,
-     "must be a layer index from 0 to 0"),
+    (
+        "HYBRID_DLRM 1\n2\nA -1 1 ALLTOALL 8 1 ALLTOALL 8 1 NONE 0 1\nB -1 1 NONE 0 1 NONE 0 1 ALLREDUCE 8 1\n",
+        1,
+        "must be a layer index from 0 to 0",
+    ),
     ("HYBRID_TRANSFORMER model_parallel_NPU_group:\n1\n", 1, "expected a number after 'model_parallel_NPU_group:'"),
     ("HYBRID_TRANSFORMER model_parallel_NPU_group: 0\n1\n", 1, "expected a positive integer"),
     ("HYBRID_TRANSFORMER mp: 2\n1\n", 1, "unexpected 'mp:' in the header"),
-    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 2 0\n1\n", 1,
-     "checkpoints: says 2 layers but lists 1"),
-    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 checkpoints: 1 1 checkpoint_initiates: 1 0\n"
-     + LAYERS, 1, "layer 0 has no checkpoint below it"),
-    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 checkpoints: 1 0 checkpoint_initiates: 1 5\n"
-     + LAYERS, 1, "checkpoint_initiates: layer 5 does not exist (layers are 0 to 2)"),
-    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 checkpoints: 2 0 2 checkpoint_initiates: 1 2\n"
-     + LAYERS, 1, "layer 2 is also a checkpoint"),
-    ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 checkpoints: 1 0 checkpoint_initiates: 2 1 2\n"
-     + LAYERS, 1, "layer 1 lies inside the recomputation of layers 0..1 started by layer 2"),
+    (
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 checkpoints: 2 0\n1\n",
+        1,
+        "checkpoints: says 2 layers but lists 1",
+    ),
+    (
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 checkpoints: 1 1 checkpoint_initiates: 1 0\n"
+        + LAYERS,
+        1,
+        "layer 0 has no checkpoint below it",
+    ),
+    (
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 checkpoints: 1 0 checkpoint_initiates: 1 5\n"
+        + LAYERS,
+        1,
+        "checkpoint_initiates: layer 5 does not exist (layers are 0 to 2)",
+    ),
+    (
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 checkpoints: 2 0 2 checkpoint_initiates: 1 2\n"
+        + LAYERS,
+        1,
+        "layer 2 is also a checkpoint",
+    ),
+    (
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 checkpoints: 1 0 checkpoint_initiates: 2 1 2\n"
+        + LAYERS,
+        1,
+        "layer 1 lies inside the recomputation of layers 0..1 started by layer 2",
+    ),
 ]
 
 
@@ -459,8 +538,9 @@ def test_bad_input_at_conversion(tmp_path):
 
 
 def test_parse_text_without_a_file():
-    wl = parse_text_workload("  \nMODEL\r\n\r\n2\nA -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n\n"
-                             "B -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")
+    wl = parse_text_workload(
+        "  \nMODEL\r\n\r\n2\nA -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n\nB -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n"
+    )
     assert wl.path is None and [L.line for L in wl.layers] == [5, 7] and wl.header_line == 2
     with pytest.raises(TextWorkloadError, match=r"^<input> \(line 1\)"):
         parse_text_workload("NOPE\n")
@@ -484,17 +564,33 @@ def cli(monkeypatch):
 
 def test_cli_writes_files_chakra_info_reads(cli, tmp_path, capsys):
     prefix = tmp_path / "out" / "tf"
-    rc = cli("convert-text", TEXT / "Transformer_HybridParallel_Fwd_In_Bckwd.txt", "--npus", 8, "--passes", 2,
-             "--output", prefix, "--json")
+    rc = cli(
+        "convert-text",
+        TEXT / "Transformer_HybridParallel_Fwd_In_Bckwd.txt",
+        "--npus",
+        8,
+        "--passes",
+        2,
+        "--output",
+        prefix,
+        "--json",
+    )
     assert rc == 0
     info = json.loads(capsys.readouterr().out)
     assert info["parallelism"] == "HYBRID_TRANSFORMER_FWD_IN_BCKWD" and info["ranks"] == 8
     assert info["nodes_per_rank"] == 2 * 108 and len(info["files"]) == 8
     groups_path = Path(info["comm_groups"])
-    assert json.loads(groups_path.read_text()) == {"1": [0, 1, 2, 3], "2": [4, 5, 6, 7], "3": [0, 4], "4": [1, 5],
-                                                   "5": [2, 6], "6": [3, 7]}
-    assert sorted(p.name for p in prefix.parent.iterdir()) == sorted([f"tf.{r}.et" for r in range(8)] +
-                                                                     ["tf.comm_groups.json"])
+    assert json.loads(groups_path.read_text()) == {
+        "1": [0, 1, 2, 3],
+        "2": [4, 5, 6, 7],
+        "3": [0, 4],
+        "4": [1, 5],
+        "5": [2, 6],
+        "6": [3, 7],
+    }
+    assert sorted(p.name for p in prefix.parent.iterdir()) == sorted(
+        [f"tf.{r}.et" for r in range(8)] + ["tf.comm_groups.json"]
+    )
     # chakra info reads one file and the whole workload
     assert cli("info", f"{prefix}.3.et", "--json") == 0
     one = json.loads(capsys.readouterr().out)
@@ -506,6 +602,7 @@ def test_cli_writes_files_chakra_info_reads(cli, tmp_path, capsys):
     assert cli("validate", prefix, "--comm-groups", groups_path) == 0
     capsys.readouterr()
     from chakra_trace import Workload
+
     w = Workload.open(prefix, comm_groups=groups_path)
     rep = validate_workload(w)
     assert rep.ok and not rep.issues
@@ -517,31 +614,55 @@ def test_cli_default_prefix_and_text_output(cli, tmp_path, capsys):
     assert cli("convert-text", src, "--npus", 4) == 0
     out = capsys.readouterr().out
     assert "MICRO, 1 layers, 1 pass: wrote 4 ranks x 1 nodes" in out and "comm_groups" not in out
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["micro.0.et", "micro.1.et", "micro.2.et", "micro.3.et",
-                                                          "micro.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "micro.0.et",
+        "micro.1.et",
+        "micro.2.et",
+        "micro.3.et",
+        "micro.txt",
+    ]
     assert cli("convert-text", src, "--npus", 2, "--gzip", "-o", tmp_path / "z") == 0
     assert (tmp_path / "z.1.et.gz").exists()
 
 
 def test_cli_options(cli, tmp_path, capsys):
     src = small("HYBRID_MODEL_DATA", tmp_path)
-    assert cli("convert-text", src, "--npus", 4, "--model-parallel", 2, "--compute-unit", "us", "--update-delays",
-               "-o", tmp_path / "h", "--json") == 0
+    assert (
+        cli(
+            "convert-text",
+            src,
+            "--npus",
+            4,
+            "--model-parallel",
+            2,
+            "--compute-unit",
+            "us",
+            "--update-delays",
+            "-o",
+            tmp_path / "h",
+            "--json",
+        )
+        == 0
+    )
     info = json.loads(capsys.readouterr().out)
     assert info["groups"] == {"1": [0, 2], "2": [1, 3], "3": [0, 1], "4": [2, 3]}
     assert info["compute_unit"] == "us"
     from chakra_trace import read_trace
+
     t = read_trace(tmp_path / "h.1.et")
     assert t.attr(0, Attr.PG_NAME) is None and int(t.duration[0]) == 1000
     assert any(n.endswith("_UPDATE") for n in t.name_array)
 
 
-@pytest.mark.parametrize("text, args, needle", [
-    ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCEX 8 1\n", [], "(line 3): layer 'L0', field 10"),
-    ("DATA\n2\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", [], "declares 2 layers"),
-    ("HYBRID_DATA_MODEL\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", [], "needs the model-parallel group size"),
-    ("HYBRID_DATA_MODEL\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", ["--model-parallel", 3], "does not divide"),
-])
+@pytest.mark.parametrize(
+    "text, args, needle",
+    [
+        ("DATA\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCEX 8 1\n", [], "(line 3): layer 'L0', field 10"),
+        ("DATA\n2\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", [], "declares 2 layers"),
+        ("HYBRID_DATA_MODEL\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", [], "needs the model-parallel group size"),
+        ("HYBRID_DATA_MODEL\n1\nL0 -1 5 NONE 0 5 NONE 0 5 ALLREDUCE 8 1\n", ["--model-parallel", 3], "does not divide"),
+    ],
+)
 def test_cli_bad_input_one_line_exit_2(cli, tmp_path, capsys, text, args, needle):
     src = tmp_path / "bad.txt"
     src.write_text(text)

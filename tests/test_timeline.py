@@ -1,4 +1,5 @@
 """Perfetto / Chrome trace timelines of recorded and simulated workloads."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -56,8 +57,7 @@ def _assert_nested(doc) -> None:
 def _bound(doc, ev) -> dict:
     """The slice Perfetto binds a flow event to: the deepest one open at its ts on its track."""
     t = _ns(ev["ts"])
-    open_ = [x for x in _slices(doc)[(ev["pid"], ev["tid"])]
-             if _ns(x["ts"]) <= t < _ns(x["ts"]) + _ns(x["dur"])]
+    open_ = [x for x in _slices(doc)[(ev["pid"], ev["tid"])] if _ns(x["ts"]) <= t < _ns(x["ts"]) + _ns(x["dur"])]
     assert open_, f"flow {ev['id']} at {ev['ts']} µs lies in no slice of {ev['pid']}/{ev['tid']}"
     return max(open_, key=lambda x: (_ns(x["ts"]), -_ns(x["dur"])))
 
@@ -204,8 +204,7 @@ def test_bad_input_is_named():
 
 
 # ---------------------------------------------------------------------- lanes
-intervals = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(0, 25), st.booleans()),
-                     max_size=40)
+intervals = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(0, 25), st.booleans()), max_size=40)
 
 
 @given(intervals)
@@ -251,11 +250,20 @@ def test_many_partial_overlaps_use_bounded_lanes():
 def _system():
     from chakra_trace.simulate.config import SystemConfig
 
-    return SystemConfig.from_dict({
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
-        "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"],
-        "collective-optimization": "localBWAware", "local-mem-bw": 1600})
+    return SystemConfig.from_dict(
+        {
+            "scheduling-policy": "LIFO",
+            "endpoint-delay": 10,
+            "active-chunks-per-dimension": 1,
+            "preferred-dataset-splits": 4,
+            "all-reduce-implementation": ["ring"],
+            "all-gather-implementation": ["ring"],
+            "reduce-scatter-implementation": ["ring"],
+            "all-to-all-implementation": ["ring"],
+            "collective-optimization": "localBWAware",
+            "local-mem-bw": 1600,
+        }
+    )
 
 
 def test_simulated_timeline_slices_and_flows(tmp_path):

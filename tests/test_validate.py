@@ -1,4 +1,5 @@
 """Validation of traces and workloads, repairs, and `chakra validate`."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ DATA = Path(__file__).parent / "data"
 RESNET = DATA / "resnet50_ddp.0.et.gz"
 
 
-def codes(report: Report) -> dict[str, int]:
+def codes(report: ValidationReport) -> dict[str, int]:
     return report.codes()
 
 
@@ -54,8 +55,7 @@ def chain(n: int) -> Trace:
     """n compute nodes, ids 1..n sorted, each depending on the previous one (built columnar)."""
     ids = np.arange(1, n + 1, dtype=np.uint64)
     indptr = np.concatenate([[0], np.arange(n, dtype=np.int64)])
-    return Trace(n, ids=ids, types=np.full(n, NodeType.COMP_NODE, np.int32), data_indptr=indptr,
-                 data=ids[:-1].copy())
+    return Trace(n, ids=ids, types=np.full(n, NodeType.COMP_NODE, np.int32), data_indptr=indptr, data=ids[:-1].copy())
 
 
 # --------------------------------------------------------------------------- one trace
@@ -311,8 +311,13 @@ def broken_trace() -> Trace:
 def test_fix_trace_repairs_the_unambiguous():
     t = broken_trace()
     before = validate_trace(t)
-    assert {i.code for i in before.fixable} == {"missing-data-dep", "missing-ctrl-dep", "self-dep",
-                                                "duplicate-dep", "collective-missing-type"}
+    assert {i.code for i in before.fixable} == {
+        "missing-data-dep",
+        "missing-ctrl-dep",
+        "self-dep",
+        "duplicate-dep",
+        "collective-missing-type",
+    }
     fixed, changes = fix_trace(t)
     assert changes == [
         "dropped 1 data dependency on 1 missing node",
@@ -423,7 +428,8 @@ def test_send_recv_problems():
     r = validate_workload(Workload(traces={0: t0, 1: t1}))
     size = only(r, "p2p-size-mismatch")
     assert size.count == 1 and size.details["pairs"] == [
-        {"src": 0, "dst": 1, "tag": 0, "send_node": 1, "recv_node": 1, "send_size": 20, "recv_size": 99}]
+        {"src": 0, "dst": 1, "tag": 0, "send_node": 1, "recv_node": 1, "send_size": 20, "recv_size": 99}
+    ]
     us = only(r, "unmatched-send")
     assert (us.severity, us.rank, us.count, us.node_ids) == ("error", 0, 1, [2])
     assert us.details["channels"] == [{"peer": 1, "tag": 3}]
@@ -533,10 +539,12 @@ def test_resnet_sample(resnet):
 
 def test_resnet_fixed(resnet, tmp_path):
     fixed, changes = fix_trace(resnet)
-    assert changes[:3] == ["dropped 1,277 control dependencies on 210 missing nodes",
-                           "dropped 383 control self-dependencies",
-                           "dropped 599 control dependencies that lie on dependency cycles (the data "
-                           "dependencies alone are acyclic; 2,283 nodes could never run)"]
+    assert changes[:3] == [
+        "dropped 1,277 control dependencies on 210 missing nodes",
+        "dropped 383 control self-dependencies",
+        "dropped 599 control dependencies that lie on dependency cycles (the data "
+        "dependencies alone are acyclic; 2,283 nodes could never run)",
+    ]
     out = tmp_path / "fixed.et.gz"
     write_trace(fixed, out)
     back = read_trace(out)
@@ -594,7 +602,7 @@ def test_graph_scc_matches_reachability(seed):
     reach = np.eye(n, dtype=bool)
     reach[src, dst] = True
     for k in range(n):  # transitive closure (Floyd-Warshall)
-        reach |= reach[:, k:k + 1] & reach[k:k + 1, :]
+        reach |= reach[:, k : k + 1] & reach[k : k + 1, :]
     labels = DepGraph(n, src, dst).scc
     same = labels[:, None] == labels[None, :]
     assert np.array_equal(same, reach & reach.T)

@@ -5,6 +5,7 @@ messages (GlobalMetadata, then Nodes), tag = field << 3 | wire type, wire types 
 the field numbers of Node, IOInfo and AttributeProto. It shares no code with the package,
 so files we write are checked against the format, not against our own reader.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -22,8 +23,23 @@ DATA = Path(__file__).parent / "data"
 # --------------------------------------------------------------------------- minimal decoder
 
 # AttributeProto oneof members by field number: (member, is list)
-_SCALARS = ["double", "float", "int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64",
-            "sfixed32", "sfixed64", "bool", "string", "bytes"]
+_SCALARS = [
+    "double",
+    "float",
+    "int32",
+    "int64",
+    "uint32",
+    "uint64",
+    "sint32",
+    "sint64",
+    "fixed32",
+    "fixed64",
+    "sfixed32",
+    "sfixed64",
+    "bool",
+    "string",
+    "bytes",
+]
 MEMBER = {}
 for _i, _t in enumerate(_SCALARS):
     MEMBER[3 + 2 * _i] = f"{_t}_val"
@@ -59,12 +75,12 @@ def fields(buf: bytes, start: int = 0, end: int | None = None):
         if wt == 0:
             v, nxt = read_varint(buf, pos, end)
         elif wt == 1:
-            v, nxt = int.from_bytes(buf[pos:pos + 8], "little"), pos + 8
+            v, nxt = int.from_bytes(buf[pos : pos + 8], "little"), pos + 8
         elif wt == 5:
-            v, nxt = int.from_bytes(buf[pos:pos + 4], "little"), pos + 4
+            v, nxt = int.from_bytes(buf[pos : pos + 4], "little"), pos + 4
         elif wt == 2:
             n, p = read_varint(buf, pos, end)
-            v, nxt = bytes(buf[p:p + n]), p + n
+            v, nxt = bytes(buf[p : p + n]), p + n
         else:
             raise ValueError(f"wire type {wt}")
         assert nxt <= end, "field runs past the end of its message"
@@ -134,8 +150,19 @@ def decode_io(b: bytes) -> tuple[str, str, str]:
 
 
 def decode_node(b: bytes) -> dict:
-    n = {"id": 0, "name": "", "type": 0, "ctrl": [], "data": [], "start": 0, "duration": 0,
-         "inputs": None, "outputs": None, "attrs": [], "numbers": []}
+    n = {
+        "id": 0,
+        "name": "",
+        "type": 0,
+        "ctrl": [],
+        "data": [],
+        "start": 0,
+        "duration": 0,
+        "inputs": None,
+        "outputs": None,
+        "attrs": [],
+        "numbers": [],
+    }
     for num, wt, v, _ in fields(b):
         n["numbers"].append(num)
         if num in (1, 3, 6, 7):
@@ -165,7 +192,7 @@ def split_file(path: Path) -> list[bytes]:
     while pos < len(data):
         n, pos = read_varint(data, pos, len(data))
         assert pos + n <= len(data), "truncated"
-        out.append(data[pos:pos + n])
+        out.append(data[pos : pos + n])
         pos += n
     return out
 
@@ -173,7 +200,7 @@ def split_file(path: Path) -> list[bytes]:
 def decode_file(path: Path) -> tuple[dict, list[dict]]:
     msgs = split_file(path)
     meta = {"version": "", "attrs": []}
-    for num, wt, v, _ in fields(msgs[0]):
+    for num, _wt, v, _ in fields(msgs[0]):
         if num == 1:
             meta["version"] = v.decode()
         elif num == 2:
@@ -197,29 +224,96 @@ def sample_trace():
     def add(node_id, **exp):
         expected.append(dict(id=node_id, **exp))
 
-    x = b.comp("aten::mm", 120, id=BIG, num_ops=2_000_000_000, tensor_size=1 << 33, is_cpu_op=False,
-               start=1_700_000_000_000_000)
-    add(x, name="aten::mm", type=4, ctrl=[], data=[], start=1_700_000_000_000_000, duration=120,
-        attrs={"num_ops": (9, 2_000_000_000), "tensor_size": (13, 1 << 33), "is_cpu_op": (27, False)})
-    y = b.comp("aten::add_", 3, id=BIG + 300, deps=[x, BIG + 500], ctrl_deps=[x], is_cpu_op=True,
-               inputs=IOInfo("[[1, 2, 0, 512, 4, 'cuda:0']]", "[[512]]", "['Tensor(float)']"),
-               attrs=[Attribute("rf_id", 77), Attribute("op_schema", "aten::add_(Tensor self) -> Tensor")])
-    add(y, name="aten::add_", type=4, ctrl=[x], data=[x, BIG + 500], start=0, duration=3,
+    x = b.comp(
+        "aten::mm",
+        120,
+        id=BIG,
+        num_ops=2_000_000_000,
+        tensor_size=1 << 33,
+        is_cpu_op=False,
+        start=1_700_000_000_000_000,
+    )
+    add(
+        x,
+        name="aten::mm",
+        type=4,
+        ctrl=[],
+        data=[],
+        start=1_700_000_000_000_000,
+        duration=120,
+        attrs={"num_ops": (9, 2_000_000_000), "tensor_size": (13, 1 << 33), "is_cpu_op": (27, False)},
+    )
+    y = b.comp(
+        "aten::add_",
+        3,
+        id=BIG + 300,
+        deps=[x, BIG + 500],
+        ctrl_deps=[x],
+        is_cpu_op=True,
+        inputs=IOInfo("[[1, 2, 0, 512, 4, 'cuda:0']]", "[[512]]", "['Tensor(float)']"),
+        attrs=[Attribute("rf_id", 77), Attribute("op_schema", "aten::add_(Tensor self) -> Tensor")],
+    )
+    add(
+        y,
+        name="aten::add_",
+        type=4,
+        ctrl=[x],
+        data=[x, BIG + 500],
+        start=0,
+        duration=3,
         inputs=("[[1, 2, 0, 512, 4, 'cuda:0']]", "[[512]]", "['Tensor(float)']"),
-        attrs={"is_cpu_op": (27, True), "rf_id": (9, 77), "op_schema": (29, "aten::add_(Tensor self) -> Tensor")})
+        attrs={"is_cpu_op": (27, True), "rf_id": (9, 77), "op_schema": (29, "aten::add_(Tensor self) -> Tensor")},
+    )
     ar = b.collective("ALL_REDUCE", 64 << 20, id=BIG + 500, deps=[y], pg_name="dp", duration=900)
-    add(ar, name="all_reduce", type=7, ctrl=[], data=[y], start=0, duration=900,
-        attrs={"comm_type": (9, 0), "comm_size": (9, 64 << 20), "pg_name": (29, "dp"), "is_cpu_op": (27, False)})
+    add(
+        ar,
+        name="all_reduce",
+        type=7,
+        ctrl=[],
+        data=[y],
+        start=0,
+        duration=900,
+        attrs={"comm_type": (9, 0), "comm_size": (9, 64 << 20), "pg_name": (29, "dp"), "is_cpu_op": (27, False)},
+    )
     ag = b.collective("ALL_GATHER", 3 << 30, id=BIG + 501, name="nccl:all_gather", deps=[ar], pg_name="")
-    add(ag, name="nccl:all_gather", type=7, ctrl=[], data=[ar], start=0, duration=0,
-        attrs={"comm_type": (9, 2), "comm_size": (9, 3 << 30), "pg_name": (29, ""), "is_cpu_op": (27, False)})
+    add(
+        ag,
+        name="nccl:all_gather",
+        type=7,
+        ctrl=[],
+        data=[ar],
+        start=0,
+        duration=0,
+        attrs={"comm_type": (9, 2), "comm_size": (9, 3 << 30), "pg_name": (29, ""), "is_cpu_op": (27, False)},
+    )
     s = b.send(3, 4096, tag=-5, id=7, deps=[ag], comm_priority=-2)
-    add(s, name="send", type=5, ctrl=[], data=[ag], start=0, duration=0,
-        attrs={"comm_dst": (7, 3), "comm_size": (9, 4096), "comm_tag": (7, -5), "comm_priority": (7, -2),
-               "is_cpu_op": (27, False)})
+    add(
+        s,
+        name="send",
+        type=5,
+        ctrl=[],
+        data=[ag],
+        start=0,
+        duration=0,
+        attrs={
+            "comm_dst": (7, 3),
+            "comm_size": (9, 4096),
+            "comm_tag": (7, -5),
+            "comm_priority": (7, -2),
+            "is_cpu_op": (27, False),
+        },
+    )
     r = b.recv(-1, 4096, tag=2**31 - 1, id=0, deps=[s])
-    add(r, name="recv", type=6, ctrl=[], data=[s], start=0, duration=0,
-        attrs={"comm_src": (7, -1), "comm_size": (9, 4096), "comm_tag": (7, 2**31 - 1), "is_cpu_op": (27, False)})
+    add(
+        r,
+        name="recv",
+        type=6,
+        ctrl=[],
+        data=[s],
+        start=0,
+        duration=0,
+        attrs={"comm_src": (7, -1), "comm_size": (9, 4096), "comm_tag": (7, 2**31 - 1), "is_cpu_op": (27, False)},
+    )
     return b.build(), expected
 
 
@@ -260,8 +354,12 @@ def test_field_order_and_defaults(written):
 def test_attribute_members_and_encodings(written):
     path, _, _ = written
     _, nodes = decode_file(path)
-    comp, coll, send, recv = attrs_by_name(nodes[0]), attrs_by_name(nodes[2]), attrs_by_name(nodes[4]), \
-        attrs_by_name(nodes[5])
+    comp, coll, send, recv = (
+        attrs_by_name(nodes[0]),
+        attrs_by_name(nodes[2]),
+        attrs_by_name(nodes[4]),
+        attrs_by_name(nodes[5]),
+    )
     # member numbers and wire types consumers (ASTRA-sim) read
     assert (comp["num_ops"]["field"], comp["num_ops"]["wt"]) == (9, 0)
     assert (comp["tensor_size"]["field"], comp["tensor_size"]["wt"]) == (13, 0)
@@ -358,8 +456,18 @@ def test_reference_trace_rewritten_by_us_decodes_the_same(resnet, resnet_decoded
 
     def key(n):
         attrs = sorted((a["name"], a["field"], a["raw"], a["doc"]) for a in n["attrs"])
-        return (n["id"], n["name"], n["type"], n["ctrl"], n["data"], n["start"], n["duration"], n["inputs"],
-                n["outputs"], attrs)
+        return (
+            n["id"],
+            n["name"],
+            n["type"],
+            n["ctrl"],
+            n["data"],
+            n["start"],
+            n["duration"],
+            n["inputs"],
+            n["outputs"],
+            attrs,
+        )
 
     for a, b in zip(orig, ours):
         assert key(a) == key(b), a["id"]

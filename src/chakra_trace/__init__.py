@@ -4,6 +4,7 @@ The public facade: the names a notebook needs first. Each lives in the package t
 (CONTRIBUTING.md) puts it in; importing the facade also registers every way `Workload.open`
 can read a job (Chakra files here, `chakra collect` folders through the PyTorch converter).
 """
+
 from .analyze.summary import TraceSummary, summarize
 from .convert.pytorch import convert_pytorch
 from .errors import ChakraError, TraceFormatError
@@ -20,8 +21,34 @@ from .validate import Issue, ValidationReport, fix_trace, validate_trace, valida
 __version__ = "0.1.0"
 
 __all__ = [
-    "Attr", "Attribute", "COLUMN_ATTRS", "ChakraError", "CollectiveType", "IOInfo", "Issue", "Limits", "Node",
-    "NodeType", "Trace", "TraceBuilder", "TraceFormatError", "TraceSummary", "ValidationReport", "Workload",
-    "convert_pytorch", "discover", "fix_trace", "iter_chunks", "iter_nodes", "read_comm_groups", "read_json",
-    "read_metadata", "read_trace", "summarize", "validate_trace", "validate_workload", "write_json", "write_trace",
+    "Attr",
+    "Attribute",
+    "COLUMN_ATTRS",
+    "ChakraError",
+    "CollectiveType",
+    "IOInfo",
+    "Issue",
+    "Limits",
+    "Node",
+    "NodeType",
+    "Trace",
+    "TraceBuilder",
+    "TraceFormatError",
+    "TraceSummary",
+    "ValidationReport",
+    "Workload",
+    "convert_pytorch",
+    "discover",
+    "fix_trace",
+    "iter_chunks",
+    "iter_nodes",
+    "read_comm_groups",
+    "read_json",
+    "read_metadata",
+    "read_trace",
+    "summarize",
+    "validate_trace",
+    "validate_workload",
+    "write_json",
+    "write_trace",
 ]

@@ -1,4 +1,5 @@
 """The optional C kernels (setup.py builds them when a compiler is present)."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """Errors that name the file, the place in it and what was expected."""
+
 from __future__ import annotations
 
 

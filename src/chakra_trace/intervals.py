@@ -1,4 +1,5 @@
 """Busy time from intervals: unions, their length and overlap (per rank, per resource)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,6 +45,13 @@ def busy(start: np.ndarray, end: np.ndarray, compute: np.ndarray, comm: np.ndarr
     lo = int(start[ran].min()) if ran.any() else 0
     hi = int(end[ran].max()) if ran.any() else 0
     both = overlap(cu, mu)
-    return {"start": lo, "finish": hi, "compute": length(cu), "comm": length(mu), "overlap": both,
-            "exposed": length(mu) - both, "idle": hi - lo - length(allu),
-            "compute_sum": int((end[ran & compute] - start[ran & compute]).sum())}
+    return {
+        "start": lo,
+        "finish": hi,
+        "compute": length(cu),
+        "comm": length(mu),
+        "overlap": both,
+        "exposed": length(mu) - both,
+        "idle": hi - lo - length(allu),
+        "compute_sum": int((end[ran & compute] - start[ran & compute]).sum()),
+    }

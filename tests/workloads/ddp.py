@@ -2,6 +2,7 @@
 
 Run by torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment).
 """
+
 import argparse
 import gc
 

@@ -1,7 +1,8 @@
 """Two-rank gloo DDP on 127.0.0.1 started with mp.spawn, recording with the Python API.
 
-    python ddp_api.py OUT_DIR [STEPS]
+python ddp_api.py OUT_DIR [STEPS]
 """
+
 import gc
 import os
 import socket

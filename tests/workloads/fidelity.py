@@ -4,6 +4,7 @@ replay fidelity test: plain PyTorch, no chakra_trace code. `paired.py` times the
     chakra collect -o traces -- python fidelity.py --model mlp --steps 6
     chakra collect -o traces -- torchrun --nproc-per-node 2 fidelity.py --model ddp --steps 6
 """
+
 import argparse
 import gc
 
@@ -14,8 +15,9 @@ import torch.nn as nn
 class MLP(nn.Module):
     def __init__(self, d_in=64, d_hidden=256, d_out=10):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_in, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_hidden), nn.ReLU(),
-                                 nn.Linear(d_hidden, d_out))
+        self.net = nn.Sequential(
+            nn.Linear(d_in, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_hidden), nn.ReLU(), nn.Linear(d_hidden, d_out)
+        )
 
     def forward(self, x):
         return self.net(x)
@@ -25,8 +27,9 @@ class TinyTransformerLM(nn.Module):
     def __init__(self, vocab=128, d_model=64, nhead=4, d_ff=128):
         super().__init__()
         self.embed = nn.Embedding(vocab, d_model)
-        self.block = nn.TransformerEncoderLayer(d_model=d_model, nhead=nhead, dim_feedforward=d_ff, dropout=0.1,
-                                                batch_first=True, norm_first=True)
+        self.block = nn.TransformerEncoderLayer(
+            d_model=d_model, nhead=nhead, dim_feedforward=d_ff, dropout=0.1, batch_first=True, norm_first=True
+        )
         self.head = nn.Linear(d_model, vocab)
 
     def forward(self, tokens):
@@ -46,6 +49,7 @@ def build(model: str):
             opt.zero_grad(set_to_none=True)
             loss_fn(net(x).reshape(-1, 128), y.reshape(-1)).backward()
             opt.step()
+
         return step
     net = MLP()
     if model == "ddp":
@@ -68,6 +72,7 @@ def build(model: str):
             dist.all_reduce(loss.detach())  # "logging" collectives
             counter = torch.ones(1)
             dist.all_gather([torch.zeros(1) for _ in range(dist.get_world_size())], counter)
+
     return step
 
 

@@ -1,4 +1,5 @@
 """Tiny MLP training loop for the collect tests: plain PyTorch, no chakra_trace code."""
+
 import argparse
 
 import torch

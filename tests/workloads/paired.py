@@ -17,6 +17,7 @@ for about a second first: a process's first tens of passes run slower.
 The JSON holds the seconds per recorded step of every block, "a_s" and "b_s" pair by pair, and
 "calls_per_block" of each.
 """
+
 import argparse
 import gc
 import json
@@ -36,6 +37,7 @@ from chakra_trace.replay.job import host_traces, kineto_for  # noqa: E402
 
 def pair(a, b, *, rounds: int, block_s: float, dist=None) -> tuple[list, list, list]:
     """Seconds per call of `a` and of `b`, block by block, and the calls per block of each."""
+
     def sync() -> None:
         if dist:
             dist.barrier()
@@ -68,9 +70,12 @@ def main() -> None:
     ap.add_argument("--traces", help="with --model: the job's `chakra collect` folder (B: its replay)")
     ap.add_argument("--trace", help="with --script: the host trace (A: its replay)")
     ap.add_argument("--script", help="B: the benchmark script exported from --trace")
-    ap.add_argument("--script-first", action="store_true",
-                    help="allocate the script's tensors before the replay's (which set comes first "
-                         "shifts the times by 1-2%%: run both orders)")
+    ap.add_argument(
+        "--script-first",
+        action="store_true",
+        help="allocate the script's tensors before the replay's (which set comes first "
+        "shifts the times by 1-2%%: run both orders)",
+    )
     ap.add_argument("--rounds", type=int, default=100, help="pairs of blocks")
     ap.add_argument("--block-s", type=float, default=0.05, help="about this long per block")
     ap.add_argument("--json", required=True)
@@ -88,6 +93,7 @@ def main() -> None:
         trace = host_traces(args.traces)[rank]
     else:
         trace = args.trace
+
     def script_calls():  # the exported script's own runtime and plan, not ours
         ns = runpy.run_path(args.script, run_name="exported")
         plan = ns["PLANS"][0]
@@ -107,9 +113,16 @@ def main() -> None:
     a_s, b_s, counts = pair(a, b, rounds=args.rounds, block_s=args.block_s, dist=dist)
     if rank == 0:
         with open(args.json, "w") as f:
-            json.dump({"a_s": [x / a_steps for x in a_s], "b_s": [x / b_steps for x in b_s],
-                       "calls_per_block": counts,
-                       "replayed_steps": rep.steps, "coverage": rep.coverage.to_dict()}, f)
+            json.dump(
+                {
+                    "a_s": [x / a_steps for x in a_s],
+                    "b_s": [x / b_steps for x in b_s],
+                    "calls_per_block": counts,
+                    "replayed_steps": rep.steps,
+                    "coverage": rep.coverage.to_dict(),
+                },
+                f,
+            )
     if dist:
         dist.barrier()
         del a  # the DDP reducer holds the group: let it go now, not at exit (examples/train_ddp.py)

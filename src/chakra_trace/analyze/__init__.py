@@ -1,6 +1,7 @@
 """Analyses of a workload, recorded or simulated. `Analysis` is the one object a notebook
 needs: every analysis is a method returning a typed result with `to_dict()`/`to_pandas()`;
 the modules beside it hold the logic, one analysis each."""
+
 from __future__ import annotations
 
 import os

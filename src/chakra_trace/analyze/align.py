@@ -6,6 +6,7 @@ which ranks on one host share. Without it (other converters, several hosts), a c
 members finish at nearly the same instant, so the median difference of their end times
 estimates the offset.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,6 @@
 """Where each rank's step goes, from the recorded times: compute, communication, how much of
 it overlaps, the exposed part, and idle time."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,10 +32,17 @@ class Breakdown:
     @classmethod
     def from_simulation(cls, result) -> Breakdown:
         """The same columns from a SimResult (a simulated step starts at 0, so span = finish)."""
-        cols = zip(result.finish_ns, result.compute_ns, result.comm_ns, result.overlap_ns, result.exposed_comm_ns,
-                   result.idle_ns)
-        return cls([{"rank": npu, **{k: float(v) / 1000 for k, v in zip(COLUMNS, vals)}}
-                    for npu, vals in enumerate(cols)])
+        cols = zip(
+            result.finish_ns,
+            result.compute_ns,
+            result.comm_ns,
+            result.overlap_ns,
+            result.exposed_comm_ns,
+            result.idle_ns,
+        )
+        return cls(
+            [{"rank": npu, **{k: float(v) / 1000 for k, v in zip(COLUMNS, vals)}} for npu, vals in enumerate(cols)]
+        )
 
     def to_pandas(self):
         import pandas as pd
@@ -49,8 +57,14 @@ def rank_breakdown(trace: Trace) -> dict[str, int]:
     comm = np.isin(trace.types, _COMM)
     start = trace.start.astype(np.int64)
     b = busy(start, start + trace.duration.astype(np.int64), compute, comm)
-    return {"span_us": b["finish"] - b["start"], "compute_us": b["compute"], "comm_us": b["comm"],
-            "overlap_us": b["overlap"], "exposed_comm_us": b["exposed"], "idle_us": b["idle"]}
+    return {
+        "span_us": b["finish"] - b["start"],
+        "compute_us": b["compute"],
+        "comm_us": b["comm"],
+        "overlap_us": b["overlap"],
+        "exposed_comm_us": b["exposed"],
+        "idle_us": b["idle"],
+    }
 
 
 def breakdown(workload: Workload | Trace) -> Breakdown:
@@ -59,6 +73,8 @@ def breakdown(workload: Workload | Trace) -> Breakdown:
     if isinstance(workload, Trace):
         workload = Workload({0: workload})
     if not any(t.timed for t in workload.traces.values()):
-        raise ChakraError("the workload has no recorded start times (all 0): simulate it (`--simulate SYSTEM`; "
-                          "in Python, Breakdown.from_simulation(result))")
+        raise ChakraError(
+            "the workload has no recorded start times (all 0): simulate it (`--simulate SYSTEM`; "
+            "in Python, Breakdown.from_simulation(result))"
+        )
     return Breakdown([{"rank": r, **rank_breakdown(workload.traces[r])} for r in workload.ranks])

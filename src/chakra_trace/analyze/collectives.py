@@ -5,6 +5,7 @@ rank that sends more is a straggler in waiting).
 Collective instances are matched the way the ranks run them: the k-th typed COMM_COLL node
 a rank issues on a group is instance k of that group.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,13 @@ from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.trace import Trace
 
 # bus bandwidth = algorithm bandwidth x factor(n), as NCCL's tests report it
-_BUS_FACTOR = {"ALL_REDUCE": lambda n: 2 * (n - 1) / n, "ALL_GATHER": lambda n: (n - 1) / n,
-               "REDUCE_SCATTER": lambda n: (n - 1) / n, "REDUCE_SCATTER_BLOCK": lambda n: (n - 1) / n,
-               "ALL_TO_ALL": lambda n: (n - 1) / n}
+_BUS_FACTOR = {
+    "ALL_REDUCE": lambda n: 2 * (n - 1) / n,
+    "ALL_GATHER": lambda n: (n - 1) / n,
+    "REDUCE_SCATTER": lambda n: (n - 1) / n,
+    "REDUCE_SCATTER_BLOCK": lambda n: (n - 1) / n,
+    "ALL_TO_ALL": lambda n: (n - 1) / n,
+}
 
 
 def group_rows(t: Trace, group: str) -> np.ndarray:
@@ -48,8 +53,18 @@ class CollectiveStats:
         out: dict[tuple, dict] = {}
         for r in self.records:
             key = (r["group"], r["type"], r["rank"])
-            s = out.setdefault(key, {"group": r["group"], "type": r["type"], "rank": r["rank"], "count": 0,
-                                     "bytes": 0, "time_us": 0, "group_size": r["group_size"]})
+            s = out.setdefault(
+                key,
+                {
+                    "group": r["group"],
+                    "type": r["type"],
+                    "rank": r["rank"],
+                    "count": 0,
+                    "bytes": 0,
+                    "time_us": 0,
+                    "group_size": r["group_size"],
+                },
+            )
             s["count"] += 1
             s["bytes"] += r["bytes"]
             s["time_us"] += r["duration_us"]
@@ -116,15 +131,29 @@ class ImbalanceReport:
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"checked": self.checked, "tolerance": self.tolerance,
-                "imbalanced": [x.to_dict() for x in self.imbalanced],
-                "outlier_ranks": {str(k): v for k, v in self.by_rank().items()}}
+        return {
+            "checked": self.checked,
+            "tolerance": self.tolerance,
+            "imbalanced": [x.to_dict() for x in self.imbalanced],
+            "outlier_ranks": {str(k): v for k, v in self.by_rank().items()},
+        }
 
     def to_pandas(self):
         import pandas as pd
 
-        rows = [{"group": x.group, "index": x.index, "type": x.type, "rank": r, "bytes": b,
-                 "median": x.median, "outlier": r in x.outliers} for x in self.imbalanced for r, b in x.bytes.items()]
+        rows = [
+            {
+                "group": x.group,
+                "index": x.index,
+                "type": x.type,
+                "rank": r,
+                "bytes": b,
+                "median": x.median,
+                "outlier": r in x.outliers,
+            }
+            for x in self.imbalanced
+            for r, b in x.bytes.items()
+        ]
         return pd.DataFrame(rows)
 
     def matrix(self):
@@ -150,9 +179,18 @@ def collective_stats(workload) -> CollectiveStats:
         size = len(workload.group_ranks(g))
         for rank, row in sorted(rows.items()):
             t = workload.traces[rank]
-            records.append({"group": g, "index": k, "type": collective_name(int(t.comm_type[row])), "rank": rank,
-                            "bytes": int(t.comm_size[row]) if t.has(Attr.COMM_SIZE)[row] else 0,
-                            "duration_us": int(t.duration[row]), "node_id": int(t.ids[row]), "group_size": size})
+            records.append(
+                {
+                    "group": g,
+                    "index": k,
+                    "type": collective_name(int(t.comm_type[row])),
+                    "rank": rank,
+                    "bytes": int(t.comm_size[row]) if t.has(Attr.COMM_SIZE)[row] else 0,
+                    "duration_us": int(t.duration[row]),
+                    "node_id": int(t.ids[row]),
+                    "group_size": size,
+                }
+            )
     return CollectiveStats(records)
 
 
@@ -189,11 +227,19 @@ def imbalance(workload, tolerance: float = 0.0) -> ImbalanceReport:
             continue
         lo, hi = vals.min(), vals.max()
         t0 = workload.traces[next(iter(rows))]
-        found.append(Imbalance(g, k, collective_name(int(t0.comm_type[rows[next(iter(rows))]])), sizes, med,
-                               float("inf") if lo == 0 and hi > 0 else (hi / lo if lo else 1.0),
-                               sorted(set(off) | set(skew)),
-                               {r: int(workload.traces[r].ids[row]) for r, row in rows.items()},
-                               peers or None))
+        found.append(
+            Imbalance(
+                g,
+                k,
+                collective_name(int(t0.comm_type[rows[next(iter(rows))]])),
+                sizes,
+                med,
+                float("inf") if lo == 0 and hi > 0 else (hi / lo if lo else 1.0),
+                sorted(set(off) | set(skew)),
+                {r: int(workload.traces[r].ids[row]) for r, row in rows.items()},
+                peers or None,
+            )
+        )
     return ImbalanceReport(checked, found, tolerance)
 
 
@@ -240,9 +286,13 @@ def communication_matrix(workload) -> CommMatrix:
                     if j != rank:
                         m[pos[rank], pos[j]] += b
                 continue
-            share = {"ALL_REDUCE": 2 * (p - 1) / p * size, "REDUCE_SCATTER": (p - 1) / p * size,
-                     "REDUCE_SCATTER_BLOCK": (p - 1) / p * size, "ALL_GATHER": (p - 1) * size,
-                     "BARRIER": 0.0}.get(kind, size)
+            share = {
+                "ALL_REDUCE": 2 * (p - 1) / p * size,
+                "REDUCE_SCATTER": (p - 1) / p * size,
+                "REDUCE_SCATTER_BLOCK": (p - 1) / p * size,
+                "ALL_GATHER": (p - 1) * size,
+                "BARRIER": 0.0,
+            }.get(kind, size)
             m[pos[rank], pos[members[(i + 1) % p]]] += share
     for rank in ranks:
         t = workload.traces[rank]

@@ -5,6 +5,7 @@ trace converted from a real run the critical path should reproduce the measured 
 Dependencies are data and control dependencies together (what ASTRA-sim resolves);
 dependencies on nodes that are not in the trace are ignored.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -31,10 +32,15 @@ class CriticalPath:
     def to_pandas(self, trace: Trace):
         import pandas as pd
 
-        return pd.DataFrame({
-            "id": self.ids, "name": trace.name_array[self.rows], "type": trace.types[self.rows],
-            "duration_us": trace.duration[self.rows], "finish_us": self.finish_us[self.rows],
-        })
+        return pd.DataFrame(
+            {
+                "id": self.ids,
+                "name": trace.name_array[self.rows],
+                "type": trace.types[self.rows],
+                "duration_us": trace.duration[self.rows],
+                "finish_us": self.finish_us[self.rows],
+            }
+        )
 
 
 def critical_path(trace: Trace) -> CriticalPath:
@@ -134,9 +140,16 @@ class JobCriticalPath:
         return out
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "length_ns": self.length_ns, "step_ns": self.step_ns,
-                "last_rank": self.last_rank, "wait_ns": self.wait_ns, "by_rank": self.by_rank(),
-                "by_kind": self.by_kind(), "segments": self.segments}
+        return {
+            "source": self.source,
+            "length_ns": self.length_ns,
+            "step_ns": self.step_ns,
+            "last_rank": self.last_rank,
+            "wait_ns": self.wait_ns,
+            "by_rank": self.by_rank(),
+            "by_kind": self.by_kind(),
+            "segments": self.segments,
+        }
 
     def to_pandas(self):
         import pandas as pd
@@ -176,7 +189,7 @@ class _RankTimes:
         end = self.end_l
         best, how, best_end = -1, 0, -1
         limit = at + tol
-        for p in self.preds[self.indptr[v]:self.indptr[v + 1]]:
+        for p in self.preds[self.indptr[v] : self.indptr[v + 1]]:
             e = end[p]
             if 0 <= e <= limit and e > best_end and p not in seen:
                 best, how, best_end = p, 1, e
@@ -203,8 +216,11 @@ def _partners(traces: dict[int, Trace], cache: dict) -> dict[tuple[int, int], li
             coll = {g: group_rows(t, g).tolist() for g in groups}
             s = np.flatnonzero(t.types == NodeType.COMM_SEND_NODE)
             r = np.flatnonzero(t.types == NodeType.COMM_RECV_NODE)
-            cache[id(t)] = (coll, [(int(t.comm_dst[x]), int(t.comm_tag[x]), int(t.comm_size[x]), int(x)) for x in s],
-                            [(int(t.comm_src[x]), int(t.comm_tag[x]), int(t.comm_size[x]), int(x)) for x in r])
+            cache[id(t)] = (
+                coll,
+                [(int(t.comm_dst[x]), int(t.comm_tag[x]), int(t.comm_size[x]), int(x)) for x in s],
+                [(int(t.comm_src[x]), int(t.comm_tag[x]), int(t.comm_size[x]), int(x)) for x in r],
+            )
         coll, s, r = cache[id(t)]
         for g, rows in coll.items():
             for k, row in enumerate(rows):
@@ -239,8 +255,10 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
         workload = Workload.of(workload)
         traces = workload.traces
         if not any(t.timed for t in traces.values()):
-            raise ChakraError("the workload has no recorded start times (all 0): simulate it (`--simulate "
-                              "SYSTEM`; in Python, job_critical_path(workload, result))")
+            raise ChakraError(
+                "the workload has no recorded start times (all 0): simulate it (`--simulate "
+                "SYSTEM`; in Python, job_critical_path(workload, result))"
+            )
         offsets = rank_offsets_ns(workload, align)
         for r, t in traces.items():
             start = t.start.astype(np.int64) * 1000 + offsets[r]
@@ -310,10 +328,22 @@ def _columns(steps: list[tuple], ranks: dict[int, _RankTimes]) -> dict[str, np.n
         name[m] = np.asarray(t.names, dtype=object)[t.name_codes[rows]]
         codes, inv = np.unique(t.types[rows], return_inverse=True)
         typ[m] = np.array([node_type_name(int(c)) for c in codes], dtype=object)[inv]
-    return {"rank": rank, "id": ids, "name": name, "type": typ,
-            "kind": np.asarray(KIND_NAMES, dtype=object)[kind], "kind_code": kind, "start_ns": start,
-            "end_ns": end, "path_start_ns": at, "time_ns": frontier - at, "wait_ns": wait,
-            "via": np.asarray(_VIA, dtype=object)[via], "row": row, "gated_by_rank": gate}
+    return {
+        "rank": rank,
+        "id": ids,
+        "name": name,
+        "type": typ,
+        "kind": np.asarray(KIND_NAMES, dtype=object)[kind],
+        "kind_code": kind,
+        "start_ns": start,
+        "end_ns": end,
+        "path_start_ns": at,
+        "time_ns": frontier - at,
+        "wait_ns": wait,
+        "via": np.asarray(_VIA, dtype=object)[via],
+        "row": row,
+        "gated_by_rank": gate,
+    }
 
 
 def _traces_per_npu(workload, npus: int) -> dict[int, Trace]:

@@ -5,6 +5,7 @@ Ops are matched by (node type, name), over all ranks or per rank: a run before a
 change, or two ranks of one job, compare without any node-level correspondence. Times are
 the recorded durations, summed per op.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ def merge_names(tables: list[list[str]]) -> tuple[np.ndarray, list[np.ndarray]]:
     table, inv = np.unique(flat, return_inverse=True)
     inv = inv.reshape(-1).astype(np.int64)
     bounds = np.cumsum([0] + [len(tb) for tb in tables])
-    return table.astype(object), [inv[bounds[i]:bounds[i + 1]] for i in range(len(tables))]
+    return table.astype(object), [inv[bounds[i] : bounds[i + 1]] for i in range(len(tables))]
 
 
 def _type_table(traces: list[Trace]) -> np.ndarray:
@@ -79,8 +80,14 @@ class TraceDiff:
         return self._with("slower", "faster")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"labels": list(self.labels), "threshold": self.threshold, "min_us": self.min_us,
-                "by_rank": self.by_rank, "summary": self.summary, "rows": self.rows}
+        return {
+            "labels": list(self.labels),
+            "threshold": self.threshold,
+            "min_us": self.min_us,
+            "by_rank": self.by_rank,
+            "summary": self.summary,
+            "rows": self.rows,
+        }
 
     def to_pandas(self):
         import pandas as pd
@@ -89,17 +96,32 @@ class TraceDiff:
         return pd.DataFrame(self.rows, columns=cols)
 
 
-_ROW_COLUMNS = ("name", "type", "count_a", "count_b", "total_us_a", "total_us_b", "mean_us_a", "mean_us_b",
-                "delta_us", "ratio", "status")
+_ROW_COLUMNS = (
+    "name",
+    "type",
+    "count_a",
+    "count_b",
+    "total_us_a",
+    "total_us_b",
+    "mean_us_a",
+    "mean_us_b",
+    "delta_us",
+    "ratio",
+    "status",
+)
 
 
 def _side_totals(w: Workload) -> dict[str, Any]:
 
     per = [rank_breakdown(w.traces[r]) for r in w.ranks]
-    return {"nodes": sum(len(t) for t in w.traces.values()), "ranks": len(w),
-            "span_us": max((p["span_us"] for p in per), default=0),
-            "compute_us": sum(p["compute_us"] for p in per), "comm_us": sum(p["comm_us"] for p in per),
-            "exposed_comm_us": sum(p["exposed_comm_us"] for p in per)}
+    return {
+        "nodes": sum(len(t) for t in w.traces.values()),
+        "ranks": len(w),
+        "span_us": max((p["span_us"] for p in per), default=0),
+        "compute_us": sum(p["compute_us"] for p in per),
+        "comm_us": sum(p["comm_us"] for p in per),
+        "exposed_comm_us": sum(p["exposed_comm_us"] for p in per),
+    }
 
 
 def _collectives(w: Workload) -> dict[tuple[str, str], tuple[int, int]]:
@@ -113,8 +135,12 @@ def _collectives(w: Workload) -> dict[tuple[str, str], tuple[int, int]]:
         gcode = np.where(t.has(Attr.PG_NAME), t.pg_name, len(t.groups))[coll]
         ctype = np.where(t.has(Attr.COMM_TYPE), t.comm_type, -1)[coll]
         size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, 0)[coll]
-        keys, inv, counts = np.unique(np.stack([gcode.astype(np.int64), ctype.astype(np.int64)], 1), axis=0,
-                                      return_inverse=True, return_counts=True)
+        keys, inv, counts = np.unique(
+            np.stack([gcode.astype(np.int64), ctype.astype(np.int64)], 1),
+            axis=0,
+            return_inverse=True,
+            return_counts=True,
+        )
         nbytes = np.bincount(inv.reshape(-1), weights=size.astype(np.float64), minlength=len(keys))
         for (g, c), n, nb in zip(keys.tolist(), counts.tolist(), nbytes.tolist()):
             key = (str(groups[g]), "MISSING_COMM_TYPE" if c < 0 else collective_name(c))
@@ -125,19 +151,37 @@ def _collectives(w: Workload) -> dict[tuple[str, str], tuple[int, int]]:
 
 def _summary(wa: Workload, wb: Workload, labels) -> dict[str, Any]:
     sa, sb = _side_totals(wa), _side_totals(wb)
-    metrics = [{"metric": k, "a": sa[k], "b": sb[k], "delta": sb[k] - sa[k],
-                "ratio": sb[k] / sa[k] if sa[k] else None} for k in sa]
+    metrics = [
+        {"metric": k, "a": sa[k], "b": sb[k], "delta": sb[k] - sa[k], "ratio": sb[k] / sa[k] if sa[k] else None}
+        for k in sa
+    ]
     ca, cb = _collectives(wa), _collectives(wb)
     colls = []
     for key in sorted(set(ca) | set(cb)):
         (na, ba), (nb, bb) = ca.get(key, (0, 0)), cb.get(key, (0, 0))
-        colls.append({"group": key[0], "type": key[1], "count_a": na, "count_b": nb, "bytes_a": ba, "bytes_b": bb,
-                      "changed": (na, ba) != (nb, bb)})
+        colls.append(
+            {
+                "group": key[0],
+                "type": key[1],
+                "count_a": na,
+                "count_b": nb,
+                "bytes_a": ba,
+                "bytes_b": bb,
+                "changed": (na, ba) != (nb, bb),
+            }
+        )
     return {"labels": list(labels), "metrics": metrics, "collectives": colls}
 
 
-def diff(a: Workload | Trace, b: Workload | Trace, *, threshold: float = 0.05, min_us: float = 1.0,
-         labels: tuple[str, str] = ("A", "B"), by_rank: bool = False) -> TraceDiff:
+def diff(
+    a: Workload | Trace,
+    b: Workload | Trace,
+    *,
+    threshold: float = 0.05,
+    min_us: float = 1.0,
+    labels: tuple[str, str] = ("A", "B"),
+    by_rank: bool = False,
+) -> TraceDiff:
     """Compare B against A per (node type, op name) over all ranks (per rank with `by_rank`).
     An op on both sides is "same" when its total time moved by at most `threshold` of A's
     total or by less than `min_us`, else "slower"/"faster"; "added" is only in B, "removed"
@@ -162,8 +206,14 @@ def diff(a: Workload | Trace, b: Workload | Trace, *, threshold: float = 0.05, m
     ukey, inv = np.unique(K, return_inverse=True)
     inv = inv.reshape(-1)
     k = len(ukey)
-    uk = np.stack([np.asarray(rank_keys, np.int64)[ukey // (n_types * n_names)],
-                   type_table[ukey // n_names % n_types], ukey % n_names], 1)
+    uk = np.stack(
+        [
+            np.asarray(rank_keys, np.int64)[ukey // (n_types * n_names)],
+            type_table[ukey // n_names % n_types],
+            ukey % n_names,
+        ],
+        1,
+    )
     ia, ib = S == 0, S == 1
     count_a = np.bincount(inv[ia], minlength=k)
     count_b = np.bincount(inv[ib], minlength=k)
@@ -171,8 +221,7 @@ def diff(a: Workload | Trace, b: Workload | Trace, *, threshold: float = 0.05, m
     tot_b = np.bincount(inv[ib], weights=D[ib], minlength=k)
     delta = tot_b - tot_a
     same = (np.abs(delta) < min_us) | (np.abs(delta) <= threshold * tot_a)
-    status = np.select([count_a == 0, count_b == 0, same, delta > 0], ["added", "removed", "same", "slower"],
-                       "faster")
+    status = np.select([count_a == 0, count_b == 0, same, delta > 0], ["added", "removed", "same", "slower"], "faster")
     with np.errstate(divide="ignore", invalid="ignore"):
         mean_a = np.where(count_a > 0, tot_a / count_a, np.nan)
         mean_b = np.where(count_b > 0, tot_b / count_b, np.nan)
@@ -186,10 +235,19 @@ def diff(a: Workload | Trace, b: Workload | Trace, *, threshold: float = 0.05, m
     rows = []
     for i in order.tolist():
         row = {"rank": int(uk[i, 0])} if by_rank else {}
-        row.update(name=str(table[uk[i, 2]]), type=type_names[int(uk[i, 1])], count_a=int(count_a[i]),
-                   count_b=int(count_b[i]), total_us_a=int(tot_a[i]), total_us_b=int(tot_b[i]),
-                   mean_us_a=num(mean_a[i]), mean_us_b=num(mean_b[i]), delta_us=int(delta[i]),
-                   ratio=num(ratio[i]), status=str(status[i]))
+        row.update(
+            name=str(table[uk[i, 2]]),
+            type=type_names[int(uk[i, 1])],
+            count_a=int(count_a[i]),
+            count_b=int(count_b[i]),
+            total_us_a=int(tot_a[i]),
+            total_us_b=int(tot_b[i]),
+            mean_us_a=num(mean_a[i]),
+            mean_us_b=num(mean_b[i]),
+            delta_us=int(delta[i]),
+            ratio=num(ratio[i]),
+            status=str(status[i]),
+        )
         rows.append(row)
     summary = _summary(wa, wb, labels)
     summary["status"] = {s: int((status == s).sum()) for s in STATUSES}

@@ -10,6 +10,7 @@ limit, and FLOPs / roof is the time it would take at the roof.
 The achieved rate uses each node's own recorded duration: on a GPU trace whose FLOPs sit on
 the host ops (as the PyTorch converter writes them), that is the host-side time of the op.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,8 +70,9 @@ DEVICES: dict[str, DeviceSpec] = {
 }
 
 
-def device_spec(spec: str | DeviceSpec | None = None, *, peak_tflops: float | None = None,
-                mem_bw_gbps: float | None = None) -> DeviceSpec:
+def device_spec(
+    spec: str | DeviceSpec | None = None, *, peak_tflops: float | None = None, mem_bw_gbps: float | None = None
+) -> DeviceSpec:
     """A preset by name (case-insensitive), a DeviceSpec as is, or one from an explicit peak
     (TFLOP/s) and bandwidth (GB/s). Given with a preset, an explicit figure overrides it."""
     if isinstance(spec, DeviceSpec):
@@ -78,27 +80,46 @@ def device_spec(spec: str | DeviceSpec | None = None, *, peak_tflops: float | No
     elif spec is not None:
         base = DEVICES.get(str(spec).strip().lower())
         if base is None:
-            raise ChakraError(f"unknown device {spec!r}; presets: {', '.join(DEVICES)} "
-                              "(or give a peak in TFLOP/s and a memory bandwidth in GB/s)")
+            raise ChakraError(
+                f"unknown device {spec!r}; presets: {', '.join(DEVICES)} "
+                "(or give a peak in TFLOP/s and a memory bandwidth in GB/s)"
+            )
     elif peak_tflops is None or mem_bw_gbps is None:
-        raise ChakraError("a device needs a preset name or both a peak (TFLOP/s) and a memory bandwidth (GB/s); "
-                          f"presets: {', '.join(DEVICES)}")
+        raise ChakraError(
+            "a device needs a preset name or both a peak (TFLOP/s) and a memory bandwidth (GB/s); "
+            f"presets: {', '.join(DEVICES)}"
+        )
     else:
         base = None
     for label, v in (("peak TFLOP/s", peak_tflops), ("memory bandwidth GB/s", mem_bw_gbps)):
         if v is not None and not (math.isfinite(v) and v > 0):
             raise ChakraError(f"device {label} must be a positive number, got {v!r}")
     if base is None:
-        return DeviceSpec(f"custom ({peak_tflops:g} TFLOP/s, {mem_bw_gbps:g} GB/s)", peak_tflops * _T,
-                          mem_bw_gbps * _G)
+        return DeviceSpec(f"custom ({peak_tflops:g} TFLOP/s, {mem_bw_gbps:g} GB/s)", peak_tflops * _T, mem_bw_gbps * _G)
     if peak_tflops is None and mem_bw_gbps is None:
         return base
-    return DeviceSpec(f"{base.name} (custom)", base.peak_flops if peak_tflops is None else peak_tflops * _T,
-                      base.mem_bw if mem_bw_gbps is None else mem_bw_gbps * _G)
+    return DeviceSpec(
+        f"{base.name} (custom)",
+        base.peak_flops if peak_tflops is None else peak_tflops * _T,
+        base.mem_bw if mem_bw_gbps is None else mem_bw_gbps * _G,
+    )
 
 
-_COLUMNS = ("rank", "row", "node_id", "name", "flops", "bytes", "intensity", "duration_us", "achieved_flops",
-            "attainable_flops", "bound", "efficiency", "roof_time_us")
+_COLUMNS = (
+    "rank",
+    "row",
+    "node_id",
+    "name",
+    "flops",
+    "bytes",
+    "intensity",
+    "duration_us",
+    "achieved_flops",
+    "attainable_flops",
+    "bound",
+    "efficiency",
+    "roof_time_us",
+)
 
 
 def _num(v: float) -> float | None:
@@ -178,19 +199,37 @@ class Roofline:
         efficiency = achieved / attainable
         bound = np.where(intensity < self.device.ridge, "memory", "compute")
         order = np.lexsort((np.arange(k), -flops, -time_us))
-        return [{"name": str(names[i]), "count": int(count[i]), "flops": float(flops[i]), "bytes": float(nbytes[i]),
-                 "time_us": float(time_us[i]), "intensity": float(intensity[i]), "achieved": _num(achieved[i]),
-                 "attainable": float(attainable[i]), "efficiency": _num(efficiency[i]), "bound": str(bound[i]),
-                 "roof_time_us": float(roof_us[i])} for i in order.tolist()]
+        return [
+            {
+                "name": str(names[i]),
+                "count": int(count[i]),
+                "flops": float(flops[i]),
+                "bytes": float(nbytes[i]),
+                "time_us": float(time_us[i]),
+                "intensity": float(intensity[i]),
+                "achieved": _num(achieved[i]),
+                "attainable": float(attainable[i]),
+                "efficiency": _num(efficiency[i]),
+                "bound": str(bound[i]),
+                "roof_time_us": float(roof_us[i]),
+            }
+            for i in order.tolist()
+        ]
 
     def summary(self) -> dict[str, Any]:
         """Coverage and totals: ops on the roofline, COMP nodes skipped, FLOPs, bytes, time."""
         timed = self.duration_us > 0
         mem = self.bound == "memory"
-        return {**self.coverage, "timed_ops": int(timed.sum()), "memory_bound": int(mem.sum()),
-                "compute_bound": int((~mem).sum()), "flops": float(self.flops.sum()),
-                "bytes": float(self.bytes.sum()), "time_us": float(self.duration_us[timed].sum()),
-                "roof_time_us": float(self.roof_time_us.sum())}
+        return {
+            **self.coverage,
+            "timed_ops": int(timed.sum()),
+            "memory_bound": int(mem.sum()),
+            "compute_bound": int((~mem).sum()),
+            "flops": float(self.flops.sum()),
+            "bytes": float(self.bytes.sum()),
+            "time_us": float(self.duration_us[timed].sum()),
+            "roof_time_us": float(self.roof_time_us.sum()),
+        }
 
     def to_dict(self, ops: bool = True) -> dict[str, Any]:
         d = {"device": self.device.to_dict(), "summary": self.summary(), "by_name": self.by_name()}
@@ -229,19 +268,44 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         parts["flops"].append(t.num_ops[rows].astype(np.int64))
         parts["bytes"].append(t.tensor_size[rows].astype(np.uint64))
         parts["dur"].append(t.duration[rows].astype(np.float64))
-    dtypes = {"rank": np.int64, "row": np.int64, "node_id": np.uint64, "code": np.int64, "flops": np.int64,
-              "bytes": np.uint64, "dur": np.float64}
+    dtypes = {
+        "rank": np.int64,
+        "row": np.int64,
+        "node_id": np.uint64,
+        "code": np.int64,
+        "flops": np.int64,
+        "bytes": np.uint64,
+        "dur": np.float64,
+    }
     cat = {k: np.concatenate(v) if v else np.zeros(0, dtypes[k]) for k, v in parts.items()}
     f, b = cat["flops"].astype(np.float64), cat["bytes"].astype(np.float64)
     intensity = f / b
     attainable = np.minimum(dev.peak_flops, dev.mem_bw * intensity)
     with np.errstate(divide="ignore"):
         achieved = np.where(cat["dur"] > 0, f / (cat["dur"] * 1e-6), np.nan)
-    coverage = {"comp_nodes": comp_nodes, "ops": ops, "skipped": comp_nodes - ops,
-                "comp_time_us": comp_us, "covered_time_us": covered_us}
+    coverage = {
+        "comp_nodes": comp_nodes,
+        "ops": ops,
+        "skipped": comp_nodes - ops,
+        "comp_time_us": comp_us,
+        "covered_time_us": covered_us,
+    }
     return Roofline(
-        device=dev, rank=cat["rank"], row=cat["row"], node_id=cat["node_id"], name=table[cat["code"]],
-        flops=cat["flops"], bytes=cat["bytes"], intensity=intensity, duration_us=cat["dur"], achieved_flops=achieved,
-        attainable_flops=attainable, bound=np.where(intensity < dev.ridge, "memory", "compute"),
-        efficiency=achieved / attainable, roof_time_us=f / attainable * 1e6, coverage=coverage,
-        name_codes=cat["code"], name_table=table)
+        device=dev,
+        rank=cat["rank"],
+        row=cat["row"],
+        node_id=cat["node_id"],
+        name=table[cat["code"]],
+        flops=cat["flops"],
+        bytes=cat["bytes"],
+        intensity=intensity,
+        duration_us=cat["dur"],
+        achieved_flops=achieved,
+        attainable_flops=attainable,
+        bound=np.where(intensity < dev.ridge, "memory", "compute"),
+        efficiency=achieved / attainable,
+        roof_time_us=f / attainable * 1e6,
+        coverage=coverage,
+        name_codes=cat["code"],
+        name_table=table,
+    )

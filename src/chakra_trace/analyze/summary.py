@@ -1,4 +1,5 @@
 """What a trace holds, in numbers: node kinds, edges, collectives, time span."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -85,7 +86,9 @@ def summarize(trace: Trace) -> TraceSummary:
         collectives_missing_type=int((coll & ~has_type).sum()),
         point_to_point=p2p,
         cpu_ops=int((trace.has(Attr.IS_CPU_OP) & trace.is_cpu_op).sum()),
-        start_us=start, end_us=end, span_us=span,
+        start_us=start,
+        end_us=end,
+        span_us=span,
         total_duration_us=int(trace.duration.sum()),
         metadata=_metadata_dict(trace),
     )

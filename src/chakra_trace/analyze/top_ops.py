@@ -4,6 +4,7 @@ Total time says where the work is; exposed time (the part of an operation on the
 critical path) says what would shorten the step if it got faster. An op can be large and
 fully hidden (a gradient all-reduce under backward compute) or small and fully exposed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -38,8 +39,14 @@ class TopOps:
         return pd.DataFrame(self.rows, columns=list(_COLUMNS))
 
 
-def top_ops(workload: Workload | Trace, result=None, *, by: str = "total", n: int | None = 20,
-            path: JobCriticalPath | None = None) -> TopOps:
+def top_ops(
+    workload: Workload | Trace,
+    result=None,
+    *,
+    by: str = "total",
+    n: int | None = 20,
+    path: JobCriticalPath | None = None,
+) -> TopOps:
     """Ops by total or exposed time (``by``: "total", "exposed" or "count"), from the
     recorded times or a simulation ``result``. Exposed time needs the job critical path
     (computed here unless given); a workload without recorded times and without a result
@@ -49,8 +56,12 @@ def top_ops(workload: Workload | Trace, result=None, *, by: str = "total", n: in
     if isinstance(workload, Trace):
         workload = Workload({0: workload})
     if result is not None:
-        per_rank = {r: (t, _ran_durations(result.nodes[r])) for r, t in
-                    (result.traces or {r: workload.traces.get(r, workload.traces.get(0)) for r in result.nodes}).items()}
+        per_rank = {
+            r: (t, _ran_durations(result.nodes[r]))
+            for r, t in (
+                result.traces or {r: workload.traces.get(r, workload.traces.get(0)) for r in result.nodes}
+            ).items()
+        }
     else:
         per_rank = {r: (t, t.duration.astype(np.int64) * 1000) for r, t in workload.traces.items()}
     if path is None:
@@ -59,7 +70,7 @@ def top_ops(workload: Workload | Trace, result=None, *, by: str = "total", n: in
         except ChakraError:  # no recorded times: totals only
             pass
     agg: dict[tuple[str, int], list] = {}  # (name, type) -> [count, total_ns, max_ns, ranks]
-    for rank, (t, dur) in per_rank.items():
+    for t, dur in per_rank.values():
         ran = dur >= 0
         key = t.name_codes.astype(np.int64) * 64 + t.types.astype(np.int64)
         keys, inv = np.unique(key[ran], return_inverse=True)
@@ -82,10 +93,19 @@ def top_ops(workload: Workload | Trace, result=None, *, by: str = "total", n: in
     rows = []
     for (name, typ), (c, total, mx, nranks) in agg.items():
         e = exposed.get((name, node_type_name(typ)))
-        rows.append({"name": name, "type": node_type_name(typ), "count": c, "ranks": nranks,
-                     "total_us": total / 1000, "mean_us": total / c / 1000 if c else 0.0, "max_us": mx / 1000,
-                     "exposed_us": (e or 0) / 1000 if path is not None else None,
-                     "exposed_share": (e or 0) / step if step else None})
+        rows.append(
+            {
+                "name": name,
+                "type": node_type_name(typ),
+                "count": c,
+                "ranks": nranks,
+                "total_us": total / 1000,
+                "mean_us": total / c / 1000 if c else 0.0,
+                "max_us": mx / 1000,
+                "exposed_us": (e or 0) / 1000 if path is not None else None,
+                "exposed_share": (e or 0) / step if step else None,
+            }
+        )
     sort = {"total": "total_us", "exposed": "exposed_us", "count": "count"}[by]
     rows.sort(key=lambda r: (-(r[sort] or 0), -r["total_us"], r["name"]))
     return TopOps(rows[:n] if n else rows, by, "simulated" if result is not None else "recorded", step / 1000)

@@ -3,6 +3,7 @@
 Subcommands are imported only when run, so `chakra --help` stays fast. Errors on bad input
 print one line and exit with status 2; `--debug` shows the traceback instead.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,8 +17,8 @@ from ..errors import ChakraError
 COMMANDS = {
     "info": "info:info",
     "validate": "validate:validate",
-    "to-json": "convert:to_json",
-    "from-json": "convert:from_json",
+    "to-json": "jsonio:to_json",
+    "from-json": "jsonio:from_json",
     "convert": "convert_group:convert",
     "collect": "collect:collect",
     "simulate": "simulate:simulate",

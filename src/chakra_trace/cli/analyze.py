@@ -1,4 +1,5 @@
 """`chakra analyze`: per-rank breakdowns, collective statistics, message-size imbalance."""
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,12 @@ def breakdown(workload: str, comm_groups, as_json: bool, system) -> None:
         print_json(res.to_dict())
         return
     rows = res.rows if len(res.rows) <= 64 else res.rows[:64]
-    _table(f"per-rank breakdown (µs, {'simulated on ' + system if system else 'recorded'} times)"
-           + (f"; first 64 of {len(res.rows)} ranks" if len(res.rows) > 64 else ""), rows, ["rank", *COLUMNS])
+    _table(
+        f"per-rank breakdown (µs, {'simulated on ' + system if system else 'recorded'} times)"
+        + (f"; first 64 of {len(res.rows)} ranks" if len(res.rows) > 64 else ""),
+        rows,
+        ["rank", *COLUMNS],
+    )
 
 
 @analyze.command()
@@ -70,15 +75,21 @@ def collectives(workload: str, comm_groups, as_json: bool) -> None:
     if as_json:
         print_json(res.to_dict())
         return
-    _table("collectives", res.summary(), ["group", "type", "rank", "count", "bytes", "time_us", "algbw_GBps",
-                                          "busbw_GBps"])
+    _table(
+        "collectives", res.summary(), ["group", "type", "rank", "count", "bytes", "time_us", "algbw_GBps", "busbw_GBps"]
+    )
 
 
 @analyze.command()
 @click.argument("workload")
 @comm_groups_option
-@click.option("--tolerance", type=float, default=0.0, show_default=True,
-              help="Relative size difference from the group's median that still counts as equal.")
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Relative size difference from the group's median that still counts as equal.",
+)
 @json_option
 def imbalance(workload: str, comm_groups, tolerance: float, as_json: bool) -> None:
     """Collective instances whose members move different bytes, and the ranks that stand out.
@@ -91,11 +102,12 @@ def imbalance(workload: str, comm_groups, tolerance: float, as_json: bool) -> No
         con.print(f"{res.checked:,} collective instances checked, {len(res.imbalanced):,} imbalanced")
         for x in res.imbalanced[:30]:
             sizes = ", ".join(f"{r}: {b:,}" for r, b in sorted(x.bytes.items()))
-            con.print(f"[bold]{x.group or 'all'}#{x.index} {x.type}[/bold]: ranks {x.outliers} differ from the "
-                      f"median {x.median:,.0f} B (max/min {x.spread:.2f}); bytes per rank {{{sizes}}}")
+            con.print(
+                f"[bold]{x.group or 'all'}#{x.index} {x.type}[/bold]: ranks {x.outliers} differ from the "
+                f"median {x.median:,.0f} B (max/min {x.spread:.2f}); bytes per rank {{{sizes}}}"
+            )
         if res.imbalanced:
-            con.print("ranks that stand out (instances): " +
-                      ", ".join(f"{r} ({n})" for r, n in res.by_rank().items()))
+            con.print("ranks that stand out (instances): " + ", ".join(f"{r} ({n})" for r, n in res.by_rank().items()))
     if res.imbalanced:
         raise SystemExit(1)
 
@@ -116,7 +128,7 @@ def matrix(workload: str, comm_groups, as_json: bool) -> None:
 
 def _short(name: str, width: int = 60) -> str:
     """A name for a table: at most `width` characters."""
-    return name if len(name) <= width else name[:width - 1] + "…"
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _num(v) -> str:
@@ -137,9 +149,12 @@ def _pct(v) -> str:
 
 @analyze.command()
 @click.argument("workload")
-@click.option("--device", default=None,
-              help="Device preset: v100, a100, h100, h200, b200, mi300x, tpu-v5e, cpu (default h100, unless "
-                   "--peak-tflops and --mem-bw-gbps are given; given with a preset they override it).")
+@click.option(
+    "--device",
+    default=None,
+    help="Device preset: v100, a100, h100, h200, b200, mi300x, tpu-v5e, cpu (default h100, unless "
+    "--peak-tflops and --mem-bw-gbps are given; given with a preset they override it).",
+)
 @click.option("--peak-tflops", type=float, help="Peak compute in TFLOP/s.")
 @click.option("--mem-bw-gbps", type=float, help="Memory bandwidth in GB/s.")
 @click.option("--top", type=int, default=25, show_default=True, help="Op names shown in the table.")
@@ -155,31 +170,67 @@ def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: boo
     if as_json:
         print_json(res.to_dict(ops=ops))
         return
-    rows = [{"name": _short(r["name"]), "count": r["count"], "GFLOP": _num(r["flops"] / 1e9),
-             "MB": _num(r["bytes"] / 1e6), "time_us": f"{r['time_us']:,.0f}", "FLOP/B": _num(r["intensity"]),
-             "achieved TFLOP/s": _num(None if r["achieved"] is None else r["achieved"] / 1e12),
-             "attainable TFLOP/s": _num(r["attainable"] / 1e12), "efficiency": _pct(r["efficiency"]),
-             "bound": r["bound"]}
-            for r in res.by_name()[:max(top, 0)]]
-    _table(f"roofline on {dev.name} (per op name, most time first)", rows,
-           ["name", "count", "GFLOP", "MB", "time_us", "FLOP/B", "achieved TFLOP/s", "attainable TFLOP/s",
-            "efficiency", "bound"])
+    rows = [
+        {
+            "name": _short(r["name"]),
+            "count": r["count"],
+            "GFLOP": _num(r["flops"] / 1e9),
+            "MB": _num(r["bytes"] / 1e6),
+            "time_us": f"{r['time_us']:,.0f}",
+            "FLOP/B": _num(r["intensity"]),
+            "achieved TFLOP/s": _num(None if r["achieved"] is None else r["achieved"] / 1e12),
+            "attainable TFLOP/s": _num(r["attainable"] / 1e12),
+            "efficiency": _pct(r["efficiency"]),
+            "bound": r["bound"],
+        }
+        for r in res.by_name()[: max(top, 0)]
+    ]
+    _table(
+        f"roofline on {dev.name} (per op name, most time first)",
+        rows,
+        [
+            "name",
+            "count",
+            "GFLOP",
+            "MB",
+            "time_us",
+            "FLOP/B",
+            "achieved TFLOP/s",
+            "attainable TFLOP/s",
+            "efficiency",
+            "bound",
+        ],
+    )
     s = res.summary()
     con = console()
-    con.print(f"device {dev.name}: peak {dev.peak_flops / 1e12:,.1f} TFLOP/s, memory {dev.mem_bw / 1e9:,.0f} GB/s, "
-              f"ridge {dev.ridge:,.1f} FLOP/B")
-    con.print(f"coverage: {s['ops']:,} of {s['comp_nodes']:,} COMP nodes have FLOP and byte counts "
-              f"({s['skipped']:,} skipped; {s['covered_time_us']:,} of {s['comp_time_us']:,} µs of compute time); "
-              f"{s['memory_bound']:,} memory bound, {s['compute_bound']:,} compute bound")
+    con.print(
+        f"device {dev.name}: peak {dev.peak_flops / 1e12:,.1f} TFLOP/s, memory {dev.mem_bw / 1e9:,.0f} GB/s, "
+        f"ridge {dev.ridge:,.1f} FLOP/B"
+    )
+    con.print(
+        f"coverage: {s['ops']:,} of {s['comp_nodes']:,} COMP nodes have FLOP and byte counts "
+        f"({s['skipped']:,} skipped; {s['covered_time_us']:,} of {s['comp_time_us']:,} µs of compute time); "
+        f"{s['memory_bound']:,} memory bound, {s['compute_bound']:,} compute bound"
+    )
 
 
 @analyze.command()
 @click.argument("a")
 @click.argument("b")
-@click.option("--threshold", type=float, default=0.05, show_default=True,
-              help="Relative change of an op's total time (of A's) that still counts as the same.")
-@click.option("--min-us", type=float, default=1.0, show_default=True,
-              help="Absolute change (µs) below which an op counts as the same.")
+@click.option(
+    "--threshold",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Relative change of an op's total time (of A's) that still counts as the same.",
+)
+@click.option(
+    "--min-us",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Absolute change (µs) below which an op counts as the same.",
+)
 @click.option("--by-rank", is_flag=True, help="Compare each rank separately.")
 @click.option("--top", type=int, default=30, show_default=True, help="Changes shown in the table.")
 @json_option
@@ -198,18 +249,24 @@ def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: in
         con.print(f"  {m['metric']}: {m['a']:,} -> {m['b']:,}{change}")
     for c in res.summary["collectives"]:
         mark = " [bold]changed[/bold]" if c["changed"] else ""
-        con.print(f"  {c['group'] or 'all'} {c['type']}: {c['count_a']:,} ({c['bytes_a']:,} B) -> "
-                  f"{c['count_b']:,} ({c['bytes_b']:,} B){mark}")
+        con.print(
+            f"  {c['group'] or 'all'} {c['type']}: {c['count_a']:,} ({c['bytes_a']:,} B) -> "
+            f"{c['count_b']:,} ({c['bytes_b']:,} B){mark}"
+        )
     con.print("  ops: " + ", ".join(f"{n:,} {s}" for s, n in res.summary["status"].items()))
-    rows = [r for r in res.rows if r["status"] != "same"][:max(top, 0)]
+    rows = [r for r in res.rows if r["status"] != "same"][: max(top, 0)]
     if not rows:
         con.print("no op changed beyond the threshold")
         return
-    rows = [{**r, "name": _short(r["name"]), "ratio": None if r["ratio"] is None else round(r["ratio"], 3)}
-            for r in rows]
-    _table(f"top changes (B vs A, threshold {threshold:g}, min {min_us:g} µs)", rows,
-           (["rank"] if by_rank else []) + ["name", "type", "count_a", "count_b", "total_us_a", "total_us_b",
-                                            "delta_us", "ratio", "status"])
+    rows = [
+        {**r, "name": _short(r["name"]), "ratio": None if r["ratio"] is None else round(r["ratio"], 3)} for r in rows
+    ]
+    _table(
+        f"top changes (B vs A, threshold {threshold:g}, min {min_us:g} µs)",
+        rows,
+        (["rank"] if by_rank else [])
+        + ["name", "type", "count_a", "count_b", "total_us_a", "total_us_b", "delta_us", "ratio", "status"],
+    )
 
 
 @analyze.command("critical-path")
@@ -230,8 +287,13 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
             print_json({"rank": rank, "length_us": cp.length_us, "ids": cp.ids.tolist()})
             return
         console().print(f"rank {rank}: critical path {cp.length_us:,} µs over {cp.rows.size} nodes")
-        rows = sorted(({"id": int(t.ids[r]), "name": _short(t.names[t.name_codes[r]]), "duration_us": int(t.duration[r])}
-                       for r in cp.rows.tolist()), key=lambda x: -x["duration_us"])
+        rows = sorted(
+            (
+                {"id": int(t.ids[r]), "name": _short(t.names[t.name_codes[r]]), "duration_us": int(t.duration[r])}
+                for r in cp.rows.tolist()
+            ),
+            key=lambda x: -x["duration_us"],
+        )
         _table("longest nodes on the path", rows[:top], ["id", "name", "duration_us"])
         return
     p = a.critical_path()
@@ -239,19 +301,34 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
         print_json(p.to_dict())
         return
     con = console()
-    con.print(f"[bold]job critical path[/bold] ({p.source}): {p.length_ns / 1000:,.1f} µs of a "
-              f"{p.step_ns / 1000:,.1f} µs step; {len(p)} operations; unexplained waits "
-              f"{p.wait_ns / 1000:,.1f} µs; the last operation ends on rank {p.last_rank}")
+    con.print(
+        f"[bold]job critical path[/bold] ({p.source}): {p.length_ns / 1000:,.1f} µs of a "
+        f"{p.step_ns / 1000:,.1f} µs step; {len(p)} operations; unexplained waits "
+        f"{p.wait_ns / 1000:,.1f} µs; the last operation ends on rank {p.last_rank}"
+    )
     length = max(p.length_ns, 1)
-    con.print("time on the path per rank: " + ", ".join(f"{r}: {v / 1000:,.1f} µs ({v / length:.0%})"
-                                                        for r, v in list(p.by_rank().items())[:10]))
+    con.print(
+        "time on the path per rank: "
+        + ", ".join(f"{r}: {v / 1000:,.1f} µs ({v / length:.0%})" for r, v in list(p.by_rank().items())[:10])
+    )
     con.print("per resource: " + ", ".join(f"{k} {v / 1000:,.1f} µs" for k, v in p.by_kind().items() if v))
     c = p.columns
     longest = c["time_ns"].argsort(kind="stable")[::-1][:top]
-    rows = [{"rank": r, "name": _short(n), "kind": k, "start_us": s / 1000, "time_us": t / 1000,
-             "share": _pct(t / length), "waited for": v, "last to arrive": g if g >= 0 else None}
-            for r, n, k, s, t, v, g in zip(*(c[x][longest].tolist() for x in (
-                "rank", "name", "kind", "start_ns", "time_ns", "via", "gated_by_rank")))]
+    rows = [
+        {
+            "rank": r,
+            "name": _short(n),
+            "kind": k,
+            "start_us": s / 1000,
+            "time_us": t / 1000,
+            "share": _pct(t / length),
+            "waited for": v,
+            "last to arrive": g if g >= 0 else None,
+        }
+        for r, n, k, s, t, v, g in zip(
+            *(c[x][longest].tolist() for x in ("rank", "name", "kind", "start_ns", "time_ns", "via", "gated_by_rank"))
+        )
+    ]
     _table("operations on the path, longest first", rows, list(rows[0]) if rows else [])
 
 
@@ -269,5 +346,8 @@ def top_cmd(workload: str, comm_groups, by: str, n: int, system, as_json: bool) 
         print_json(res.to_dict())
         return
     rows = [{**r, "name": _short(r["name"]), "exposed_share": _pct(r["exposed_share"])} for r in res.rows]
-    _table(f"top operations by {by} time ({res.source}; µs)", rows,
-           ["name", "type", "count", "ranks", "total_us", "mean_us", "exposed_us", "exposed_share"])
+    _table(
+        f"top operations by {by} time ({res.source}; µs)",
+        rows,
+        ["name", "type", "count", "ranks", "total_us", "mean_us", "exposed_us", "exposed_share"],
+    )

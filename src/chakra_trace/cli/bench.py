@@ -1,4 +1,5 @@
 """`chakra bench`: read and compare saved benchmark measurements."""
+
 from __future__ import annotations
 
 import click
@@ -26,8 +27,13 @@ def _ci(ci, unit: str) -> str:
 @bench.command()
 @click.argument("a", type=click.Path(exists=True, dir_okay=False))
 @click.argument("b", type=click.Path(exists=True, dir_okay=False))
-@click.option("--alpha", type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True), default=0.05,
-              show_default=True, help="Significance level of the t-test.")
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Significance level of the t-test.",
+)
 @json_option
 def compare(a: str, b: str, alpha: float, as_json: bool) -> None:
     """Is B different from A? Compares every benchmark name the two files share.
@@ -49,18 +55,30 @@ def compare(a: str, b: str, alpha: float, as_json: bool) -> None:
         print_json([{"name": k, **c.to_dict(), "a": x.stats(), "b": y.stats()} for k, x, y, c in results])
         return
 
-
     t = Table(title=f"A = {escape(a)}   B = {escape(b)}")
     for col in ("name", "A median", "A 95% CI", "B median", "B 95% CI", "B/A", "B/A 95% CI", "p", "verdict"):
-        t.add_column(col, justify="left" if col in ("name", "verdict") else "right",
-                     overflow="fold" if col in ("name", "verdict") else "ellipsis")
+        t.add_column(
+            col,
+            justify="left" if col in ("name", "verdict") else "right",
+            overflow="fold" if col in ("name", "verdict") else "ellipsis",
+        )
     for k, x, y, c in results:
         unit = _unit_for(x.median) if x.n else "s"
         ratio_ci = "-" if c.ratio_ci95 is None else f"{c.ratio_ci95[0]:.3f}–{c.ratio_ci95[1]:.3f}"
         p = "-" if c.p_value != c.p_value else f"{c.p_value:.2g}"
         style = "bold" if c.significant else ""
-        t.add_row(escape(k), format_time(x.median, unit), _ci(x.ci95_median, unit), format_time(y.median, unit),
-                  _ci(y.ci95_median, unit), f"{c.ratio:.3f}", ratio_ci, p, escape(c.verdict), style=style)
+        t.add_row(
+            escape(k),
+            format_time(x.median, unit),
+            _ci(x.ci95_median, unit),
+            format_time(y.median, unit),
+            _ci(y.ci95_median, unit),
+            f"{c.ratio:.3f}",
+            ratio_ci,
+            p,
+            escape(c.verdict),
+            style=style,
+        )
     console().print(t)
 
 

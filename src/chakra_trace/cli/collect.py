@@ -1,4 +1,5 @@
 """`chakra collect`: run a training command unchanged and record the ET and Kineto traces of every rank."""
+
 from __future__ import annotations
 
 import os
@@ -13,19 +14,43 @@ from .common import console, json_option, print_json
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--out", "-o", "out_dir", default="chakra-collect", show_default=True,
-              type=click.Path(file_okay=False), help="Output folder (files of an earlier collection there are replaced).")
-@click.option("--wait", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Steps before the profiler warms up (at least 1: step 0 ends at the first optimizer step).")
+@click.option(
+    "--out",
+    "-o",
+    "out_dir",
+    default="chakra-collect",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Output folder (files of an earlier collection there are replaced).",
+)
+@click.option(
+    "--wait",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Steps before the profiler warms up (at least 1: step 0 ends at the first optimizer step).",
+)
 @click.option("--warmup", default=1, show_default=True, type=click.IntRange(min=0), help="Warm-up steps, not recorded.")
 @click.option("--active", default=2, show_default=True, type=click.IntRange(min=1), help="Steps recorded.")
 @click.option("--gzip/--no-gzip", default=True, show_default=True, help="Write .json.gz traces.")
-@click.option("--num-threads", type=click.IntRange(min=1), default=None,
-              help="Intra-op threads of every process (OMP_NUM_THREADS and torch.set_num_threads); left alone by default.")
+@click.option(
+    "--num-threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Intra-op threads of every process (OMP_NUM_THREADS and torch.set_num_threads); left alone by default.",
+)
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def collect(out_dir: str, wait: int, warmup: int, active: int, gzip: bool, num_threads: int | None,
-            as_json: bool, command: tuple[str, ...]) -> int:
+def collect(
+    out_dir: str,
+    wait: int,
+    warmup: int,
+    active: int,
+    gzip: bool,
+    num_threads: int | None,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> int:
     """Run COMMAND unchanged and record, per rank, the host execution trace and the Kineto trace.
 
     \b
@@ -39,8 +64,16 @@ def collect(out_dir: str, wait: int, warmup: int, active: int, gzip: bool, num_t
     job's standard output goes to standard error so that standard output holds only the manifest.
     """
 
-    res = run_collect(list(command), out_dir, wait=wait, warmup=warmup, active=active, gzip=gzip,
-                      num_threads=num_threads, stdout=sys.stderr.fileno() if as_json else None)
+    res = run_collect(
+        list(command),
+        out_dir,
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        gzip=gzip,
+        num_threads=num_threads,
+        stdout=sys.stderr.fileno() if as_json else None,
+    )
     if as_json:
         print_json(res.manifest)
     else:
@@ -50,28 +83,35 @@ def collect(out_dir: str, wait: int, warmup: int, active: int, gzip: bool, num_t
 
 def _print_summary(res) -> None:
 
-
     m = res.manifest
     con = console()
     per_rank = m.get("per_rank") or {}
     if per_rank:
-        t = Table(title=f"{len(per_rank)} of {m.get('world_size')} ranks, backend {m.get('backend') or '-'}, "
-                        f"{m.get('device_type')}", title_justify="left")
+        t = Table(
+            title=f"{len(per_rank)} of {m.get('world_size')} ranks, backend {m.get('backend') or '-'}, "
+            f"{m.get('device_type')}",
+            title_justify="left",
+        )
         for c in ("rank", "status", "steps", "ms/step", "ET", "Kineto"):
             t.add_column(c, justify="right" if c in ("rank", "ms/step") else "left")
         for r, d in per_rank.items():
             walls = [s["wall_ms"] for s in d.get("steps", []) if s.get("finished") and s.get("wall_ms") is not None]
             steps = d.get("steps_recorded") or []
             files, sizes = d.get("files") or {}, d.get("bytes") or {}
-            t.add_row(r, d.get("status", "?"), _span(steps), f"{sum(walls) / len(walls):,.2f}" if walls else "",
-                      _file(files.get("et"), sizes.get("et")), _file(files.get("kineto"), sizes.get("kineto")))
+            t.add_row(
+                r,
+                d.get("status", "?"),
+                _span(steps),
+                f"{sum(walls) / len(walls):,.2f}" if walls else "",
+                _file(files.get("et"), sizes.get("et")),
+                _file(files.get("kineto"), sizes.get("kineto")),
+            )
         con.print(t)
     for w in m.get("warnings") or []:
         con.print(f"[yellow]warning[/yellow]: {escape(w)}")
     path = os.path.relpath(res.manifest_path)
     path = res.manifest_path if path.startswith("..") else path
-    con.print(f"manifest: {escape(path)}; job exit status {res.exit_status} "
-              f"after {res.seconds:.1f} s")
+    con.print(f"manifest: {escape(path)}; job exit status {res.exit_status} after {res.seconds:.1f} s")
 
 
 def _span(steps: list[int]) -> str:

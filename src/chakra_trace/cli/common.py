@@ -1,4 +1,5 @@
 """Shared CLI pieces: output helpers and progress that shows only on a terminal."""
+
 from __future__ import annotations
 
 import json
@@ -19,20 +20,32 @@ from ..simulate.presets import resolve, simulate_on
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 
-comm_groups_option = click.option("--comm-groups", type=click.Path(exists=True, dir_okay=False),
-                                  help="Communicator groups JSON (ASTRA-sim format).")
+comm_groups_option = click.option(
+    "--comm-groups", type=click.Path(exists=True, dir_okay=False), help="Communicator groups JSON (ASTRA-sim format)."
+)
 
-_SYSTEM = ("a preset (ring-8, torus-8x8, dgx-8x8, dgx-8x128, torus-4x4x4) or NETWORK.yaml,SYSTEM.json; a job with "
-           "fewer ranks than the system's NPUs is scaled out data-parallel")
+_SYSTEM = (
+    "a preset (ring-8, torus-8x8, dgx-8x8, dgx-8x128, torus-4x4x4) or NETWORK.yaml,SYSTEM.json; a job with "
+    "fewer ranks than the system's NPUs is scaled out data-parallel"
+)
 
 #: One system whose simulated times replace the recorded ones (analyses).
-simulate_one_option = click.option("--simulate", "system", metavar="SYSTEM", default=None,
-                                   help=f"Use the times of a simulation on SYSTEM ({_SYSTEM}) instead of the "
-                                        "recorded ones.")
+simulate_one_option = click.option(
+    "--simulate",
+    "system",
+    metavar="SYSTEM",
+    default=None,
+    help=f"Use the times of a simulation on SYSTEM ({_SYSTEM}) instead of the recorded ones.",
+)
 
 #: Any number of systems to simulate beside the recording (the report).
-simulate_many_option = click.option("--simulate", "systems", multiple=True, metavar="SYSTEM",
-                                    help=f"Also simulate the job on SYSTEM ({_SYSTEM}). Repeatable.")
+simulate_many_option = click.option(
+    "--simulate",
+    "systems",
+    multiple=True,
+    metavar="SYSTEM",
+    help=f"Also simulate the job on SYSTEM ({_SYSTEM}). Repeatable.",
+)
 
 
 def print_json(obj: Any) -> None:

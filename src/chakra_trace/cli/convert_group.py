@@ -1,4 +1,5 @@
 """`chakra convert ...`: inputs from other tools into Chakra traces."""
+
 from __future__ import annotations
 
 import click

@@ -1,4 +1,5 @@
 """`chakra convert pytorch`: PyTorch execution traces (+ Kineto) to Chakra, one rank or a whole job."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,9 @@ from .common import console, json_option, print_json
 @click.option("-j", "--jobs", type=int, default=None, help="Ranks converted in parallel (default: CPU count).")
 @click.option("--gzip", "compress", is_flag=True, help="Write .et.gz files.")
 @json_option
-def convert_pytorch_cmd(inputs: tuple[str, ...], output: str, rank: int | None, jobs: int | None, compress: bool,
-                        as_json: bool) -> None:
+def convert_pytorch_cmd(
+    inputs: tuple[str, ...], output: str, rank: int | None, jobs: int | None, compress: bool, as_json: bool
+) -> None:
     """Convert PyTorch traces to Chakra.
 
     INPUTS is either a host execution trace and optionally its Kineto trace (one rank), or a
@@ -35,7 +37,6 @@ def convert_pytorch_cmd(inputs: tuple[str, ...], output: str, rank: int | None, 
         done = _rank_progress(len(files), as_json)
         reports = convert_collection(inputs[0], output, jobs=jobs, compress=compress, on_rank_done=done)
     elif 1 <= len(inputs) <= 2 and all(os.path.isfile(p) for p in inputs):
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             trace, report = convert_pytorch(inputs[0], inputs[1] if len(inputs) == 2 else None, rank=rank)
@@ -46,14 +47,26 @@ def convert_pytorch_cmd(inputs: tuple[str, ...], output: str, rank: int | None, 
         raise ChakraError("expected ET [KINETO] files or one folder written by `chakra collect`")
     suffix = ".et.gz" if compress else ".et"
     if as_json:
-        print_json({str(r): {"output": f"{output}.{r}{suffix}", "nodes": rep.nodes, "node_types": rep.node_types,
-                             "collectives": len(rep.collectives), "span_us": rep.span_us,
-                             "warnings": rep.warnings} for r, rep in reports.items()})
+        print_json(
+            {
+                str(r): {
+                    "output": f"{output}.{r}{suffix}",
+                    "nodes": rep.nodes,
+                    "node_types": rep.node_types,
+                    "collectives": len(rep.collectives),
+                    "span_us": rep.span_us,
+                    "warnings": rep.warnings,
+                }
+                for r, rep in reports.items()
+            }
+        )
         return
     con = console()
     for r, rep in reports.items():
-        con.print(f"rank {r}: {rep.nodes:,} nodes ({', '.join(f'{k} {v:,}' for k, v in rep.node_types.items())}), "
-                  f"{len(rep.collectives)} collectives, {rep.span_us:,.0f} µs recorded -> {output}.{r}{suffix}")
+        con.print(
+            f"rank {r}: {rep.nodes:,} nodes ({', '.join(f'{k} {v:,}' for k, v in rep.node_types.items())}), "
+            f"{len(rep.collectives)} collectives, {rep.span_us:,.0f} µs recorded -> {output}.{r}{suffix}"
+        )
         for w in rep.warnings:
             con.print(f"  [yellow]warning:[/yellow] {w}")
 

@@ -1,4 +1,5 @@
 """`chakra info`: what a trace (or every rank of a workload) holds."""
+
 from __future__ import annotations
 
 import os
@@ -53,8 +54,7 @@ def _print_trace(path: str, s: TraceSummary) -> None:
         if s.collectives_missing_type:
             t.add_row("", "[yellow]no comm_type[/yellow]", f"{s.collectives_missing_type:,}", "")
         con.print(t)
-    span = (f"{s.start_us:,} .. {s.end_us:,} µs (span {s.span_us:,} µs)" if s.span_us is not None
-            else "no start times")
+    span = f"{s.start_us:,} .. {s.end_us:,} µs (span {s.span_us:,} µs)" if s.span_us is not None else "no start times"
     con.print(f"time: {span}; sum of durations {s.total_duration_us:,} µs; {s.cpu_ops:,} CPU ops")
 
 
@@ -64,8 +64,15 @@ def _print_workload(prefix: str, summaries: dict[int, TraceSummary]) -> None:
         t.add_column(c, justify="left" if c == "rank" else "right")
     for r, s in summaries.items():
         nt = s.node_types
-        t.add_row(str(r), f"{s.nodes:,}", f"{nt.get('COMP_NODE', 0):,}", f"{nt.get('COMM_COLL_NODE', 0):,}",
-                  f"{nt.get('COMM_SEND_NODE', 0):,}", f"{nt.get('COMM_RECV_NODE', 0):,}",
-                  f"{sum(v['bytes'] for v in s.collectives.values()):,}", f"{s.data_edges:,}",
-                  "" if s.span_us is None else f"{s.span_us:,}")
+        t.add_row(
+            str(r),
+            f"{s.nodes:,}",
+            f"{nt.get('COMP_NODE', 0):,}",
+            f"{nt.get('COMM_COLL_NODE', 0):,}",
+            f"{nt.get('COMM_SEND_NODE', 0):,}",
+            f"{nt.get('COMM_RECV_NODE', 0):,}",
+            f"{sum(v['bytes'] for v in s.collectives.values()):,}",
+            f"{s.data_edges:,}",
+            "" if s.span_us is None else f"{s.span_us:,}",
+        )
     console().print(t)

@@ -1,4 +1,5 @@
 """`chakra plot`: static figures (PNG, SVG or PDF) of the analyses."""
+
 from __future__ import annotations
 
 import click
@@ -7,8 +8,14 @@ from ..analyze import Analysis
 from ..visualize.plots import plot_breakdown, plot_imbalance, plot_matrix, plot_roofline
 from .common import comm_groups_option, open_workload
 
-_out_option = click.option("-o", "--output", "out", required=True, type=click.Path(dir_okay=False),
-                           help="Image file; its suffix (.png, .svg, .pdf) picks the format.")
+_out_option = click.option(
+    "-o",
+    "--output",
+    "out",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Image file; its suffix (.png, .svg, .pdf) picks the format.",
+)
 
 
 def _analysis(workload: str, comm_groups: str | None = None) -> Analysis:
@@ -38,8 +45,13 @@ def breakdown(workload: str, out: str, comm_groups) -> None:
 @click.argument("workload")
 @_out_option
 @comm_groups_option
-@click.option("--tolerance", type=float, default=0.0, show_default=True,
-              help="Relative size difference from the group's median that still counts as equal.")
+@click.option(
+    "--tolerance",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Relative size difference from the group's median that still counts as equal.",
+)
 def imbalance(workload: str, out: str, comm_groups, tolerance: float) -> None:
     """Heatmap of imbalanced collective instances by rank (bytes / the instance's median)."""
     _done(plot_imbalance(_analysis(workload, comm_groups).imbalance(tolerance), out))

@@ -1,4 +1,5 @@
 """`chakra replay`: re-run a trace's compute and communication as a benchmark."""
+
 from __future__ import annotations
 
 import os
@@ -18,25 +19,51 @@ def _is_host(source: str) -> bool:
 
 @click.command()
 @click.argument("source")
-@click.option("--mode", type=click.Choice(["ops", "duration", "flops"]), default=None,
-              help="ops: each recorded operator through torch.ops (PyTorch host traces, the default for them); "
-                   "duration / flops: Chakra traces without op schemas, compute as calibrated kernels of the "
-                   "recorded time or FLOPs (default duration).")
+@click.option(
+    "--mode",
+    type=click.Choice(["ops", "duration", "flops"]),
+    default=None,
+    help="ops: each recorded operator through torch.ops (PyTorch host traces, the default for them); "
+    "duration / flops: Chakra traces without op schemas, compute as calibrated kernels of the "
+    "recorded time or FLOPs (default duration).",
+)
 @click.option("--world-size", type=int, default=None, help="Ranks (default: one per trace, or the recorded group).")
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda (one GPU per rank, NCCL).")
 @click.option("--steps", default=None, help="Profiler steps to replay, e.g. 2 or 2,3 (default: all recorded).")
 @click.option("--select", default=None, help="Regex: only ops named so, or under an op named so.")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
-              help='JSON {"skip": [regex...], "substitute": {op: overload}, "delay_us": {op: µs}}.')
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help='JSON {"skip": [regex...], "substitute": {op: overload}, "delay_us": {op: µs}}.',
+)
 @click.option("--threads", type=int, default=1, show_default=True, help="Intra-op threads per rank.")
 @click.option("--budget-s", type=float, default=20.0, show_default=True, help="Time budget per rank.")
-@click.option("--target-rel-ci", type=float, default=0.02, show_default=True,
-              help="Stop when the 95% CI of the mean is within this fraction.")
+@click.option(
+    "--target-rel-ci",
+    type=float,
+    default=0.02,
+    show_default=True,
+    help="Stop when the 95% CI of the mean is within this fraction.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
 @click.option("--export", type=click.Path(dir_okay=False), help="Also write a standalone benchmark script (ops).")
 @json_option
-def replay(source, mode, world_size, device, steps, select, config_path, threads, budget_s, target_rel_ci, output,
-           export, as_json) -> None:
+def replay(
+    source,
+    mode,
+    world_size,
+    device,
+    steps,
+    select,
+    config_path,
+    threads,
+    budget_s,
+    target_rel_ci,
+    output,
+    export,
+    as_json,
+) -> None:
     """Replay SOURCE on this machine and measure its step time: a `chakra collect` folder or a
     PyTorch host trace (operators replayed), or Chakra `.et` traces (a file or a job prefix;
     compute as calibrated kernels). Multi-rank jobs run one process per rank on 127.0.0.1."""
@@ -46,36 +73,49 @@ def replay(source, mode, world_size, device, steps, select, config_path, threads
         if not host:
             raise click.UsageError("--mode ops needs PyTorch host traces (a collect folder or .et.json[.gz])")
 
-        res = replay_host(source, world_size=world_size, device=device,
-                          steps=[int(x) for x in steps.split(",")] if steps else None, select=select,
-                          config=ReplayConfig.load(config_path) if config_path else None, threads=threads,
-                          budget_s=budget_s, target_rel_ci=target_rel_ci, export=export)
+        res = replay_host(
+            source,
+            world_size=world_size,
+            device=device,
+            steps=[int(x) for x in steps.split(",")] if steps else None,
+            select=select,
+            config=ReplayConfig.load(config_path) if config_path else None,
+            threads=threads,
+            budget_s=budget_s,
+            target_rel_ci=target_rel_ci,
+            export=export,
+        )
     else:
         if export:
             raise click.UsageError("--export replays operators: use it with PyTorch host traces")
 
-        res = replay_workload(source, world_size=world_size, mode=mode, device=device, budget_s=budget_s,
-                              target_rel_ci=target_rel_ci)
+        res = replay_workload(
+            source, world_size=world_size, mode=mode, device=device, budget_s=budget_s, target_rel_ci=target_rel_ci
+        )
     if output:
         res.save(output)
     if as_json:
         print_json(res.to_dict())
         return
     con = console()
-    con.print(f"[bold]replayed[/bold] {res.source} on {res.world_size} rank(s), {res.device}/{res.backend}, "
-              f"mode {res.mode}")
+    con.print(
+        f"[bold]replayed[/bold] {res.source} on {res.world_size} rank(s), {res.device}/{res.backend}, mode {res.mode}"
+    )
     con.print(f"step: {res.step.summary()}")
     if res.recorded_step_us:
-        con.print(f"recorded: {res.recorded_step_us / 1e3:,.3f} ms ({res.recorded_basis}); replay/recorded "
-                  f"{res.ratio:.3f}")
+        con.print(
+            f"recorded: {res.recorded_step_us / 1e3:,.3f} ms ({res.recorded_basis}); replay/recorded {res.ratio:.3f}"
+        )
     for r, c in sorted(res.coverage.items()):
         line = f"rank {r}: {c['replayed']:,} of {c['total']:,} replayed ({c['share']:.1%})"
         if c.get("reasons"):
             line += "; not replayed: " + "; ".join(f"{k} ({v})" for k, v in list(c["reasons"].items())[:4])
         w = c.get("waits") or {}
         if w.get("collectives"):
-            line += (f"; {w['placed_from_kineto']} of {w['collectives']} collectives waited for where the Kineto "
-                     "trace shows the original did")
+            line += (
+                f"; {w['placed_from_kineto']} of {w['collectives']} collectives waited for where the Kineto "
+                "trace shows the original did"
+            )
             if w["placed_from_kineto"] < w["collectives"]:
                 line += " (the others at their first reader)"
         con.print(line)

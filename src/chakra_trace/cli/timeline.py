@@ -1,4 +1,5 @@
 """`chakra timeline`: a recorded workload's timeline for Perfetto / chrome://tracing."""
+
 from __future__ import annotations
 
 import click
@@ -9,14 +10,28 @@ from .common import comm_groups_option, json_option, open_workload, print_json
 
 @click.command()
 @click.argument("workload")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Output file: .json, or .json.gz to compress.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Output file: .json, or .json.gz to compress.",
+)
 @comm_groups_option
-@click.option("--align", type=click.Choice(["auto", "origin", "collectives", "none"]), default="auto",
-              show_default=True, help="How ranks' clocks are aligned: recorded time origins, collective ends, "
-                                      "or not at all (auto: origins when every rank has one).")
-@click.option("--max-events", type=click.IntRange(min=0), default=None,
-              help="Keep only the N longest slices (a bounded file for huge jobs).")
+@click.option(
+    "--align",
+    type=click.Choice(["auto", "origin", "collectives", "none"]),
+    default="auto",
+    show_default=True,
+    help="How ranks' clocks are aligned: recorded time origins, collective ends, "
+    "or not at all (auto: origins when every rank has one).",
+)
+@click.option(
+    "--max-events",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Keep only the N longest slices (a bounded file for huge jobs).",
+)
 @click.option("--no-flows", is_flag=True, help="Leave out the arrows linking collectives and sends to receives.")
 @json_option
 def timeline(workload: str, output: str, comm_groups, align: str, max_events, no_flows: bool, as_json: bool) -> None:
@@ -25,8 +40,12 @@ def timeline(workload: str, output: str, comm_groups, align: str, max_events, no
     flows linking each collective's members. (`chakra simulate --timeline` writes simulated ones.)"""
     tl = build_timeline(open_workload(workload, comm_groups), align=align, flows=not no_flows, max_events=max_events)
     path = write_timeline(tl.to_chrome(), output)
-    info = {"output": str(path), "ranks": len({t["pid"] for t in tl.tracks}), "tracks": len(tl.tracks),
-            **{k: tl.metadata[k] for k in ("slices", "kept", "flows")}}
+    info = {
+        "output": str(path),
+        "ranks": len({t["pid"] for t in tl.tracks}),
+        "tracks": len(tl.tracks),
+        **{k: tl.metadata[k] for k in ("slices", "kept", "flows")},
+    }
     if tl.metadata.get("note"):
         info["note"] = tl.metadata["note"]
     for w in tl.metadata.get("warnings", []):
@@ -34,6 +53,8 @@ def timeline(workload: str, output: str, comm_groups, align: str, max_events, no
     if as_json:
         print_json(info)
         return
-    click.echo(f"wrote {path}: {info['kept']:,} slices on {info['tracks']} tracks of {info['ranks']} rank(s), "
-               f"{info['flows']:,} flows" + (f" ({info['note']})" if "note" in info else ""))
+    click.echo(
+        f"wrote {path}: {info['kept']:,} slices on {info['tracks']} tracks of {info['ranks']} rank(s), "
+        f"{info['flows']:,} flows" + (f" ({info['note']})" if "note" in info else "")
+    )
     click.echo("open in https://ui.perfetto.dev")

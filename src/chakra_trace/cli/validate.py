@@ -1,4 +1,5 @@
 """`chakra validate`: find what breaks simulators in a trace or workload, and repair what can be."""
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ def _load(path: str, comm_groups: str | None) -> tuple[Trace | Workload, int | N
     w = open_workload(path, comm_groups)
     if len(w) > 1:
         return w, None
-    (rank, trace), = w.traces.items()
+    ((rank, trace),) = w.traces.items()
     return trace, (None if os.path.isfile(path) and rank_of(path) is None else rank)
 
 
@@ -58,13 +59,18 @@ def _print_report(con, title: str, report: ValidationReport) -> None:
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @json_option
-@click.option("--fix", "fix_out", type=click.Path(dir_okay=False), default=None, metavar="OUT",
-              help="Write a repaired copy of the (single) trace to OUT and re-validate it; the exit "
-                   "status then reflects the repaired copy.")
+@click.option(
+    "--fix",
+    "fix_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="OUT",
+    help="Write a repaired copy of the (single) trace to OUT and re-validate it; the exit "
+    "status then reflects the repaired copy.",
+)
 @click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too.")
 @comm_groups_option
-def validate(paths: tuple[str, ...], as_json: bool, fix_out: str | None, strict: bool,
-             comm_groups: str | None) -> None:
+def validate(paths: tuple[str, ...], as_json: bool, fix_out: str | None, strict: bool, comm_groups: str | None) -> None:
     """Check `.et` files or workloads (PATH: a file, a prefix of `<prefix>.<rank>.et[.gz]`, a folder).
 
     A prefix with several ranks is checked per rank and across ranks (collective order per

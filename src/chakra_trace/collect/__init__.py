@@ -2,6 +2,7 @@
 
 Importing this package does not import torch; recording does.
 """
+
 from .recorder import Recorder, Schedule, active_recorder, merge_manifests, read_manifest, record
 
 __all__ = ["Recorder", "Schedule", "active_recorder", "merge_manifests", "read_manifest", "record"]

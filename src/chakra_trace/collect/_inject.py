@@ -21,6 +21,7 @@ CHAKRA_COLLECT_NUM_THREADS, CHAKRA_COLLECT_RUN_ID.
 Recording errors never reach the job: they end recording in this process, are printed once on
 stderr and land in the rank's manifest.
 """
+
 from __future__ import annotations
 
 import functools
@@ -71,9 +72,14 @@ def _first_step(opt) -> None:
     wait, warmup, active = (int(v) for v in os.environ.get(ENV_SCHEDULE, "1,1,2").split(","))
     nt = os.environ.get(ENV_NUM_THREADS)
     rec = _rec.Recorder(
-        os.environ[ENV_DIR], wait=wait, warmup=warmup, active=active,
-        gzip=os.environ.get(ENV_GZIP, "1") != "0", num_threads=int(nt) if nt else None,
-        run_id=os.environ.get(ENV_RUN_ID) or None, mode="inject",
+        os.environ[ENV_DIR],
+        wait=wait,
+        warmup=warmup,
+        active=active,
+        gzip=os.environ.get(ENV_GZIP, "1") != "0",
+        num_threads=int(nt) if nt else None,
+        run_id=os.environ.get(ENV_RUN_ID) or None,
+        mode="inject",
     )
     _S.recorder = rec
     _S.driver = weakref.ref(opt)

@@ -10,6 +10,7 @@ the launcher merges the rank manifests into `manifest.json` with the command and
 
 torch is not imported here: the launcher runs with any Python, and the job's Python needs torch.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,15 @@ class CollectResult:
     seconds: float
 
 
-def job_env(out_dir: str, schedule: Schedule, *, gzip: bool = True, num_threads: int | None = None,
-            run_id: str | None = None, base: dict | None = None) -> dict:
+def job_env(
+    out_dir: str,
+    schedule: Schedule,
+    *,
+    gzip: bool = True,
+    num_threads: int | None = None,
+    run_id: str | None = None,
+    base: dict | None = None,
+) -> dict:
     """The environment that makes the job's Python processes record (see the module docstring)."""
     env = dict(os.environ if base is None else base)
     old = env.get("PYTHONPATH")
@@ -91,8 +99,10 @@ def collect(
         raise ChakraError("no command to run: give it after `--`, e.g. chakra collect -- python train.py")
     schedule = Schedule(wait, warmup, active)
     if schedule.wait < 1:
-        raise ChakraError("--wait must be at least 1: without code changes, step 0 ends at the first "
-                          "optimizer step, before which nothing can start recording")
+        raise ChakraError(
+            "--wait must be at least 1: without code changes, step 0 ends at the first "
+            "optimizer step, before which nothing can start recording"
+        )
     if num_threads is not None and num_threads < 1:
         raise ChakraError(f"--num-threads must be at least 1, got {num_threads}")
     out_dir = os.path.abspath(out_dir)
@@ -128,8 +138,12 @@ def collect(
     extra = {
         "command": list(command),
         "exit_status": status,
-        "collector": {"launcher": "chakra collect", "seconds": round(seconds, 3), "run_id": run_id,
-                      "removed_earlier_files": removed},
+        "collector": {
+            "launcher": "chakra collect",
+            "seconds": round(seconds, 3),
+            "run_id": run_id,
+            "removed_earlier_files": removed,
+        },
     }
     manifest = merge_manifests(out_dir, run_id=run_id, extra=extra, final=True, warnings=notes)
     return CollectResult(status, manifest, os.path.join(out_dir, MANIFEST), out_dir, removed, seconds)
@@ -137,6 +151,7 @@ def collect(
 
 def _wait(proc: subprocess.Popen) -> int:
     """Wait for the job; Ctrl-C reaches it through the terminal, SIGTERM/SIGHUP are passed on."""
+
     def forward(signum, frame):
         try:
             proc.send_signal(signum)

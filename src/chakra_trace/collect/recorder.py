@@ -27,6 +27,7 @@ torch is imported only when recording starts, never when this module is imported
 uses the standard library and torch alone, so `chakra collect` can load it by file path into a
 job whose Python does not have chakra_trace installed.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -53,12 +54,21 @@ except ImportError:  # no flock on Windows
 try:
     from ..errors import ChakraError
 except ImportError:  # loaded by file path (see the module docstring)
+
     class ChakraError(Exception):  # type: ignore[no-redef]
         """Bad use of the recorder."""
 
+
 __all__ = [
-    "MANIFEST", "RANK_SCHEMA", "SCHEMA", "Recorder", "Schedule", "active_recorder", "merge_manifests",
-    "read_manifest", "record",
+    "MANIFEST",
+    "RANK_SCHEMA",
+    "SCHEMA",
+    "Recorder",
+    "Schedule",
+    "active_recorder",
+    "merge_manifests",
+    "read_manifest",
+    "record",
 ]
 
 SCHEMA = "chakra-collect/1"
@@ -67,8 +77,7 @@ MANIFEST = "manifest.json"
 LOCK = ".manifest.lock"
 _RANK_MANIFEST_RE = re.compile(r"manifest\.rank(\d+)\.json")
 # Files a collection writes into its folder (the launcher removes those of an earlier collection).
-OUTPUT_RE = re.compile(
-    r"(rank\d+\.(et|kineto)\.json(\.gz)?|manifest(\.rank\d+)?\.json|\.chakra-[^/]*\.(json|tmp))")
+OUTPUT_RE = re.compile(r"(rank\d+\.(et|kineto)\.json(\.gz)?|manifest(\.rank\d+)?\.json|\.chakra-[^/]*\.(json|tmp))")
 GZIP_LEVEL = 1  # as the rest of chakra_trace: ~4x faster than level 6 for files ~13% larger
 
 # The recorder running in this process, if any. The slot lives in a module of its own so that a
@@ -152,8 +161,9 @@ class Recorder:
     ) -> None:
         self.out_dir = os.path.abspath(os.fspath(out_dir))
         self.schedule = Schedule(wait, warmup, active)
-        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)
-                                        or num_threads < 1):
+        if num_threads is not None and (
+            isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
+        ):
             raise ChakraError(f"num_threads must be a positive integer, got {num_threads!r}")
         self.gzip = bool(gzip)
         self.num_threads = num_threads
@@ -265,12 +275,15 @@ class Recorder:
             why, s, n = reason or "stopped", self.schedule, self.steps_done
             window = f"steps {s.first}..{s.total - 1}"
             if n < s.first:
-                self._warnings.append(f"{why} after {n} steps, before the active window ({window}): "
-                                      "nothing was recorded")
+                self._warnings.append(
+                    f"{why} after {n} steps, before the active window ({window}): nothing was recorded"
+                )
             else:
                 done = f"recorded steps {s.first}..{n - 1}" if n > s.first else "no recorded step finished"
-                self._warnings.append(f"{why} after {n} steps, during the active window ({window}): {done}; "
-                                      f"the traces also hold the unfinished step {n} up to the stop")
+                self._warnings.append(
+                    f"{why} after {n} steps, during the active window ({window}): {done}; "
+                    f"the traces also hold the unfinished step {n} up to the stop"
+                )
         self._finish()
         return self.manifest
 
@@ -329,8 +342,10 @@ class Recorder:
         for name in self.activities:
             act = getattr(ProfilerActivity, name.upper(), None)
             if act is None:
-                raise ChakraError(f"unknown profiler activity {name!r} (known: "
-                                  f"{', '.join(a.lower() for a in ProfilerActivity.__members__)})")
+                raise ChakraError(
+                    f"unknown profiler activity {name!r} (known: "
+                    f"{', '.join(a.lower() for a in ProfilerActivity.__members__)})"
+                )
             acts.append(act)
         if not acts:
             raise ChakraError("activities: give at least one")
@@ -343,8 +358,11 @@ class Recorder:
         dist = sys.modules.get("torch.distributed")
         try:
             if dist is not None and dist.is_available() and dist.is_initialized():
-                self._dist = {"rank": dist.get_rank(), "world_size": dist.get_world_size(),
-                              "backend": str(dist.get_backend())}
+                self._dist = {
+                    "rank": dist.get_rank(),
+                    "world_size": dist.get_world_size(),
+                    "backend": str(dist.get_backend()),
+                }
         except Exception:  # a half-initialized group: try again at the next step
             self._dist = None
 
@@ -398,12 +416,20 @@ class Recorder:
             self._files["et"] = _place(self._et_tmp, final, self.gzip)
         if error:
             self._warnings.append(f"stopping the profiler failed: {error}")
-        status = ("failed" if error or self._failed else "complete" if self.steps_done >= self.schedule.total
-                  else "partial" if recorded or self._files["kineto"] else "not-recorded")
+        status = (
+            "failed"
+            if error or self._failed
+            else "complete"
+            if self.steps_done >= self.schedule.total
+            else "partial"
+            if recorded or self._files["kineto"]
+            else "not-recorded"
+        )
         self._write_manifest(rank, world_size, backend, recorded, status)
 
-    def _write_manifest(self, rank: int, world_size: int, backend: str | None, recorded: list[int],
-                        status: str) -> None:
+    def _write_manifest(
+        self, rank: int, world_size: int, backend: str | None, recorded: list[int], status: str
+    ) -> None:
         device_type, cuda_device = "cpu", None
         torch = sys.modules.get("torch")
         try:
@@ -434,10 +460,15 @@ class Recorder:
             "schedule": self.schedule.to_dict(),
             "steps_run": self.steps_done,
             "steps_recorded": recorded,
-            "steps": [{"step": k, "finished": k in recorded,
-                       "wall_ms": _ms(self._wall.get(k)),
-                       "profiler_ms": None if k not in self._prof_ms else round(self._prof_ms[k], 4)}
-                      for k in sorted(set(recorded) | set(self._prof_ms))],
+            "steps": [
+                {
+                    "step": k,
+                    "finished": k in recorded,
+                    "wall_ms": _ms(self._wall.get(k)),
+                    "profiler_ms": None if k not in self._prof_ms else round(self._prof_ms[k], 4),
+                }
+                for k in sorted(set(recorded) | set(self._prof_ms))
+            ],
             "files": files,
             "bytes": {k: (os.path.getsize(os.path.join(self.out_dir, v)) if v else None) for k, v in files.items()},
             "gzip": self.gzip,
@@ -449,11 +480,16 @@ class Recorder:
         path = os.path.join(self.out_dir, f"manifest.rank{rank}.json")
         with _locked(self.out_dir):
             old = _load_json(path)
-            if (isinstance(old, dict) and old.get("run_id") == self.run_id and self.run_id is not None
-                    and (old.get("hostname"), old.get("pid")) != (doc["hostname"], doc["pid"])):
+            if (
+                isinstance(old, dict)
+                and old.get("run_id") == self.run_id
+                and self.run_id is not None
+                and (old.get("hostname"), old.get("pid")) != (doc["hostname"], doc["pid"])
+            ):
                 doc["warnings"].append(
                     f"replaced the files of another process with rank {rank} (pid {old.get('pid')} on "
-                    f"{old.get('hostname')}): two training processes of one job had the same rank")
+                    f"{old.get('hostname')}): two training processes of one job had the same rank"
+                )
             _write_json_atomic(path, doc)
             _merge_locked(self.out_dir, run_id=self.run_id)
         self.manifest, self.manifest_path = doc, path
@@ -489,8 +525,14 @@ def read_manifest(out_dir: str | os.PathLike) -> dict:
 _ANY = object()
 
 
-def merge_manifests(out_dir: str | os.PathLike, *, run_id: Any = _ANY, extra: dict | None = None,
-                    final: bool = False, warnings: list[str] | None = None) -> dict:
+def merge_manifests(
+    out_dir: str | os.PathLike,
+    *,
+    run_id: Any = _ANY,
+    extra: dict | None = None,
+    final: bool = False,
+    warnings: list[str] | None = None,
+) -> dict:
     """Merge the `manifest.rank<r>.json` files of one run into `manifest.json` and return it.
 
     `run_id` keeps only the ranks of that run (default: every rank file present). `extra` keys
@@ -502,8 +544,9 @@ def merge_manifests(out_dir: str | os.PathLike, *, run_id: Any = _ANY, extra: di
         return _merge_locked(out_dir, run_id=run_id, extra=extra, final=final, notes=warnings)
 
 
-def _merge_locked(out_dir: str, *, run_id: Any = _ANY, extra: dict | None = None, final: bool = False,
-                  notes: list[str] | None = None) -> dict:
+def _merge_locked(
+    out_dir: str, *, run_id: Any = _ANY, extra: dict | None = None, final: bool = False, notes: list[str] | None = None
+) -> dict:
     per_rank: dict[int, dict] = {}
     warnings: list[str] = []
     for name in sorted(os.listdir(out_dir)):
@@ -526,8 +569,10 @@ def _merge_locked(out_dir: str, *, run_id: Any = _ANY, extra: dict | None = None
     def common(key: str) -> Any:
         vals = {json.dumps(d.get(key), sort_keys=True) for d in per_rank.values()}
         if len(vals) > 1:
-            warnings.append(f"ranks differ in {key}: " + ", ".join(
-                f"rank {r}: {json.dumps(d.get(key))}" for r, d in sorted(per_rank.items())))
+            warnings.append(
+                f"ranks differ in {key}: "
+                + ", ".join(f"rank {r}: {json.dumps(d.get(key))}" for r, d in sorted(per_rank.items()))
+            )
         return first.get(key)
 
     merged: dict[str, Any] = {
@@ -558,12 +603,17 @@ def _merge_locked(out_dir: str, *, run_id: Any = _ANY, extra: dict | None = None
         warnings.extend(f"rank {r}: {w}" for w in d.get("warnings") or [])
     if final:
         if missing:
-            warnings.append("no manifest from rank(s) " + ", ".join(map(str, missing))
-                            + ": those processes ended before the end of the active window and before exit "
-                              "handlers ran (killed?)")
+            warnings.append(
+                "no manifest from rank(s) "
+                + ", ".join(map(str, missing))
+                + ": those processes ended before the end of the active window and before exit "
+                "handlers ran (killed?)"
+            )
         if not ranks:
-            warnings.append("no process of the job recorded anything (did it call optimizer.step()? "
-                            "python -I, -E or -S turn the injection off)")
+            warnings.append(
+                "no process of the job recorded anything (did it call optimizer.step()? "
+                "python -I, -E or -S turn the injection off)"
+            )
     merged["warnings"] = warnings + list(notes or [])
     if extra:
         merged.update(extra)

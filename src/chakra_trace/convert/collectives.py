@@ -5,6 +5,7 @@ NCCL), `nccl:all_reduce` / `gloo:all_gather` (the backend child), the `collectiv
 `record_param_comms` (`allreduce`, `_allgather_base`, `all_to_allv`, ...), and GPU kernel names
 (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`). All normalize to one key here.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,20 @@ _SEND = {"send", "isend"}
 _RECV = {"recv", "irecv", "recvanysource"}
 _SENDRECV = {"sendrecv"}
 # Host-side bookkeeping that shares the collective namespace but moves no data.
-_NOT_COMM = {"wait", "init", "coalesced", "startcoalescing", "endcoalescing", "getrank", "getworldsize",
-             "newgroup", "destroy", "abort", "shutdown", "barrierwait"}
+_NOT_COMM = {
+    "wait",
+    "init",
+    "coalesced",
+    "startcoalescing",
+    "endcoalescing",
+    "getrank",
+    "getworldsize",
+    "newgroup",
+    "destroy",
+    "abort",
+    "shutdown",
+    "barrierwait",
+}
 
 _KERNEL = re.compile(r"^nccl(?:dev)?kernel_([a-z]+)", re.IGNORECASE)
 _SUFFIXES = ("tensorcoalesced", "intotensorcoalesced", "coalesced", "intotensor", "tensor", "base")
@@ -62,7 +75,7 @@ def normalize(name: str) -> str:
     else:
         for prefix in ("c10d::", "nccl:", "gloo:", "mpi:", "ucc:", "xccl:"):
             if s.lower().startswith(prefix):
-                s = s[len(prefix):]
+                s = s[len(prefix) :]
                 break
     key = re.sub(r"[^a-z0-9]", "", s.lower())
     changed = True
@@ -104,20 +117,66 @@ def is_bookkeeping(name: str) -> bool:
 
 # record_param_comms `dtype` (c10::ScalarType names) -> bytes per element
 SCALAR_TYPE_BYTES = {
-    "Byte": 1, "Char": 1, "Short": 2, "Int": 4, "Long": 8, "Half": 2, "Float": 4, "Double": 8,
-    "ComplexHalf": 4, "ComplexFloat": 8, "ComplexDouble": 16, "Bool": 1, "QInt8": 1, "QUInt8": 1,
-    "QInt32": 4, "BFloat16": 2, "QUInt4x2": 1, "QUInt2x4": 1, "Bits1x8": 1, "Bits2x4": 1, "Bits4x2": 1,
-    "Bits8": 1, "Bits16": 2, "Float8_e5m2": 1, "Float8_e4m3fn": 1, "Float8_e5m2fnuz": 1,
-    "Float8_e4m3fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8, "Float8_e8m0fnu": 1,
+    "Byte": 1,
+    "Char": 1,
+    "Short": 2,
+    "Int": 4,
+    "Long": 8,
+    "Half": 2,
+    "Float": 4,
+    "Double": 8,
+    "ComplexHalf": 4,
+    "ComplexFloat": 8,
+    "ComplexDouble": 16,
+    "Bool": 1,
+    "QInt8": 1,
+    "QUInt8": 1,
+    "QInt32": 4,
+    "BFloat16": 2,
+    "QUInt4x2": 1,
+    "QUInt2x4": 1,
+    "Bits1x8": 1,
+    "Bits2x4": 1,
+    "Bits4x2": 1,
+    "Bits8": 1,
+    "Bits16": 2,
+    "Float8_e5m2": 1,
+    "Float8_e4m3fn": 1,
+    "Float8_e5m2fnuz": 1,
+    "Float8_e4m3fnuz": 1,
+    "UInt16": 2,
+    "UInt32": 4,
+    "UInt64": 8,
+    "Float8_e8m0fnu": 1,
 }
 
 # ET tensor type strings `Tensor(<c++ type>)` -> bytes per element
 TENSOR_TYPE_BYTES = {
-    "float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8, "int": 4,
-    "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
-    "c10::complex<double>": 16, "c10::complex<c10::Half>": 4, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
-    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "unsigned short": 2, "unsigned int": 4,
-    "unsigned long": 8, "c10::qint8": 1, "c10::quint8": 1, "c10::qint32": 4,
+    "float": 4,
+    "double": 8,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "long int": 8,
+    "long": 8,
+    "int": 4,
+    "short int": 2,
+    "short": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "bool": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+    "c10::complex<c10::Half>": 4,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1,
+    "unsigned short": 2,
+    "unsigned int": 4,
+    "unsigned long": 8,
+    "c10::qint8": 1,
+    "c10::quint8": 1,
+    "c10::qint32": 4,
 }
 
 

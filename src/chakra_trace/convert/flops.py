@@ -6,6 +6,7 @@ records for each op. Counts follow the usual conventions: a multiply-add is 2 FL
 elementwise ops cost a small constant per output element; ops that only change views or
 allocate memory cost nothing and touch no data.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,75 +18,264 @@ from .collectives import tensor_itemsize
 
 # Ops that create views, allocate or query: no FLOPs and no bytes touched.
 _FREE = {
-    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::_reshape_alias", "aten::t", "aten::transpose",
-    "aten::permute", "aten::as_strided", "aten::expand", "aten::expand_as", "aten::slice", "aten::select",
-    "aten::narrow", "aten::squeeze", "aten::unsqueeze", "aten::detach", "detach", "aten::detach_",
-    "aten::alias", "aten::view_as", "aten::unbind", "aten::split", "aten::chunk", "aten::empty",
-    "aten::empty_strided", "aten::empty_like", "aten::resolve_conj", "aten::resolve_neg", "aten::result_type",
-    "aten::size", "aten::stride", "aten::is_nonzero", "aten::flatten", "aten::unflatten", "aten::lift_fresh",
-    "aten::_local_scalar_dense", "aten::item", "aten::numpy_T", "aten::movedim", "aten::contiguous",
-    "aten::set_", "aten::resize_", "aten::to",
+    "aten::view",
+    "aten::_unsafe_view",
+    "aten::reshape",
+    "aten::_reshape_alias",
+    "aten::t",
+    "aten::transpose",
+    "aten::permute",
+    "aten::as_strided",
+    "aten::expand",
+    "aten::expand_as",
+    "aten::slice",
+    "aten::select",
+    "aten::narrow",
+    "aten::squeeze",
+    "aten::unsqueeze",
+    "aten::detach",
+    "detach",
+    "aten::detach_",
+    "aten::alias",
+    "aten::view_as",
+    "aten::unbind",
+    "aten::split",
+    "aten::chunk",
+    "aten::empty",
+    "aten::empty_strided",
+    "aten::empty_like",
+    "aten::resolve_conj",
+    "aten::resolve_neg",
+    "aten::result_type",
+    "aten::size",
+    "aten::stride",
+    "aten::is_nonzero",
+    "aten::flatten",
+    "aten::unflatten",
+    "aten::lift_fresh",
+    "aten::_local_scalar_dense",
+    "aten::item",
+    "aten::numpy_T",
+    "aten::movedim",
+    "aten::contiguous",
+    "aten::set_",
+    "aten::resize_",
+    "aten::to",
 }
 
 # Pure data movement: bytes but no FLOPs.
 _MOVE = {
-    "aten::copy_", "aten::_to_copy", "aten::clone", "aten::cat", "aten::stack", "aten::fill_", "aten::zero_",
-    "aten::zeros", "aten::ones", "aten::full", "aten::zeros_like", "aten::ones_like", "aten::full_like",
-    "aten::index", "aten::index_select", "aten::gather", "aten::scatter", "aten::scatter_", "aten::index_put_",
-    "aten::masked_select", "aten::flatten_dense_tensors", "aten::unflatten_dense_tensors", "aten::pad",
-    "aten::constant_pad_nd", "aten::repeat", "aten::roll", "aten::flip", "aten::scalar_tensor",
-    "aten::arange", "aten::_foreach_copy_", "aten::new_empty_strided", "aten::new_zeros", "aten::tril",
-    "aten::triu", "aten::embedding", "aten::embedding_dense_backward", "aten::embedding_backward",
-    "aten::_embedding_bag", "aten::bernoulli_", "aten::normal_", "aten::uniform_", "aten::random_",
+    "aten::copy_",
+    "aten::_to_copy",
+    "aten::clone",
+    "aten::cat",
+    "aten::stack",
+    "aten::fill_",
+    "aten::zero_",
+    "aten::zeros",
+    "aten::ones",
+    "aten::full",
+    "aten::zeros_like",
+    "aten::ones_like",
+    "aten::full_like",
+    "aten::index",
+    "aten::index_select",
+    "aten::gather",
+    "aten::scatter",
+    "aten::scatter_",
+    "aten::index_put_",
+    "aten::masked_select",
+    "aten::flatten_dense_tensors",
+    "aten::unflatten_dense_tensors",
+    "aten::pad",
+    "aten::constant_pad_nd",
+    "aten::repeat",
+    "aten::roll",
+    "aten::flip",
+    "aten::scalar_tensor",
+    "aten::arange",
+    "aten::_foreach_copy_",
+    "aten::new_empty_strided",
+    "aten::new_zeros",
+    "aten::tril",
+    "aten::triu",
+    "aten::embedding",
+    "aten::embedding_dense_backward",
+    "aten::embedding_backward",
+    "aten::_embedding_bag",
+    "aten::bernoulli_",
+    "aten::normal_",
+    "aten::uniform_",
+    "aten::random_",
 }
 
 # FLOPs per output element of elementwise ops (default 1 for the arithmetic listed).
 _ELEMENTWISE = {
-    "aten::add": 1, "aten::add_": 1, "aten::sub": 1, "aten::sub_": 1, "aten::mul": 1, "aten::mul_": 1,
-    "aten::div": 1, "aten::div_": 1, "aten::neg": 1, "aten::neg_": 1, "aten::abs": 1, "aten::relu": 1,
-    "aten::relu_": 1, "aten::clamp": 1, "aten::clamp_": 1, "aten::clamp_min": 1, "aten::clamp_min_": 1,
-    "aten::clamp_max": 1, "aten::threshold_backward": 1, "aten::sqrt": 1, "aten::rsqrt": 1, "aten::pow": 1,
-    "aten::exp": 1, "aten::log": 1, "aten::reciprocal": 1, "aten::sign": 1, "aten::maximum": 1,
-    "aten::minimum": 1, "aten::where": 1, "aten::masked_fill": 1, "aten::masked_fill_": 1, "aten::eq": 1,
-    "aten::ne": 1, "aten::lt": 1, "aten::gt": 1, "aten::le": 1, "aten::ge": 1, "aten::sigmoid": 4,
-    "aten::tanh": 4, "aten::gelu": 8, "aten::gelu_backward": 10, "aten::silu": 5, "aten::silu_backward": 7,
-    "aten::sigmoid_backward": 3, "aten::tanh_backward": 3, "aten::addcmul": 2, "aten::addcmul_": 2,
-    "aten::addcdiv": 2, "aten::addcdiv_": 2, "aten::lerp": 2, "aten::lerp_": 2, "aten::dropout": 1,
-    "aten::native_dropout": 2, "aten::native_dropout_backward": 1, "aten::hardtanh": 1, "aten::hardtanh_": 1,
-    "aten::leaky_relu": 1, "aten::leaky_relu_": 1, "aten::_foreach_add_": 1, "aten::_foreach_mul_": 1,
-    "aten::_foreach_div_": 1, "aten::_foreach_sqrt": 1, "aten::_foreach_addcmul_": 2,
-    "aten::_foreach_addcdiv_": 2, "aten::_foreach_lerp_": 2, "aten::square": 1, "aten::erf": 4,
+    "aten::add": 1,
+    "aten::add_": 1,
+    "aten::sub": 1,
+    "aten::sub_": 1,
+    "aten::mul": 1,
+    "aten::mul_": 1,
+    "aten::div": 1,
+    "aten::div_": 1,
+    "aten::neg": 1,
+    "aten::neg_": 1,
+    "aten::abs": 1,
+    "aten::relu": 1,
+    "aten::relu_": 1,
+    "aten::clamp": 1,
+    "aten::clamp_": 1,
+    "aten::clamp_min": 1,
+    "aten::clamp_min_": 1,
+    "aten::clamp_max": 1,
+    "aten::threshold_backward": 1,
+    "aten::sqrt": 1,
+    "aten::rsqrt": 1,
+    "aten::pow": 1,
+    "aten::exp": 1,
+    "aten::log": 1,
+    "aten::reciprocal": 1,
+    "aten::sign": 1,
+    "aten::maximum": 1,
+    "aten::minimum": 1,
+    "aten::where": 1,
+    "aten::masked_fill": 1,
+    "aten::masked_fill_": 1,
+    "aten::eq": 1,
+    "aten::ne": 1,
+    "aten::lt": 1,
+    "aten::gt": 1,
+    "aten::le": 1,
+    "aten::ge": 1,
+    "aten::sigmoid": 4,
+    "aten::tanh": 4,
+    "aten::gelu": 8,
+    "aten::gelu_backward": 10,
+    "aten::silu": 5,
+    "aten::silu_backward": 7,
+    "aten::sigmoid_backward": 3,
+    "aten::tanh_backward": 3,
+    "aten::addcmul": 2,
+    "aten::addcmul_": 2,
+    "aten::addcdiv": 2,
+    "aten::addcdiv_": 2,
+    "aten::lerp": 2,
+    "aten::lerp_": 2,
+    "aten::dropout": 1,
+    "aten::native_dropout": 2,
+    "aten::native_dropout_backward": 1,
+    "aten::hardtanh": 1,
+    "aten::hardtanh_": 1,
+    "aten::leaky_relu": 1,
+    "aten::leaky_relu_": 1,
+    "aten::_foreach_add_": 1,
+    "aten::_foreach_mul_": 1,
+    "aten::_foreach_div_": 1,
+    "aten::_foreach_sqrt": 1,
+    "aten::_foreach_addcmul_": 2,
+    "aten::_foreach_addcdiv_": 2,
+    "aten::_foreach_lerp_": 2,
+    "aten::square": 1,
+    "aten::erf": 4,
 }
 
 # FLOPs per INPUT element of reductions and normalizations.
 _REDUCTION = {
-    "aten::sum": 1, "aten::mean": 1, "aten::max": 1, "aten::min": 1, "aten::amax": 1, "aten::amin": 1,
-    "aten::argmax": 1, "aten::argmin": 1, "aten::norm": 2, "aten::linalg_vector_norm": 2, "aten::var": 3,
-    "aten::std": 3, "aten::var_mean": 3, "aten::prod": 1, "aten::cumsum": 1, "aten::softmax": 5,
-    "aten::_softmax": 5, "aten::log_softmax": 5, "aten::_log_softmax": 5, "aten::_softmax_backward_data": 4,
-    "aten::_log_softmax_backward_data": 4, "aten::layer_norm": 8, "aten::native_layer_norm": 8,
-    "aten::native_layer_norm_backward": 14, "aten::batch_norm": 8, "aten::native_batch_norm": 8,
-    "aten::_batch_norm_impl_index": 8, "aten::cudnn_batch_norm": 8, "aten::native_batch_norm_backward": 14,
-    "aten::cudnn_batch_norm_backward": 14, "aten::group_norm": 8, "aten::native_group_norm": 8,
-    "aten::nll_loss": 1, "aten::nll_loss_forward": 1, "aten::nll_loss_backward": 1, "aten::cross_entropy_loss": 6,
-    "aten::mse_loss": 3, "aten::mse_loss_backward": 3, "aten::max_pool2d": 1, "aten::max_pool2d_with_indices": 1,
-    "aten::max_pool2d_with_indices_backward": 1, "aten::avg_pool2d": 1, "aten::adaptive_avg_pool2d": 1,
-    "aten::_adaptive_avg_pool2d": 1, "aten::_adaptive_avg_pool2d_backward": 1, "aten::rms_norm": 4,
+    "aten::sum": 1,
+    "aten::mean": 1,
+    "aten::max": 1,
+    "aten::min": 1,
+    "aten::amax": 1,
+    "aten::amin": 1,
+    "aten::argmax": 1,
+    "aten::argmin": 1,
+    "aten::norm": 2,
+    "aten::linalg_vector_norm": 2,
+    "aten::var": 3,
+    "aten::std": 3,
+    "aten::var_mean": 3,
+    "aten::prod": 1,
+    "aten::cumsum": 1,
+    "aten::softmax": 5,
+    "aten::_softmax": 5,
+    "aten::log_softmax": 5,
+    "aten::_log_softmax": 5,
+    "aten::_softmax_backward_data": 4,
+    "aten::_log_softmax_backward_data": 4,
+    "aten::layer_norm": 8,
+    "aten::native_layer_norm": 8,
+    "aten::native_layer_norm_backward": 14,
+    "aten::batch_norm": 8,
+    "aten::native_batch_norm": 8,
+    "aten::_batch_norm_impl_index": 8,
+    "aten::cudnn_batch_norm": 8,
+    "aten::native_batch_norm_backward": 14,
+    "aten::cudnn_batch_norm_backward": 14,
+    "aten::group_norm": 8,
+    "aten::native_group_norm": 8,
+    "aten::nll_loss": 1,
+    "aten::nll_loss_forward": 1,
+    "aten::nll_loss_backward": 1,
+    "aten::cross_entropy_loss": 6,
+    "aten::mse_loss": 3,
+    "aten::mse_loss_backward": 3,
+    "aten::max_pool2d": 1,
+    "aten::max_pool2d_with_indices": 1,
+    "aten::max_pool2d_with_indices_backward": 1,
+    "aten::avg_pool2d": 1,
+    "aten::adaptive_avg_pool2d": 1,
+    "aten::_adaptive_avg_pool2d": 1,
+    "aten::_adaptive_avg_pool2d_backward": 1,
+    "aten::rms_norm": 4,
     "aten::_fused_rms_norm": 4,
 }
 
-_MATMUL = {"aten::mm", "aten::bmm", "aten::matmul", "aten::addmm", "aten::baddbmm", "aten::addbmm",
-           "aten::linear", "aten::_scaled_mm", "aten::addmv", "aten::mv", "aten::dot", "aten::vdot"}
-_CONV = {"aten::convolution", "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d",
-         "aten::cudnn_convolution", "aten::mkldnn_convolution", "aten::miopen_convolution",
-         "aten::_convolution_mode", "aten::conv_transpose1d", "aten::conv_transpose2d",
-         "aten::conv_transpose3d", "aten::cudnn_convolution_transpose", "aten::_slow_conv2d_forward",
-         "aten::thnn_conv2d", "aten::_nnpack_spatial_convolution"}
-_CONV_BACKWARD = {"aten::convolution_backward", "aten::cudnn_convolution_backward",
-                  "aten::mkldnn_convolution_backward", "aten::_slow_conv2d_backward"}
-_ATTENTION = {"aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention",
-              "aten::_scaled_dot_product_efficient_attention", "aten::_flash_attention_forward",
-              "aten::_scaled_dot_product_flash_attention_for_cpu"}
+_MATMUL = {
+    "aten::mm",
+    "aten::bmm",
+    "aten::matmul",
+    "aten::addmm",
+    "aten::baddbmm",
+    "aten::addbmm",
+    "aten::linear",
+    "aten::_scaled_mm",
+    "aten::addmv",
+    "aten::mv",
+    "aten::dot",
+    "aten::vdot",
+}
+_CONV = {
+    "aten::convolution",
+    "aten::_convolution",
+    "aten::conv1d",
+    "aten::conv2d",
+    "aten::conv3d",
+    "aten::cudnn_convolution",
+    "aten::mkldnn_convolution",
+    "aten::miopen_convolution",
+    "aten::_convolution_mode",
+    "aten::conv_transpose1d",
+    "aten::conv_transpose2d",
+    "aten::conv_transpose3d",
+    "aten::cudnn_convolution_transpose",
+    "aten::_slow_conv2d_forward",
+    "aten::thnn_conv2d",
+    "aten::_nnpack_spatial_convolution",
+}
+_CONV_BACKWARD = {
+    "aten::convolution_backward",
+    "aten::cudnn_convolution_backward",
+    "aten::mkldnn_convolution_backward",
+    "aten::_slow_conv2d_backward",
+}
+_ATTENTION = {
+    "aten::scaled_dot_product_attention",
+    "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention",
+    "aten::_flash_attention_forward",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+}
 
 
 @dataclass(frozen=True)
@@ -109,7 +299,7 @@ def _tensors(shapes: Sequence, types: Sequence) -> list[tuple[list[int], int]]:
             if size is not None and _is_shape(shape):
                 out.append((shape, size))
         elif t.startswith(("GenericList[", "Tuple[")) and "Tensor(" in t and isinstance(shape, list):
-            inner = t[t.index("[") + 1:-1].split(",")
+            inner = t[t.index("[") + 1 : -1].split(",")
             for s, it in zip(shape, inner):
                 size = tensor_itemsize(it.strip())
                 if size is not None and _is_shape(s):
@@ -125,19 +315,32 @@ def _nth(singles: Sequence[Sequence[int]], k: int) -> Sequence[int] | None:
     return singles[k] if k < len(singles) else None
 
 
-def op_cost(name: str, in_shapes: Sequence, in_types: Sequence, out_shapes: Sequence = (),
-            out_types: Sequence = (), in_values: Sequence | None = None) -> Cost:
+def op_cost(
+    name: str,
+    in_shapes: Sequence,
+    in_types: Sequence,
+    out_shapes: Sequence = (),
+    out_types: Sequence = (),
+    in_values: Sequence | None = None,
+) -> Cost:
     """FLOPs and bytes of one op from its recorded input/output shapes and type strings."""
     if name in _FREE:
         return Cost(0, 0)
-    singles = [shape for shape, t in zip(in_shapes, in_types)
-               if isinstance(t, str) and t.startswith("Tensor(") and _is_shape(shape)]
-    return tensor_cost(name, _tensors(in_shapes, in_types), _tensors(out_shapes, out_types), singles,
-                       in_values)
+    singles = [
+        shape
+        for shape, t in zip(in_shapes, in_types)
+        if isinstance(t, str) and t.startswith("Tensor(") and _is_shape(shape)
+    ]
+    return tensor_cost(name, _tensors(in_shapes, in_types), _tensors(out_shapes, out_types), singles, in_values)
 
 
-def tensor_cost(name: str, ins: Sequence[tuple[Sequence[int], int]], outs: Sequence[tuple[Sequence[int], int]],
-                singles: Sequence[Sequence[int]], in_values: Sequence | None = None) -> Cost:
+def tensor_cost(
+    name: str,
+    ins: Sequence[tuple[Sequence[int], int]],
+    outs: Sequence[tuple[Sequence[int], int]],
+    singles: Sequence[Sequence[int]],
+    in_values: Sequence | None = None,
+) -> Cost:
     """FLOPs and bytes from tensor lists: `ins`/`outs` as (shape, itemsize), `singles` the shapes of
     the top-level Tensor arguments in order (what matmul / conv operands are read from)."""
     if name in _FREE:

@@ -39,6 +39,7 @@ it reads exactly as the path above would, and leaves every other one (``M`` even
 strings where ids or times are expected, bad JSON, ...) to that path, one event at a time, so
 both give the same trace and the same errors. ``CHAKRA_TRACE_PURE=1`` disables it.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -62,7 +63,11 @@ from ..io.stream import Limits, open_binary
 _native = load_native("chakra_trace.convert._kineto")  # optional C kernels; None: the numpy/Python path
 
 __all__ = [
-    "CPU_CATS", "GPU_CATS", "RUNTIME_CATS", "KinetoTrace", "read_kineto",
+    "CPU_CATS",
+    "GPU_CATS",
+    "RUNTIME_CATS",
+    "KinetoTrace",
+    "read_kineto",
 ]
 
 #: Host-side op categories that carry "Record function id" / "External id".
@@ -220,9 +225,15 @@ class KinetoTrace:
     def event(self, i: int) -> dict:
         """Row i as a small dict (for debugging and display; never used on hot paths)."""
         i = int(i)
-        d = {"ph": chr(int(self.ph[i])), "cat": self.cats[int(self.cat[i])], "name": self.event_name(i),
-             "pid": self.label_of(self.pid[i]), "tid": self.label_of(self.tid[i]),
-             "ts": int(self.ts[i]), "dur": int(self.dur[i])}
+        d = {
+            "ph": chr(int(self.ph[i])),
+            "cat": self.cats[int(self.cat[i])],
+            "name": self.event_name(i),
+            "pid": self.label_of(self.pid[i]),
+            "tid": self.label_of(self.tid[i]),
+            "ts": int(self.ts[i]),
+            "dur": int(self.dur[i]),
+        }
         for col in (*_ARG_COLUMNS, "flow_id"):
             v = int(getattr(self, col)[i])
             if v != -1:
@@ -327,8 +338,7 @@ class KinetoTrace:
     def process_labels(self) -> dict:
         """{pid: labels} from ``process_labels`` metadata events (e.g. "CPU", "GPU 0")."""
         code = self.name_code("process_labels")
-        return {self.label_of(self.pid[i]): a.get("labels")
-                for i, a in self.meta_args.items() if self.name[i] == code}
+        return {self.label_of(self.pid[i]): a.get("labels") for i, a in self.meta_args.items() if self.name[i] == code}
 
     # ------------------------------------------------------------------ export
     def to_pandas(self):
@@ -341,10 +351,16 @@ class KinetoTrace:
         cats = np.asarray(self.cats, dtype=object)
         data = {
             "ph": pd.Categorical([chr(c) for c in self.ph.tolist()]),
-            "cat": (pd.Categorical.from_codes(self.cat.astype(np.int64), categories=cats)
-                    if len(set(self.cats)) == len(self.cats) else cats[self.cat]),
+            "cat": (
+                pd.Categorical.from_codes(self.cat.astype(np.int64), categories=cats)
+                if len(set(self.cats)) == len(self.cats)
+                else cats[self.cat]
+            ),
             "name": names[self.name] if len(self) else np.zeros(0, object),
-            "pid": self.pid, "tid": self.tid, "ts": self.ts, "dur": self.dur,
+            "pid": self.pid,
+            "tid": self.tid,
+            "ts": self.ts,
+            "dur": self.dur,
         }
         for col in (*_ARG_COLUMNS, "flow_id"):
             data[col] = getattr(self, col)
@@ -372,8 +388,9 @@ class _Text:
         try:
             text = self.dec.decode(data, final=not data)
         except UnicodeDecodeError as e:
-            raise TraceFormatError(self.path, f"not UTF-8 text ({e.reason})",
-                                   offset=self.base + len(self.buf), offset_kind="character") from None
+            raise TraceFormatError(
+                self.path, f"not UTF-8 text ({e.reason})", offset=self.base + len(self.buf), offset_kind="character"
+            ) from None
         if not data:
             self.eof = True
         if pos:
@@ -398,7 +415,7 @@ class _Text:
         if pos >= len(self.buf):
             raise self.fail(pos, f"file ends where {what} was expected (truncated file)")
         if self.buf[pos] != ch:
-            raise self.fail(pos, f"expected {what}, found {self.buf[pos:pos + 20]!r}")
+            raise self.fail(pos, f"expected {what}, found {self.buf[pos : pos + 20]!r}")
         return pos + 1
 
     def value(self, pos: int, scan, what: str) -> tuple[Any, int]:
@@ -412,7 +429,7 @@ class _Text:
                     return val, end
                 err_pos, msg, cut = end, "", True  # a number may go on in the next chunk
             except StopIteration as e:  # no value at e.value (json's C scanner: also a nested one)
-                rest = self.buf[e.value:e.value + 9]
+                rest = self.buf[e.value : e.value + 9]
                 err_pos, msg = e.value, "expected a JSON value"
                 cut = e.value + len(rest) >= len(self.buf) and any(w.startswith(rest) for w in _LITERALS)
             except json.JSONDecodeError as e:
@@ -450,6 +467,8 @@ def _bulk_end(buf: str, pos: int, tries: int = 64) -> int:
             return i + 1
         hi = i
     return -1
+
+
 _BATCH = 8192
 _NO_ARGS: dict = {}
 
@@ -457,8 +476,10 @@ _NO_ARGS: dict = {}
 def _ns_list(vals: list, missing: int) -> list:
     """ts/dur values as parsed (int µs, or the text of a decimal) -> int ns, exactly."""
     try:  # Kineto writes floats with exactly three decimals: drop the point
-        return [v * 1000 if v.__class__ is int else int(v[:-4] + v[-3:]) if v[-4] == "." and v[-3:].isdigit()
-                else _ns(v) for v in vals]
+        return [
+            v * 1000 if v.__class__ is int else int(v[:-4] + v[-3:]) if v[-4] == "." and v[-3:].isdigit() else _ns(v)
+            for v in vals
+        ]
     except (TypeError, IndexError, KeyError, ValueError):
         pass
     return [missing if v is None else _ns(v) for v in vals]
@@ -475,7 +496,7 @@ def _strings(buf: str, table: bytes) -> list[str]:
     """The strings of a `_kineto` table: int64 (offset, length) pairs into buf, of the text
     between the quotes (decoded as json does where it has escapes)."""
     t = memoryview(table).cast("q")
-    out = [buf[t[k]:t[k] + t[k + 1]] for k in range(0, len(t), 2)]
+    out = [buf[t[k] : t[k] + t[k + 1]] for k in range(0, len(t), 2)]
     for k, s in enumerate(out):
         if "\\" in s:
             out[k] = _scanstring(buf, t[2 * k])[0]
@@ -600,8 +621,9 @@ class _Columns:
         self.ph += ph
         self.cat.frombytes(cat.astype(np.int16).tobytes())
         self.name.frombytes(name.astype(np.int32).tobytes())
-        for col, data in zip((self.pid, self.tid, self.ts, self.dur, *self.args, self.flow_id),
-                             (pid, tid, ts, dur, *ints)):
+        for col, data in zip(
+            (self.pid, self.tid, self.ts, self.dur, *self.args, self.flow_id), (pid, tid, ts, dur, *ints)
+        ):
             col.frombytes(data)
         self.rows += n
 
@@ -615,11 +637,19 @@ class _Columns:
         args = {col: np_(a, np.int64) for col, a in zip(_ARG_COLUMNS, self.args)}
         return KinetoTrace(
             path=path,
-            ph=np_(self.ph, np.uint8), cat=np_(self.cat, np.int16), name=np_(self.name, np.int32),
-            pid=np_(self.pid, np.int64), tid=np_(self.tid, np.int64),
-            ts=np_(self.ts, np.int64), dur=np_(self.dur, np.int64),
-            flow_id=np_(self.flow_id, np.int64), **args,
-            cats=strs(self.cat_idx), names=strs(self.name_idx), labels=self.labels, metadata=metadata,
+            ph=np_(self.ph, np.uint8),
+            cat=np_(self.cat, np.int16),
+            name=np_(self.name, np.int32),
+            pid=np_(self.pid, np.int64),
+            tid=np_(self.tid, np.int64),
+            ts=np_(self.ts, np.int64),
+            dur=np_(self.dur, np.int64),
+            flow_id=np_(self.flow_id, np.int64),
+            **args,
+            cats=strs(self.cat_idx),
+            names=strs(self.name_idx),
+            labels=self.labels,
+            metadata=metadata,
             meta_args=self.meta_args,
         )
 
@@ -638,7 +668,7 @@ def _iter_members(t: _Text, scan_meta, on_events) -> Iterator[tuple[str, Any]]:
             break
         if not first:
             if t.buf[pos] != ",":
-                raise t.fail(pos, f"expected ',' or '}}' between top-level members, found {t.buf[pos:pos + 20]!r}")
+                raise t.fail(pos, f"expected ',' or '}}' between top-level members, found {t.buf[pos : pos + 20]!r}")
             pos = t.skip_ws(pos + 1)
         first = False
         key, pos = t.value(pos, scan_meta, "a top-level key")
@@ -652,7 +682,7 @@ def _iter_members(t: _Text, scan_meta, on_events) -> Iterator[tuple[str, Any]]:
             yield key, val
     pos = t.skip_ws(pos)
     if pos < len(t.buf):
-        raise t.fail(pos, f"unexpected text after the trace object: {t.buf[pos:pos + 20]!r}")
+        raise t.fail(pos, f"unexpected text after the trace object: {t.buf[pos : pos + 20]!r}")
 
 
 def read_kineto(path: str | os.PathLike, *, limits: Limits | None = None, chunk: int = _CHUNK) -> KinetoTrace:
@@ -771,8 +801,10 @@ def read_kineto(path: str | os.PathLike, *, limits: Limits | None = None, chunk:
                     flush(batch)
                     return pos + 1
                 if ch != ",":
-                    raise t.fail(pos, f"expected ',' or ']' after event #{cols.rows + len(batch) - 1}, "
-                                      f"found {buf[pos:pos + 20]!r}")
+                    raise t.fail(
+                        pos,
+                        f"expected ',' or ']' after event #{cols.rows + len(batch) - 1}, found {buf[pos : pos + 20]!r}",
+                    )
                 pos = t.skip_ws(pos + 1)
                 buf = t.buf
                 if pos < len(buf) and buf[pos] == "]":  # tolerate a trailing comma

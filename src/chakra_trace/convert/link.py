@@ -34,6 +34,7 @@ op that has one.
 `interval_parents` (innermost enclosing interval per thread) is also what repairs call-tree
 parents around asynchronous collectives.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -47,8 +48,15 @@ from . import kineto as _kineto
 from .kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace
 
 __all__ = [
-    "GPU_ENCLOSING", "GPU_EXTERNAL_ID", "Link", "METHOD_EXTERNAL_ID", "METHOD_NAMES", "METHOD_NONE",
-    "METHOD_RF_ID", "interval_parents", "link",
+    "GPU_ENCLOSING",
+    "GPU_EXTERNAL_ID",
+    "Link",
+    "METHOD_EXTERNAL_ID",
+    "METHOD_NAMES",
+    "METHOD_NONE",
+    "METHOD_RF_ID",
+    "interval_parents",
+    "link",
 ]
 
 METHOD_NONE, METHOD_RF_ID, METHOD_EXTERNAL_ID = 0, 1, 2
@@ -89,8 +97,14 @@ def interval_parents(starts: Any, ends: Any, tids: Any) -> np.ndarray:
     # thread boundaries in sorted order
     cut = np.flatnonzero(t[1:] != t[:-1]) + 1
     if _kineto._native is not None:  # the same sweep in C
-        out_arr = np.frombuffer(_kineto._native.nest(np.ascontiguousarray(starts[order]), np.ascontiguousarray(
-            ends[order]), np.concatenate(([0], cut, [n])).astype(np.int64)), np.int64)
+        out_arr = np.frombuffer(
+            _kineto._native.nest(
+                np.ascontiguousarray(starts[order]),
+                np.ascontiguousarray(ends[order]),
+                np.concatenate(([0], cut, [n])).astype(np.int64),
+            ),
+            np.int64,
+        )
     else:
         out_arr = _sweep(starts[order].tolist(), ends[order].tolist(), [0, *cut.tolist(), n])
     has = out_arr >= 0
@@ -213,8 +227,10 @@ class Link:
 
     def __repr__(self) -> str:
         c = self.counts
-        return (f"<Link {c.get('matched', 0)}/{c.get('host_rows', 0)} host ops matched by {self.key}, "
-                f"{c.get('gpu_with_host', 0)}/{c.get('gpu_events', 0)} GPU events attached to host ops>")
+        return (
+            f"<Link {c.get('matched', 0)}/{c.get('host_rows', 0)} host ops matched by {self.key}, "
+            f"{c.get('gpu_with_host', 0)}/{c.get('gpu_events', 0)} GPU events attached to host ops>"
+        )
 
     @property
     def matched(self) -> np.ndarray:
@@ -228,26 +244,39 @@ class Link:
             raise ImportError("Link.to_pandas() needs pandas: pip install 'chakra-trace[pandas]'") from None
         names = np.asarray(self.kineto.names, dtype=object)
         if kind == "host":
-            return pd.DataFrame({
-                "host_id": self.host_ids, "name": self.host_names, "event": self.event,
-                "method": pd.Categorical([METHOD_NAMES[m] for m in self.method.tolist()]),
-                "start": self.start, "duration": self.duration,
-            })
+            return pd.DataFrame(
+                {
+                    "host_id": self.host_ids,
+                    "name": self.host_names,
+                    "event": self.event,
+                    "method": pd.Categorical([METHOD_NAMES[m] for m in self.method.tolist()]),
+                    "start": self.start,
+                    "duration": self.duration,
+                }
+            )
         if kind == "gpu":
             k = self.kineto
             cats = np.asarray(k.cats, dtype=object)
             ev = self.gpu_event
             host_id = _take(np.asarray(self.host_ids, np.int64), self.gpu_host)
-            return pd.DataFrame({
-                "event": ev, "cat": cats[k.cat[ev]], "name": names[k.name[ev]],
-                "stream": self.gpu_stream, "device": self.gpu_device,
-                "start": self.gpu_start, "duration": self.gpu_duration,
-                "correlation": k.correlation[ev], "runtime_event": self.gpu_runtime,
-                "cpu_event": self.gpu_cpu_event,
-                "cpu_name": _take(names, _take(k.name, self.gpu_cpu_event), None),
-                "launch_method": pd.Categorical([GPU_METHOD_NAMES[m] for m in self.gpu_launch_method.tolist()]),
-                "host_row": self.gpu_host, "host_id": host_id,
-            })
+            return pd.DataFrame(
+                {
+                    "event": ev,
+                    "cat": cats[k.cat[ev]],
+                    "name": names[k.name[ev]],
+                    "stream": self.gpu_stream,
+                    "device": self.gpu_device,
+                    "start": self.gpu_start,
+                    "duration": self.gpu_duration,
+                    "correlation": k.correlation[ev],
+                    "runtime_event": self.gpu_runtime,
+                    "cpu_event": self.gpu_cpu_event,
+                    "cpu_name": _take(names, _take(k.name, self.gpu_cpu_event), None),
+                    "launch_method": pd.Categorical([GPU_METHOD_NAMES[m] for m in self.gpu_launch_method.tolist()]),
+                    "host_row": self.gpu_host,
+                    "host_id": host_id,
+                }
+            )
         raise ValueError(f"kind must be 'host' or 'gpu', not {kind!r}")
 
 
@@ -334,13 +363,25 @@ def link(
     }
 
     gpu = _attach_gpu(k, cpu_rows, is_x, host_of_event, counts)
-    return Link(kineto=k, host_ids=host_ids, host_names=host_names, key=method, event=event, method=meth,
-                start=start.astype(np.int64), duration=duration.astype(np.int64), host_of_event=host_of_event,
-                counts=counts, unmatched_names=dict(unmatched_names.most_common()), **gpu)
+    return Link(
+        kineto=k,
+        host_ids=host_ids,
+        host_names=host_names,
+        key=method,
+        event=event,
+        method=meth,
+        start=start.astype(np.int64),
+        duration=duration.astype(np.int64),
+        host_of_event=host_of_event,
+        counts=counts,
+        unmatched_names=dict(unmatched_names.most_common()),
+        **gpu,
+    )
 
 
-def _attach_gpu(k: KinetoTrace, cpu_rows: np.ndarray, is_x: np.ndarray, host_of_event: np.ndarray,
-                counts: dict) -> dict[str, np.ndarray]:
+def _attach_gpu(
+    k: KinetoTrace, cpu_rows: np.ndarray, is_x: np.ndarray, host_of_event: np.ndarray, counts: dict
+) -> dict[str, np.ndarray]:
     gpu_rows = np.flatnonzero(k.mask(GPU_CATS) & is_x)
     rt_rows = np.flatnonzero(k.mask(RUNTIME_CATS) & is_x)
     g = gpu_rows.size
@@ -353,7 +394,7 @@ def _attach_gpu(k: KinetoTrace, cpu_rows: np.ndarray, is_x: np.ndarray, host_of_
     # nesting of host-side events (CPU ops and runtime calls) per thread
     sub = np.concatenate([cpu_rows, rt_rows])
     is_cpu_sub = np.zeros(sub.size, bool)
-    is_cpu_sub[:cpu_rows.size] = True
+    is_cpu_sub[: cpu_rows.size] = True
     sub_of_row = np.full(len(k), -1, np.int64)
     sub_of_row[sub] = np.arange(sub.size)
     if sub.size and g:  # (no GPU work, nothing to attach: skip the nesting)
@@ -388,7 +429,7 @@ def _attach_gpu(k: KinetoTrace, cpu_rows: np.ndarray, is_x: np.ndarray, host_of_
     # CPU op -> host row, deferring to the nearest enclosing CPU op that has one
     has_cpu = gpu_cpu >= 0
     matched_sub = np.zeros(sub.size, bool)
-    matched_sub[:cpu_rows.size] = host_of_event[cpu_rows] >= 0
+    matched_sub[: cpu_rows.size] = host_of_event[cpu_rows] >= 0
     anc = _climb(par, sub_of_row[gpu_cpu[has_cpu]], matched_sub)
     gpu_host = np.full(g, -1, np.int64)
     gpu_host[has_cpu] = _take(host_of_event, _take(sub, anc))
@@ -398,24 +439,31 @@ def _attach_gpu(k: KinetoTrace, cpu_rows: np.ndarray, is_x: np.ndarray, host_of_
     cats = np.asarray(k.cats, dtype=object)
     by_cat = Counter(cats[k.cat[gpu_rows]].tolist())
     agree = int(np.count_nonzero(ok & (ext_cpu == enc_cpu)))
-    counts.update({
-        "gpu_events": int(g),
-        "gpu_by_cat": dict(by_cat),
-        "gpu_with_runtime": int(has_rt.sum()),
-        "gpu_without_runtime": int(g - has_rt.sum()),
-        "gpu_with_cpu_op": int(has_cpu.sum()),
-        "gpu_cpu_by_external_id": int(np.count_nonzero(gpu_lm == GPU_EXTERNAL_ID)),
-        "gpu_cpu_by_enclosing": int(np.count_nonzero(gpu_lm == GPU_ENCLOSING)),
-        "gpu_external_id_agrees_with_enclosing": agree,
-        "gpu_with_host": int(np.count_nonzero(gpu_host >= 0)),
-        "gpu_host_direct": int(np.count_nonzero(direct)),
-        "gpu_host_via_ancestor": int(np.count_nonzero((gpu_host >= 0) & ~direct)),
-        "runtime_events": int(rt_rows.size),
-        "runtime_duplicate_correlations": rt_dups,
-    })
+    counts.update(
+        {
+            "gpu_events": int(g),
+            "gpu_by_cat": dict(by_cat),
+            "gpu_with_runtime": int(has_rt.sum()),
+            "gpu_without_runtime": int(g - has_rt.sum()),
+            "gpu_with_cpu_op": int(has_cpu.sum()),
+            "gpu_cpu_by_external_id": int(np.count_nonzero(gpu_lm == GPU_EXTERNAL_ID)),
+            "gpu_cpu_by_enclosing": int(np.count_nonzero(gpu_lm == GPU_ENCLOSING)),
+            "gpu_external_id_agrees_with_enclosing": agree,
+            "gpu_with_host": int(np.count_nonzero(gpu_host >= 0)),
+            "gpu_host_direct": int(np.count_nonzero(direct)),
+            "gpu_host_via_ancestor": int(np.count_nonzero((gpu_host >= 0) & ~direct)),
+            "runtime_events": int(rt_rows.size),
+            "runtime_duplicate_correlations": rt_dups,
+        }
+    )
     return {
-        "gpu_event": gpu_rows.astype(np.int64), "gpu_runtime": gpu_rt.astype(np.int64), "gpu_cpu_event": gpu_cpu,
-        "gpu_launch_method": gpu_lm, "gpu_host": gpu_host,
-        "gpu_stream": k.stream[gpu_rows], "gpu_device": k.device[gpu_rows],
-        "gpu_start": k.ts[gpu_rows], "gpu_duration": k.dur[gpu_rows],
+        "gpu_event": gpu_rows.astype(np.int64),
+        "gpu_runtime": gpu_rt.astype(np.int64),
+        "gpu_cpu_event": gpu_cpu,
+        "gpu_launch_method": gpu_lm,
+        "gpu_host": gpu_host,
+        "gpu_stream": k.stream[gpu_rows],
+        "gpu_device": k.device[gpu_rows],
+        "gpu_start": k.ts[gpu_rows],
+        "gpu_duration": k.dur[gpu_rows],
     }

@@ -14,6 +14,7 @@ collective at its first node that starts after the collective ends. Every edge g
 node that ended to one that started later in the measurement, so no dependency can make the
 converted trace slower than the run it came from.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -44,11 +45,30 @@ from .link import interval_parents, link
 from .pytorch_host import read_host_trace
 
 # Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
-_INPUT_ARG = {"allreduce": 0, "broadcast": 0, "reduce": 0, "allgather": 1, "reducescatter": 1,
-              "alltoall": 1, "alltoallv": 1, "gather": 1, "scatter": 0, "send": 0, "recv": 0}
+_INPUT_ARG = {
+    "allreduce": 0,
+    "broadcast": 0,
+    "reduce": 0,
+    "allgather": 1,
+    "reducescatter": 1,
+    "alltoall": 1,
+    "alltoallv": 1,
+    "gather": 1,
+    "scatter": 0,
+    "send": 0,
+    "recv": 0,
+}
 # Ranges that only label time; record_param_comms only wraps the op that does the communication.
-_ANNOTATION_PREFIXES = ("ProfilerStep#", "Optimizer.", "## ", "[pytorch|profiler", "enumerate(DataLoader)",
-                        "DistributedDataParallel.", "PyTorch Profiler", "record_param_comms")
+_ANNOTATION_PREFIXES = (
+    "ProfilerStep#",
+    "Optimizer.",
+    "## ",
+    "[pytorch|profiler",
+    "enumerate(DataLoader)",
+    "DistributedDataParallel.",
+    "PyTorch Profiler",
+    "record_param_comms",
+)
 
 
 class ConversionWarning(UserWarning):
@@ -72,8 +92,9 @@ class ConversionReport:
         warnings.warn(message, ConversionWarning, stacklevel=3)
 
 
-def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike | None = None, *,
-                    rank: int | None = None) -> tuple[Trace, ConversionReport]:
+def convert_pytorch(
+    et_path: str | os.PathLike, kineto_path: str | os.PathLike | None = None, *, rank: int | None = None
+) -> tuple[Trace, ConversionReport]:
     """Convert one rank's host execution trace (and its Kineto trace, for timing) to Chakra."""
 
     report = ConversionReport()
@@ -98,8 +119,10 @@ def convert_pytorch(et_path: str | os.PathLike, kineto_path: str | os.PathLike |
             steps = [(-1, int(start[matched].min()), int(end[matched].max()))]
         unlinked = int((~matched & ~host.synthetic).sum())
         if unlinked > 0:
-            report.warn(f"{et_path}: {unlinked} of {n} host ops have no Kineto event "
-                        f"(linked by {lk.counts.get('key')}); they are left out of the timed trace")
+            report.warn(
+                f"{et_path}: {unlinked} of {n} host ops have no Kineto event "
+                f"(linked by {lk.counts.get('key')}); they are left out of the timed trace"
+            )
         if rank is None:
             rank = kin.rank
     else:
@@ -173,8 +196,17 @@ def _signatures(name: np.ndarray, t, rows: np.ndarray) -> tuple[np.ndarray, np.n
     off = np.repeat(row_base + 1 - csize[first_k] if ks.size else row_base + 1, counts) + csize
     flat = np.empty(int(row_words.sum()), np.int64)
     flat[row_base] = name[rows]
-    for j, col in enumerate((t.itemsize[ks], t.output[ks], t.arg[ks], t.elem[ks],
-                             null[t.type[ks]] if null.size else np.zeros(ks.size, bool), has, nd)):
+    for j, col in enumerate(
+        (
+            t.itemsize[ks],
+            t.output[ks],
+            t.arg[ks],
+            t.elem[ks],
+            null[t.type[ks]] if null.size else np.zeros(ks.size, bool),
+            has,
+            nd,
+        )
+    ):
         flat[off + j] = col
     flat[ranges(off[has] + 7, nd[has])] = t.shape_dims[ranges(t.shape_indptr[ks[has]], nd[has])]
     flat[off[~has] + 7] = t.numel[ks[~has]]
@@ -230,8 +262,11 @@ class _Converter:
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
             comm -= self.gpu.hosts_of_comm_kernels()
-        unknown = [i for i, k in kinds.items() if not k.is_comm and not is_bookkeeping(names[i])
-                   and names[i] != "record_param_comms"]
+        unknown = [
+            i
+            for i, k in kinds.items()
+            if not k.is_comm and not is_bookkeeping(names[i]) and names[i] != "record_param_comms"
+        ]
         for i in unknown:
             self.r.warn(f"node id {int(h.ids[i])}: unknown collective {names[i]!r} converted as a COMP node")
         # an op is descended into when it is an annotation or holds communication in its subtree
@@ -267,7 +302,7 @@ class _Converter:
         for k in range(a, b):
             if t.itemsize[k] <= 0 or "nullptr" in t.types[t.type[k]]:
                 continue  # an undefined tensor (e.g. no bias) is no operand
-            shape = dims[sp[k]:sp[k + 1]].tolist() if t.has_shape[k] else [int(t.numel[k])]
+            shape = dims[sp[k] : sp[k + 1]].tolist() if t.has_shape[k] else [int(t.numel[k])]
             entry = (shape, int(t.itemsize[k]))
             if t.output[k]:
                 outs.append(entry)
@@ -290,19 +325,19 @@ class _Converter:
         by_values = _name_mask(h.names, h.name[rows], needs_values)
         cache: dict[bytes, tuple[int, int]] = {}
         for a in range(0, rows.size, _SIG_CHUNK):
-            part = rows[a:a + _SIG_CHUNK]
+            part = rows[a : a + _SIG_CHUNK]
             buf, starts, lens = _signatures(h.name, h.tensors, part)
             codes, first = intern_bytes(buf, starts, lens)
             f_u = np.empty(first.size, np.int64)
             b_u = np.empty(first.size, np.int64)
             for u, k in enumerate(first.tolist()):
-                key = buf[starts[k]:starts[k] + lens[k]].tobytes()
+                key = buf[starts[k] : starts[k] + lens[k]].tobytes()
                 if key not in cache:
                     f, b = self._cost(int(part[k]))
                     cache[key] = (-1 if f is None else int(f), int(b))
                 f_u[u], b_u[u] = cache[key]
-            flops[a:a + part.size] = f_u[codes]
-            nbytes[a:a + part.size] = b_u[codes]
+            flops[a : a + part.size] = f_u[codes]
+            nbytes[a : a + part.size] = b_u[codes]
         for k in np.flatnonzero(by_values).tolist():  # the cost depends on argument values too
             f, b = self._cost(int(rows[k]))
             flops[k], nbytes[k] = (-1 if f is None else int(f)), int(b)
@@ -425,8 +460,13 @@ class _Converter:
         size = self._comm_size(i, issuer, kind.collective)
         if kind.collective is not None:
             self.r.collectives.append((collective_name(kind.collective), size))
-            return dict(type=NodeType.COMM_COLL_NODE, comm_type=kind.collective, comm_size=size,
-                        pg_name=self._pg_name(issuer), **self._splits(issuer))
+            return dict(
+                type=NodeType.COMM_COLL_NODE,
+                comm_type=kind.collective,
+                comm_size=size,
+                pg_name=self._pg_name(issuer),
+                **self._splits(issuer),
+            )
         src = issuer if issuer >= 0 else i
         vals = self.h.io(src)[0]["values"]
         peer = vals[2] if len(vals) > 2 and isinstance(vals[2], int) else None
@@ -559,8 +599,12 @@ class _Converter:
                 issuer = self._issuer(i, comm | {i}) if i >= 0 else -1
                 size = self._comm_size(i, issuer, kind.collective) if i >= 0 else 0
                 self.r.collectives.append((collective_name(kind.collective), size))
-                attrs = dict(type=NodeType.COMM_COLL_NODE, comm_type=kind.collective, comm_size=size,
-                             pg_name=self._pg_name(issuer) if issuer >= 0 else None)
+                attrs = dict(
+                    type=NodeType.COMM_COLL_NODE,
+                    comm_type=kind.collective,
+                    comm_size=size,
+                    pg_name=self._pg_name(issuer) if issuer >= 0 else None,
+                )
             else:
                 i = int(src[k])
                 kind = kinds.get(i)
@@ -569,8 +613,11 @@ class _Converter:
                 issuer = self._issuer(i, comm)
                 if issuer >= 0 and issuer != i:
                     p = host_pos[issuer]
-                    dep = ev_ids[p] if 0 <= p < k else threads.last_before(int(self.tid[issuer]), k,
-                                                                              int(self.start[issuer]))
+                    dep = (
+                        ev_ids[p]
+                        if 0 <= p < k
+                        else threads.last_before(int(self.tid[issuer]), k, int(self.start[issuer]))
+                    )
                     if dep is not None:
                         extra_src.append(nk)
                         extra_dst.append(int(dep))
@@ -610,8 +657,10 @@ class _Converter:
                 attrs[name] = _sparse(comm_attr[name], N)
         if "pg_name" in comm_attr:
             attrs["pg_name"] = _sparse_strings(comm_attr["pg_name"], N)
-        attrs["op_schema"] = ((np.maximum(sched, 0), h.strings),
-                              comp_host & (sched >= 0) & schema_ok[np.maximum(sched, 0)])
+        attrs["op_schema"] = (
+            (np.maximum(sched, 0), h.strings),
+            comp_host & (sched >= 0) & schema_ok[np.maximum(sched, 0)],
+        )
         attrs["rf_id"] = (h.rf_id[rows_c], is_host_node & has_rf[rows_c])
         attrs["tid"] = (thread_of, has_tid)
         if n_gpu:
@@ -631,8 +680,15 @@ class _Converter:
         used, inv = np.unique(name_src, return_inverse=True)
         table: dict[str, int] = {}
         remap = np.array([table.setdefault(names_all[u], len(table)) for u in used.tolist()], np.int32)
-        return dict(names=list(table), name_codes=remap[inv.reshape(-1)], types=types, start=start, duration=dur,
-                    data=(indptr, (pairs % N).astype(np.uint64)), attrs=attrs)
+        return dict(
+            names=list(table),
+            name_codes=remap[inv.reshape(-1)],
+            types=types,
+            start=start,
+            duration=dur,
+            data=(indptr, (pairs % N).astype(np.uint64)),
+            attrs=attrs,
+        )
 
     def _sync_edges(self, host, is_gpu, th, s, e, ev_ids, key, out_src: list, out_dst: list) -> None:
         """Edges from GPU work to the host op that waited for it: each stream's last op that had
@@ -729,8 +785,15 @@ class _GpuWork:
         dev, stream = lk.gpu_device[ok], lk.gpu_stream[ok]
         pairs = np.stack([dev, stream], axis=1)
         key = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1) if ok.any() else np.zeros(0, np.int64)
-        return {"start": s[ok], "end": s[ok] + np.maximum(lk.gpu_duration[ok], 0), "device": dev, "stream": stream,
-                "stream_key": key, "krow": lk.gpu_event[ok], "hrow": h[ok]}
+        return {
+            "start": s[ok],
+            "end": s[ok] + np.maximum(lk.gpu_duration[ok], 0),
+            "device": dev,
+            "stream": stream,
+            "stream_key": key,
+            "krow": lk.gpu_event[ok],
+            "hrow": h[ok],
+        }
 
     def sync_points(self) -> dict[int, list[tuple[int, int]]]:
         """{thread: [(start, end), ...] sorted} of runtime calls where the host waits for the GPU."""
@@ -738,7 +801,7 @@ class _GpuWork:
         out: dict[int, list[tuple[int, int]]] = {}
         names = kin.names
         code = kin.cat_code("cuda_runtime")
-        for r in (np.flatnonzero(kin.cat == code).tolist() if code >= 0 else []):
+        for r in np.flatnonzero(kin.cat == code).tolist() if code >= 0 else []:
             name = names[kin.name[r]]
             if "Synchronize" in name or name in ("cudaMemcpy", "cudaMemcpy2D", "cudaMemset"):
                 out.setdefault(int(kin.tid[r]), []).append((int(kin.ts[r]), int(kin.ts[r] + max(kin.dur[r], 0))))
@@ -776,8 +839,14 @@ def _convert_one(args) -> tuple[int, ConversionReport]:
     return rank, report
 
 
-def convert_collection(folder: str | os.PathLike, output_prefix: str | os.PathLike, *, jobs: int | None = None,
-                       compress: bool = False, on_rank_done=None) -> dict[int, ConversionReport]:
+def convert_collection(
+    folder: str | os.PathLike,
+    output_prefix: str | os.PathLike,
+    *,
+    jobs: int | None = None,
+    compress: bool = False,
+    on_rank_done=None,
+) -> dict[int, ConversionReport]:
     """Convert every rank of a collected folder to `<output_prefix>.<rank>.et`, ranks in parallel."""
     files = collection_files(folder)
     suffix = ".et.gz" if compress else ".et"
@@ -792,7 +861,6 @@ def convert_collection(folder: str | os.PathLike, output_prefix: str | os.PathLi
             if on_rank_done:
                 on_rank_done(rank, rep)
     else:
-
         with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
             for rank, rep in pool.map(_convert_one, tasks):
                 reports[rank] = rep
@@ -820,5 +888,12 @@ def read_collection(folder: Path, progress: Progress | None = None, ranks: list[
 
 register_source(is_collection, read_collection)
 
-__all__ = ["ConversionReport", "ConversionWarning", "collection_files", "convert_collection", "convert_pytorch",
-           "is_collection", "read_collection"]
+__all__ = [
+    "ConversionReport",
+    "ConversionWarning",
+    "collection_files",
+    "convert_collection",
+    "convert_pytorch",
+    "is_collection",
+    "read_collection",
+]

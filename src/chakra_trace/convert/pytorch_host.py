@@ -27,6 +27,7 @@ How it stays fast and small without ``json.load``-ing the document:
 ``HostTrace.node(i)`` rebuilds node ``i`` as the exact dict ``json.load`` would give; the
 tests check that for every node of every sample.
 """
+
 from __future__ import annotations
 
 import gc
@@ -52,8 +53,14 @@ from ..schema.wire import ranges
 _native = load_native("chakra_trace.convert._host")  # optional C kernels; None: the numpy/Python path
 
 __all__ = [
-    "HostTensors", "HostTrace", "TruncatedTraceWarning", "read_host_trace",
-    "INT_COLUMNS", "PROCESS_GROUP_INIT", "NESTED", "FLAT",
+    "HostTensors",
+    "HostTrace",
+    "TruncatedTraceWarning",
+    "read_host_trace",
+    "INT_COLUMNS",
+    "PROCESS_GROUP_INIT",
+    "NESTED",
+    "FLAT",
 ]
 
 NESTED = "nested"  # schema >= 1.0.2: inputs/outputs dicts, attrs list, ctrl_deps
@@ -71,10 +78,21 @@ _PROCESS_NAMES = ("[pytorch|profiler|execution_trace|process]", "[pytorch|profil
 _THREAD_NAMES = ("[pytorch|profiler|execution_trace|thread]", "[pytorch|profiler|execution_graph|thread]")
 
 _NESTED_KEYS = frozenset(("id", "name", "ctrl_deps", "inputs", "outputs", "attrs"))
-_FLAT_KEYS = frozenset((
-    "id", "name", "parent", "inputs", "input_shapes", "input_types", "input_strides",
-    "outputs", "output_shapes", "output_types", "output_strides",
-))
+_FLAT_KEYS = frozenset(
+    (
+        "id",
+        "name",
+        "parent",
+        "inputs",
+        "input_shapes",
+        "input_types",
+        "input_strides",
+        "outputs",
+        "output_shapes",
+        "output_types",
+        "output_strides",
+    )
+)
 
 BLOCK = 4 << 20
 _MASK = bytes.maketrans(b"0123456789", b"0000000000")
@@ -154,12 +172,12 @@ class HostTensors:
     def shape(self, k: int) -> tuple[int, ...] | None:
         if not self.has_shape[k]:
             return None
-        return tuple(int(x) for x in self.shape_dims[self.shape_indptr[k]: self.shape_indptr[k + 1]])
+        return tuple(int(x) for x in self.shape_dims[self.shape_indptr[k] : self.shape_indptr[k + 1]])
 
     def stride(self, k: int) -> tuple[int, ...] | None:
         if not self.has_stride[k]:
             return None
-        return tuple(int(x) for x in self.stride_dims[self.stride_indptr[k]: self.stride_indptr[k + 1]])
+        return tuple(int(x) for x in self.stride_dims[self.stride_indptr[k] : self.stride_indptr[k + 1]])
 
     def nbytes(self) -> int:
         return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
@@ -239,8 +257,10 @@ class HostTrace:
         return len(self)
 
     def __repr__(self) -> str:
-        return (f"<HostTrace {os.path.basename(self.path)!s}: {len(self)} nodes, schema {self.schema!r}, "
-                f"{self.layout} layout, {len(self.tensors)} tensors>")
+        return (
+            f"<HostTrace {os.path.basename(self.path)!s}: {len(self)} nodes, schema {self.schema!r}, "
+            f"{self.layout} layout, {len(self.tensors)} tensors>"
+        )
 
     @property
     def pid(self):
@@ -327,21 +347,21 @@ class HostTrace:
         t = int(self._tm[i])
         b = bytearray(tb.keys[t])
         p, c = int(tb.i_ptr.v[t]), int(tb.i_cnt.v[t])
-        vals = self._ints[self._int_ptr[i]: self._int_ptr[i] + c].tolist()
-        for s, ln, v in zip(tb.i_start.v[p:p + c].tolist(), tb.i_len.v[p:p + c].tolist(), vals):
+        vals = self._ints[self._int_ptr[i] : self._int_ptr[i] + c].tolist()
+        for s, ln, v in zip(tb.i_start.v[p : p + c].tolist(), tb.i_len.v[p : p + c].tolist(), vals):
             d = str(abs(v)).encode()
             if len(d) != ln:
                 d = d.rjust(ln, b"0")
-            b[s:s + ln] = d
+            b[s : s + ln] = d
         p, c = int(tb.v_ptr.v[t]), int(tb.v_cnt.v[t])
         if c:
-            pos = tb.v_pos.v[p:p + c]
+            pos = tb.v_pos.v[p : p + c]
             arr = np.frombuffer(b, np.uint8)
-            arr[pos] = tb.v_byte.v[p:p + c]
+            arr[pos] = tb.v_byte.v[p : p + c]
         p, c = int(tb.o_ptr.v[t]), int(tb.o_cnt.v[t])
         if c:
-            raws = self._objs[self._obj_ptr[i]: self._obj_ptr[i] + c]
-            for s, e, raw in zip(tb.o_start.v[p:p + c].tolist(), tb.o_end.v[p:p + c].tolist(), raws):
+            raws = self._objs[self._obj_ptr[i] : self._obj_ptr[i] + c]
+            for s, e, raw in zip(tb.o_start.v[p : p + c].tolist(), tb.o_end.v[p : p + c].tolist(), raws):
                 b[s:e] = raw
         return b"{" + bytes(b) + b"}"
 
@@ -358,13 +378,25 @@ class HostTrace:
         out = []
         if self.layouts[i] == 1:
             for k, pre in (("inputs", "input"), ("outputs", "output")):
-                out.append({"values": d.get(k, []), "shapes": d.get(pre + "_shapes", []),
-                            "types": d.get(pre + "_types", []), "strides": d.get(pre + "_strides")})
+                out.append(
+                    {
+                        "values": d.get(k, []),
+                        "shapes": d.get(pre + "_shapes", []),
+                        "types": d.get(pre + "_types", []),
+                        "strides": d.get(pre + "_strides"),
+                    }
+                )
         else:
             for k in ("inputs", "outputs"):
                 x = d.get(k) or {}
-                out.append({"values": x.get("values", []), "shapes": x.get("shapes", []),
-                            "types": x.get("types", []), "strides": x.get("strides")})
+                out.append(
+                    {
+                        "values": x.get("values", []),
+                        "shapes": x.get("shapes", []),
+                        "types": x.get("types", []),
+                        "strides": x.get("strides"),
+                    }
+                )
         return out[0], out[1]
 
     # ------------------------------------------------------------------ attributes
@@ -484,9 +516,9 @@ class _Grow:
         need = self.n + k
         if need > self.a.size:
             b = np.empty(max(need, 2 * self.a.size), self.a.dtype)
-            b[:self.n] = self.a[:self.n]
+            b[: self.n] = self.a[: self.n]
             self.a = b
-        self.a[self.n:need] = self.pend
+        self.a[self.n : need] = self.pend
         self.n = need
         self.pend = []
 
@@ -494,7 +526,7 @@ class _Grow:
     def v(self) -> np.ndarray:
         if self.pend:
             self._flush()
-        return self.a[:self.n]
+        return self.a[: self.n]
 
     def nbytes(self) -> int:
         return self.a.nbytes
@@ -829,9 +861,18 @@ class _Tables:
             o = np.array(o_runs, np.int64).reshape(-1, 3)
             s_run = np.array(vruns, np.int64)
             self.base_info[tid] = (
-                len(starts), (st_arr - (np.cumsum(lens) - lens)).tobytes(), np.array(i_run, np.int64), s_run,
-                lens[s_run].tobytes(), o[:, 0].copy(), o[:, 1].copy(), o[:, 2].copy(), role,
-                [x[2] for x in islots], [piece[p] for p in vpos])
+                len(starts),
+                (st_arr - (np.cumsum(lens) - lens)).tobytes(),
+                np.array(i_run, np.int64),
+                s_run,
+                lens[s_run].tobytes(),
+                o[:, 0].copy(),
+                o[:, 1].copy(),
+                o[:, 2].copy(),
+                role,
+                [x[2] for x in islots],
+                [piece[p] for p in vpos],
+            )
         return tid
 
     def _role(self, obj: dict, skel: dict) -> int:
@@ -968,11 +1009,17 @@ class _Tables:
                 if d is None:
                     continue
                 if type(d) is not dict:
-                    raise _NodeError(f"expected '{key}' to be an object with values/shapes/types, got {_tname(d)}",
-                                     node_id)
+                    raise _NodeError(
+                        f"expected '{key}' to be an object with values/shapes/types, got {_tname(d)}", node_id
+                    )
                 sd = sk[key]
                 where = key + "."
-                vals, types, shapes, strides = d.get("values", []), d.get("types", []), d.get("shapes"), d.get("strides")
+                vals, types, shapes, strides = (
+                    d.get("values", []),
+                    d.get("types", []),
+                    d.get("shapes"),
+                    d.get("strides"),
+                )
                 svals, sshapes, sstrides = sd.get("values"), sd.get("shapes"), sd.get("strides")
                 names = ("values", "types", "shapes", "strides")
             else:
@@ -989,18 +1036,24 @@ class _Tables:
             n = len(types)
             for nm_, lst in zip(names, (vals, shapes, strides)):
                 if lst is not None and len(lst) != n:
-                    raise _NodeError(f"'{where}{nm_}' has {len(lst)} entries but '{where}{names[1]}' has {n}",
-                                     node_id)
+                    raise _NodeError(f"'{where}{nm_}' has {len(lst)} entries but '{where}{names[1]}' has {n}", node_id)
             for arg, t in enumerate(types):
                 if type(t) is not str:
                     raise _NodeError(f"'{where}{names[1]}[{arg}]': expected a type string, got {_tname(t)}", node_id)
                 if "Tensor" in t:
-                    self._tensors(t, vals[arg], svals[arg],
-                                  shapes[arg] if shapes is not None else None,
-                                  sshapes[arg] if shapes is not None else None,
-                                  strides[arg] if strides is not None else None,
-                                  sstrides[arg] if strides is not None else None,
-                                  io, arg, [0], descs)
+                    self._tensors(
+                        t,
+                        vals[arg],
+                        svals[arg],
+                        shapes[arg] if shapes is not None else None,
+                        sshapes[arg] if shapes is not None else None,
+                        strides[arg] if strides is not None else None,
+                        sstrides[arg] if strides is not None else None,
+                        io,
+                        arg,
+                        [0],
+                        descs,
+                    )
         return nested, cols, name_code, ops_code, descs, sparse_a, sparse_k
 
     @staticmethod
@@ -1042,8 +1095,19 @@ class _Tables:
                 continue
             a = shl and j < len(sh)
             b = stl and j < len(st)
-            self._tensors(tj, x, sv[j], sh[j] if a else None, ssh[j] if a else None,
-                          st[j] if b else None, sst[j] if b else None, io, arg, counter, descs)
+            self._tensors(
+                tj,
+                x,
+                sv[j],
+                sh[j] if a else None,
+                ssh[j] if a else None,
+                st[j] if b else None,
+                sst[j] if b else None,
+                io,
+                arg,
+                counter,
+                descs,
+            )
 
 
 def _safe_id(o) -> int | None:
@@ -1249,8 +1313,12 @@ class _Reader:
             stop = _Stop(self.gz_error)
         host = self.finish(salvaged=stop is not None)
         if stop is not None:
-            warnings.warn(f"{self.path}: {stop.error.reason} at {stop.error.offset_kind} offset {stop.error.offset}; "
-                          f"kept the {len(host)} complete nodes before it", TruncatedTraceWarning, stacklevel=3)
+            warnings.warn(
+                f"{self.path}: {stop.error.reason} at {stop.error.offset_kind} offset {stop.error.offset}; "
+                f"kept the {len(host)} complete nodes before it",
+                TruncatedTraceWarning,
+                stacklevel=3,
+            )
         return host
 
     def members(self, pos: int, first: bool) -> tuple[int, bool]:
@@ -1292,7 +1360,7 @@ class _Reader:
             return pos
         sep = None
         if sep_start is not None:
-            s = bytes(self.raw[sep_start - 1: pos + 1])  # "}" + spaces "," spaces + "{"
+            s = bytes(self.raw[sep_start - 1 : pos + 1])  # "}" + spaces "," spaces + "{"
             if s.startswith(b"}") and s.endswith(b"{") and s.strip(b"} \t\r\n{") == b",":
                 sep = s
         while True:
@@ -1324,13 +1392,17 @@ class _Reader:
         tb = self.tb
         cut = err = None
         if _native is not None:  # cut and keyed in C: Python sees each distinct key once
-            starts, lens, codes, first = (np.frombuffer(x, t) for x, t in zip(
-                _native.split_pieces(self.raw, pos + 1, sep), (np.int64, np.int64, np.int32, np.int64)))
+            starts, lens, codes, first = (
+                np.frombuffer(x, t)
+                for x, t in zip(_native.split_pieces(self.raw, pos + 1, sep), (np.int64, np.int64, np.int32, np.int64))
+            )
             k = starts.size
             if k <= 0:
                 return "more", pos
-            keys = [bytes(self.raw[a:a + n]).translate(_MASK) for a, n in zip(starts[first].tolist(),
-                                                                               lens[first].tolist())]
+            keys = [
+                bytes(self.raw[a : a + n]).translate(_MASK)
+                for a, n in zip(starts[first].tolist(), lens[first].tolist())
+            ]
             tids_u = [tb.tmap.get(key) for key in keys]
             for u, j in enumerate(first.tolist()):  # new keys, in order of first appearance
                 if tids_u[u] is None:
@@ -1364,7 +1436,7 @@ class _Reader:
             parts = self.raw.split(sep)
             parts[0] = parts[0][1:]
         else:
-            parts = self.raw[pos + 1:].split(sep)
+            parts = self.raw[pos + 1 :].split(sep)
         k = len(parts) - 1
         if k <= 0:
             return None, None, None, 0, None
@@ -1400,8 +1472,9 @@ class _Reader:
                     break
         return starts, lens, tids, cut, err
 
-    def exact(self, pos: int, one: bool = False, final: bool = False,
-              limit: int | None = None) -> tuple[str, int, int | None]:
+    def exact(
+        self, pos: int, one: bool = False, final: bool = False, limit: int | None = None
+    ) -> tuple[str, int, int | None]:
         """Nodes one by one with the JSON scanner, from the '{' (or spaces) at pos.
 
         Stops at "]" ("end"), when the next node is not complete in the buffer ("more"; unless
@@ -1530,7 +1603,7 @@ class _Reader:
                 for j in nodes.tolist():
                     j0 = int(vend[j] - vcnt[j])
                     base = int(tids[j])
-                    vk = (base, got[j0:int(vend[j])].tobytes())
+                    vk = (base, got[j0 : int(vend[j])].tobytes())
                     v = tb.vmap.get(vk)
                     if v is None:
                         s = int(starts[j])
@@ -1539,8 +1612,11 @@ class _Reader:
                         except TraceFormatError as err:
                             v, fail = None, err
                         else:
-                            fail = None if v is not None else self.error(
-                                f"node #{self.count + j}: invalid JSON in a node", s - 1)
+                            fail = (
+                                None
+                                if v is not None
+                                else self.error(f"node #{self.count + j}: invalid JSON in a node", s - 1)
+                            )
                         if fail is not None:
                             if j:
                                 self.extract(starts[:j], lens[:j], tids[:j])
@@ -1555,8 +1631,8 @@ class _Reader:
                 t = int(tids[j])
                 p, c = int(tb.o_ptr.v[t]), int(tb.o_cnt.v[t])
                 s0 = int(starts[j])
-                for s, e in zip(tb.o_start.v[p:p + c].tolist(), tb.o_end.v[p:p + c].tolist()):
-                    self.objs.append(bytes(raw[s0 + s:s0 + e]))
+                for s, e in zip(tb.o_start.v[p : p + c].tolist(), tb.o_end.v[p : p + c].tolist()):
+                    self.objs.append(bytes(raw[s0 + s : s0 + e]))
         self.out_tm.append(tids.astype(np.int32))
         self.out_ints.append(vals)
         self.count += k
@@ -1598,11 +1674,26 @@ class _Reader:
         sh_indptr, sh_dims, has_sh = self._dims(ints, tbase, tb.d_sh_ptr.v[d], tb.d_sh_cnt.v[d], tb.sh_slots.v)
         st_indptr, st_dims, has_st = self._dims(ints, tbase, tb.d_st_ptr.v[d], tb.d_st_cnt.v[d], tb.st_slots.v)
         tensors = HostTensors(
-            indptr=t_indptr, row=t_row, output=tb.d_io.v[d].astype(bool), arg=tb.d_arg.v[d].copy(),
-            elem=tb.d_elem.v[d].copy(), tensor_id=f[0], storage_id=f[1], offset=f[2], numel=f[3], itemsize=f[4],
-            device=tb.d_dev.v[d].copy(), devices=tb.devices, type=tb.d_type.v[d].copy(), types=tb.ttypes,
-            shape_indptr=sh_indptr, shape_dims=sh_dims, has_shape=has_sh,
-            stride_indptr=st_indptr, stride_dims=st_dims, has_stride=has_st,
+            indptr=t_indptr,
+            row=t_row,
+            output=tb.d_io.v[d].astype(bool),
+            arg=tb.d_arg.v[d].copy(),
+            elem=tb.d_elem.v[d].copy(),
+            tensor_id=f[0],
+            storage_id=f[1],
+            offset=f[2],
+            numel=f[3],
+            itemsize=f[4],
+            device=tb.d_dev.v[d].copy(),
+            devices=tb.devices,
+            type=tb.d_type.v[d].copy(),
+            types=tb.ttypes,
+            shape_indptr=sh_indptr,
+            shape_dims=sh_dims,
+            has_shape=has_sh,
+            stride_indptr=st_indptr,
+            stride_dims=st_dims,
+            has_stride=has_st,
         )
         layouts = tb.r_layout.v[rl]
         lay = set(np.unique(layouts).tolist())
@@ -1611,12 +1702,32 @@ class _Reader:
             ints = ints.astype(np.int32)  # the number store, kept for node(i): half the memory
         schema = self.metadata.get("schema")
         host = HostTrace(
-            path=self.path, schema=schema if isinstance(schema, str) else None, layout=layout,
-            metadata=self.metadata, ids=col_vals[0], name=tb.r_name.v[rl], names=tb.names,
-            parent=col_vals[1], rf_id=col_vals[2], fw_parent=col_vals[3], seq_id=col_vals[4], scope=col_vals[5],
-            tid=col_vals[6], fw_tid=col_vals[7], present=present, op_schema=tb.r_ops.v[rl],
-            strings=tb.strings, tensors=tensors, salvaged=salvaged, layouts=layouts,
-            _tm=tm, _ints=ints, _int_ptr=int_ptr, _objs=self.objs, _obj_ptr=obj_ptr, _tables=tb,
+            path=self.path,
+            schema=schema if isinstance(schema, str) else None,
+            layout=layout,
+            metadata=self.metadata,
+            ids=col_vals[0],
+            name=tb.r_name.v[rl],
+            names=tb.names,
+            parent=col_vals[1],
+            rf_id=col_vals[2],
+            fw_parent=col_vals[3],
+            seq_id=col_vals[4],
+            scope=col_vals[5],
+            tid=col_vals[6],
+            fw_tid=col_vals[7],
+            present=present,
+            op_schema=tb.r_ops.v[rl],
+            strings=tb.strings,
+            tensors=tensors,
+            salvaged=salvaged,
+            layouts=layouts,
+            _tm=tm,
+            _ints=ints,
+            _int_ptr=int_ptr,
+            _objs=self.objs,
+            _obj_ptr=obj_ptr,
+            _tables=tb,
         )
         host._attrs = {nm: self._sparse(host, rl, per_r, nm, True) for nm, per_r in tb.attrs.items()}
         host._keys = {nm: self._sparse(host, rl, per_r, nm, False) for nm, per_r in tb.xkeys.items()}
@@ -1680,24 +1791,34 @@ class _Reader:
         for r in host.pg_init_rows.tolist():
             values = host.io(r)[0]["values"]
             if not values or not isinstance(values[0], str):
-                raise TraceFormatError(self.path, f"node #{r}: '{PROCESS_GROUP_INIT}' should carry a JSON string "
-                                       "describing the process groups", node_id=int(host.ids[r]))
+                raise TraceFormatError(
+                    self.path,
+                    f"node #{r}: '{PROCESS_GROUP_INIT}' should carry a JSON string describing the process groups",
+                    node_id=int(host.ids[r]),
+                )
             try:
                 desc = json.loads(values[0])
             except ValueError as e:
-                raise TraceFormatError(self.path, f"node #{r}: the process-group description is not valid JSON "
-                                       f"({e})", node_id=int(host.ids[r])) from None
+                raise TraceFormatError(
+                    self.path,
+                    f"node #{r}: the process-group description is not valid JSON ({e})",
+                    node_id=int(host.ids[r]),
+                ) from None
             if isinstance(desc, dict):
                 desc = [desc]
             if not isinstance(desc, list) or not all(isinstance(g, dict) for g in desc):
-                raise TraceFormatError(self.path, f"node #{r}: the process-group description should be a list of "
-                                       "objects", node_id=int(host.ids[r]))
+                raise TraceFormatError(
+                    self.path,
+                    f"node #{r}: the process-group description should be a list of objects",
+                    node_id=int(host.ids[r]),
+                )
             groups.extend(desc)
         return groups
 
 
-def read_host_trace(path: str | os.PathLike, *, salvage: bool = False, limits: Limits | None = None,
-                    block_size: int = BLOCK) -> HostTrace:
+def read_host_trace(
+    path: str | os.PathLike, *, salvage: bool = False, limits: Limits | None = None, block_size: int = BLOCK
+) -> HostTrace:
     """Read a PyTorch host execution trace (ET JSON, plain or gzip) into a `HostTrace`.
 
     Any schema from 1.0.1 (flat) to 1.1.1 (nested) and later ones with either layout; the

@@ -62,6 +62,7 @@ node ids start at 0 in every file (the reference continues counting across ranks
 is checked; HYBRID_TRANSFORMER and HYBRID_TRANSFORMER_FWD_IN_BCKWD are supported; in DLRM the
 first top-MLP layer (not the last bottom one) waits for the embedding all-to-all, as in ASTRA-sim.
 """
+
 from __future__ import annotations
 
 import os
@@ -77,8 +78,15 @@ from ..schema.builder import TraceBuilder
 from ..schema.enums import Attr, CollectiveType
 
 PARALLELISMS = (
-    "DATA", "MODEL", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_DLRM", "HYBRID_DLRM_ENHANCED",
-    "MICRO", "HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
+    "DATA",
+    "MODEL",
+    "HYBRID_DATA_MODEL",
+    "HYBRID_MODEL_DATA",
+    "HYBRID_DLRM",
+    "HYBRID_DLRM_ENHANCED",
+    "MICRO",
+    "HYBRID_TRANSFORMER",
+    "HYBRID_TRANSFORMER_FWD_IN_BCKWD",
 )
 _UNSUPPORTED_PARALLELISMS = {
     "HYBRID_CUSTOMIZED": "it gives every layer its own parallelism in a 13th field",
@@ -100,9 +108,20 @@ _UNSUPPORTED_COMMS = {
 
 COMPUTE_UNITS = ("ns", "us")
 NUM_FIELDS = 12
-_FIELDS = ("layer name", "reserved field", "forward compute time", "forward comm type", "forward comm size",
-           "input-grad compute time", "input-grad comm type", "input-grad comm size",
-           "weight-grad compute time", "weight-grad comm type", "weight-grad comm size", "update time")
+_FIELDS = (
+    "layer name",
+    "reserved field",
+    "forward compute time",
+    "forward comm type",
+    "forward comm size",
+    "input-grad compute time",
+    "input-grad comm type",
+    "input-grad comm size",
+    "weight-grad compute time",
+    "weight-grad comm type",
+    "weight-grad comm size",
+    "update time",
+)
 _INT64_MAX = (1 << 63) - 1
 
 _HYBRID = ("HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_TRANSFORMER", "HYBRID_TRANSFORMER_FWD_IN_BCKWD")
@@ -198,8 +217,9 @@ def read_text_workload(path: str | os.PathLike) -> TextWorkload:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        raise TextWorkloadError(path, line, "not a text file (invalid UTF-8); expected an ASTRA-sim 1.0 text "
-                                            "workload") from None
+        raise TextWorkloadError(
+            path, line, "not a text file (invalid UTF-8); expected an ASTRA-sim 1.0 text workload"
+        ) from None
     return parse_text_workload(text, path)
 
 
@@ -215,8 +235,10 @@ def parse_text_workload(text: str, path: str | None = None) -> TextWorkload:
     while pos < len(lines) and not lines[pos].split():
         pos += 1
     if pos == len(lines):
-        raise err(1 if not lines else len(lines), "empty file; expected the parallelism type "
-                  f"({', '.join(PARALLELISMS)}) on the first line")
+        raise err(
+            1 if not lines else len(lines),
+            f"empty file; expected the parallelism type ({', '.join(PARALLELISMS)}) on the first line",
+        )
     header_no = pos + 1
     header = lines[pos].split()
     wl = _parse_header(header, header_no, err)
@@ -245,12 +267,18 @@ def parse_text_workload(text: str, path: str | None = None) -> TextWorkload:
         if not toks:
             continue
         if len(layers) == n:
-            raise err(no, f"the file declares {n} layer{'s' * (n != 1)} (line {count_no}) but has more layer "
-                          f"lines, starting with {toks[0]!r}")
+            raise err(
+                no,
+                f"the file declares {n} layer{'s' * (n != 1)} (line {count_no}) but has more layer "
+                f"lines, starting with {toks[0]!r}",
+            )
         layers.append(_parse_layer(toks, no, err))
     if len(layers) < n:
-        raise err(len(lines), f"the file declares {n} layers (line {count_no}) but has only {len(layers)} layer "
-                              f"line{'s' * (len(layers) != 1)}")
+        raise err(
+            len(lines),
+            f"the file declares {n} layers (line {count_no}) but has only {len(layers)} layer "
+            f"line{'s' * (len(layers) != 1)}",
+        )
     wl.layers = layers
     _check_structure(wl, err)
     return wl
@@ -273,16 +301,18 @@ def _parse_header(toks: list[str], line: int, err) -> TextWorkload:
     kind = toks[0]
     if kind not in PARALLELISMS:
         if kind in _UNSUPPORTED_PARALLELISMS:
-            raise err(line, f"parallelism {kind} is not supported ({_UNSUPPORTED_PARALLELISMS[kind]}); "
-                            f"supported: {', '.join(PARALLELISMS)}")
+            raise err(
+                line,
+                f"parallelism {kind} is not supported ({_UNSUPPORTED_PARALLELISMS[kind]}); "
+                f"supported: {', '.join(PARALLELISMS)}",
+            )
         hint = f" (did you mean {kind.upper()}?)" if kind.upper() in PARALLELISMS else ""
         raise err(line, f"unknown parallelism type {kind!r}{hint}; expected one of {', '.join(PARALLELISMS)}")
     wl = TextWorkload(kind, [])
     rest = toks[1:]
     if kind in _DLRM:
         if not rest:
-            raise err(line, f"{kind}: expected the index of the last bottom-MLP layer after the type "
-                            f"(e.g. '{kind} 4')")
+            raise err(line, f"{kind}: expected the index of the last bottom-MLP layer after the type (e.g. '{kind} 4')")
         wl.last_bottom_layer = _int(rest[0], err, line, f"{kind} last bottom-MLP layer", minimum=0)
         rest = rest[1:]
     elif kind in _TRANSFORMER:
@@ -294,8 +324,7 @@ def _parse_header(toks: list[str], line: int, err) -> TextWorkload:
         while i < len(rest):
             key = rest[i]
             if key not in allowed:
-                raise err(line, f"{kind}: unexpected {key!r} in the header; expected "
-                                f"{' / '.join(sorted(allowed))}")
+                raise err(line, f"{kind}: unexpected {key!r} in the header; expected {' / '.join(sorted(allowed))}")
             if key in seen:
                 raise err(line, f"{kind}: {key!r} appears twice in the header")
             seen.add(key)
@@ -308,7 +337,7 @@ def _parse_header(toks: list[str], line: int, err) -> TextWorkload:
                 i += 2
                 continue
             k = _int(rest[i + 1], err, line, f"{key[:-1]} count", minimum=0)
-            vals = rest[i + 2: i + 2 + k]
+            vals = rest[i + 2 : i + 2 + k]
             if len(vals) < k:
                 raise err(line, f"{key} says {k} layer{'s' * (k != 1)} but lists {len(vals)}")
             ints = tuple(_int(v, err, line, f"{key[:-1]} layer", minimum=0) for v in vals)
@@ -325,9 +354,12 @@ def _parse_header(toks: list[str], line: int, err) -> TextWorkload:
 
 def _parse_layer(toks: list[str], line: int, err) -> TextLayer:
     if len(toks) != NUM_FIELDS:
-        raise err(line, f"layer {toks[0]!r}: expected {NUM_FIELDS} fields (name, reserved, then compute time, "
-                        f"comm type and comm size for forward, input-grad and weight-grad, then update time), "
-                        f"got {len(toks)}")
+        raise err(
+            line,
+            f"layer {toks[0]!r}: expected {NUM_FIELDS} fields (name, reserved, then compute time, "
+            f"comm type and comm size for forward, input-grad and weight-grad, then update time), "
+            f"got {len(toks)}",
+        )
     name = toks[0]
 
     def num(i: int, minimum: int | None = 0) -> int:
@@ -341,21 +373,32 @@ def _parse_layer(toks: list[str], line: int, err) -> TextLayer:
         if t not in COMM_TYPES:
             where = f"layer {name!r}, field {i + 1} ({_FIELDS[i]})"
             if t in _UNSUPPORTED_COMMS:
-                raise err(line, f"{where}: {t} ({_UNSUPPORTED_COMMS[t]}) has no Chakra collective; expected one "
-                                f"of {', '.join(COMM_TYPES)}")
+                raise err(
+                    line,
+                    f"{where}: {t} ({_UNSUPPORTED_COMMS[t]}) has no Chakra collective; expected one "
+                    f"of {', '.join(COMM_TYPES)}",
+                )
             hint = f" (did you mean {t.upper()}?)" if t.upper() in COMM_TYPES else ""
             try:
                 int(t)
                 hint = " (a number where the type belongs: is a field missing or extra?)"
             except ValueError:
                 pass
-            raise err(line, f"{where}: unknown communication type {t!r}{hint}; expected one of "
-                            f"{', '.join(COMM_TYPES)}")
+            raise err(line, f"{where}: unknown communication type {t!r}{hint}; expected one of {', '.join(COMM_TYPES)}")
         return Comm(t, num(i + 1))
 
-    return TextLayer(name=name, reserved=num(1, minimum=None), fwd_compute=num(2), fwd_comm=comm(3),
-                     ig_compute=num(5), ig_comm=comm(6), wg_compute=num(8), wg_comm=comm(9),
-                     update_time=num(11), line=line)
+    return TextLayer(
+        name=name,
+        reserved=num(1, minimum=None),
+        fwd_compute=num(2),
+        fwd_comm=comm(3),
+        ig_compute=num(5),
+        ig_comm=comm(6),
+        wg_compute=num(8),
+        wg_comm=comm(9),
+        update_time=num(11),
+        line=line,
+    )
 
 
 def _check_structure(wl: TextWorkload, err) -> None:
@@ -364,8 +407,11 @@ def _check_structure(wl: TextWorkload, err) -> None:
     if wl.parallelism in _DLRM:
         lb = wl.last_bottom_layer
         if lb is None or not 0 <= lb <= n - 2:
-            raise err(h, f"{wl.parallelism}: the last bottom-MLP layer must be a layer index from 0 to {n - 2} "
-                         f"(at least one top-MLP layer must follow it), got {lb}")
+            raise err(
+                h,
+                f"{wl.parallelism}: the last bottom-MLP layer must be a layer index from 0 to {n - 2} "
+                f"(at least one top-MLP layer must follow it), got {lb}",
+            )
     if wl.parallelism == "HYBRID_TRANSFORMER_FWD_IN_BCKWD":
         for what, vals in (("checkpoints", wl.checkpoints), ("checkpoint_initiates", wl.checkpoint_initiates)):
             bad = [v for v in vals if v >= n]
@@ -375,16 +421,22 @@ def _check_structure(wl: TextWorkload, err) -> None:
         inits = sorted(set(wl.checkpoint_initiates))
         for i in inits:
             if i in ckpt:
-                raise err(h, f"checkpoint_initiates: layer {i} is also a checkpoint; the layer that initiates "
-                             f"recomputation must lie above its checkpoint")
+                raise err(
+                    h,
+                    f"checkpoint_initiates: layer {i} is also a checkpoint; the layer that initiates "
+                    f"recomputation must lie above its checkpoint",
+                )
             below = [c for c in ckpt if c < i]
             if not below:
                 raise err(h, f"checkpoint_initiates: layer {i} has no checkpoint below it to recompute from")
             c = max(below)
             inside = [j for j in inits if c < j < i]
             if inside:
-                raise err(h, f"checkpoint_initiates: layer {inside[0]} lies inside the recomputation of layers "
-                             f"{c}..{i - 1} started by layer {i}; put a checkpoint between them")
+                raise err(
+                    h,
+                    f"checkpoint_initiates: layer {inside[0]} lies inside the recomputation of layers "
+                    f"{c}..{i - 1} started by layer {i}; put a checkpoint between them",
+                )
 
 
 # --------------------------------------------------------------------------- groups
@@ -444,8 +496,15 @@ _MP, _DP = "\x00model", "\x00data"  # placeholder pg_names in the template trace
 class _Graph:
     """Builds one rank's template trace; collectives carry placeholder groups."""
 
-    def __init__(self, wl: TextWorkload, roles: dict[str, str | None], compute_unit: str, update_delays: bool,
-                 skip: set[str], metadata: dict):
+    def __init__(
+        self,
+        wl: TextWorkload,
+        roles: dict[str, str | None],
+        compute_unit: str,
+        update_delays: bool,
+        skip: set[str],
+        metadata: dict,
+    ):
         self.wl = wl
         self.b = TraceBuilder(metadata=metadata)
         self.roles = roles  # phase -> placeholder group, None (all ranks), or absent (phase not issued)
@@ -459,8 +518,9 @@ class _Graph:
     def comp(self, layer: TextLayer, phase: str, t: int, deps: Iterable[int | None]) -> int:
         return self.b.comp(f"COMP_NODE_{layer.name}_{phase}", self.us(t), deps=_deps(deps))
 
-    def coll(self, layer: TextLayer, phase: str, comm: Comm, deps: Iterable[int | None],
-             role: str | None = "default") -> int | None:
+    def coll(
+        self, layer: TextLayer, phase: str, comm: Comm, deps: Iterable[int | None], role: str | None = "default"
+    ) -> int | None:
         """The collective of a phase, if the parallelism issues it; returns the node to wait on."""
         if comm.collective is None:
             return None
@@ -471,8 +531,13 @@ class _Graph:
         if role in self.skip:
             return None
         tag = {"FWD": "FWD", "FWD_RECOMPUTE": "FWD_RECOMPUTE", "IG": "BWD_IG", "WG": "BWD_WG"}[phase]
-        node = self.b.collective(comm.collective, comm.size, name=f"COMM_COLL_NODE_{layer.name}_{tag}_{comm.type}",
-                                 deps=_deps(deps), pg_name=role)
+        node = self.b.collective(
+            comm.collective,
+            comm.size,
+            name=f"COMM_COLL_NODE_{layer.name}_{tag}_{comm.type}",
+            deps=_deps(deps),
+            pg_name=role,
+        )
         if self.update and layer.update_time > 0:
             node = self.b.comp(f"COMP_NODE_{layer.name}_{tag}_UPDATE", self.us(layer.update_time), deps=[node])
         return node
@@ -505,8 +570,12 @@ def _build(g: _Graph, passes: int) -> None:
             for L in wl.layers:
                 g.coll(L, "WG", L.wg_comm, ())
         return
-    builder = {"DATA": _data_pass, "MODEL": _model_pass, "HYBRID_DLRM": _dlrm_pass,
-               "HYBRID_DLRM_ENHANCED": _dlrm_pass}.get(p, _model_pass)
+    builder = {
+        "DATA": _data_pass,
+        "MODEL": _model_pass,
+        "HYBRID_DLRM": _dlrm_pass,
+        "HYBRID_DLRM_ENHANCED": _dlrm_pass,
+    }.get(p, _model_pass)
     tail: dict[int, int] = {}  # layer -> node its next forward waits on (weight-grad comm, else compute)
     end: list[int | None] = []  # what else the next pass's first node waits on
     for _ in range(passes):
@@ -580,8 +649,7 @@ def _dlrm_pass(g: _Graph, tail: dict[int, int], end: list) -> tuple[dict[int, in
     a2a = None
     prev = None
     for i, L in enumerate(layers):
-        f = g.comp(L, "FWD", L.fwd_compute, [prev, tail.get(i), *(end if i == 0 else ()),
-                                             a2a if i == lb + 1 else None])
+        f = g.comp(L, "FWD", L.fwd_compute, [prev, tail.get(i), *(end if i == 0 else ()), a2a if i == lb + 1 else None])
         if L.fwd_comm.type == "ALLTOALL":
             fc = g.coll(L, "FWD", L.fwd_comm, [f])
             if i == 0:
@@ -601,9 +669,16 @@ def _dlrm_pass(g: _Graph, tail: dict[int, int], end: list) -> tuple[dict[int, in
     return new_tail, []
 
 
-def text_to_chakra(workload_or_path: TextWorkload | str | os.PathLike, num_npus: int, num_passes: int = 1, *,
-                   model_parallel_size: int | None = None, data_parallel_size: int | None = None,
-                   compute_unit: str = "ns", update_delays: bool = False) -> Workload:
+def text_to_chakra(
+    workload_or_path: TextWorkload | str | os.PathLike,
+    num_npus: int,
+    num_passes: int = 1,
+    *,
+    model_parallel_size: int | None = None,
+    data_parallel_size: int | None = None,
+    compute_unit: str = "ns",
+    update_delays: bool = False,
+) -> Workload:
     """Convert an ASTRA-sim 1.0 text workload into per-rank Chakra traces (ranks 0..num_npus-1).
 
     `model_parallel_size` / `data_parallel_size` (give at most one; the other is num_npus divided by
@@ -637,11 +712,19 @@ def text_to_chakra(workload_or_path: TextWorkload | str | os.PathLike, num_npus:
         m = _model_parallel_size(wl, num_npus, model_parallel_size, data_parallel_size)
         groups = parallel_groups(p, num_npus, m)
     elif model_parallel_size is not None or data_parallel_size is not None:
-        raise ChakraError(f"{where}: {p} has no model- and data-parallel groups; model_parallel_size and "
-                          f"data_parallel_size apply to {', '.join(_HYBRID)}")
+        raise ChakraError(
+            f"{where}: {p} has no model- and data-parallel groups; model_parallel_size and "
+            f"data_parallel_size apply to {', '.join(_HYBRID)}"
+        )
 
-    meta = {"schema": "astra-sim-1.0-text", "source": os.path.basename(where), "parallelism": p,
-            "num_npus": num_npus, "num_passes": num_passes, "compute_unit": compute_unit}
+    meta = {
+        "schema": "astra-sim-1.0-text",
+        "source": os.path.basename(where),
+        "parallelism": p,
+        "num_npus": num_npus,
+        "num_passes": num_passes,
+        "compute_unit": compute_unit,
+    }
     if groups is not None:
         meta["model_parallel_size"] = groups.model_parallel_size
         meta["data_parallel_size"] = groups.data_parallel_size
@@ -670,7 +753,6 @@ def text_to_chakra(workload_or_path: TextWorkload | str | os.PathLike, num_npus:
 def _drop_unnamed(t) -> None:
     """Collectives whose group is every rank carry no pg_name."""
 
-
     codes = [i for i, name in enumerate(t.groups) if name is None]
     if not codes:
         return
@@ -692,22 +774,37 @@ def _model_parallel_size(wl: TextWorkload, num_npus: int, mp: int | None, dp: in
         mp = num_npus // dp
     if wl.model_parallel_size is not None:
         if mp is not None and mp != wl.model_parallel_size:
-            raise ChakraError(f"{where}: the file sets model_parallel_NPU_group: {wl.model_parallel_size}, "
-                              f"but a model-parallel size of {mp} was asked for")
+            raise ChakraError(
+                f"{where}: the file sets model_parallel_NPU_group: {wl.model_parallel_size}, "
+                f"but a model-parallel size of {mp} was asked for"
+            )
         mp = wl.model_parallel_size
     if mp is None:
         if wl.parallelism in _TRANSFORMER:
-            raise TextWorkloadError(wl.path, wl.header_line, f"{wl.parallelism}: expected "
-                                    f"'model_parallel_NPU_group: <size>' in the header")
-        raise ChakraError(f"{where}: {wl.parallelism} needs the model-parallel group size "
-                          f"(model_parallel_size=, or --model-parallel on the command line); ASTRA-sim 1.0 took "
-                          f"it from the first network dimension, which the text file does not record")
+            raise TextWorkloadError(
+                wl.path, wl.header_line, f"{wl.parallelism}: expected 'model_parallel_NPU_group: <size>' in the header"
+            )
+        raise ChakraError(
+            f"{where}: {wl.parallelism} needs the model-parallel group size "
+            f"(model_parallel_size=, or --model-parallel on the command line); ASTRA-sim 1.0 took "
+            f"it from the first network dimension, which the text file does not record"
+        )
     if num_npus % mp:
         raise ChakraError(f"{where}: the model-parallel group size {mp} does not divide the {num_npus} NPUs")
     return mp
 
 
 __all__ = [
-    "COMM_TYPES", "COMPUTE_UNITS", "Comm", "PARALLELISMS", "ParallelGroups", "TextLayer", "TextWorkload",
-    "TextWorkloadError", "parallel_groups", "parse_text_workload", "read_text_workload", "text_to_chakra",
+    "COMM_TYPES",
+    "COMPUTE_UNITS",
+    "Comm",
+    "PARALLELISMS",
+    "ParallelGroups",
+    "TextLayer",
+    "TextWorkload",
+    "TextWorkloadError",
+    "parallel_groups",
+    "parse_text_workload",
+    "read_text_workload",
+    "text_to_chakra",
 ]

@@ -1,4 +1,5 @@
 """Reading and writing `.et` files: streaming, bulk columnar load, atomic writes."""
+
 from __future__ import annotations
 
 import ctypes
@@ -27,8 +28,13 @@ def _metadata(path: str, block, kind: str):
     try:
         return pb.GlobalMetadata.FromString(block.buf[s:e].tobytes())
     except Exception as exc:  # protobuf raises DecodeError (a different class per runtime)
-        raise TraceFormatError(path, f"global metadata is not a valid message ({exc})",
-                               offset=block.base + s, offset_kind=kind, message_index=0) from None
+        raise TraceFormatError(
+            path,
+            f"global metadata is not a valid message ({exc})",
+            offset=block.base + s,
+            offset_kind=kind,
+            message_index=0,
+        ) from None
 
 
 def _kind(path: str) -> str:
@@ -36,8 +42,9 @@ def _kind(path: str) -> str:
         return "decompressed byte" if f.read(2) == b"\x1f\x8b" else "byte"
 
 
-def iter_chunks(path: str | os.PathLike, *, limits: Limits | None = None,
-                progress: Progress | None = None) -> Iterator[Trace]:
+def iter_chunks(
+    path: str | os.PathLike, *, limits: Limits | None = None, progress: Progress | None = None
+) -> Iterator[Trace]:
     """Stream a `.et` file as columnar chunks (one per I/O block), in bounded memory.
 
     Chunks share string tables, so codes are comparable across chunks.
@@ -62,12 +69,17 @@ def iter_chunks(path: str | os.PathLike, *, limits: Limits | None = None,
         except WireError as e:
             i = int(np.searchsorted(starts, e.offset, side="right")) - 1
             node_id = _peek_id(block.buf, starts[i], ends[i])
-            raise TraceFormatError(path, e.message, offset=block.base + e.offset, offset_kind=kind,
-                                   message_index=index0 + i, node_id=node_id) from None
+            raise TraceFormatError(
+                path,
+                e.message,
+                offset=block.base + e.offset,
+                offset_kind=kind,
+                message_index=index0 + i,
+                node_id=node_id,
+            ) from None
         yield chunk
     if metadata is None:
-        raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0,
-                               offset_kind=kind)
+        raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0, offset_kind=kind)
 
 
 def _peek_id(buf: np.ndarray, start: int, end: int) -> int | None:
@@ -82,8 +94,7 @@ def _peek_id(buf: np.ndarray, start: int, end: int) -> int | None:
     return None
 
 
-def read_trace(path: str | os.PathLike, *, limits: Limits | None = None,
-               progress: Progress | None = None) -> Trace:
+def read_trace(path: str | os.PathLike, *, limits: Limits | None = None, progress: Progress | None = None) -> Trace:
     """Load a whole `.et` file (plain or gzip) into a columnar Trace."""
     chunks = list(iter_chunks(path, limits=limits, progress=progress))
     if not chunks:
@@ -129,11 +140,15 @@ def iter_nodes(path: str | os.PathLike, *, limits: Limits | None = None) -> Iter
             try:
                 yield pb.Node.FromString(raw[s:e].tobytes())
             except Exception as exc:
-                raise TraceFormatError(path, f"node message does not parse ({exc})", offset=block.base + s,
-                                       offset_kind=kind, message_index=block.index0 + i) from None
+                raise TraceFormatError(
+                    path,
+                    f"node message does not parse ({exc})",
+                    offset=block.base + s,
+                    offset_kind=kind,
+                    message_index=block.index0 + i,
+                ) from None
     if first:
-        raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0,
-                               offset_kind=kind)
+        raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0, offset_kind=kind)
 
 
 def read_metadata(path: str | os.PathLike, *, limits: Limits | None = None):
@@ -150,8 +165,9 @@ GZIP_LEVEL = 1  # 4x faster than level 6 for ~13% larger files; readers don't ca
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike, *, compress: bool | None = None,
-                  compresslevel: int = GZIP_LEVEL) -> Iterator[BinaryIO]:
+def atomic_output(
+    path: str | os.PathLike, *, compress: bool | None = None, compresslevel: int = GZIP_LEVEL
+) -> Iterator[BinaryIO]:
     """A file handle whose content replaces `path` only if the block finishes without error.
 
     `compress=None` gzips when the name ends in `.gz`.
@@ -190,8 +206,9 @@ def encode_trace(trace: Trace, chunk: int = 1 << 18) -> Iterator[bytes]:
         yield frame(node_payloads(part)).data.tobytes()
 
 
-def write_trace(trace: Trace, path: str | os.PathLike, *, compress: bool | None = None,
-                compresslevel: int = GZIP_LEVEL) -> None:
+def write_trace(
+    trace: Trace, path: str | os.PathLike, *, compress: bool | None = None, compresslevel: int = GZIP_LEVEL
+) -> None:
     """Write a trace as `.et` (gzip if `compress`, or if the name ends in `.gz`), atomically."""
     with atomic_output(path, compress=compress, compresslevel=compresslevel) as f:
         for piece in encode_trace(trace):

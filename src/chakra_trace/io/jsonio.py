@@ -29,6 +29,7 @@ are written in wire order, so a trace read back re-serializes byte-identically.
 Both directions stream: writing encodes a bounded number of rows at a time, reading parses
 JSON Lines line by line and the ``nodes`` array of a document one element at a time.
 """
+
 from __future__ import annotations
 
 import base64
@@ -54,8 +55,17 @@ from ..schema.trace import COLUMN_ATTRS, Trace
 from .et import atomic_output
 from .stream import Limits, open_binary
 
-__all__ = ["FORMAT", "VERSION", "attr_to_json", "header_json", "is_json_lines_path", "iter_json_nodes",
-           "metadata_to_json", "read_json", "write_json"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "attr_to_json",
+    "header_json",
+    "is_json_lines_path",
+    "iter_json_nodes",
+    "metadata_to_json",
+    "read_json",
+    "write_json",
+]
 
 FORMAT = "chakra-trace-json"
 VERSION = 1
@@ -68,18 +78,34 @@ _TEXT_BLOCK = 1 << 20  # characters read from the input at a time
 
 _U64_MAX = (1 << 64) - 1
 _RANGES = {
-    "int32": (-(1 << 31), (1 << 31) - 1), "sint32": (-(1 << 31), (1 << 31) - 1),
-    "sfixed32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
-    "sint64": (-(1 << 63), (1 << 63) - 1), "sfixed64": (-(1 << 63), (1 << 63) - 1),
-    "uint32": (0, (1 << 32) - 1), "fixed32": (0, (1 << 32) - 1),
-    "uint64": (0, _U64_MAX), "fixed64": (0, _U64_MAX),
+    "int32": (-(1 << 31), (1 << 31) - 1),
+    "sint32": (-(1 << 31), (1 << 31) - 1),
+    "sfixed32": (-(1 << 31), (1 << 31) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1),
+    "sint64": (-(1 << 63), (1 << 63) - 1),
+    "sfixed64": (-(1 << 63), (1 << 63) - 1),
+    "uint32": (0, (1 << 32) - 1),
+    "fixed32": (0, (1 << 32) - 1),
+    "uint64": (0, _U64_MAX),
+    "fixed64": (0, _U64_MAX),
 }
 _NODE_TYPE_NAMES = {int(t): t.name for t in NodeType}
-_NODE_KEYS = ("id", "name", "type", "ctrl_deps", "data_deps", "start_time_micros", "duration_micros",
-              "inputs", "outputs", "attr", "unknown_fields")
+_NODE_KEYS = (
+    "id",
+    "name",
+    "type",
+    "ctrl_deps",
+    "data_deps",
+    "start_time_micros",
+    "duration_micros",
+    "inputs",
+    "outputs",
+    "attr",
+    "unknown_fields",
+)
 _CANON_NAN64 = 0x7FF8000000000000
 _CANON_NAN32 = 0x7FC00000
-_FLT_OVERFLOW = 2.0 ** 128 - 2.0 ** 103  # finite doubles from here up round to a float32 infinity
+_FLT_OVERFLOW = 2.0**128 - 2.0**103  # finite doubles from here up round to a float32 infinity
 
 
 # =========================================================================== writing
@@ -221,19 +247,23 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
         deps = []
         for ip, flat in ((trace.ctrl_indptr, trace.ctrl), (trace.data_indptr, trace.data)):
             p0 = int(ip[s])
-            deps.append(((ip[s:e + 1] - p0).tolist(), flat[p0:int(ip[e])].tolist()))
+            deps.append(((ip[s : e + 1] - p0).tolist(), flat[p0 : int(ip[e])].tolist()))
         (cptr, cflat), (dptr, dflat) = deps
         x0 = int(trace.extra_indptr[s])
-        xptr = (trace.extra_indptr[s:e + 1] - x0).tolist()
-        xraw = trace.extra[x0:int(trace.extra_indptr[e])].tobytes()
+        xptr = (trace.extra_indptr[s : e + 1] - x0).tolist()
+        xraw = trace.extra[x0 : int(trace.extra_indptr[e])].tobytes()
         # rows whose column attributes sit among the others: take every attribute in wire order
         placed = set(np.unique(trace.placed_rows[(trace.placed_rows >= s) & (trace.placed_rows < e)]).tolist())
         for i in range(e - s):
             t = types[i]
             d: dict[str, Any] = {
-                "id": ids[i], "name": names[codes[i]], "type": _NODE_TYPE_NAMES.get(t, t),
-                "ctrl_deps": cflat[cptr[i]:cptr[i + 1]], "data_deps": dflat[dptr[i]:dptr[i + 1]],
-                "start_time_micros": start[i], "duration_micros": duration[i],
+                "id": ids[i],
+                "name": names[codes[i]],
+                "type": _NODE_TYPE_NAMES.get(t, t),
+                "ctrl_deps": cflat[cptr[i] : cptr[i + 1]],
+                "data_deps": dflat[dptr[i] : dptr[i + 1]],
+                "start_time_micros": start[i],
+                "duration_micros": duration[i],
             }
             attrs: list[dict] = []
             p = present[i]
@@ -293,8 +323,9 @@ def _chunks(trace) -> tuple[Any, Iterator[Trace]]:
     return first.metadata, all_chunks()
 
 
-def write_json(trace: Trace | Iterable[Trace], path: str | os.PathLike, *, lines: bool = False,
-               indent: int | None = None) -> int:
+def write_json(
+    trace: Trace | Iterable[Trace], path: str | os.PathLike, *, lines: bool = False, indent: int | None = None
+) -> int:
     """Write a trace as one JSON document, or as JSON Lines; return the number of nodes.
 
     JSON Lines when `lines` is set or the name ends in `.jsonl` / `.jsonl.gz`; gzip when the
@@ -321,9 +352,11 @@ def write_json(trace: Trace | Iterable[Trace], path: str | os.PathLike, *, lines
     else:
         pad = " " * indent
         ind = pad * 2
-        items = [f"{pad}{json.dumps(k)}: " + json.dumps(v, ensure_ascii=False, allow_nan=False,
-                                                      indent=indent).replace("\n", "\n" + pad)
-                 for k, v in header.items()]
+        items = [
+            f"{pad}{json.dumps(k)}: "
+            + json.dumps(v, ensure_ascii=False, allow_nan=False, indent=indent).replace("\n", "\n" + pad)
+            for k, v in header.items()
+        ]
         head = "{\n" + ",\n".join(items) + f',\n{pad}"nodes": ['
         first_sep, sep, close, empty_close = "\n" + ind, ",\n" + ind, f"\n{pad}]\n}}\n", "]\n}\n"
 
@@ -453,8 +486,10 @@ def _real(v, kind: str, what: str) -> float:
             if x == x:
                 raise _Bad(f"{what}: {v!r} is not the bit pattern of a NaN")
             return x
-        raise _Bad(f'{what}: expected a number or "NaN", "Infinity", "-Infinity", '
-                   f'"NaN:0x<{width} hex digits>", got {_jtype(v)}')
+        raise _Bad(
+            f'{what}: expected a number or "NaN", "Infinity", "-Infinity", '
+            f'"NaN:0x<{width} hex digits>", got {_jtype(v)}'
+        )
     else:
         raise _Bad(f"{what}: expected a number, got {_jtype(v)}")
     if kind == "float" and math.isfinite(x) and abs(x) >= _FLT_OVERFLOW:
@@ -533,8 +568,10 @@ def _attr_pb(d, msg, what: str) -> None:
             else:
                 setattr(msg, k, _scalar(kind, v, w))
         else:
-            raise _Bad(f"{what}: unknown key {k!r}; expected name, doc_string, unknown_fields or one value "
-                       f"member ({_MEMBER_LIST})")
+            raise _Bad(
+                f"{what}: unknown key {k!r}; expected name, doc_string, unknown_fields or one value "
+                f"member ({_MEMBER_LIST})"
+            )
     if unknown is not None:
         _merge_unknown(msg, unknown, f"{what}.unknown_fields")
 
@@ -564,8 +601,9 @@ def _node_type(v) -> int:
         key = key if key.endswith("_NODE") else key + "_NODE"
         if key in NodeType.__members__:
             return int(NodeType[key])
-        raise _Bad(f"type: unknown node type {v!r}; expected one of "
-                   f"{', '.join(t.name for t in NodeType)} or an integer")
+        raise _Bad(
+            f"type: unknown node type {v!r}; expected one of {', '.join(t.name for t in NodeType)} or an integer"
+        )
     raise _Bad(f"type: expected a node type name or an integer, got {_jtype(v)}")
 
 
@@ -633,9 +671,9 @@ def _check_header(h: dict, lines: bool, so_far: bool = False) -> None:
     if "format" not in h:
         if so_far:
             return
-        raise _Bad(f"not a chakra trace JSON file: the header has no \"format\": \"{FORMAT}\"")
+        raise _Bad(f'not a chakra trace JSON file: the header has no "format": "{FORMAT}"')
     if h["format"] != FORMAT:
-        raise _Bad(f"not a chakra trace JSON file: format is {_jtype(h['format'])}, expected \"{FORMAT}\"")
+        raise _Bad(f'not a chakra trace JSON file: format is {_jtype(h["format"])}, expected "{FORMAT}"')
     if "version" not in h and so_far:
         return
     v = h.get("version")
@@ -684,11 +722,11 @@ class _Text:
         if self.eof:
             return False
         if self.pos:
-            done = self.buf[:self.pos]
+            done = self.buf[: self.pos]
             nl = done.count("\n")
             self.line0 += nl
             self.col0 = len(done) - done.rfind("\n") - 1 if nl else self.col0 + len(done)
-            self.buf, self.pos = self.buf[self.pos:], 0
+            self.buf, self.pos = self.buf[self.pos :], 0
         try:
             s = self.f.read(want or _TEXT_BLOCK)
         except UnicodeDecodeError as e:
@@ -748,13 +786,13 @@ class _Text:
         while True:
             nl = self.buf.find("\n", self.pos)
             if nl >= 0:
-                s = self.buf[self.pos:nl]
+                s = self.buf[self.pos : nl]
                 self.pos = nl + 1
                 return s
             if not self.fill():
                 if self.pos >= len(self.buf):
                     return None
-                s = self.buf[self.pos:]
+                s = self.buf[self.pos :]
                 self.pos = len(self.buf)
                 return s
 
@@ -776,7 +814,7 @@ def _node_error(path: str, d, where: str, reason: str) -> TraceFormatError:
 def _iter_json_nodes(t: _Text, path: str) -> Iterator[tuple[str, Any]]:
     """Yield ("header", dict) and ("node", (where, dict)) events of either layout."""
     if t.peek() == "":
-        raise TraceFormatError(path, "empty file: expected a JSON object with \"format\": \"chakra-trace-json\"")
+        raise TraceFormatError(path, 'empty file: expected a JSON object with "format": "chakra-trace-json"')
     t.expect("{", "a JSON object (the chakra-trace-json header)")
     header: dict[str, Any] = {}
     seen_nodes = False
@@ -831,8 +869,9 @@ def _iter_json_nodes(t: _Text, path: str) -> Iterator[tuple[str, Any]]:
     line_no, _ = t.where()
     rest = t.line()
     if rest is not None and rest.strip():
-        raise TraceFormatError(path, f"line {line_no}: expected a newline after the header object "
-                                     "(JSON Lines holds one object per line)")
+        raise TraceFormatError(
+            path, f"line {line_no}: expected a newline after the header object (JSON Lines holds one object per line)"
+        )
     while True:
         line_no += 1
         s = t.line()
@@ -849,8 +888,9 @@ def _iter_json_nodes(t: _Text, path: str) -> Iterator[tuple[str, Any]]:
         yield "node", (f"line {line_no}", node)
 
 
-def read_json(path: str | os.PathLike, *, limits: Limits | None = None,
-              progress: Callable[[int], None] | None = None) -> Trace:
+def read_json(
+    path: str | os.PathLike, *, limits: Limits | None = None, progress: Callable[[int], None] | None = None
+) -> Trace:
     """Read a trace written by `write_json` (either layout; gzip sniffed by its magic bytes).
 
     Raises TraceFormatError naming the file, the node (line for JSON Lines, index in the

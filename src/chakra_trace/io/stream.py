@@ -4,6 +4,7 @@ A `.et` file is a GlobalMetadata message followed by Node messages, each prefixe
 length as a varint. Nothing here trusts a length prefix: a frame is only materialized after
 its bytes are really there, and no buffer grows past `max_message_bytes`.
 """
+
 from __future__ import annotations
 
 import io
@@ -64,8 +65,12 @@ class _GuardedGzip(io.RawIOBase):
         return self.read_raw - len(self._buf)
 
     def _fail(self, reason: str) -> None:
-        raise TraceFormatError(self._path, f"gzip data {reason} (after {self.produced} decompressed bytes)",
-                               offset=self.consumed, offset_kind="compressed byte")
+        raise TraceFormatError(
+            self._path,
+            f"gzip data {reason} (after {self.produced} decompressed bytes)",
+            offset=self.consumed,
+            offset_kind="compressed byte",
+        )
 
     def _more(self) -> bytes:
         data = self._raw.read(self.RAW_CHUNK)
@@ -79,7 +84,7 @@ class _GuardedGzip(io.RawIOBase):
                 rest = self._d.unused_data or self._more()
                 if not rest:
                     return 0
-                if not rest.startswith(GZIP_MAGIC[:len(rest)]):
+                if not rest.startswith(GZIP_MAGIC[: len(rest)]):
                     self._buf = rest
                     self._fail("is followed by bytes that are not gzip")
                 self._d = zlib.decompressobj(31)
@@ -104,14 +109,19 @@ class _GuardedGzip(io.RawIOBase):
     def _check(self) -> None:
         lim = self._limits
         if lim.max_bytes is not None and self.produced > lim.max_bytes:
-            raise TraceFormatError(self._path, f"decompressed size exceeds the limit of {lim.max_bytes} bytes",
-                                   offset=self.produced, offset_kind="decompressed byte")
+            raise TraceFormatError(
+                self._path,
+                f"decompressed size exceeds the limit of {lim.max_bytes} bytes",
+                offset=self.produced,
+                offset_kind="decompressed byte",
+            )
         if self.produced > RATIO_GRACE and self.produced > lim.max_ratio * max(self.consumed, 1):
             raise TraceFormatError(
                 self._path,
                 f"decompression ratio above {lim.max_ratio:g}:1 ({self.produced} bytes from {self.consumed}); "
                 "this looks like a gzip bomb (raise Limits.max_ratio to read it anyway)",
-                offset=self.produced, offset_kind="decompressed byte",
+                offset=self.produced,
+                offset_kind="decompressed byte",
             )
 
     def close(self) -> None:
@@ -297,8 +307,13 @@ def iter_frame_blocks(
             try:
                 starts, ends, stop, need = split_frames(data, len(data), limits.max_message_bytes)
             except _FrameError as e:
-                raise TraceFormatError(path, e.message, offset=base + e.pos, offset_kind=kind,
-                                       message_index=index + _count_before(data, e.pos)) from None
+                raise TraceFormatError(
+                    path,
+                    e.message,
+                    offset=base + e.pos,
+                    offset_kind=kind,
+                    message_index=index + _count_before(data, e.pos),
+                ) from None
             if starts.size:
                 yield FrameBlock(np.frombuffer(data, np.uint8), starts, ends, base, index)
                 index += len(starts)
@@ -308,8 +323,9 @@ def iter_frame_blocks(
                     if p < 0:
                         msg = "file ends inside a length prefix (truncated file)"
                     else:
-                        msg = (f"truncated message: length prefix says {n} bytes, "
-                               f"only {len(data) - p} remain in the file")
+                        msg = (
+                            f"truncated message: length prefix says {n} bytes, only {len(data) - p} remain in the file"
+                        )
                     raise TraceFormatError(path, msg, offset=base + stop, offset_kind=kind, message_index=index)
                 return
             pending = data[stop:]

@@ -5,16 +5,16 @@
 (the PyTorch converter registers `chakra collect` folders with `register_source`). Every
 command and API opens workloads through it, so they all accept the same paths.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ContextManager
 
 from ..errors import ChakraError, TraceFormatError
 from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
@@ -24,7 +24,7 @@ from .jsonio import is_json_path, read_json
 
 #: (label, file) -> a context manager yielding a callback(bytes done) or None: how a caller shows
 #: progress while files are read (the CLI draws a bar on a terminal).
-Progress = Callable[[str, Path], ContextManager]
+Progress = Callable[[str, Path], AbstractContextManager]
 
 _RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.et(?:\.gz)?$")
 _ET_RE = re.compile(r"\.et(?:\.gz)?$")
@@ -69,13 +69,21 @@ class Workload:
         return cls({0: workload}) if isinstance(workload, Trace) else workload
 
     @classmethod
-    def open(cls, path: str | os.PathLike, comm_groups: str | os.PathLike | dict | None = None, *,
-             ranks: Iterable[int] | None = None, progress: Progress | None = None, **read_options) -> Workload:
+    def open(
+        cls,
+        path: str | os.PathLike,
+        comm_groups: str | os.PathLike | dict | None = None,
+        *,
+        ranks: Iterable[int] | None = None,
+        progress: Progress | None = None,
+        **read_options,
+    ) -> Workload:
         """Open a job from any path a user holds (see the module docstring). `comm_groups`: an
         ASTRA-sim communicator-group file or {name: ranks}; `ranks`: read only these;
         `read_options` go to `read_trace`."""
-        groups = read_comm_groups(comm_groups) if isinstance(comm_groups, (str, os.PathLike)) else \
-            dict(comm_groups or {})
+        groups = (
+            read_comm_groups(comm_groups) if isinstance(comm_groups, (str, os.PathLike)) else dict(comm_groups or {})
+        )
         wanted = None if ranks is None else sorted(set(ranks))
         for claims, read in _SOURCES:
             if claims(Path(path)):
@@ -85,7 +93,7 @@ class Workload:
         files = select_ranks(path, locate(path), wanted)
         traces = {}
         for rank, p in files.items():
-            with (progress(f"rank {rank}", p) if progress else nullcontext()) as cb:
+            with progress(f"rank {rank}", p) if progress else nullcontext() as cb:
                 traces[rank] = read_json(p) if is_json_path(str(p)) else read_trace(p, progress=cb, **read_options)
         return cls(traces, groups, files)
 
@@ -120,8 +128,9 @@ def select_ranks(path: str | os.PathLike, found: dict[int, Path], ranks: list[in
     absent = [r for r in ranks if r not in found]
     if absent:
         have = sorted(found)
-        raise ChakraError(f"{path}: no rank {absent[0]}; the job has ranks {have[:20]}" +
-                          (" ..." if len(have) > 20 else ""))
+        raise ChakraError(
+            f"{path}: no rank {absent[0]}; the job has ranks {have[:20]}" + (" ..." if len(have) > 20 else "")
+        )
     return {r: found[r] for r in ranks}
 
 
@@ -163,8 +172,9 @@ def locate(path: str | os.PathLike) -> dict[int, Path]:
             return discover(p / prefixes[0])
         if prefixes:
             shown = ", ".join(prefixes[:8]) + (", ..." if len(prefixes) > 8 else "")
-            raise ChakraError(f"{p}: holds the traces of {len(prefixes)} jobs ({shown}); give one prefix, "
-                              f"e.g. {p / prefixes[0]}")
+            raise ChakraError(
+                f"{p}: holds the traces of {len(prefixes)} jobs ({shown}); give one prefix, e.g. {p / prefixes[0]}"
+            )
         others = sorted(q.name for q in p.iterdir() if _ET_RE.search(q.name) or is_json_path(q.name))
         hint = f" (it has {', '.join(others[:4])}; name them <prefix>.<rank>.et)" if others else ""
         raise ChakraError(f"{p}: a folder with no <prefix>.<rank>.et files{hint}")

@@ -10,6 +10,7 @@ storages it reads and the tokens of collectives the original had waited for by t
 tensor argument is {"t": [storage, shape, stride, offset, dtype, [lo, hi] or null, fresh]};
 a non-finite float is {"f": "inf"}; the replay device is {"device": 1}.
 """
+
 import math
 import time
 
@@ -183,6 +184,15 @@ def collective(name, args):
     raise KeyError(name)
 
 
-COLLECTIVES = ("c10d::allreduce_", "c10d::allgather_", "c10d::_allgather_base_", "c10d::broadcast_",
-               "c10d::reduce_scatter_", "c10d::_reduce_scatter_base_", "c10d::alltoall_base_", "c10d::barrier",
-               "c10d::send", "c10d::recv_")
+COLLECTIVES = (
+    "c10d::allreduce_",
+    "c10d::allgather_",
+    "c10d::_allgather_base_",
+    "c10d::broadcast_",
+    "c10d::reduce_scatter_",
+    "c10d::_reduce_scatter_base_",
+    "c10d::alltoall_base_",
+    "c10d::barrier",
+    "c10d::send",
+    "c10d::recv_",
+)

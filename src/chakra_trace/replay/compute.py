@@ -9,6 +9,7 @@ Collectives (`c10d::*`) run as real `torch.distributed` calls when a process gro
 (`chakra replay` on a collection folder starts one process per rank), asynchronously, and
 are waited for by the first op that reads what they wrote, as DDP overlaps them.
 """
+
 from __future__ import annotations
 
 import json
@@ -91,9 +92,14 @@ class Coverage:
         for o in missed:
             key = f"{o.status}: {o.reason}"
             reasons[key] = reasons.get(key, 0) + 1
-        return {"total": self.total, "replayed": self.replayed, "not_replayed": len(missed), "share": self.share,
-                "reasons": reasons, "examples": [{"id": o.node_id, "name": o.name, "reason": f"{o.status}: {o.reason}"}
-                                                 for o in missed[:100]]}
+        return {
+            "total": self.total,
+            "replayed": self.replayed,
+            "not_replayed": len(missed),
+            "share": self.share,
+            "reasons": reasons,
+            "examples": [{"id": o.node_id, "name": o.name, "reason": f"{o.status}: {o.reason}"} for o in missed[:100]],
+        }
 
 
 def _load_host(trace):
@@ -126,8 +132,10 @@ def _ancestor_flag(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
 def _step_of(h) -> tuple[np.ndarray, dict[int, int]]:
     """The ProfilerStep#N each row runs in (-1 outside any), and {N: row}."""
     names = h.name_array
-    step_rows = {int(str(names[r]).split("#")[1]): int(r) for r in np.flatnonzero(
-        np.char.startswith(names.astype(str), "ProfilerStep#"))}
+    step_rows = {
+        int(str(names[r]).split("#")[1]): int(r)
+        for r in np.flatnonzero(np.char.startswith(names.astype(str), "ProfilerStep#"))
+    }
     step = np.full(len(h), -1, np.int64)
     for n, r in step_rows.items():
         step[r] = n
@@ -159,8 +167,18 @@ class HostReplay:
     original waited for its collectives (`waits.py`); without it only readers wait.
     """
 
-    def __init__(self, trace, *, device: str = "cpu", steps=None, select: str | None = None,
-                 config: ReplayConfig | None = None, seed: int = 0, autograd: bool = True, kineto=None):
+    def __init__(
+        self,
+        trace,
+        *,
+        device: str = "cpu",
+        steps=None,
+        select: str | None = None,
+        config: ReplayConfig | None = None,
+        seed: int = 0,
+        autograd: bool = True,
+        kineto=None,
+    ):
         try:
             import torch
         except ImportError:
@@ -258,12 +276,18 @@ class HostReplay:
         recreated views fail, e.g. an in-place detach of a view)."""
         import torch
 
-
         h, cfg = self.h, self.config
         name = out.name
         if name in cfg.delay_us:
-            return {"kind": "delay", "op": name, "seconds": float(cfg.delay_us[name]) * 1e-6, "args": [],
-                    "kwargs": {}, "reads": [], "writes": []}
+            return {
+                "kind": "delay",
+                "op": name,
+                "seconds": float(cfg.delay_us[name]) * 1e-6,
+                "args": [],
+                "kwargs": {},
+                "reads": [],
+                "writes": [],
+            }
         if name.startswith("c10d::"):
             return self._plan_collective(name, inputs, ranges)
         schema = torch._C.parse_schema(h.attr(out.row, "op_schema"))
@@ -272,15 +296,25 @@ class HostReplay:
         # autograd recorded the op (a sequence number) and it is out of place: replay with grad
         # recording too, which is part of what the original paid
         seq = h.attr(out.row, "seq_id")
-        grad = self.autograd and seq is not None and int(seq) >= 0 and \
-            not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        grad = (
+            self.autograd
+            and seq is not None
+            and int(seq) >= 0
+            and not any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+        )
         first = None
         attempts = [(False, grad), (True, grad)] + ([(False, False), (True, False)] if grad else [])
         for fresh, with_grad in attempts:  # (some inputs may not require grad: batch norm's running stats)
             args, kwargs = [], {}
-            for k, arg in enumerate(schema.arguments[:len(inputs["values"])]):
-                v = self._spec(inputs["values"][k], inputs["shapes"][k], _at(inputs["strides"], k),
-                               inputs["types"][k], ranges.get(k), fresh)
+            for k, arg in enumerate(schema.arguments[: len(inputs["values"])]):
+                v = self._spec(
+                    inputs["values"][k],
+                    inputs["shapes"][k],
+                    _at(inputs["strides"], k),
+                    inputs["types"][k],
+                    ranges.get(k),
+                    fresh,
+                )
                 if arg.kwarg_only:
                     kwargs[arg.name] = v
                 else:
@@ -290,8 +324,15 @@ class HostReplay:
                 name_out, args, kwargs = _OFF_CUDA[name_out](args, kwargs)
                 fn = _resolve(name_out)
                 out.reason = f"replayed as {name_out} (no {overload.split('(')[0]} on {self.device})"
-            op = {"kind": "op", "op": name_out, "args": args, "kwargs": kwargs,
-                  "reads": _storages(inputs), "writes": [], "grad": with_grad}
+            op = {
+                "kind": "op",
+                "op": name_out,
+                "args": args,
+                "kwargs": kwargs,
+                "reads": _storages(inputs),
+                "writes": [],
+                "grad": with_grad,
+            }
             call = rt.build_call(op, self._storages, self.device)
             try:
                 fn(*call[1], **call[2])
@@ -315,7 +356,6 @@ class HostReplay:
     def _plan_collective(self, name: str, inputs: dict, ranges: dict) -> dict:
         import torch.distributed as dist
 
-
         if not (dist.is_available() and dist.is_initialized()):
             raise Unreplayable("a collective: replay the whole job (one process per rank) to run it")
         if name not in rt.COLLECTIVES:
@@ -326,8 +366,7 @@ class HostReplay:
                 args.append(None)  # the process group: the replay's default group
             else:
                 args.append(self._spec(v, inputs["shapes"][k], _at(inputs["strides"], k), t, ranges.get(k), True))
-        return {"kind": "collective", "op": name, "args": args, "kwargs": {}, "reads": [],
-                "writes": _storages(inputs)}
+        return {"kind": "collective", "op": name, "args": args, "kwargs": {}, "reads": [], "writes": _storages(inputs)}
 
     # ------------------------------------------------------------------ running
     def run_step(self) -> None:
@@ -364,7 +403,9 @@ _OFF_CUDA = {
     #                           save_var, epsilon, reserveSpace)
     "aten::cudnn_batch_norm_backward.default": lambda a, kw: (
         "aten::native_batch_norm_backward.default",
-        [a[1], a[0], a[2], a[3], a[4], a[5], a[6], True, a[7], [True, True, True]], {}),
+        [a[1], a[0], a[2], a[3], a[4], a[5], a[6], True, a[7], [True, True, True]],
+        {},
+    ),
 }
 
 
@@ -418,8 +459,9 @@ def _resolve(overload: str):
     try:
         return rt.resolve(overload.split("(")[0])
     except (AttributeError, RuntimeError) as e:
-        raise Unreplayable(f"{overload.split('(')[0]} is not a registered operator in this PyTorch "
-                           f"({_first_line(e)})") from None
+        raise Unreplayable(
+            f"{overload.split('(')[0]} is not a registered operator in this PyTorch ({_first_line(e)})"
+        ) from None
 
 
 def _first_line(e: BaseException) -> str:

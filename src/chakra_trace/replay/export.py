@@ -5,6 +5,7 @@ The script carries the replay plan (compressed) and the replay runtime's source 
 with `python bench.py` (one rank) or `torchrun --nproc-per-node N bench.py`. It prints a
 JSON measurement (raw samples and their median) that `chakra bench compare` reads.
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,7 +18,7 @@ from pathlib import Path
 from ..io.et import atomic_output
 from . import _standalone
 
-_MAIN = '''
+_MAIN = """
 
 # ---------------------------------------------------------------------------- benchmark driver
 import argparse as _argparse
@@ -90,7 +91,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 
 def export_script(plans: list[dict], path: str | os.PathLike, *, name: str, source: str, steps_per_run: int) -> Path:
@@ -98,14 +99,22 @@ def export_script(plans: list[dict], path: str | os.PathLike, *, name: str, sour
 
     packed = base64.b64encode(zlib.compress(json.dumps(plans, separators=(",", ":")).encode(), 9)).decode()
     ops = sum(len(p["ops"]) for p in plans)
-    header = (f'"""Standalone benchmark exported by chakra-trace from {Path(source).name}: {ops} ops on '
-              f'{len(plans)} rank(s), {steps_per_run} recorded step(s) per pass. Needs torch only.\n\n'
-              f'    python {Path(path).name} [--repeats N] [--json out.json]\n'
-              f'    torchrun --nproc-per-node {len(plans)} {Path(path).name}   (several ranks)\n"""\n')
+    header = (
+        f'"""Standalone benchmark exported by chakra-trace from {Path(source).name}: {ops} ops on '
+        f"{len(plans)} rank(s), {steps_per_run} recorded step(s) per pass. Needs torch only.\n\n"
+        f"    python {Path(path).name} [--repeats N] [--json out.json]\n"
+        f'    torchrun --nproc-per-node {len(plans)} {Path(path).name}   (several ranks)\n"""\n'
+    )
     runtime = inspect.getsource(_standalone).split('"""', 2)[2]  # the runtime without its docstring
-    body = (header + runtime + f"\nNAME = {json.dumps(name)}\nSTEPS_PER_RUN = {int(steps_per_run)}\n"
-            + "_PLANS = (\n" + "\n".join(f'    "{packed[i:i + 96]}"' for i in range(0, len(packed), 96)) + "\n)\n"
-            + _MAIN)
+    body = (
+        header
+        + runtime
+        + f"\nNAME = {json.dumps(name)}\nSTEPS_PER_RUN = {int(steps_per_run)}\n"
+        + "_PLANS = (\n"
+        + "\n".join(f'    "{packed[i : i + 96]}"' for i in range(0, len(packed), 96))
+        + "\n)\n"
+        + _MAIN
+    )
     path = Path(path)
     with atomic_output(path) as f:
         f.write(body.encode())

@@ -5,6 +5,7 @@ A collection folder (`chakra collect`) gives one trace per rank. One trace alone
 on as many ranks as its default process group had (SPMD: every rank runs the same ops), so a
 single rank's trace of a 2-GPU job still exercises its collectives.
 """
+
 from __future__ import annotations
 
 import glob
@@ -74,10 +75,25 @@ def _recorded(et_path: str) -> tuple[int, bool]:
     return size, any(str(n).startswith("c10d::") for n in h.names)
 
 
-def replay_host(source, *, world_size: int | None = None, device: str = "cpu", backend: str | None = None,
-                steps=None, select: str | None = None, config=None, threads: int = 1, timeout_s: float = 900,
-                warmup: int = 3, budget_s: float = 20.0, target_rel_ci: float = 0.02, max_repeats: int = 200,
-                min_repeats: int = 5, warmup_s: float = 1.0, export: str | os.PathLike | None = None):
+def replay_host(
+    source,
+    *,
+    world_size: int | None = None,
+    device: str = "cpu",
+    backend: str | None = None,
+    steps=None,
+    select: str | None = None,
+    config=None,
+    threads: int = 1,
+    timeout_s: float = 900,
+    warmup: int = 3,
+    budget_s: float = 20.0,
+    target_rel_ci: float = 0.02,
+    max_repeats: int = 200,
+    min_repeats: int = 5,
+    warmup_s: float = 1.0,
+    export: str | os.PathLike | None = None,
+):
     """Replay recorded host traces (see `host_traces`) as a benchmark; returns a ReplayResult
     whose ``step`` is the time per recorded step (the slowest rank's, ranks in lockstep).
     ``warmup_s``: untimed passes for about this long first (then ``warmup`` more inside
@@ -90,18 +106,39 @@ def replay_host(source, *, world_size: int | None = None, device: str = "cpu", b
         world_size = len(paths) if lone is None else lone[0]
     backend = backend or ("nccl" if device.startswith("cuda") else "gloo")
     cfg = vars(config) if config is not None else None
-    opts = {"device": device, "steps": list(steps) if steps is not None else None, "select": select,
-            "config": cfg, "threads": threads, "warmup": warmup, "budget_s": budget_s,
-            "target_rel_ci": target_rel_ci, "max_repeats": max_repeats, "min_repeats": min_repeats,
-            "plan": export is not None, "warmup_s": warmup_s}
-    outs = run_ranks("chakra_trace.replay.job:rank_main", world_size, args=(paths, opts), backend=backend,
-                     device=device, timeout_s=timeout_s, env={"OMP_NUM_THREADS": str(threads)},
-                     init_group=world_size > 1 or lone is None or lone[1])
+    opts = {
+        "device": device,
+        "steps": list(steps) if steps is not None else None,
+        "select": select,
+        "config": cfg,
+        "threads": threads,
+        "warmup": warmup,
+        "budget_s": budget_s,
+        "target_rel_ci": target_rel_ci,
+        "max_repeats": max_repeats,
+        "min_repeats": min_repeats,
+        "plan": export is not None,
+        "warmup_s": warmup_s,
+    }
+    outs = run_ranks(
+        "chakra_trace.replay.job:rank_main",
+        world_size,
+        args=(paths, opts),
+        backend=backend,
+        device=device,
+        timeout_s=timeout_s,
+        env={"OMP_NUM_THREADS": str(threads)},
+        init_group=world_size > 1 or lone is None or lone[1],
+    )
     label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
     if export is not None:
-
-        export_script([o.pop("plan") for o in outs], export, name=f"replay of {os.path.basename(label)}",
-                      source=label, steps_per_run=outs[0]["steps_per_run"])
+        export_script(
+            [o.pop("plan") for o in outs],
+            export,
+            name=f"replay of {os.path.basename(label)}",
+            source=label,
+            steps_per_run=outs[0]["steps_per_run"],
+        )
     return ReplayResult.from_ranks("ops", label, device, backend, outs)
 
 
@@ -110,15 +147,15 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     import torch
     import torch.distributed as dist
 
-
     torch.set_num_threads(int(opts["threads"]))
     path = paths[rank % len(paths)]
     device = opts["device"]
     if device.startswith("cuda"):
         device = f"cuda:{torch.cuda.current_device()}"
     cfg = ReplayConfig(**opts["config"]) if opts["config"] else None
-    rep = HostReplay(path, device=device, steps=opts["steps"], select=opts["select"], config=cfg,
-                     kineto=kineto_for(path))
+    rep = HostReplay(
+        path, device=device, steps=opts["steps"], select=opts["select"], config=cfg, kineto=kineto_for(path)
+    )
     decide = stop_together(device=device if device.startswith("cuda") else "cpu")
 
     def sync() -> None:  # samples start together and end when the slowest rank is done
@@ -128,13 +165,27 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
             dist.barrier()
 
     rt.warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), dist, device.startswith("cuda"))
-    m = measure(rep.run_step, name=f"rank {rank}", warmup=int(opts["warmup"]), budget_s=float(opts["budget_s"]),
-                target_rel_ci=float(opts["target_rel_ci"]), max_repeats=int(opts["max_repeats"]),
-                min_repeats=int(opts["min_repeats"]), sync=sync, decide=decide)
+    m = measure(
+        rep.run_step,
+        name=f"rank {rank}",
+        warmup=int(opts["warmup"]),
+        budget_s=float(opts["budget_s"]),
+        target_rel_ci=float(opts["target_rel_ci"]),
+        max_repeats=int(opts["max_repeats"]),
+        min_repeats=int(opts["min_repeats"]),
+        sync=sync,
+        decide=decide,
+    )
     m.env = environment(device)
     recorded = rep.recorded_step_s()
-    out = {"trace": path, "measurement": m.to_dict(), "steps_per_run": rep.steps_per_run, "steps": rep.steps,
-           "coverage": {**rep.coverage.to_dict(), "waits": rep.waits}, "recorded_step_s": recorded}
+    out = {
+        "trace": path,
+        "measurement": m.to_dict(),
+        "steps_per_run": rep.steps_per_run,
+        "steps": rep.steps,
+        "coverage": {**rep.coverage.to_dict(), "waits": rep.waits},
+        "recorded_step_s": recorded,
+    }
     if opts.get("plan"):
         out["plan"] = rep.plan
     return out

@@ -9,6 +9,7 @@ joins a process group, calls ``fn(rank, world_size, *args, **kwargs)`` and pickl
 No orphans: the parent kills every rank's process group on error, timeout or interrupt, and
 each worker watches its parent and exits if it goes away.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -29,8 +30,10 @@ from ..errors import ChakraError
 
 _POLL_S = 0.01
 # `-c` rather than `-m`: runpy would warn when the package's __init__ already imported this module
-_BOOT = ("import sys; from chakra_trace.replay.launch import _worker; "
-         "sys.exit(_worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))")
+_BOOT = (
+    "import sys; from chakra_trace.replay.launch import _worker; "
+    "sys.exit(_worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))"
+)
 _LOG_TAIL = 4000
 
 
@@ -75,11 +78,18 @@ def rank_env(rank: int, world_size: int, port: int, env: dict | None = None) -> 
     """The environment of one worker: env:// rendezvous on loopback, one intra-op thread unless given."""
     out = dict(os.environ)
     out.update({k: str(v) for k, v in (env or {}).items()})
-    out.update({
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "WORLD_SIZE": str(world_size),
-        "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world_size), "GLOO_SOCKET_IFNAME": "lo",
-        "PYTHONPATH": _python_path(),
-    })
+    out.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "WORLD_SIZE": str(world_size),
+            "LOCAL_RANK": str(rank),
+            "LOCAL_WORLD_SIZE": str(world_size),
+            "GLOO_SOCKET_IFNAME": "lo",
+            "PYTHONPATH": _python_path(),
+        }
+    )
     out["OMP_NUM_THREADS"] = str((env or {}).get("OMP_NUM_THREADS", 1))
     return out
 
@@ -132,9 +142,18 @@ def _read_result(path: str):
         return {"ok": False, "error": f"cannot read the rank's result: {type(e).__name__}: {e}", "time": time.time()}
 
 
-def run_ranks(target: str, world_size: int, *, args: tuple = (), kwargs: dict | None = None,
-              backend: str = "gloo", device: str = "cpu", timeout_s: float = 300,
-              env: dict | None = None, init_group: bool = True) -> list:
+def run_ranks(
+    target: str,
+    world_size: int,
+    *,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    backend: str = "gloo",
+    device: str = "cpu",
+    timeout_s: float = 300,
+    env: dict | None = None,
+    init_group: bool = True,
+) -> list:
     """Run ``target`` ("package.module:function") as ``function(rank, world_size, *args, **kwargs)`` on
     `world_size` local ranks joined in a torch.distributed process group; returns the results by rank.
     ``init_group=False`` lets a single rank that runs no collectives go without a group.
@@ -149,9 +168,17 @@ def run_ranks(target: str, world_size: int, *, args: tuple = (), kwargs: dict | 
         raise ChakraError(f"world_size must be at least 1, got {world_size}")
     world_size = int(world_size)
     with tempfile.TemporaryDirectory(prefix="chakra-ranks-") as tmp:
-        spec = {"target": target, "world_size": world_size, "args": tuple(args), "kwargs": dict(kwargs or {}),
-                "backend": backend, "device": device, "timeout_s": float(timeout_s), "dir": tmp,
-                "init_group": bool(init_group)}
+        spec = {
+            "target": target,
+            "world_size": world_size,
+            "args": tuple(args),
+            "kwargs": dict(kwargs or {}),
+            "backend": backend,
+            "device": device,
+            "timeout_s": float(timeout_s),
+            "dir": tmp,
+            "init_group": bool(init_group),
+        }
         spec_path = os.path.join(tmp, "spec.pkl")
         try:
             with open(spec_path, "wb") as f:
@@ -166,8 +193,12 @@ def run_ranks(target: str, world_size: int, *, args: tuple = (), kwargs: dict | 
                 try:
                     procs[r] = subprocess.Popen(
                         [sys.executable, "-c", _BOOT, spec_path, str(r), str(os.getpid())],
-                        env=rank_env(r, world_size, port, env), stdin=subprocess.DEVNULL, stdout=log,
-                        stderr=subprocess.STDOUT, start_new_session=True)
+                        env=rank_env(r, world_size, port, env),
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
                 finally:
                     log.close()
             return _wait(procs, tmp, float(timeout_s))
@@ -189,8 +220,7 @@ def _wait(procs: dict[int, subprocess.Popen], tmp: str, timeout_s: float) -> lis
             elif res is not None and not res["ok"]:
                 failed[r] = (res["time"], res["error"])
             else:
-                why = f"exited with status {p.returncode}" if p.returncode >= 0 else \
-                    f"killed by signal {-p.returncode}"
+                why = f"exited with status {p.returncode}" if p.returncode >= 0 else f"killed by signal {-p.returncode}"
                 log = _tail(os.path.join(tmp, f"rank{r}.log"))
                 failed[r] = (time.time(), f"{why} without a result; its output ends:\n{log}")
         if failed:
@@ -203,8 +233,9 @@ def _wait(procs: dict[int, subprocess.Popen], tmp: str, timeout_s: float) -> lis
         if time.monotonic() > deadline:
             running = sorted(r for r, p in procs.items() if p.poll() is None and r not in results)
             _kill(procs)
-            raise ChakraError(f"timed out after {timeout_s:g} s; ranks still running: {running} "
-                              f"(of {len(procs)}); all were killed")
+            raise ChakraError(
+                f"timed out after {timeout_s:g} s; ranks still running: {running} (of {len(procs)}); all were killed"
+            )
         time.sleep(_POLL_S)
 
 
@@ -236,8 +267,9 @@ def _write_result(tmp: str, rank: int, payload: dict) -> None:
     try:
         data = pickle.dumps(payload)
     except Exception as e:  # noqa: BLE001 - the function returned something that does not pickle
-        data = pickle.dumps({"ok": False, "time": time.time(),
-                             "error": f"its result cannot be pickled: {type(e).__name__}: {e}"})
+        data = pickle.dumps(
+            {"ok": False, "time": time.time(), "error": f"its result cannot be pickled: {type(e).__name__}: {e}"}
+        )
     with open(part, "wb") as f:
         f.write(data)
     os.replace(part, path)
@@ -246,8 +278,9 @@ def _write_result(tmp: str, rank: int, payload: dict) -> None:
 def _worker(spec_path: str, rank: int, parent: int) -> int:
     with open(spec_path, "rb") as f:
         spec = pickle.load(f)
-    threading.Thread(target=_watch_parent, args=(parent, time.monotonic() + spec["timeout_s"] + 30),
-                     daemon=True).start()
+    threading.Thread(
+        target=_watch_parent, args=(parent, time.monotonic() + spec["timeout_s"] + 30), daemon=True
+    ).start()
     tmp = spec["dir"]
     world_size = spec["world_size"]
     try:
@@ -264,8 +297,14 @@ def _worker(spec_path: str, rank: int, parent: int) -> int:
                 kw["device_id"] = torch.device("cuda", local)
         group = spec.get("init_group", True) or world_size > 1
         if group:  # (a lone rank that needs no collectives runs without one: a gloo group costs CPU)
-            dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world_size,
-                                    timeout=datetime.timedelta(seconds=max(spec["timeout_s"], 1.0)), **kw)
+            dist.init_process_group(
+                backend,
+                init_method="env://",
+                rank=rank,
+                world_size=world_size,
+                timeout=datetime.timedelta(seconds=max(spec["timeout_s"], 1.0)),
+                **kw,
+            )
         try:
             result = fn(rank, world_size, *spec["args"], **spec["kwargs"])
         finally:

@@ -9,6 +9,7 @@ Only numpy and the standard library are used: the replayer imports this on machi
 torch is looked at only when the caller already imported it. The Student t, normal and binomial
 distributions are computed here from the regularized incomplete beta function.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -31,8 +32,19 @@ from ..errors import ChakraError
 from ..io.et import atomic_output
 
 __all__ = [
-    "Measurement", "Comparison", "measure", "compare", "within_ci", "consistent", "environment",
-    "load_measurements", "save_measurements", "format_time", "t_cdf", "t_ppf", "binom_cdf",
+    "Measurement",
+    "Comparison",
+    "measure",
+    "compare",
+    "within_ci",
+    "consistent",
+    "environment",
+    "load_measurements",
+    "save_measurements",
+    "format_time",
+    "t_cdf",
+    "t_ppf",
+    "binom_cdf",
 ]
 
 STOP_REASONS = ("converged", "max_repeats", "budget", "peer")
@@ -120,8 +132,9 @@ def t_cdf(t: float, df: float) -> float:
     return tail if t < 0 else 1.0 - tail
 
 
-def _solve_increasing(f: Callable[[float], float], fprime: Callable[[float], float],
-                      lo: float, hi: float, x: float) -> float:
+def _solve_increasing(
+    f: Callable[[float], float], fprime: Callable[[float], float], lo: float, hi: float, x: float
+) -> float:
     """Root of increasing f in [lo, hi] (f(lo) <= 0 <= f(hi)): Newton steps, bisection when they stray."""
     for _ in range(400):
         fx = f(x)
@@ -330,17 +343,32 @@ class Measurement:
 
     def stats(self) -> dict:
         return {
-            "n": self.n, "median": _num(self.median), "mean": _num(self.mean), "std": _num(self.std),
-            "min": _num(self.min), "max": _num(self.max), "cv": _num(self.cv),
-            "ci95_mean": _pair(self.ci95_mean), "ci95_median": _pair(self.ci95_median),
-            "rel_ci": _num(self.rel_ci), "outliers": self.outliers,
+            "n": self.n,
+            "median": _num(self.median),
+            "mean": _num(self.mean),
+            "std": _num(self.std),
+            "min": _num(self.min),
+            "max": _num(self.max),
+            "cv": _num(self.cv),
+            "ci95_mean": _pair(self.ci95_mean),
+            "ci95_median": _pair(self.ci95_median),
+            "rel_ci": _num(self.rel_ci),
+            "outliers": self.outliers,
         }
 
     def to_dict(self) -> dict:
         """JSON-able: identity, statistics (derived, for readers) and the raw samples (what `from_dict` uses)."""
-        return {"name": self.name, "unit": "s", "stop_reason": self.stop_reason, "warmup": self.warmup,
-                "note": self.note, "stats": self.stats(), "samples": [float(x) for x in self.samples],
-                "env": self.env, "extra": self.extra}
+        return {
+            "name": self.name,
+            "unit": "s",
+            "stop_reason": self.stop_reason,
+            "warmup": self.warmup,
+            "note": self.note,
+            "stats": self.stats(),
+            "samples": [float(x) for x in self.samples],
+            "env": self.env,
+            "extra": self.extra,
+        }
 
     @classmethod
     def from_dict(cls, d: dict, *, source: str = "<dict>") -> Measurement:
@@ -349,12 +377,19 @@ class Measurement:
         try:
             samples = [float(x) for x in d["samples"]]
         except (TypeError, ValueError):
-            raise ChakraError(f"{source}: 'samples' of measurement {d.get('name', '')!r} must be numbers "
-                              "(seconds)") from None
+            raise ChakraError(
+                f"{source}: 'samples' of measurement {d.get('name', '')!r} must be numbers (seconds)"
+            ) from None
         try:
-            return cls(name=str(d.get("name", "")), samples=samples, warmup=int(d.get("warmup", 0) or 0),
-                       stop_reason=str(d.get("stop_reason", "") or ""), env=dict(d.get("env") or {}),
-                       extra=dict(d.get("extra") or {}), note=str(d.get("note", "") or ""))
+            return cls(
+                name=str(d.get("name", "")),
+                samples=samples,
+                warmup=int(d.get("warmup", 0) or 0),
+                stop_reason=str(d.get("stop_reason", "") or ""),
+                env=dict(d.get("env") or {}),
+                extra=dict(d.get("extra") or {}),
+                note=str(d.get("note", "") or ""),
+            )
         except (TypeError, ValueError) as e:
             raise ChakraError(f"{source}: malformed measurement {d.get('name', '')!r}: {e}") from None
 
@@ -378,8 +413,7 @@ class Measurement:
             return "no samples"
         unit = _unit_for(self.median)
         ci = self.ci95_median
-        ci_s = (f"95% CI {format_time(ci[0], unit).split()[0]}–{format_time(ci[1], unit)}" if ci
-                else "95% CI n/a")
+        ci_s = f"95% CI {format_time(ci[0], unit).split()[0]}–{format_time(ci[1], unit)}" if ci else "95% CI n/a"
         parts = [f"median {format_time(self.median, unit)} ({ci_s})", f"n={self.n}"]
         if self.n >= 2:
             parts.append(f"cv {100 * self.cv:.1f}%")
@@ -411,10 +445,19 @@ def _rel(half_width: float, mean: float) -> float:
 # measuring
 
 
-def measure(fn: Callable[[], Any], *, name: str = "", warmup: int = 3, min_repeats: int = 5,
-            max_repeats: int = 1000, target_rel_ci: float = 0.02, budget_s: float = 10.0,
-            sync: Callable[[], Any] | None = None, decide: Callable[[bool], bool] | None = None,
-            timer: Callable[[], float] = time.perf_counter) -> Measurement:
+def measure(
+    fn: Callable[[], Any],
+    *,
+    name: str = "",
+    warmup: int = 3,
+    min_repeats: int = 5,
+    max_repeats: int = 1000,
+    target_rel_ci: float = 0.02,
+    budget_s: float = 10.0,
+    sync: Callable[[], Any] | None = None,
+    decide: Callable[[bool], bool] | None = None,
+    timer: Callable[[], float] = time.perf_counter,
+) -> Measurement:
     """Time `fn()` until the 95% CI of the mean is within `target_rel_ci` of it, or a limit is reached.
 
     `warmup` untimed calls come first. Then timed calls repeat until, after at least `min_repeats`, the CI's
@@ -433,8 +476,10 @@ def measure(fn: Callable[[], Any], *, name: str = "", warmup: int = 3, min_repea
     value). A rank stopped by the others' wish records the stop reason "peer".
     """
     if warmup < 0 or min_repeats < 1 or max_repeats < min_repeats:
-        raise ValueError(f"need warmup >= 0 and 1 <= min_repeats <= max_repeats, got warmup={warmup}, "
-                         f"min_repeats={min_repeats}, max_repeats={max_repeats}")
+        raise ValueError(
+            f"need warmup >= 0 and 1 <= min_repeats <= max_repeats, got warmup={warmup}, "
+            f"min_repeats={min_repeats}, max_repeats={max_repeats}"
+        )
 
     def now() -> float:
         if sync is not None:
@@ -485,12 +530,13 @@ def measure(fn: Callable[[], Any], *, name: str = "", warmup: int = 3, min_repea
             break
 
     if reason == "budget" and n < min_repeats:
-        notes.append(f"one run ({format_time(longest)}) exceeds the {budget_s:g} s budget: stopped after {n} "
-                     f"of min_repeats={min_repeats}")
+        notes.append(
+            f"one run ({format_time(longest)}) exceeds the {budget_s:g} s budget: stopped after {n} "
+            f"of min_repeats={min_repeats}"
+        )
     env = environment()
     env["timer"] = getattr(timer, "__qualname__", None) or type(timer).__name__
-    return Measurement(name=name, samples=samples, warmup=warm, stop_reason=reason, env=env,
-                       note="; ".join(notes))
+    return Measurement(name=name, samples=samples, warmup=warm, stop_reason=reason, env=env, note="; ".join(notes))
 
 
 def _converged(n: int, mean: float, m2: float, target: float) -> bool:
@@ -583,11 +629,20 @@ class Comparison:
     df: float = math.nan
 
     def to_dict(self) -> dict:
-        return {"a_name": self.a_name, "b_name": self.b_name, "ratio": _num(self.ratio),
-                "ratio_ci95": _pair(self.ratio_ci95), "p_value": _num(self.p_value),
-                "significant": bool(self.significant), "verdict": self.verdict, "alpha": self.alpha,
-                "a_median": _num(self.a_median), "b_median": _num(self.b_median),
-                "t_stat": _num(self.t_stat), "df": _num(self.df)}
+        return {
+            "a_name": self.a_name,
+            "b_name": self.b_name,
+            "ratio": _num(self.ratio),
+            "ratio_ci95": _pair(self.ratio_ci95),
+            "p_value": _num(self.p_value),
+            "significant": bool(self.significant),
+            "verdict": self.verdict,
+            "alpha": self.alpha,
+            "a_median": _num(self.a_median),
+            "b_median": _num(self.b_median),
+            "t_stat": _num(self.t_stat),
+            "df": _num(self.df),
+        }
 
     def to_pandas(self):
         import pandas as pd
@@ -618,7 +673,7 @@ def _bootstrap_medians(x: np.ndarray, rng: np.random.Generator, resamples: int) 
     chunk = max(1, 4_000_000 // max(n, 1))  # bound memory for long samples
     for i in range(0, resamples, chunk):
         m = min(chunk, resamples - i)
-        out[i:i + m] = np.median(x[rng.integers(0, n, size=(m, n))], axis=1)
+        out[i : i + m] = np.median(x[rng.integers(0, n, size=(m, n))], axis=1)
     return out
 
 
@@ -631,8 +686,9 @@ def compare(a: Measurement, b: Measurement, *, alpha: float = 0.05) -> Compariso
     xa, xb = a._a(), b._a()
     la, lb = ("A", "B") if not a.name or not b.name or a.name == b.name else (a.name, b.name)
     if len(xa) == 0 or len(xb) == 0:
-        return Comparison(a.name, b.name, math.nan, None, math.nan, False,
-                          "cannot compare: a measurement has no samples", alpha)
+        return Comparison(
+            a.name, b.name, math.nan, None, math.nan, False, "cannot compare: a measurement has no samples", alpha
+        )
     ma, mb = float(np.median(xa)), float(np.median(xb))
     ratio = mb / ma if ma > 0 else math.nan
     t, df, p = _welch(xa, xb)
@@ -741,8 +797,9 @@ def load_measurements(path: str | os.PathLike) -> dict[str, Measurement]:
             m.name = m.name or str(key)
             out[str(key)] = m
         return out
-    raise ChakraError(f"{src}: expected a measurement, a list of them or an object of them by name, "
-                      f"got {type(obj).__name__}")
+    raise ChakraError(
+        f"{src}: expected a measurement, a list of them or an object of them by name, got {type(obj).__name__}"
+    )
 
 
 def save_measurements(path: str | os.PathLike, measurements: Iterable[Measurement] | dict[str, Measurement]) -> None:

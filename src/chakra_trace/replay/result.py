@@ -1,4 +1,5 @@
 """What a replay measured, whichever replayer ran it (operators or calibrated kernels)."""
+
 from __future__ import annotations
 
 import json
@@ -57,21 +58,37 @@ class ReplayResult:
             m.extra.update(unit="seconds per recorded step", steps=o["steps"])
             per_rank[r] = m
         recorded = {r: float(np.mean(o["recorded_step_s"])) * 1e6 for r, o in enumerate(outs) if o["recorded_step_s"]}
-        return cls(source=source, world_size=len(outs), mode=mode, device=device, backend=backend,
-                   step=step_measurement(per_rank), per_rank=per_rank,
-                   coverage={r: o["coverage"] for r, o in enumerate(outs)}, recorded_us=recorded,
-                   recorded_basis="Kineto profiler steps (profiling overhead included)")
+        return cls(
+            source=source,
+            world_size=len(outs),
+            mode=mode,
+            device=device,
+            backend=backend,
+            step=step_measurement(per_rank),
+            per_rank=per_rank,
+            coverage={r: o["coverage"] for r, o in enumerate(outs)},
+            recorded_us=recorded,
+            recorded_basis="Kineto profiler steps (profiling overhead included)",
+        )
 
     def to_dict(self) -> dict:
         ratio = self.ratio
-        return {"source": self.source, "world_size": self.world_size, "mode": self.mode, "device": self.device,
-                "backend": self.backend, "step": self.step.to_dict(),
-                "per_rank": {str(r): m.to_dict() for r, m in sorted(self.per_rank.items())},
-                "coverage": {str(r): c for r, c in sorted(self.coverage.items())},
-                "calibration": {str(r): c for r, c in sorted(self.calibration.items())},
-                "recorded_us": {str(r): v for r, v in sorted(self.recorded_us.items())},
-                "recorded_basis": self.recorded_basis, "recorded_step_us": self.recorded_step_us,
-                "ratio": ratio if math.isfinite(ratio) else None, "fully_replayed": self.fully_replayed}
+        return {
+            "source": self.source,
+            "world_size": self.world_size,
+            "mode": self.mode,
+            "device": self.device,
+            "backend": self.backend,
+            "step": self.step.to_dict(),
+            "per_rank": {str(r): m.to_dict() for r, m in sorted(self.per_rank.items())},
+            "coverage": {str(r): c for r, c in sorted(self.coverage.items())},
+            "calibration": {str(r): c for r, c in sorted(self.calibration.items())},
+            "recorded_us": {str(r): v for r, v in sorted(self.recorded_us.items())},
+            "recorded_basis": self.recorded_basis,
+            "recorded_step_us": self.recorded_step_us,
+            "ratio": ratio if math.isfinite(ratio) else None,
+            "fully_replayed": self.fully_replayed,
+        }
 
     def save(self, path: str | os.PathLike) -> None:
         """JSON, written atomically (gzip when the name ends in .gz). `chakra bench compare`
@@ -87,9 +104,17 @@ class ReplayResult:
         rows = []
         for r, m in sorted(self.per_rank.items()):
             c = self.coverage.get(r, {})
-            rows.append({"rank": r, "median_s": m.median, "mean_s": m.mean, "n": m.n,
-                         "recorded_us": self.recorded_us.get(r), "replayed": c.get("replayed"),
-                         "not_replayed": c.get("not_replayed")})
+            rows.append(
+                {
+                    "rank": r,
+                    "median_s": m.median,
+                    "mean_s": m.mean,
+                    "n": m.n,
+                    "recorded_us": self.recorded_us.get(r),
+                    "replayed": c.get("replayed"),
+                    "not_replayed": c.get("not_replayed"),
+                }
+            )
         return pd.DataFrame(rows)
 
     def summary(self) -> str:
@@ -106,6 +131,12 @@ def step_measurement(per_rank: dict[int, Any]):
     n = min(m.n for m in ms)
     samples = np.max(np.array([m.samples[:n] for m in ms], dtype=np.float64), axis=0).tolist() if n else []
     first = ms[0]
-    return Measurement(name="step", samples=samples, warmup=first.warmup, stop_reason=first.stop_reason,
-                       env=dict(first.env), extra={"aggregate": "per-sample max over ranks", "ranks": len(ms)},
-                       note=first.note)
+    return Measurement(
+        name="step",
+        samples=samples,
+        warmup=first.warmup,
+        stop_reason=first.stop_reason,
+        env=dict(first.env),
+        extra={"aggregate": "per-sample max over ranks", "ranks": len(ms)},
+        note=first.note,
+    )

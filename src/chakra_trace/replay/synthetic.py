@@ -30,6 +30,7 @@ run that same trace (a symmetric workload); with one rank its collectives run on
 traffic, but still a real call). `SchemaLessReplay` can also be used in-process, where a process group
 exists or not (without one, communication nodes are reported as not replayed).
 """
+
 from __future__ import annotations
 
 import json
@@ -109,7 +110,7 @@ def calibrate(device: str = "cpu", *, force: bool = False) -> Calibration:
             for _ in range(reps):
                 torch.mm(a, b, out=o)
             best = min(best, (pc() - t0) / reps)
-        flops = 2.0 * n ** 3
+        flops = 2.0 * n**3
         cal = Calibration(key, f"mm {n}x{n} float32", flops, best * 1e6, flops / best, None, spin_us)
     _CALIBRATIONS[key] = cal
     return cal
@@ -145,7 +146,7 @@ def _calibrate_cuda(torch, key: str, spin_us: float) -> Calibration:
                 torch.mm(a, b, out=o)
 
         ms = min(timed(many) for _ in range(3)) / reps
-    flops = 2.0 * n ** 3
+    flops = 2.0 * n**3
     return Calibration(key, f"mm {n}x{n} bfloat16", flops, ms * 1e3, flops / (ms * 1e-3), cycles_per_us, spin_us)
 
 
@@ -224,6 +225,7 @@ class Kernel:
                 mm(a, b, out=o)
             if cycles > 0:
                 sleep(cycles)
+
         return run
 
 
@@ -248,8 +250,11 @@ def _declared_groups(trace) -> dict[str, list[int]]:
 
 
 def _used_groups(trace) -> list[str]:
-    comm = (trace.types == NodeType.COMM_COLL_NODE) | (trace.types == NodeType.COMM_SEND_NODE) | \
-        (trace.types == NodeType.COMM_RECV_NODE)
+    comm = (
+        (trace.types == NodeType.COMM_COLL_NODE)
+        | (trace.types == NodeType.COMM_SEND_NODE)
+        | (trace.types == NodeType.COMM_RECV_NODE)
+    )
     has = trace.has(Attr.PG_NAME) & comm
     names = {trace.groups[c] for c in np.unique(trace.pg_name[has]).tolist()} if has.any() else set()
     if (comm & ~has).any():
@@ -257,8 +262,12 @@ def _used_groups(trace) -> list[str]:
     return sorted(names)
 
 
-def resolve_groups(used: dict[int, list[str]], declared: dict[int, dict[str, list[int]]], world_size: int,
-                   comm_groups: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+def resolve_groups(
+    used: dict[int, list[str]],
+    declared: dict[int, dict[str, list[int]]],
+    world_size: int,
+    comm_groups: dict[str, list[int]] | None = None,
+) -> dict[str, list[int]]:
     """Members of every communicator some rank uses (`used`: rank -> names): an explicit comm-group file
     first, then the traces' pg_config (`declared`), then "" / "0" = everyone, then the ranks that use it."""
     comm_groups = {str(k): list(v) for k, v in (comm_groups or {}).items()}
@@ -295,8 +304,9 @@ def build_process_groups(trace, *, comm_groups: dict[str, list[int]] | None = No
     mine = (_used_groups(trace), _declared_groups(trace))
     everyone: list = [None] * world
     dist.all_gather_object(everyone, mine)
-    members = resolve_groups({r: e[0] for r, e in enumerate(everyone)}, {r: e[1] for r, e in enumerate(everyone)},
-                             world, comm_groups)
+    members = resolve_groups(
+        {r: e[0] for r, e in enumerate(everyone)}, {r: e[1] for r, e in enumerate(everyone)}, world, comm_groups
+    )
     out: dict[str, tuple[Any, list[int]]] = {}
     made: dict[tuple[int, ...], Any] = {}
     for g in sorted(members):
@@ -339,9 +349,17 @@ class SchemaLessReplay:
     refuses is reported and left out from then on.
     """
 
-    def __init__(self, trace, *, mode: str = "duration", device: str = "cpu",
-                 groups: dict[str, tuple[Any, list[int]]] | None = None,
-                 comm_groups: dict[str, list[int]] | None = None, name: str = "", yield_cpu: bool = True):
+    def __init__(
+        self,
+        trace,
+        *,
+        mode: str = "duration",
+        device: str = "cpu",
+        groups: dict[str, tuple[Any, list[int]]] | None = None,
+        comm_groups: dict[str, list[int]] | None = None,
+        name: str = "",
+        yield_cpu: bool = True,
+    ):
         import torch
 
         if mode not in MODES:
@@ -576,8 +594,11 @@ class SchemaLessReplay:
                     try:
                         pending[slot] = issue()
                     except (RuntimeError, NotImplementedError, ValueError, TypeError) as e:
-                        self._skip(row, f"not replayed: backend {self.backend or '?'} cannot run it "
-                                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+                        self._skip(
+                            row,
+                            f"not replayed: backend {self.backend or '?'} cannot run it "
+                            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+                        )
                         self._ops[i] = (_NOP, None, waits, row)
                 else:
                     pending[slot] = issue()
@@ -611,11 +632,20 @@ class SchemaLessReplay:
             e = by_name.setdefault(names[t.name_codes[r]], {"replayed": 0, "not_replayed": {}})
             e["not_replayed"][why] = e["not_replayed"].get(why, 0) + 1
             reasons[why] = reasons.get(why, 0) + 1
-        examples = [{"id": int(t.ids[r]), "name": names[t.name_codes[r]], "reason": why}
-                    for r, why in sorted(self.reasons.items())[:100]]
-        return {"total": total, "replayed": replayed, "not_replayed": total - replayed,
-                "share": replayed / total if total else 1.0, "reasons": reasons, "by_name": by_name,
-                "examples": examples, "metadata_nodes": int((self.status == 2).sum())}
+        examples = [
+            {"id": int(t.ids[r]), "name": names[t.name_codes[r]], "reason": why}
+            for r, why in sorted(self.reasons.items())[:100]
+        ]
+        return {
+            "total": total,
+            "replayed": replayed,
+            "not_replayed": total - replayed,
+            "share": replayed / total if total else 1.0,
+            "reasons": reasons,
+            "by_name": by_name,
+            "examples": examples,
+            "metadata_nodes": int((self.status == 2).sum()),
+        }
 
 
 # ------------------------------------------------------------------------------------------------ per rank
@@ -638,10 +668,21 @@ def _rank_file(source: str, rank: int) -> Path:
     return p if p.is_file() else select_ranks(source, locate(source), [rank])[rank]
 
 
-def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duration", device: str = "cpu",
-                warmup: int = 3, min_repeats: int = 5, max_repeats: int = 1000, target_rel_ci: float = 0.02,
-                budget_s: float = 10.0, comm_groups: dict[str, list[int]] | None = None,
-                yield_cpu: bool = True) -> dict:
+def replay_rank(
+    rank: int,
+    world_size: int,
+    source: str,
+    *,
+    mode: str = "duration",
+    device: str = "cpu",
+    warmup: int = 3,
+    min_repeats: int = 5,
+    max_repeats: int = 1000,
+    target_rel_ci: float = 0.02,
+    budget_s: float = 10.0,
+    comm_groups: dict[str, list[int]] | None = None,
+    yield_cpu: bool = True,
+) -> dict:
     """The per-rank entry `run_ranks` runs (inside an initialized process group): load this rank's trace
     (`<source>.<rank>.et`, or the file `source` itself), replay it with `measure()` in lockstep with the
     other ranks, and return {"measurement", "coverage", "calibration", "recorded_us", ...} (JSON-able).
@@ -654,7 +695,6 @@ def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duratio
     import torch
     import torch.distributed as dist
 
-
     path = _rank_file(source, rank)
     trace = read_trace(path)
     cuda = str(device).startswith("cuda")
@@ -662,8 +702,9 @@ def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duratio
     ctrl = None
     if str(dist.get_backend()) != "gloo":
         ctrl = dist.new_group(backend="gloo")
-    replay = SchemaLessReplay(trace, mode=mode, device=device, comm_groups=comm_groups, name=f"rank{rank}",
-                              yield_cpu=yield_cpu)
+    replay = SchemaLessReplay(
+        trace, mode=mode, device=device, comm_groups=comm_groups, name=f"rank{rank}", yield_cpu=yield_cpu
+    )
     decide = stop_together(ctrl)  # stop when every rank has converged (or hit the budget)
 
     state = {"ran": False}
@@ -685,34 +726,67 @@ def replay_rank(rank: int, world_size: int, source: str, *, mode: str = "duratio
         replay.run_step()
         if cuda:
             torch.cuda.synchronize()
-    m = measure(step, name=f"rank{rank}", warmup=0, min_repeats=min_repeats, max_repeats=max_repeats,
-                target_rel_ci=target_rel_ci, budget_s=budget_s, sync=sync, decide=decide)
+    m = measure(
+        step,
+        name=f"rank{rank}",
+        warmup=0,
+        min_repeats=min_repeats,
+        max_repeats=max_repeats,
+        target_rel_ci=target_rel_ci,
+        budget_s=budget_s,
+        sync=sync,
+        decide=decide,
+    )
     m.warmup = max(warmup, 1)
 
     m.env.update(environment(device if cuda else None))
     skip = max(warmup, 1)
     lags, waits, steps = replay.lags_us[skip:], replay.waits_us[skip:], replay.steps_us[skip:]
-    m.extra.update({"rank": rank, "mode": mode, "device": replay.device, "backend": replay.backend,
-                    "timeline_lag_us_mean": float(np.mean(lags)) if lags else 0.0,
-                    "timeline_lag_us_max": float(np.max(lags)) if lags else 0.0,
-                    "comm_wait_us_median": float(np.median(waits)) if waits else 0.0,
-                    "compute_us_median": float(np.median(np.subtract(steps, waits))) if waits else 0.0})
+    m.extra.update(
+        {
+            "rank": rank,
+            "mode": mode,
+            "device": replay.device,
+            "backend": replay.backend,
+            "timeline_lag_us_mean": float(np.mean(lags)) if lags else 0.0,
+            "timeline_lag_us_max": float(np.max(lags)) if lags else 0.0,
+            "comm_wait_us_median": float(np.median(waits)) if waits else 0.0,
+            "compute_us_median": float(np.median(np.subtract(steps, waits))) if waits else 0.0,
+        }
+    )
     rec, basis = recorded_time_us(trace)
     cal = {"device": replay.kernel.cal.to_dict()}
     if cuda:
         cal["host"] = replay.kernel.cpu_cal.to_dict()
-    out = {"rank": rank, "path": str(path), "nodes": len(trace), "measurement": m.to_dict(),
-           "coverage": replay.coverage(), "calibration": cal, "recorded_us": rec, "recorded_basis": basis}
+    out = {
+        "rank": rank,
+        "path": str(path),
+        "nodes": len(trace),
+        "measurement": m.to_dict(),
+        "coverage": replay.coverage(),
+        "calibration": cal,
+        "recorded_us": rec,
+        "recorded_basis": basis,
+    }
     if ctrl is not None:
         dist.destroy_process_group(ctrl)
     return out
 
 
 # ------------------------------------------------------------------------------------------------ whole job
-def replay_workload(source, *, world_size: int | None = None, mode: str = "duration", device: str = "cpu",
-                    backend: str | None = None, comm_groups: str | os.PathLike | dict | None = None,
-                    timeout_s: float | None = None, env: dict | None = None, yield_cpu: bool = True,
-                    **measure_opts) -> ReplayResult:
+def replay_workload(
+    source,
+    *,
+    world_size: int | None = None,
+    mode: str = "duration",
+    device: str = "cpu",
+    backend: str | None = None,
+    comm_groups: str | os.PathLike | dict | None = None,
+    timeout_s: float | None = None,
+    env: dict | None = None,
+    yield_cpu: bool = True,
+    **measure_opts,
+) -> ReplayResult:
     """Replay a workload on one process per rank (`run_ranks`) and measure its step time.
 
     `source`: a `<prefix>.<rank>.et` job prefix, a single `.et` file (replayed by `world_size` ranks, 1 by
@@ -753,19 +827,43 @@ def replay_workload(source, *, world_size: int | None = None, mode: str = "durat
                 if world_size is not None and world_size != len(found):
                     raise ChakraError(f"{path}: world_size={world_size} but the job has {len(found)} ranks")
                 ws = len(found)
-        results = run_ranks("chakra_trace.replay.synthetic:replay_rank", ws, args=(path,),
-                            kwargs={"mode": mode, "device": device, "comm_groups": groups, "yield_cpu": yield_cpu,
-                                    **measure_opts},
-                            backend=backend, device=device, timeout_s=timeout, env=env)
+        results = run_ranks(
+            "chakra_trace.replay.synthetic:replay_rank",
+            ws,
+            args=(path,),
+            kwargs={"mode": mode, "device": device, "comm_groups": groups, "yield_cpu": yield_cpu, **measure_opts},
+            backend=backend,
+            device=device,
+            timeout_s=timeout,
+            env=env,
+        )
     per_rank = {r["rank"]: Measurement.from_dict(r["measurement"]) for r in results}
     return ReplayResult(
-        source=label, world_size=ws, mode=mode, device=str(device), backend=backend,
-        step=step_measurement(per_rank), per_rank=per_rank,
+        source=label,
+        world_size=ws,
+        mode=mode,
+        device=str(device),
+        backend=backend,
+        step=step_measurement(per_rank),
+        per_rank=per_rank,
         coverage={r["rank"]: r["coverage"] for r in results},
         calibration={r["rank"]: r["calibration"] for r in results},
         recorded_us={r["rank"]: r["recorded_us"] for r in results},
-        recorded_basis=results[0]["recorded_basis"] if results else "span")
+        recorded_basis=results[0]["recorded_basis"] if results else "span",
+    )
 
 
-__all__ = ["Calibration", "Kernel", "ReplayResult", "SchemaLessReplay", "build_process_groups", "calibrate",
-           "recorded_time_us", "replay_rank", "replay_workload", "resolve_groups", "topological_order", "MODES"]
+__all__ = [
+    "Calibration",
+    "Kernel",
+    "ReplayResult",
+    "SchemaLessReplay",
+    "build_process_groups",
+    "calibrate",
+    "recorded_time_us",
+    "replay_rank",
+    "replay_workload",
+    "resolve_groups",
+    "topological_order",
+    "MODES",
+]

@@ -6,6 +6,7 @@ enough for every view of it the replayed ops read, and each input becomes `as_st
 in-place ops on views then write where the original did. Integer tensors are filled within
 their recorded `tensor_range` (token ids stay valid indices); floats get small random values.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,23 @@ import math
 import re
 
 _DTYPES = {
-    "float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
-    "long int": "int64", "long": "int64", "int64_t": "int64", "int": "int32", "short int": "int16", "short": "int16",
-    "signed char": "int8", "unsigned char": "uint8", "bool": "bool", "c10::complex<float>": "complex64",
-    "c10::complex<double>": "complex128", "c10::Float8_e4m3fn": "float8_e4m3fn", "c10::Float8_e5m2": "float8_e5m2",
+    "float": "float32",
+    "double": "float64",
+    "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+    "long int": "int64",
+    "long": "int64",
+    "int64_t": "int64",
+    "int": "int32",
+    "short int": "int16",
+    "short": "int16",
+    "signed char": "int8",
+    "unsigned char": "uint8",
+    "bool": "bool",
+    "c10::complex<float>": "complex64",
+    "c10::complex<double>": "complex128",
+    "c10::Float8_e4m3fn": "float8_e4m3fn",
+    "c10::Float8_e5m2": "float8_e5m2",
 }
 _UNDEFINED = "nullptr (uninitialized)"
 _TENSOR = re.compile(r"^Tensor\((.*)\)$")
@@ -44,7 +58,7 @@ def split_list_type(type_str: str) -> list[str] | None:
     """Element types of "GenericList[A,B]" / "Tuple[A,B]" (nesting-aware), None otherwise."""
     for prefix in ("GenericList[", "Tuple["):
         if type_str.startswith(prefix) and type_str.endswith("]"):
-            body, out, depth, cur = type_str[len(prefix):-1], [], 0, ""
+            body, out, depth, cur = type_str[len(prefix) : -1], [], 0, ""
             for ch in body:
                 if ch == "," and depth == 0:
                     out.append(cur)
@@ -103,8 +117,9 @@ class StoragePlan:
 
 def _shape_stride(shape, stride) -> tuple[list[int], list[int]]:
     shape = [int(x) for x in shape] if isinstance(shape, list) and all(isinstance(x, int) for x in shape) else []
-    stride = [int(x) for x in stride] if _is_int_list(stride) and len(stride) == len(shape) \
-        else contiguous_strides(shape)
+    stride = (
+        [int(x) for x in stride] if _is_int_list(stride) and len(stride) == len(shape) else contiguous_strides(shape)
+    )
     return shape, stride
 
 

@@ -11,6 +11,7 @@ first such op, or before the first op that reads what it wrote, whichever comes 
 Without a Kineto trace, or for collectives it cannot place (NCCL runs them on the GPU: their
 host events are the launches), only readers wait.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,7 @@ def _kind(name: str) -> str:
     """'c10d::_allgather_base_' and 'gloo:all_gather' -> 'allgather'."""
     for prefix in ("c10d::", "gloo:"):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
     return name.replace("_base", "").replace("_", "")
 
 

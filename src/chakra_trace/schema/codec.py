@@ -6,6 +6,7 @@ doc string, unknown fields), keeps its exact bytes in `extra`. Encoding writes t
 in field-number order with the extras spliced in where protobuf would put them, so a file we
 write re-serializes byte-identically through the protobuf runtime.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -59,15 +60,16 @@ class Decoded:
 # --------------------------------------------------------------------------- decoding
 
 
-def _intern(buf: np.ndarray, data: np.ndarray, lens: np.ndarray, table: list[str] | None = None,
-            lookup: dict | None = None) -> tuple[np.ndarray, list[str], dict]:
+def _intern(
+    buf: np.ndarray, data: np.ndarray, lens: np.ndarray, table: list[str] | None = None, lookup: dict | None = None
+) -> tuple[np.ndarray, list[str], dict]:
     """Codes of the UTF-8 strings buf[data[i]:data[i]+lens[i]] in a shared string table."""
     table = table if table is not None else []
     lookup = lookup if lookup is not None else {}
     local, first = intern_bytes(buf, data, lens)
     to_table = np.empty(first.size, np.int32)
     for j, (o, n) in enumerate(zip(data[first].tolist(), lens[first].tolist())):
-        key = buf[o:o + n].tobytes()
+        key = buf[o : o + n].tobytes()
         c = lookup.get(key)
         if c is None:
             try:
@@ -98,13 +100,21 @@ def _deps(buf, f, key, number: int, n: int) -> tuple[np.ndarray, np.ndarray, np.
     return indptr, vals, np.concatenate([packed, unpacked])
 
 
-_MEMBER_WT = {m: (WT_LEN if (t in ("string", "bytes") or is_list) else WT_VARINT)
-              for m, (_num, t, is_list) in ATTR_MEMBERS.items()}
+_MEMBER_WT = {
+    m: (WT_LEN if (t in ("string", "bytes") or is_list) else WT_VARINT)
+    for m, (_num, t, is_list) in ATTR_MEMBERS.items()
+}
 
 
-def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metadata=None,
-                 names: tuple[list[str], dict] | None = None,
-                 groups: tuple[list[str], dict] | None = None) -> Decoded:
+def decode_nodes(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    *,
+    metadata=None,
+    names: tuple[list[str], dict] | None = None,
+    groups: tuple[list[str], dict] | None = None,
+) -> Decoded:
     """Decode the Node messages buf[starts[i]:ends[i]] into columns.
 
     Raises WireError (offset into buf) on malformed data. `names`/`groups` let successive
@@ -115,8 +125,7 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
     name_table, name_lookup = names if names is not None else ([""], {b"": 0})
     group_table, group_lookup = groups if groups is not None else ([], {})
     if _native is not None:
-        return _decode_nodes_native(buf, starts, ends, metadata, (name_table, name_lookup),
-                                    (group_table, group_lookup))
+        return _decode_nodes_native(buf, starts, ends, metadata, (name_table, name_lookup), (group_table, group_lookup))
     f = scan_fields(buf, starts, ends)
     num = f.number
     key = (num << 3) | f.wtype  # the field's tag
@@ -164,7 +173,7 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
         ci = np.flatnonzero(cand)
         nd, nl, vr = sub.data[name_row[ci]], sub.value[name_row[ci]].astype(I64), val_row[ci]
         name_codes, first = intern_bytes(buf, nd, nl)
-        unique_names = [buf[o:o + k].tobytes() for o, k in zip(nd[first].tolist(), nl[first].tolist())]
+        unique_names = [buf[o : o + k].tobytes() for o, k in zip(nd[first].tolist(), nl[first].tolist())]
         col_of = np.full(ci.size, -1, np.int16)
         for c in COLUMN_ATTRS:
             try:
@@ -186,8 +195,9 @@ def decode_nodes(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metad
                 rows = f.msg[a_rows[ci[s]]]
                 v = vr[s]
                 if c.member == "string_val":
-                    vals, group_table, _ = _intern(buf, sub.data[v], sub.value[v].astype(I64),
-                                                   group_table, group_lookup)
+                    vals, group_table, _ = _intern(
+                        buf, sub.data[v], sub.value[v].astype(I64), group_table, group_lookup
+                    )
                 elif c.member == "bool_val":
                     vals = sub.value[v] != 0
                 elif c.member == "uint64_val":
@@ -235,8 +245,29 @@ def _placements(f, used: np.ndarray, n: int, consumed_rows: list, consumed_bits:
 
 
 _COLUMN_SPEC = tuple((c.name.encode(), ATTR_MEMBERS[c.member][0], _MEMBER_WT[c.member]) for c in COLUMN_ATTRS)
-_NATIVE_OUT = (U64, U64, U64, U64, I64, I64, U64, I64, U64, I64, np.uint16, I64, np.int8, U64, I64, U8, I64,
-               np.uint32, I64, U8, np.uint32)
+_NATIVE_OUT = (
+    U64,
+    U64,
+    U64,
+    U64,
+    I64,
+    I64,
+    U64,
+    I64,
+    U64,
+    I64,
+    np.uint16,
+    I64,
+    np.int8,
+    U64,
+    I64,
+    U8,
+    I64,
+    np.uint32,
+    I64,
+    U8,
+    np.uint32,
+)
 
 
 def _indptr(counts: np.ndarray) -> np.ndarray:
@@ -248,16 +279,47 @@ def _indptr(counts: np.ndarray) -> np.ndarray:
 def _decode_nodes_native(buf, starts, ends, metadata, names, groups) -> Decoded:
     """decode_nodes through the C kernel: one pass per node, same result as the numpy path."""
     n = starts.size
-    out = _native_call(_native.decode_nodes, buf, np.ascontiguousarray(starts, I64),
-                       np.ascontiguousarray(ends, I64), _COLUMN_SPEC)
-    (ids, types, start, duration, noff, nlen, ctrl, ctrl_n, data, data_n, present, t_node, t_col, t_val, t_len,
-     extra, extra_n, split, p_node, p_bit, p_off) = (np.frombuffer(b, d) for b, d in zip(out, _NATIVE_OUT))
+    out = _native_call(
+        _native.decode_nodes, buf, np.ascontiguousarray(starts, I64), np.ascontiguousarray(ends, I64), _COLUMN_SPEC
+    )
+    (
+        ids,
+        types,
+        start,
+        duration,
+        noff,
+        nlen,
+        ctrl,
+        ctrl_n,
+        data,
+        data_n,
+        present,
+        t_node,
+        t_col,
+        t_val,
+        t_len,
+        extra,
+        extra_n,
+        split,
+        p_node,
+        p_bit,
+        p_off,
+    ) = (np.frombuffer(b, d) for b, d in zip(out, _NATIVE_OUT))
     name_codes, name_table, _ = _intern(buf, noff, nlen, *names)
     cols: dict[str, np.ndarray] = {
-        "ids": ids, "types": types.view(I64).astype(np.int32), "start": start, "duration": duration,
-        "name_codes": name_codes, "ctrl": ctrl, "ctrl_indptr": _indptr(ctrl_n), "data": data,
-        "data_indptr": _indptr(data_n), "present": present.copy(), "extra": extra,
-        "extra_indptr": _indptr(extra_n), "extra_split": split,
+        "ids": ids,
+        "types": types.view(I64).astype(np.int32),
+        "start": start,
+        "duration": duration,
+        "name_codes": name_codes,
+        "ctrl": ctrl,
+        "ctrl_indptr": _indptr(ctrl_n),
+        "data": data,
+        "data_indptr": _indptr(data_n),
+        "present": present.copy(),
+        "extra": extra,
+        "extra_indptr": _indptr(extra_n),
+        "extra_split": split,
     }
     group_table = groups[0]
     for c in COLUMN_ATTRS:
@@ -286,8 +348,13 @@ def decode_messages(payloads: list[bytes], metadata=None) -> Decoded:
         return decode_nodes(np.frombuffer(raw, U8), ends - lens, ends, metadata=metadata)
     except WireError as e:
         i = int(np.searchsorted(ends, e.offset, side="right"))
-        raise TraceFormatError(None, e.message, offset=e.offset - int(ends[i] - lens[i]),
-                               offset_kind="byte in message", message_index=i + 1) from None
+        raise TraceFormatError(
+            None,
+            e.message,
+            offset=e.offset - int(ends[i] - lens[i]),
+            offset_kind="byte in message",
+            message_index=i + 1,
+        ) from None
 
 
 # --------------------------------------------------------------------------- encoding
@@ -340,8 +407,9 @@ def _member_values(member: str, vals: np.ndarray, table: list[str] | None = None
     return _varint_field(number, u, every)
 
 
-def attribute_rows(name: str, member: str, values: np.ndarray, mask: np.ndarray,
-                   table: list[str] | None = None) -> Rows:
+def attribute_rows(
+    name: str, member: str, values: np.ndarray, mask: np.ndarray, table: list[str] | None = None
+) -> Rows:
     """The `attr` field (AttributeProto) of every row where mask is set: {name, member: value}.
 
     `values` (one per row) are numbers, or codes into `table` for string members (each distinct
@@ -387,7 +455,7 @@ def node_payloads(t: Trace) -> Rows:
 
 
 def _row_bytes(rows: Rows, starts: np.ndarray, i: int) -> bytes:
-    return rows.data[starts[i]: starts[i] + rows.lens[i]].tobytes()
+    return rows.data[starts[i] : starts[i] + rows.lens[i]].tobytes()
 
 
 def _keep_attribute_order(t: Trace, columns: dict[int, Rows], tail: Rows, attrs: Rows) -> Rows:
@@ -400,8 +468,9 @@ def _keep_attribute_order(t: Trace, columns: dict[int, Rows], tail: Rows, attrs:
         sel = np.flatnonzero(t.placed_rows == r)
         placed = {int(b): int(o) for b, o in zip(t.placed_bits[sel], t.placed_offsets[sel])}
         rest = _row_bytes(tail, tail_starts, r)
-        piece = [_row_bytes(columns[b], starts[b], r) for b in sorted(columns)
-                 if b not in placed and columns[b].lens[r]]  # added since: canonical place
+        piece = [
+            _row_bytes(columns[b], starts[b], r) for b in sorted(columns) if b not in placed and columns[b].lens[r]
+        ]  # added since: canonical place
         pos = 0
         for b, off in sorted(placed.items(), key=lambda kv: kv[1]):  # stable: original order on ties
             if b in columns and columns[b].lens[r]:
@@ -423,7 +492,7 @@ def encode_rows(t: Trace, rows: np.ndarray) -> list[bytes]:
     p = node_payloads(t.take(rows))
     raw = p.data.tobytes()
     ends = np.cumsum(p.lens)
-    return [raw[e - l: e] for e, l in zip(ends.tolist(), p.lens.tolist())]
+    return [raw[e - n : e] for e, n in zip(ends.tolist(), p.lens.tolist())]
 
 
 def iter_pb(t: Trace, chunk: int = 65536) -> Iterator:
@@ -435,8 +504,15 @@ def iter_pb(t: Trace, chunk: int = 65536) -> Iterator:
 # --------------------------------------------------------------------------- extra attributes
 
 
-_SCALAR_DTYPES = {"int64": I64, "uint64": U64, "int32": np.int32, "uint32": np.uint32,
-                  "sint32": np.int32, "sint64": I64, "bool": np.bool_}
+_SCALAR_DTYPES = {
+    "int64": I64,
+    "uint64": U64,
+    "int32": np.int32,
+    "uint32": np.uint32,
+    "sint32": np.int32,
+    "sint64": I64,
+    "bool": np.bool_,
+}
 
 
 def extra_attr_array(t: Trace, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:

@@ -3,6 +3,7 @@
 The numbers are the wire contract shared with the MLCommons Chakra toolkit and ASTRA-sim;
 never renumber them.
 """
+
 from __future__ import annotations
 
 import enum
@@ -35,9 +36,7 @@ class CollectiveType(enum.IntEnum):
 # Node types reserved by an open upstream proposal (storage / batch / checkpoint nodes).
 RESERVED_NODE_TYPES = frozenset({8, 9, 10})
 
-COMM_NODE_TYPES = frozenset(
-    {NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE}
-)
+COMM_NODE_TYPES = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, NodeType.COMM_COLL_NODE})
 
 
 # global-metadata attribute: where a trace's time 0 lies on its profiler's clock (ns); ranks
@@ -133,6 +132,4 @@ def parse_collective(value: str | int) -> int:
     try:
         return int(CollectiveType[key])
     except KeyError:
-        raise ValueError(
-            f"unknown collective {value!r}; expected one of {[t.name for t in CollectiveType]}"
-        ) from None
+        raise ValueError(f"unknown collective {value!r}; expected one of {[t.name for t in CollectiveType]}") from None

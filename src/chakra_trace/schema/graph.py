@@ -6,6 +6,7 @@ first, then control ones, each in entry order. Dependencies on ids that are not 
 simulator can still refuse to run what they block. Everything derived (CSR lists, in-degree,
 topological order, cycles, strongly connected components) is computed on first use.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -32,8 +33,16 @@ def _csr(key: np.ndarray, value: np.ndarray, n: int) -> tuple[np.ndarray, np.nda
 class DepGraph:
     """Row-level dependencies of one trace (`Trace.graph()` builds and caches it)."""
 
-    def __init__(self, n: int, src: np.ndarray, dst: np.ndarray, ids: np.ndarray | None = None, *,
-                 missing: int = 0, self_deps: np.ndarray | None = None):
+    def __init__(
+        self,
+        n: int,
+        src: np.ndarray,
+        dst: np.ndarray,
+        ids: np.ndarray | None = None,
+        *,
+        missing: int = 0,
+        self_deps: np.ndarray | None = None,
+    ):
         """Edges as given: row src[k] depends on row dst[k] (both in 0..n-1). `ids` (default: the
         rows) break ties in `order()`; `missing` and `self_deps` count what is not an edge."""
         self.n = int(n)
@@ -54,8 +63,14 @@ class DepGraph:
         missing = dst < 0
         self_dep = ~missing & (dep_ids == trace.ids[src])
         keep = ~missing & ~self_dep
-        return cls(n, src[keep], dst[keep], trace.ids, missing=int(missing.sum()),
-                   self_deps=np.bincount(src[self_dep], minlength=n).astype(np.int64))
+        return cls(
+            n,
+            src[keep],
+            dst[keep],
+            trace.ids,
+            missing=int(missing.sum()),
+            self_deps=np.bincount(src[self_dep], minlength=n).astype(np.int64),
+        )
 
     def __len__(self) -> int:
         return self.n
@@ -108,7 +123,7 @@ class DepGraph:
         while heap:
             _, r = pop(heap)
             out.append(r)
-            for c in children[ip[r]:ip[r + 1]]:
+            for c in children[ip[r] : ip[r + 1]]:
                 deg[c] -= 1
                 if deg[c] == 0:
                     push(heap, (ids[c], c))
@@ -126,8 +141,10 @@ class DepGraph:
             stuck[out] = False
             ids = np.sort(self.ids[stuck])
             shown = ", ".join(str(int(i)) for i in ids[:10]) + (", ..." if ids.size > 10 else "")
-            raise ChakraError(f"dependency cycle: {ids.size} nodes on or behind it never become ready "
-                              f"(ids {shown}); `chakra validate` shows one")
+            raise ChakraError(
+                f"dependency cycle: {ids.size} nodes on or behind it never become ready "
+                f"(ids {shown}); `chakra validate` shows one"
+            )
         return out
 
     # ------------------------------------------------------------------ cycles
@@ -153,7 +170,7 @@ class DepGraph:
             seen[v] = len(path)
             path.append(v)
             v = int(pred[v])
-        return path[seen[v]:], int(left.sum())
+        return path[seen[v] :], int(left.sum())
 
     @cached_property
     def scc(self) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Communicator groups as traces name them: which rows are a group's collectives, which groups a
 trace declares, and who the members of a group are when no group file says so."""
+
 from __future__ import annotations
 
 import json

@@ -3,6 +3,7 @@
 `Node`/`Attribute`/`IOInfo` are for building and editing traces by hand; `COLUMN_ATTRS` lists
 the attributes simulators and analyzers read, which `Trace` keeps as typed columns.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,7 +84,6 @@ class Node:
         return default
 
 
-
 def attribute_value(a) -> tuple[Any, str | None]:
     member = a.WhichOneof("value")
     if member is None:
@@ -105,9 +105,16 @@ def pb_to_node(m) -> Node:
             x = getattr(m, key)
             io[key] = IOInfo(x.values, x.shapes, x.types)
     return Node(
-        id=m.id, name=m.name, type=m.type, ctrl_deps=list(m.ctrl_deps), data_deps=list(m.data_deps),
-        start_time_micros=m.start_time_micros, duration_micros=m.duration_micros,
-        inputs=io.get("inputs"), outputs=io.get("outputs"), attrs=attrs,
+        id=m.id,
+        name=m.name,
+        type=m.type,
+        ctrl_deps=list(m.ctrl_deps),
+        data_deps=list(m.data_deps),
+        start_time_micros=m.start_time_micros,
+        duration_micros=m.duration_micros,
+        inputs=io.get("inputs"),
+        outputs=io.get("outputs"),
+        attrs=attrs,
         unknown_fields=_unknown_bytes(m),
     )
 
@@ -124,7 +131,7 @@ def _unknown_bytes(m) -> bytes:
     if full == known.SerializeToString():
         return b""
     kb = known.SerializeToString()
-    return full[len(kb):] if full.startswith(kb) else b""
+    return full[len(kb) :] if full.startswith(kb) else b""
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -139,8 +146,9 @@ def infer_member(name: str, value: Any) -> str:
         if not items:
             return "int64_list"
         scalar = infer_member("", items[0])
-        if scalar == "int64_val" and any(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-                                         and x > _INT64_MAX for x in items):
+        if scalar == "int64_val" and any(
+            isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x > _INT64_MAX for x in items
+        ):
             scalar = "uint64_val"
         return scalar[:-4] + "_list"
     if isinstance(value, (bool, np.bool_)):
@@ -158,8 +166,11 @@ def infer_member(name: str, value: Any) -> str:
 
 def _coerce(name: str, value: Any, member: str | None) -> Any:
     """Accept collective names for comm_type, unless the value is explicitly stored as a string."""
-    if name == Attr.COMM_TYPE and isinstance(value, str) and (member is None or member.endswith("int64_val")
-                                                               or member.endswith("int32_val")):
+    if (
+        name == Attr.COMM_TYPE
+        and isinstance(value, str)
+        and (member is None or member.endswith("int64_val") or member.endswith("int32_val"))
+    ):
         return parse_collective(value)
     if isinstance(value, np.generic):
         return value.item()
@@ -192,8 +203,13 @@ def attribute_to_pb(a: Attribute, msg=None):
 
 
 def node_to_pb(node: Node):
-    m = pb.Node(id=int(node.id), name=node.name, type=parse_node_type(node.type),
-                start_time_micros=int(node.start_time_micros), duration_micros=int(node.duration_micros))
+    m = pb.Node(
+        id=int(node.id),
+        name=node.name,
+        type=parse_node_type(node.type),
+        start_time_micros=int(node.start_time_micros),
+        duration_micros=int(node.duration_micros),
+    )
     m.ctrl_deps.extend(int(x) for x in node.ctrl_deps)
     m.data_deps.extend(int(x) for x in node.data_deps)
     for key in ("inputs", "outputs"):

@@ -7,6 +7,7 @@ reference toolkit's `et_def_pb2` if both are imported in one process.
 
 `chakra.proto` beside this file is the same schema as text; a test keeps the two equal.
 """
+
 from __future__ import annotations
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -18,20 +19,40 @@ FILE_NAME = "chakra_trace/chakra.proto"
 
 _F = descriptor_pb2.FieldDescriptorProto
 _SCALARS = {
-    "double": _F.TYPE_DOUBLE, "float": _F.TYPE_FLOAT, "int32": _F.TYPE_INT32,
-    "int64": _F.TYPE_INT64, "uint32": _F.TYPE_UINT32, "uint64": _F.TYPE_UINT64,
-    "sint32": _F.TYPE_SINT32, "sint64": _F.TYPE_SINT64, "fixed32": _F.TYPE_FIXED32,
-    "fixed64": _F.TYPE_FIXED64, "sfixed32": _F.TYPE_SFIXED32, "sfixed64": _F.TYPE_SFIXED64,
-    "bool": _F.TYPE_BOOL, "string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES,
+    "double": _F.TYPE_DOUBLE,
+    "float": _F.TYPE_FLOAT,
+    "int32": _F.TYPE_INT32,
+    "int64": _F.TYPE_INT64,
+    "uint32": _F.TYPE_UINT32,
+    "uint64": _F.TYPE_UINT64,
+    "sint32": _F.TYPE_SINT32,
+    "sint64": _F.TYPE_SINT64,
+    "fixed32": _F.TYPE_FIXED32,
+    "fixed64": _F.TYPE_FIXED64,
+    "sfixed32": _F.TYPE_SFIXED32,
+    "sfixed64": _F.TYPE_SFIXED64,
+    "bool": _F.TYPE_BOOL,
+    "string": _F.TYPE_STRING,
+    "bytes": _F.TYPE_BYTES,
 }
 
 # (scalar type, list message name) in AttributeProto oneof order; field numbers 3..32.
 ATTR_VALUE_TYPES = [
-    ("double", "DoubleList"), ("float", "FloatList"), ("int32", "Int32List"),
-    ("int64", "Int64List"), ("uint32", "Uint32List"), ("uint64", "Uint64List"),
-    ("sint32", "Sint32List"), ("sint64", "Sint64List"), ("fixed32", "Fixed32List"),
-    ("fixed64", "Fixed64List"), ("sfixed32", "Sfixed32List"), ("sfixed64", "Sfixed64List"),
-    ("bool", "BoolList"), ("string", "StringList"), ("bytes", "BytesList"),
+    ("double", "DoubleList"),
+    ("float", "FloatList"),
+    ("int32", "Int32List"),
+    ("int64", "Int64List"),
+    ("uint32", "Uint32List"),
+    ("uint64", "Uint64List"),
+    ("sint32", "Sint32List"),
+    ("sint64", "Sint64List"),
+    ("fixed32", "Fixed32List"),
+    ("fixed64", "Fixed64List"),
+    ("sfixed32", "Sfixed32List"),
+    ("sfixed64", "Sfixed64List"),
+    ("bool", "BoolList"),
+    ("string", "StringList"),
+    ("bytes", "BytesList"),
 ]
 
 # member name -> (field number, scalar type, is_list)
@@ -45,19 +66,33 @@ ATTR_MEMBER_BY_FIELD = {num: name for name, (num, _t, _l) in ATTR_MEMBERS.items(
 # (message, [(field name, number, type or message/enum name, repeated)])
 _MESSAGES = [
     ("GlobalMetadata", [("version", 1, "string", False), ("attr", 2, ".AttributeProto", True)]),
-    ("Node", [
-        ("id", 1, "uint64", False), ("name", 2, "string", False), ("type", 3, "enum NodeType", False),
-        ("ctrl_deps", 4, "uint64", True), ("data_deps", 5, "uint64", True),
-        ("start_time_micros", 6, "uint64", False), ("duration_micros", 7, "uint64", False),
-        ("inputs", 8, ".IOInfo", False), ("outputs", 9, ".IOInfo", False),
-        ("attr", 10, ".AttributeProto", True),
-    ]),
+    (
+        "Node",
+        [
+            ("id", 1, "uint64", False),
+            ("name", 2, "string", False),
+            ("type", 3, "enum NodeType", False),
+            ("ctrl_deps", 4, "uint64", True),
+            ("data_deps", 5, "uint64", True),
+            ("start_time_micros", 6, "uint64", False),
+            ("duration_micros", 7, "uint64", False),
+            ("inputs", 8, ".IOInfo", False),
+            ("outputs", 9, ".IOInfo", False),
+            ("attr", 10, ".AttributeProto", True),
+        ],
+    ),
     ("IOInfo", [("values", 1, "string", False), ("shapes", 2, "string", False), ("types", 3, "string", False)]),
-    ("Tensor", [
-        ("tensor_id", 1, "uint64", False), ("storage_id", 2, "uint64", False),
-        ("offset", 3, "uint64", False), ("num_elem", 4, "uint64", False),
-        ("elem_bytes", 5, "uint64", False), ("device", 6, "string", False),
-    ]),
+    (
+        "Tensor",
+        [
+            ("tensor_id", 1, "uint64", False),
+            ("storage_id", 2, "uint64", False),
+            ("offset", 3, "uint64", False),
+            ("num_elem", 4, "uint64", False),
+            ("elem_bytes", 5, "uint64", False),
+            ("device", 6, "string", False),
+        ],
+    ),
 ] + [(lst, [("values", 1, t, True)]) for t, lst in ATTR_VALUE_TYPES]
 
 
@@ -122,7 +157,10 @@ def proto_text() -> str:
     out = [
         "// Chakra execution trace schema, wire-compatible with MLCommons Chakra (et_def.proto).",
         "// Generated from chakra_trace.schema.proto; field numbers are the wire contract.",
-        'syntax = "proto3";', "", f"package {PACKAGE};", "",
+        'syntax = "proto3";',
+        "",
+        f"package {PACKAGE};",
+        "",
     ]
     for e in fdp.enum_type:
         out.append(f"enum {e.name} {{")

@@ -1,5 +1,6 @@
 """Which resource of its NPU each node occupies: the one-at-a-time rule that the simulator, the
 critical path and the timelines share."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -6,6 +6,7 @@ else a node carries (inputs/outputs, other attributes, doc strings, unknown fiel
 its original protobuf field bytes in `extra`, so nothing is lost and nothing is decoded
 until asked for.
 """
+
 from __future__ import annotations
 
 import sys
@@ -70,23 +71,48 @@ class Trace:
     """
 
     _ARRAYS = (
-        "ids", "types", "name_codes", "start", "duration", "ctrl_indptr", "ctrl",
-        "data_indptr", "data", "present", *(c.name for c in COLUMN_ATTRS),
-        "extra", "extra_indptr", "extra_split",
+        "ids",
+        "types",
+        "name_codes",
+        "start",
+        "duration",
+        "ctrl_indptr",
+        "ctrl",
+        "data_indptr",
+        "data",
+        "present",
+        *(c.name for c in COLUMN_ATTRS),
+        "extra",
+        "extra_indptr",
+        "extra_split",
     )
 
-    def __init__(self, n: int = 0, *, metadata=None, names: list[str] | None = None,
-                 groups: list[str] | None = None, placed: tuple | None = None, **arrays: np.ndarray):
+    def __init__(
+        self,
+        n: int = 0,
+        *,
+        metadata=None,
+        names: list[str] | None = None,
+        groups: list[str] | None = None,
+        placed: tuple | None = None,
+        **arrays: np.ndarray,
+    ):
         self.metadata = metadata if metadata is not None else pb.GlobalMetadata()
         self.names: list[str] = names if names is not None else []
         self.groups: list[str] = groups if groups is not None else []
         defaults = {
-            "ids": np.zeros(n, np.uint64), "types": np.zeros(n, np.int32),
-            "name_codes": np.zeros(n, np.int32), "start": np.zeros(n, np.uint64),
-            "duration": np.zeros(n, np.uint64), "ctrl_indptr": _empty_indptr(n),
-            "ctrl": np.zeros(0, np.uint64), "data_indptr": _empty_indptr(n),
-            "data": np.zeros(0, np.uint64), "present": np.zeros(n, np.uint16),
-            "extra": np.zeros(0, np.uint8), "extra_indptr": _empty_indptr(n),
+            "ids": np.zeros(n, np.uint64),
+            "types": np.zeros(n, np.int32),
+            "name_codes": np.zeros(n, np.int32),
+            "start": np.zeros(n, np.uint64),
+            "duration": np.zeros(n, np.uint64),
+            "ctrl_indptr": _empty_indptr(n),
+            "ctrl": np.zeros(0, np.uint64),
+            "data_indptr": _empty_indptr(n),
+            "data": np.zeros(0, np.uint64),
+            "present": np.zeros(n, np.uint16),
+            "extra": np.zeros(0, np.uint8),
+            "extra_indptr": _empty_indptr(n),
             "extra_split": np.zeros(n, np.uint32),
         }
         for c in COLUMN_ATTRS:
@@ -102,7 +128,10 @@ class Trace:
         if placed is None:
             placed = (np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, np.uint32))
         self.placed_rows, self.placed_bits, self.placed_offsets = (
-            np.asarray(placed[0], np.int64), np.asarray(placed[1], np.uint8), np.asarray(placed[2], np.uint32))
+            np.asarray(placed[0], np.int64),
+            np.asarray(placed[1], np.uint8),
+            np.asarray(placed[2], np.uint32),
+        )
         self._check_shapes()
         self._derived: dict[Any, tuple[tuple, Any]] = {}
 
@@ -137,8 +166,14 @@ class Trace:
     def copy(self) -> Trace:
         meta = pb.GlobalMetadata()
         meta.CopyFrom(self.metadata)
-        return Trace(len(self), metadata=meta, names=list(self.names), groups=list(self.groups),
-                     placed=tuple(a.copy() for a in self.placed), **{k: getattr(self, k).copy() for k in self._ARRAYS})
+        return Trace(
+            len(self),
+            metadata=meta,
+            names=list(self.names),
+            groups=list(self.groups),
+            placed=tuple(a.copy() for a in self.placed),
+            **{k: getattr(self, k).copy() for k in self._ARRAYS},
+        )
 
     def nbytes(self) -> int:
         """Memory held by the columns and string tables."""
@@ -165,10 +200,10 @@ class Trace:
         return (self.present & np.uint16(1 << COLUMN_BY_NAME[attr].bit)) != 0
 
     def ctrl_deps(self, i: int) -> np.ndarray:
-        return self.ctrl[self.ctrl_indptr[i]: self.ctrl_indptr[i + 1]]
+        return self.ctrl[self.ctrl_indptr[i] : self.ctrl_indptr[i + 1]]
 
     def data_deps(self, i: int) -> np.ndarray:
-        return self.data[self.data_indptr[i]: self.data_indptr[i + 1]]
+        return self.data[self.data_indptr[i] : self.data_indptr[i + 1]]
 
     def _cached(self, key: Any, sources: tuple[str, ...], make):
         """Something derived from the columns `sources`, computed once while those columns stay
@@ -278,8 +313,9 @@ class Trace:
             new_rows = order[ranges(lo, reps)]
             by = np.lexsort((entry, new_rows))  # group by new row, original entry order inside
             placed = (new_rows[by], placed[1][entry][by], placed[2][entry][by])
-        return Trace(rows.size, metadata=meta, names=list(self.names), groups=list(self.groups), placed=placed,
-                     **arrays)
+        return Trace(
+            rows.size, metadata=meta, names=list(self.names), groups=list(self.groups), placed=placed, **arrays
+        )
 
     def slice(self, start: int, stop: int) -> Trace:
         """Rows start..stop as a trace of views (no copy of the columns)."""
@@ -289,13 +325,14 @@ class Trace:
             if not (k.endswith("indptr") or k in ("ctrl", "data", "extra")):
                 arrays[k] = getattr(self, k)[start:stop]
         for ip, flat in (("ctrl_indptr", "ctrl"), ("data_indptr", "data"), ("extra_indptr", "extra")):
-            indptr = getattr(self, ip)[start:stop + 1]
+            indptr = getattr(self, ip)[start : stop + 1]
             arrays[ip] = indptr - indptr[0]
-            arrays[flat] = getattr(self, flat)[indptr[0]:indptr[-1]]
+            arrays[flat] = getattr(self, flat)[indptr[0] : indptr[-1]]
         keep = (self.placed_rows >= start) & (self.placed_rows < stop)
         placed = (self.placed_rows[keep] - start, self.placed_bits[keep], self.placed_offsets[keep])
-        return Trace(stop - start, metadata=self.metadata, names=self.names, groups=self.groups, placed=placed,
-                     **arrays)
+        return Trace(
+            stop - start, metadata=self.metadata, names=self.names, groups=self.groups, placed=placed, **arrays
+        )
 
     def with_deps(self, kind: str, keep: np.ndarray) -> Trace:
         """A copy keeping only the dependency entries (flat positions) where keep is True."""
@@ -368,8 +405,10 @@ class Trace:
     @classmethod
     def from_nodes(cls, nodes: Iterable[Node], metadata=None) -> Trace:
         """Build a trace from `Node` objects (or protobuf Node messages)."""
-        payloads = [n.SerializeToString() if hasattr(n, "SerializeToString") else node_to_pb(n).SerializeToString()
-                    for n in nodes]
+        payloads = [
+            n.SerializeToString() if hasattr(n, "SerializeToString") else node_to_pb(n).SerializeToString()
+            for n in nodes
+        ]
         return cls.from_messages(payloads, metadata=metadata)
 
     @classmethod
@@ -378,8 +417,16 @@ class Trace:
         return cls.from_decoded(codec.decode_messages(payloads, metadata=metadata))
 
     @classmethod
-    def decode(cls, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *, metadata=None,
-               names: tuple[list[str], dict] | None = None, groups: tuple[list[str], dict] | None = None) -> Trace:
+    def decode(
+        cls,
+        buf: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        *,
+        metadata=None,
+        names: tuple[list[str], dict] | None = None,
+        groups: tuple[list[str], dict] | None = None,
+    ) -> Trace:
         """Decode the Node messages buf[starts[i]:ends[i]] (see `codec.decode_nodes`)."""
         return cls.from_decoded(codec.decode_nodes(buf, starts, ends, metadata=metadata, names=names, groups=groups))
 
@@ -388,9 +435,20 @@ class Trace:
         return cls(d.n, metadata=d.metadata, names=d.names, groups=d.groups, placed=d.placed, **d.columns)
 
     @classmethod
-    def from_columns(cls, names: list[str], name_codes, types, *, ids=None, start=None, duration=None,
-                     data: tuple | None = None, ctrl: tuple | None = None, attrs: dict[str, tuple] | None = None,
-                     metadata=None) -> Trace:
+    def from_columns(
+        cls,
+        names: list[str],
+        name_codes,
+        types,
+        *,
+        ids=None,
+        start=None,
+        duration=None,
+        data: tuple | None = None,
+        ctrl: tuple | None = None,
+        attrs: dict[str, tuple] | None = None,
+        metadata=None,
+    ) -> Trace:
         """A trace from whole columns: the bulk counterpart of `TraceBuilder`, for converters.
 
         ``data``/``ctrl`` are CSR pairs (indptr, dependency ids). ``attrs`` maps an attribute
@@ -401,7 +459,8 @@ class Trace:
         n = len(name_codes)
         arrays: dict[str, np.ndarray] = {
             "ids": np.arange(n, dtype=np.uint64) if ids is None else np.asarray(ids, np.uint64),
-            "name_codes": np.asarray(name_codes, np.int32), "types": np.asarray(types, np.int32),
+            "name_codes": np.asarray(name_codes, np.int32),
+            "types": np.asarray(types, np.int32),
             "start": np.zeros(n, np.uint64) if start is None else np.asarray(start, np.uint64),
             "duration": np.zeros(n, np.uint64) if duration is None else np.asarray(duration, np.uint64),
             "present": np.zeros(n, np.uint16),
@@ -454,7 +513,9 @@ class Trace:
         row_counts = [len(t) for t in traces]
         for t in traces:
             name_maps.append(np.array([name_lookup.setdefault(s, len(name_lookup)) for s in t.names], np.int32))
-            group_maps.append(np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32))
+            group_maps.append(
+                np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32)
+            )
         out = {}
         for k in cls._ARRAYS:
             parts = []

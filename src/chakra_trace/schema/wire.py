@@ -4,6 +4,7 @@ Decoding one message per Python call costs microseconds per node; here every ste
 tag, read a varint, skip a payload) runs over all messages in lockstep, so the Python cost is
 paid per *field position*, not per node. Errors carry the byte offset where parsing failed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -173,8 +174,12 @@ def _scan_fields_numpy(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) ->
 def decode_packed_varints(buf: np.ndarray, data: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Decode packed varint payloads buf[data[i]:end[i]]; return (values, count per payload)."""
     if _native is not None:
-        v, c = _native_call(_native.decode_packed, np.ascontiguousarray(buf, U8),
-                            np.ascontiguousarray(data, I64), np.ascontiguousarray(end, I64))
+        v, c = _native_call(
+            _native.decode_packed,
+            np.ascontiguousarray(buf, U8),
+            np.ascontiguousarray(data, I64),
+            np.ascontiguousarray(end, I64),
+        )
         return np.frombuffer(v, U64), np.frombuffer(c, I64)
     lens = end - data
     total = int(lens.sum())
@@ -254,7 +259,7 @@ def intern_bytes(buf: np.ndarray, data: np.ndarray, lens: np.ndarray) -> tuple[n
     first: list[int] = []
     codes = np.empty(data.size, np.int32)
     for i, (o, n) in enumerate(zip(data.tolist(), lens.tolist())):
-        key = raw[o:o + n]
+        key = raw[o : o + n]
         c = lookup.get(key)
         if c is None:
             c = lookup[key] = len(first)
@@ -381,8 +386,11 @@ class Rows:
             lens += p.lens
         total = int(lens.sum())
         if _native is not None and len(parts) <= 256:
-            raw = _native.concat_rows(tuple(np.ascontiguousarray(p.data, U8) for p in parts),
-                                      tuple(np.ascontiguousarray(p.lens, I64) for p in parts), total)
+            raw = _native.concat_rows(
+                tuple(np.ascontiguousarray(p.data, U8) for p in parts),
+                tuple(np.ascontiguousarray(p.lens, I64) for p in parts),
+                total,
+            )
             return cls(np.frombuffer(raw, U8), lens)
         out = np.empty(total, U8)
         row_start = np.cumsum(lens) - lens
@@ -408,7 +416,7 @@ def gather_rows(table: Rows, index: np.ndarray) -> Rows:
     for b in [*np.unique(cuts).tolist(), index.size]:
         if b > a:
             n = int(ends[b - 1]) - pos
-            out[pos:pos + n] = table.data[ranges(starts[index[a:b]], lens[a:b])]
+            out[pos : pos + n] = table.data[ranges(starts[index[a:b]], lens[a:b])]
             a, pos = b, pos + n
     return Rows(out, lens)
 

@@ -7,6 +7,7 @@ algorithms' steps, and the network layer (`network`) prices every message. ``com
 reproduces ASTRA-sim's analytical backends to the nanosecond, flaws included (see
 `COMPAT_DIFFERENCES`).
 """
+
 from .result import SimResult
 from .simulator import COMPAT_DIFFERENCES, SimulationBlocked, SimulationWarning, Simulator, simulate
 

@@ -30,6 +30,7 @@ scatter an all-gather's, barrier ceil(log2 p) empty messages (dissemination), an
 reduce-scatter-block a reduce-scatter's. All-to-allv (an all-to-all whose nodes carry
 ``in_split_size``) sends each peer its own size, over the members as one dimension.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,9 @@ class Plan:
 
     @property
     def algorithms(self) -> str:
-        return "+".join(dict.fromkeys(f"{p.op}:{p.algorithm}" + (f"@d{p.dim}" if p.dim >= 0 else "")
-                                      for p in self.phases))
+        return "+".join(
+            dict.fromkeys(f"{p.op}:{p.algorithm}" + (f"@d{p.dim}" if p.dim >= 0 else "") for p in self.phases)
+        )
 
 
 class Collectives:
@@ -116,10 +118,18 @@ class Collectives:
         return self._plan(ctype, nbytes, members)
 
     def _plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
-        op = {CollectiveType.ALL_REDUCE: AR, CollectiveType.REDUCE_SCATTER: RS, CollectiveType.ALL_GATHER: AG,
-              CollectiveType.ALL_TO_ALL: A2A, CollectiveType.REDUCE_SCATTER_BLOCK: RS, CollectiveType.BROADCAST: BCAST,
-              CollectiveType.REDUCE: AR, CollectiveType.GATHER: AG, CollectiveType.SCATTER: AG,
-              CollectiveType.BARRIER: BARRIER}[ctype]
+        op = {
+            CollectiveType.ALL_REDUCE: AR,
+            CollectiveType.REDUCE_SCATTER: RS,
+            CollectiveType.ALL_GATHER: AG,
+            CollectiveType.ALL_TO_ALL: A2A,
+            CollectiveType.REDUCE_SCATTER_BLOCK: RS,
+            CollectiveType.BROADCAST: BCAST,
+            CollectiveType.REDUCE: AR,
+            CollectiveType.GATHER: AG,
+            CollectiveType.SCATTER: AG,
+            CollectiveType.BARRIER: BARRIER,
+        }[ctype]
         whole = members is None or len(members) == self.f.npus and list(members) == list(range(self.f.npus))
         p = self.f.npus if whole else len(members)
         splits = max(1, int(self.sys.preferred_dataset_splits))

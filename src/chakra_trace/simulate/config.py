@@ -22,6 +22,7 @@ project does not depend on a YAML library: :func:`parse_yaml` reads ``key: value
 lines), single- or double-quoted strings and ``#`` comments, and rejects anything else with
 the file and line.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,19 @@ import numpy as np
 from chakra_trace.errors import ChakraError
 
 __all__ = [
-    "TOPOLOGIES", "ALGORITHMS", "SCHEDULING_POLICIES", "COLLECTIVE_OPTIMIZATIONS", "MEMORY_TYPES",
-    "ASTRA_IGNORED_SYSTEM_KEYS", "ASTRA_IGNORED_MEMORY_KEYS",
-    "Dimension", "Network", "SystemConfig", "MemoryConfig",
-    "parse_algorithm", "parse_yaml",
+    "TOPOLOGIES",
+    "ALGORITHMS",
+    "SCHEDULING_POLICIES",
+    "COLLECTIVE_OPTIMIZATIONS",
+    "MEMORY_TYPES",
+    "ASTRA_IGNORED_SYSTEM_KEYS",
+    "ASTRA_IGNORED_MEMORY_KEYS",
+    "Dimension",
+    "Network",
+    "SystemConfig",
+    "MemoryConfig",
+    "parse_algorithm",
+    "parse_yaml",
 ]
 
 # ----------------------------------------------------------------------------- vocabulary
@@ -52,26 +62,36 @@ _TOPOLOGY_BY_LOWER = {t.lower(): t for t in TOPOLOGIES}
 #: Collective algorithms ASTRA-sim accepts in ``*-implementation`` (exact, case-sensitive
 #: spellings). ``direct`` and ``oneDirect`` may carry a window: ``direct8`` lets at most
 #: 8 messages of one step be in flight (see :func:`parse_algorithm`).
-ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree",
-              "oneRing", "oneDirect", "oneHalvingDoubling")
+ALGORITHMS = ("ring", "direct", "halvingDoubling", "doubleBinaryTree", "oneRing", "oneDirect", "oneHalvingDoubling")
 
 SCHEDULING_POLICIES = ("LIFO", "FIFO", "EXPLICIT")
 COLLECTIVE_OPTIMIZATIONS = ("baseline", "localBWAware")
-MEMORY_TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION",
-                "PER_NPU_MEMORY_EXPANSION", "MEMORY_POOL")
+MEMORY_TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "MEMORY_POOL")
 
 #: System-JSON keys that some ASTRA-sim version reads but that have no effect in this
 #: simulator (kept in ``SystemConfig.ignored``).
-ASTRA_IGNORED_SYSTEM_KEYS = frozenset({
-    "boost-mode",                       # ASTRA-sim 1.x; not read by 2.x
-    "intra-dimension-scheduling",       # ASTRA-sim 1.x; 2.x always FIFO
-    "inter-dimension-scheduling",       # ASTRA-sim 1.x; 2.x always ascending
-    "local-reduction-delay", "L", "o", "g", "G", "model-shared-bus",  # LogGP memory bus
-    "trace-enabled", "replay-only", "track-local-mem", "local-mem-trace-filename",
-    "all-reduce-implementation-custom", "reduce-scatter-implementation-custom",
-    "all-gather-implementation-custom", "all-to-all-implementation-custom",
-    "per-node-custom-implementation",
-})
+ASTRA_IGNORED_SYSTEM_KEYS = frozenset(
+    {
+        "boost-mode",  # ASTRA-sim 1.x; not read by 2.x
+        "intra-dimension-scheduling",  # ASTRA-sim 1.x; 2.x always FIFO
+        "inter-dimension-scheduling",  # ASTRA-sim 1.x; 2.x always ascending
+        "local-reduction-delay",
+        "L",
+        "o",
+        "g",
+        "G",
+        "model-shared-bus",  # LogGP memory bus
+        "trace-enabled",
+        "replay-only",
+        "track-local-mem",
+        "local-mem-trace-filename",
+        "all-reduce-implementation-custom",
+        "reduce-scatter-implementation-custom",
+        "all-gather-implementation-custom",
+        "all-to-all-implementation-custom",
+        "per-node-custom-implementation",
+    }
+)
 #: Remote-memory-JSON keys of older ASTRA-sim memory backends (kept in ``MemoryConfig.ignored``).
 ASTRA_IGNORED_MEMORY_KEYS = frozenset({"local-mem-latency", "local-mem-bw"})
 
@@ -130,8 +150,10 @@ def _algorithm(name: Any, what: str) -> tuple[str, int | None]:
         if a.lower() == name.lower():
             hint = f" (did you mean {a!r}? names are case-sensitive, as in ASTRA-sim)"
             break
-    raise ChakraError(f"{what}: unknown algorithm {name!r}; expected one of "
-                      f"{', '.join(ALGORITHMS)} (direct and oneDirect may end in a window, e.g. direct8){hint}")
+    raise ChakraError(
+        f"{what}: unknown algorithm {name!r}; expected one of "
+        f"{', '.join(ALGORITHMS)} (direct and oneDirect may end in a window, e.g. direct8){hint}"
+    )
 
 
 # ----------------------------------------------------------------------------- value checks
@@ -260,10 +282,10 @@ MIN_NPUS_PER_DIM = 1
 class Dimension:
     """One dimension of the network: its topology, size, per-link bandwidth and latency."""
 
-    topology: str          # one of TOPOLOGIES (any letter case on input, canonical stored)
-    npus: int              # NPUs along this dimension
-    bandwidth: float       # per link and direction, "GB/s" as written
-    latency: float         # ns per hop
+    topology: str  # one of TOPOLOGIES (any letter case on input, canonical stored)
+    npus: int  # NPUs along this dimension
+    bandwidth: float  # per link and direction, "GB/s" as written
+    latency: float  # ns per hop
 
     def __post_init__(self):
         object.__setattr__(self, "topology", _topology(self.topology, "Dimension.topology"))
@@ -336,8 +358,9 @@ class Network:
         if bad.any():
             idx = np.argwhere(bad)[0]
             k = int(idx[-1])
-            raise ChakraError(f"coordinates: {int(c[tuple(idx)])} is out of range for dimension {k} "
-                              f"of {int(sizes[k])} NPUs")
+            raise ChakraError(
+                f"coordinates: {int(c[tuple(idx)])} is out of range for dimension {k} of {int(sizes[k])} NPUs"
+            )
         return (c * strides).sum(axis=-1)
 
     # ------------------------------------------------------------------ construction
@@ -360,8 +383,10 @@ class Network:
         d = _mapping(d, source, "a network description")
         missing = [k for k in _NETWORK_KEYS if k not in d]
         if missing:
-            raise ChakraError(f"{source}: missing {', '.join(repr(k) for k in missing)}; a network needs "
-                              f"{', '.join(_NETWORK_KEYS)} (one list entry per dimension)")
+            raise ChakraError(
+                f"{source}: missing {', '.join(repr(k) for k in missing)}; a network needs "
+                f"{', '.join(_NETWORK_KEYS)} (one list entry per dimension)"
+            )
         cols = {}
         for k in _NETWORK_KEYS:
             v = d[k]
@@ -369,8 +394,9 @@ class Network:
                 v = list(v)
             elif not isinstance(v, list):
                 if v is None or isinstance(v, Mapping) or (isinstance(v, str) and "," in v):
-                    raise ChakraError(f"{_where(source, lines, k)}: expected a list with one entry per "
-                                      f"dimension, got {_show(v)}")
+                    raise ChakraError(
+                        f"{_where(source, lines, k)}: expected a list with one entry per dimension, got {_show(v)}"
+                    )
                 v = [v]
             if not v:
                 raise ChakraError(f"{_where(source, lines, k)}: expected at least one dimension, got an empty list")
@@ -378,30 +404,36 @@ class Network:
         n = len(cols["topology"])
         for k in _NETWORK_KEYS[1:]:
             if len(cols[k]) != n:
-                raise ChakraError(f"{_where(source, lines, k)}: has {len(cols[k])} entries but 'topology' has {n}; "
-                                  f"every list needs one entry per dimension")
+                raise ChakraError(
+                    f"{_where(source, lines, k)}: has {len(cols[k])} entries but 'topology' has {n}; "
+                    f"every list needs one entry per dimension"
+                )
         dims = []
         for i in range(n):
             w = {k: f"{_where(source, lines, k)}[{i}]" for k in _NETWORK_KEYS}
-            dims.append(Dimension(
-                _topology(cols["topology"][i], w["topology"]),
-                _integer(cols["npus_count"][i], w["npus_count"], minimum=MIN_NPUS_PER_DIM),
-                _number(cols["bandwidth"][i], w["bandwidth"], strict=True),
-                _number(cols["latency"][i], w["latency"]),
-            ))
+            dims.append(
+                Dimension(
+                    _topology(cols["topology"][i], w["topology"]),
+                    _integer(cols["npus_count"][i], w["npus_count"], minimum=MIN_NPUS_PER_DIM),
+                    _number(cols["bandwidth"][i], w["bandwidth"], strict=True),
+                    _number(cols["latency"][i], w["latency"]),
+                )
+            )
         ignored = {k: v for k, v in d.items() if k not in _NETWORK_KEYS}
         return cls(tuple(dims), ignored)
 
     @classmethod
-    def simple(cls, topology: str | list, npus: int | list, bandwidth: float | list,
-               latency: float | list) -> Network:
+    def simple(cls, topology: str | list, npus: int | list, bandwidth: float | list, latency: float | list) -> Network:
         """A network from per-dimension values; a single value applies to every dimension
         (``simple("Ring", [4, 4], 50, 500)`` is a 4x4 torus)."""
         args = {"topology": topology, "npus_count": npus, "bandwidth": bandwidth, "latency": latency}
         lengths = {k: len(v) for k, v in args.items() if isinstance(v, (list, tuple))}
         if len(set(lengths.values())) > 1:
-            raise ChakraError("Network.simple: the lists have different lengths ("
-                              + ", ".join(f"{k}: {n}" for k, n in lengths.items()) + ")")
+            raise ChakraError(
+                "Network.simple: the lists have different lengths ("
+                + ", ".join(f"{k}: {n}" for k, n in lengths.items())
+                + ")"
+            )
         n = next(iter(lengths.values()), 1)
         d = {k: (list(v) if k in lengths else [v] * n) for k, v in args.items()}
         return cls._from_mapping(d, "Network.simple", None)
@@ -492,18 +524,18 @@ class SystemConfig(_KeyedConfig):
     (``size / local_mem_bw``) is undefined with them. ``ignored`` is not part of equality.
     """
 
-    scheduling_policy: str = "LIFO"            # LIFO | FIFO | EXPLICIT
-    endpoint_delay: int = 10                   # ns per algorithm step
+    scheduling_policy: str = "LIFO"  # LIFO | FIFO | EXPLICIT
+    endpoint_delay: int = 10  # ns per algorithm step
     active_chunks_per_dimension: int = 1
     preferred_dataset_splits: int = 1
-    all_reduce: tuple[str, ...] = ("ring",)    # one per dimension
+    all_reduce: tuple[str, ...] = ("ring",)  # one per dimension
     reduce_scatter: tuple[str, ...] = ("ring",)
     all_gather: tuple[str, ...] = ("ring",)
     all_to_all: tuple[str, ...] = ("ring",)
     collective_optimization: str = "baseline"  # baseline | localBWAware
-    local_mem_bw: float = 0.0                  # decimal GB/s (= bytes/ns); 0 = not given
+    local_mem_bw: float = 0.0  # decimal GB/s (= bytes/ns); 0 = not given
     roofline_enabled: bool = False
-    peak_perf: float = 0.0                     # TFLOPS; 0 = not given
+    peak_perf: float = 0.0  # TFLOPS; 0 = not given
     ignored: dict = field(default_factory=dict, compare=False)
     _KEYS = _SYSTEM_KEYS
     _WHAT = "a system configuration"
@@ -560,8 +592,10 @@ def _system_fields(values: dict, what: Callable[[str], str], setter: Callable[[s
         # ASTRA-sim would divide by zero here and run on with a garbage compute time
         for f, unit in (("peak_perf", "TFLOPS"), ("local_mem_bw", "GB/s")):
             if not values.get(f):
-                raise ChakraError(f"{what('roofline_enabled')}: the roofline model needs a positive "
-                                  f"{f.replace('_', '-')} ({unit}), got {values.get(f, 0)!r}")
+                raise ChakraError(
+                    f"{what('roofline_enabled')}: the roofline model needs a positive "
+                    f"{f.replace('_', '-')} ({unit}), got {values.get(f, 0)!r}"
+                )
 
 
 # ----------------------------------------------------------------------------- memory
@@ -576,8 +610,8 @@ class MemoryConfig(_KeyedConfig):
     """
 
     memory_type: str = "NO_MEMORY_EXPANSION"
-    remote_mem_latency: float = 0.0   # ns per access
-    remote_mem_bw: float = 0.0        # decimal GB/s (ASTRA-sim multiplies by 1e9)
+    remote_mem_latency: float = 0.0  # ns per access
+    remote_mem_bw: float = 0.0  # decimal GB/s (ASTRA-sim multiplies by 1e9)
     num_nodes: int = 0
     num_npus_per_node: int = 0
     ignored: dict = field(default_factory=dict, compare=False)
@@ -613,13 +647,17 @@ def _memory_fields(values: dict, what: Callable[[str], str], setter: Callable[[s
             setter(f, check(values[f], what(f)))
     mtype = values.get("memory_type", "NO_MEMORY_EXPANSION")
     if mtype != "NO_MEMORY_EXPANSION" and not values.get("remote_mem_bw"):
-        raise ChakraError(f"{what('remote_mem_bw')}: {mtype} needs a positive remote-mem-bw (GB/s), "
-                          f"got {values.get('remote_mem_bw', 0)!r}")
+        raise ChakraError(
+            f"{what('remote_mem_bw')}: {mtype} needs a positive remote-mem-bw (GB/s), "
+            f"got {values.get('remote_mem_bw', 0)!r}"
+        )
     if mtype == "PER_NODE_MEMORY_EXPANSION":
         for f in ("num_nodes", "num_npus_per_node"):
             if not values.get(f):
-                raise ChakraError(f"{what(f)}: PER_NODE_MEMORY_EXPANSION needs a positive "
-                                  f"{f.replace('_', '-')}, got {values.get(f, 0)!r}")
+                raise ChakraError(
+                    f"{what(f)}: PER_NODE_MEMORY_EXPANSION needs a positive "
+                    f"{f.replace('_', '-')}, got {values.get(f, 0)!r}"
+                )
 
 
 # ----------------------------------------------------------------------------- files
@@ -675,8 +713,15 @@ _INT_RE = re.compile(r"[-+]?[0-9]+")
 _HEX_RE = re.compile(r"0x[0-9a-fA-F]+")
 _FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
 _UNSUPPORTED_START = {
-    "{": "flow mappings", "&": "anchors", "*": "aliases", "!": "tags", "|": "block scalars",
-    ">": "block scalars", "%": "directives", "@": "reserved characters", "`": "reserved characters",
+    "{": "flow mappings",
+    "&": "anchors",
+    "*": "aliases",
+    "!": "tags",
+    "|": "block scalars",
+    ">": "block scalars",
+    "%": "directives",
+    "@": "reserved characters",
+    "`": "reserved characters",
 }
 
 
@@ -701,8 +746,8 @@ def _parse_yaml(text: str, source: str) -> tuple[dict, dict[str, int]]:
     lines = text.splitlines()
     out: dict[str, Any] = {}
     where: dict[str, int] = {}
-    open_key: str | None = None       # a "key:" with no value yet: block list items may follow
-    list_indent: int | None = None    # indentation of the block list's items
+    open_key: str | None = None  # a "key:" with no value yet: block list items may follow
+    list_indent: int | None = None  # indentation of the block list's items
     seen_content = False
 
     def err(lineno: int, msg: str) -> ChakraError:
@@ -755,10 +800,11 @@ def _parse_yaml(text: str, source: str) -> tuple[dict, dict[str, int]]:
         # ---- key: value
         if indent > 0:
             if open_key is not None and list_indent is None:
-                raise err(lineno, f"nested mappings are not supported (under {open_key!r}); "
-                                  f"expected '- item' lines or a flow list")
-            raise err(lineno, "unexpected indentation (only top-level 'key: value' lines and list items "
-                              "are supported)")
+                raise err(
+                    lineno,
+                    f"nested mappings are not supported (under {open_key!r}); expected '- item' lines or a flow list",
+                )
+            raise err(lineno, "unexpected indentation (only top-level 'key: value' lines and list items are supported)")
         open_key, list_indent = None, None
         try:
             key, rest = _split_key(s)
@@ -784,8 +830,8 @@ def _parse_yaml(text: str, source: str) -> tuple[dict, dict[str, int]]:
                     i += 1
                     flow = flow + " " + nxt.strip()
                     end = _flow_end(flow)
-                if flow[end + 1:].strip():
-                    raise _YamlError(f"unexpected text after the closing ']' of {key!r}: {flow[end + 1:].strip()!r}")
+                if flow[end + 1 :].strip():
+                    raise _YamlError(f"unexpected text after the closing ']' of {key!r}: {flow[end + 1 :].strip()!r}")
                 out[key] = _flow_items(flow[1:end])
             except _YamlError as e:
                 raise err(i if i > start else start, str(e)) from None
@@ -857,7 +903,7 @@ def _split_key(s: str) -> tuple[str, str]:
     m = _PLAIN_KEY_RE.match(s)
     if not m:
         raise _YamlError(f"expected 'key: value', got {s!r}")
-    return m.group(1), s[m.end():].strip()
+    return m.group(1), s[m.end() :].strip()
 
 
 def _quoted(s: str, start: int) -> tuple[str, int]:
@@ -887,7 +933,7 @@ def _quoted(s: str, start: int) -> tuple[str, int]:
                     continue
                 if e in "xuU":
                     width = {"x": 2, "u": 4, "U": 8}[e]
-                    digits = s[j + 2: j + 2 + width]
+                    digits = s[j + 2 : j + 2 + width]
                     if len(digits) == width and all(ch in "0123456789abcdefABCDEF" for ch in digits):
                         out.append(chr(int(digits, 16)))
                         j += 2 + width
@@ -993,4 +1039,3 @@ def _flow_items(inner: str) -> list:
             raise _YamlError(f"empty item #{k + 1} in a flow list")
         values.append(_scalar(item))
     return values
-

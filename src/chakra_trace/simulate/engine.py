@@ -2,6 +2,7 @@
 
 Events at the same time run in the order they were scheduled, so a run is deterministic.
 """
+
 from __future__ import annotations
 
 import heapq

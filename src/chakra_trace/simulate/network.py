@@ -16,6 +16,7 @@ arrival times in whole ns, so a collective step over a thousand NPUs is a few nu
   of different groups that overlap in time therefore queue behind each other a step at a
   time rather than message by message.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -94,8 +95,12 @@ class Fabric:
                     del lst[-2:]
                     lst.append(merged)
             dims.append(np.full(src[-1].size, d))
-        return {"dim": np.concatenate(dims), "kind": np.concatenate(kinds), "src": np.concatenate(src),
-                "dst": np.concatenate(dst)}
+        return {
+            "dim": np.concatenate(dims),
+            "kind": np.concatenate(kinds),
+            "src": np.concatenate(src),
+            "dst": np.concatenate(dst),
+        }
 
     # ------------------------------------------------------------------ costs
     def send(self, src, dst, nbytes, t_send) -> np.ndarray:

@@ -6,6 +6,7 @@ per dimension, chunking). Figures are round numbers of the class of machine name
 vendor's measurement: edit a copy (`preset(name).network`, `dataclasses.replace`) or write
 the YAML/JSON files for anything precise.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,29 +31,66 @@ class SystemPreset:
 
 
 def _system(algorithms: list[str]) -> SystemConfig:
-    return SystemConfig.from_dict({
-        "scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
-        **{f"{c}-implementation": algorithms for c in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")},
-    })
+    return SystemConfig.from_dict(
+        {
+            "scheduling-policy": "LIFO",
+            "endpoint-delay": 10,
+            "active-chunks-per-dimension": 1,
+            "preferred-dataset-splits": 4,
+            "collective-optimization": "localBWAware",
+            "local-mem-bw": 1600,
+            **{f"{c}-implementation": algorithms for c in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")},
+        }
+    )
 
 
 def _presets() -> dict[str, SystemPreset]:
     def p(name, description, topology, npus, bandwidth, latency, algorithms):
         return SystemPreset(name, description, Network.simple(topology, npus, bandwidth, latency), _system(algorithms))
 
-    return {x.name: x for x in (
-        p("ring-8", "8 NPUs on one bidirectional ring, 50 GB/s links, 500 ns", "Ring", 8, 50, 500, ["ring"]),
-        p("torus-8x8", "64 NPUs on an 8x8 2D torus (TPU-pod-like), 100 GB/s per link, 500 ns per hop",
-          ["Ring", "Ring"], [8, 8], [100, 100], [500, 500], ["ring", "ring"]),
-        p("dgx-8x8", "64 GPUs as 8 DGX-class nodes: an NVSwitch inside a node (400 GB/s, 250 ns), a "
-          "switched 400 Gb/s fabric between nodes (50 GB/s per GPU, 2 µs)",
-          ["Switch", "Switch"], [8, 8], [400, 50], [250, 2000], ["direct", "ring"]),
-        p("dgx-8x128", "1,024 GPUs as 128 DGX-class nodes (as dgx-8x8, wider)",
-          ["Switch", "Switch"], [8, 128], [400, 50], [250, 2000], ["direct", "ring"]),
-        p("torus-4x4x4", "64 NPUs on a 4x4x4 3D torus, 50 GB/s per link, 300 ns per hop",
-          ["Ring", "Ring", "Ring"], [4, 4, 4], [50, 50, 50], [300, 300, 300], ["ring", "ring", "ring"]),
-    )}
+    return {
+        x.name: x
+        for x in (
+            p("ring-8", "8 NPUs on one bidirectional ring, 50 GB/s links, 500 ns", "Ring", 8, 50, 500, ["ring"]),
+            p(
+                "torus-8x8",
+                "64 NPUs on an 8x8 2D torus (TPU-pod-like), 100 GB/s per link, 500 ns per hop",
+                ["Ring", "Ring"],
+                [8, 8],
+                [100, 100],
+                [500, 500],
+                ["ring", "ring"],
+            ),
+            p(
+                "dgx-8x8",
+                "64 GPUs as 8 DGX-class nodes: an NVSwitch inside a node (400 GB/s, 250 ns), a "
+                "switched 400 Gb/s fabric between nodes (50 GB/s per GPU, 2 µs)",
+                ["Switch", "Switch"],
+                [8, 8],
+                [400, 50],
+                [250, 2000],
+                ["direct", "ring"],
+            ),
+            p(
+                "dgx-8x128",
+                "1,024 GPUs as 128 DGX-class nodes (as dgx-8x8, wider)",
+                ["Switch", "Switch"],
+                [8, 128],
+                [400, 50],
+                [250, 2000],
+                ["direct", "ring"],
+            ),
+            p(
+                "torus-4x4x4",
+                "64 NPUs on a 4x4x4 3D torus, 50 GB/s per link, 300 ns per hop",
+                ["Ring", "Ring", "Ring"],
+                [4, 4, 4],
+                [50, 50, 50],
+                [300, 300, 300],
+                ["ring", "ring", "ring"],
+            ),
+        )
+    }
 
 
 PRESETS = _presets()

@@ -1,4 +1,5 @@
 """What a simulation tells: per-NPU times, totals, every collective, the timeline, links."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,10 +47,18 @@ class SimResult:
         return int(self.finish_ns.max()) if self.finish_ns.size else 0
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k).tolist() for k in ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns",
-                                                         "overlap_ns", "idle_ns")}
-        out.update(step_ns=self.step_ns, mode=self.mode, events=self.events, wall_s=round(self.wall_s, 4),
-                   collectives=self.collectives, warnings=self.warnings)
+        out = {
+            k: getattr(self, k).tolist()
+            for k in ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns", "idle_ns")
+        }
+        out.update(
+            step_ns=self.step_ns,
+            mode=self.mode,
+            events=self.events,
+            wall_s=round(self.wall_s, 4),
+            collectives=self.collectives,
+            warnings=self.warnings,
+        )
         if self.link_busy_ns is not None:
             out["links"] = self.links(top=100)
         return out
@@ -62,15 +71,28 @@ class SimResult:
         used = used[np.argsort(-self.link_busy_ns[used], kind="stable")][:top]
         info = self.link_info
         step = max(self.step_ns, 1)
-        return [{"link": int(i), "dim": int(info["dim"][i]), "kind": str(info["kind"][i]),
-                 "src": int(info["src"][i]), "dst": int(info["dst"][i]), "busy_ns": int(self.link_busy_ns[i]),
-                 "utilization": float(self.link_busy_ns[i] / step)} for i in used.tolist()]
+        return [
+            {
+                "link": int(i),
+                "dim": int(info["dim"][i]),
+                "kind": str(info["kind"][i]),
+                "src": int(info["src"][i]),
+                "dst": int(info["dst"][i]),
+                "busy_ns": int(self.link_busy_ns[i]),
+                "utilization": float(self.link_busy_ns[i] / step),
+            }
+            for i in used.tolist()
+        ]
 
     def to_pandas(self):
         import pandas as pd
 
-        return pd.DataFrame({k: getattr(self, k) for k in ("finish_ns", "compute_ns", "comm_ns", "overlap_ns",
-                                                           "exposed_comm_ns", "idle_ns")}).rename_axis("npu")
+        return pd.DataFrame(
+            {
+                k: getattr(self, k)
+                for k in ("finish_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns")
+            }
+        ).rename_axis("npu")
 
     def collectives_frame(self):
         import pandas as pd

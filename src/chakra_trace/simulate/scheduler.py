@@ -6,6 +6,7 @@ collective or send run at a time; ready nodes are issued lowest id first (a node
 resource is busy does not hold back nodes of other resources). Receives, metadata and memory
 nodes have no such limit.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -69,7 +70,7 @@ class Npu:
         self.end[r] = self.sim.engine.now
         self.busy[self.kind[r]] -= 1
         self.done += 1
-        for c in self.children[self.child_ptr[r]:self.child_ptr[r + 1]].tolist():
+        for c in self.children[self.child_ptr[r] : self.child_ptr[r + 1]].tolist():
             self.waiting[c] -= 1
             if self.waiting[c] == 0:
                 heapq.heappush(self.ready[self.kind[c]], (int(self.ids[c]), c))
@@ -105,10 +106,18 @@ class Matchmaker:
         if inst is None:
             members = self.members(pg)
             size = self.sim.npus if members is None else len(members)
-            inst = self.open[key] = {"members": members, "size": size, "issued": {}, "ctype": int(t.comm_type[r]),
-                                     "bytes": int(t.comm_size[r]), "name": t.names[t.name_codes[r]]}
+            inst = self.open[key] = {
+                "members": members,
+                "size": size,
+                "issued": {},
+                "ctype": int(t.comm_type[r]),
+                "bytes": int(t.comm_size[r]),
+                "name": t.names[t.name_codes[r]],
+            }
         inst["issued"][npu.rank] = (self.sim.engine.now, r)
-        if inst["ctype"] == CollectiveType.ALL_TO_ALL and t.extra_indptr[r] != t.extra_indptr[r + 1]:  # all-to-allv: per-peer sizes
+        if (
+            inst["ctype"] == CollectiveType.ALL_TO_ALL and t.extra_indptr[r] != t.extra_indptr[r + 1]
+        ):  # all-to-allv: per-peer sizes
             split = _split(t.attr(r, "in_split_size"))
             if split is not None:
                 inst.setdefault("splits", {})[npu.rank] = (split, int(t.comm_size[r]))
@@ -119,8 +128,9 @@ class Matchmaker:
     def send(self, npu: Npu, r: int) -> None:
         t = npu.t
         dst, tag, size = int(t.comm_dst[r]), int(t.comm_tag[r]), int(t.comm_size[r])
-        arrival = int(self.sim.fabric.send(np.array([npu.rank]), np.array([dst]), size,
-                                           np.array([self.sim.engine.now]))[0])
+        arrival = int(
+            self.sim.fabric.send(np.array([npu.rank]), np.array([dst]), size, np.array([self.sim.engine.now]))[0]
+        )
         self.sim.engine.at(arrival, npu.complete, r)
         key = (npu.rank, dst, tag, size)
         waiting = self.recvs.get(key)
@@ -149,11 +159,13 @@ class Matchmaker:
                 npu = self.sim.npus_state[rank]
                 out.setdefault(rank, []).append(
                     f"node {int(npu.ids[r])} ({inst['name']}): collective #{k} of group {pg or 'all'} waits for "
-                    f"NPU(s) {_short(missing)} that never reach it")
+                    f"NPU(s) {_short(missing)} that never reach it"
+                )
         for (src, dst, tag, size), q in self.recvs.items():
             for npu, r in q:
                 out.setdefault(dst, []).append(
-                    f"node {int(npu.ids[r])}: receive from NPU {src} (tag {tag}, {size} B) has no matching send")
+                    f"node {int(npu.ids[r])}: receive from NPU {src} (tag {tag}, {size} B) has no matching send"
+                )
         return out
 
 

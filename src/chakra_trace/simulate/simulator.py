@@ -1,4 +1,5 @@
 """The simulator: a workload's NPUs, their resources and collectives, run on one event loop."""
+
 from __future__ import annotations
 
 import os
@@ -25,20 +26,29 @@ from .scheduler import Matchmaker, Npu, Static
 #: What our default mode does differently from ASTRA-sim (kept in compat mode).
 COMPAT_DIFFERENCES = {
     "bandwidth unit": ('"GB/s" read as GiB/s', "GB/s = 1e9 bytes/s"),
-    "message across several dimensions": ("only the lowest differing dimension is charged",
-                                          "latency of every dimension crossed, serialization on the slowest link"),
+    "message across several dimensions": (
+        "only the lowest differing dimension is charged",
+        "latency of every dimension crossed, serialization on the slowest link",
+    ),
     "chunk and shard sizes": ("truncated to whole bytes", "fractional bytes kept"),
-    "dimensions a collective covers": ("as many as algorithms are listed, at most four",
-                                       "all (the last listed algorithm repeats)"),
+    "dimensions a collective covers": (
+        "as many as algorithms are listed, at most four",
+        "all (the last listed algorithm repeats)",
+    ),
     "zero-duration compute": ("1 ns", "0 ns"),
-    "exposed communication": ("finish minus the sum of compute durations",
-                              "communication time not overlapped by accelerator compute"),
+    "exposed communication": (
+        "finish minus the sum of compute durations",
+        "communication time not overlapped by accelerator compute",
+    ),
     "broadcast, reduce, gather, scatter, barrier, reduce-scatter-block": (
         "unsupported (broadcast replays its recorded duration)",
-        "simulated (algorithms documented in simulate/collectives.py)"),
+        "simulated (algorithms documented in simulate/collectives.py)",
+    ),
     "all-to-allv split sizes": ("ignored", "each peer gets its own size"),
-    "missing dependencies, control cycles": ("abort or hang", "missing ones dropped, cyclic control edges "
-                                             "removed (as chakra validate --fix), with a warning"),
+    "missing dependencies, control cycles": (
+        "abort or hang",
+        "missing ones dropped, cyclic control edges removed (as chakra validate --fix), with a warning",
+    ),
 }
 
 
@@ -55,8 +65,11 @@ class SimulationBlocked(ChakraError):
         same: dict[tuple, list[int]] = {}  # NPUs blocked the same way are named together
         for npu, items in sorted(blocked.items()):
             same.setdefault(tuple(items), []).append(npu)
-        lines = [f"NPU{'s' if len(npus) > 1 else ''} {_span(npus)}: {'; '.join(items[:3])}" +
-                 (f" (+{len(items) - 3} more)" if len(items) > 3 else "") for items, npus in list(same.items())[:8]]
+        lines = [
+            f"NPU{'s' if len(npus) > 1 else ''} {_span(npus)}: {'; '.join(items[:3])}"
+            + (f" (+{len(items) - 3} more)" if len(items) > 3 else "")
+            for items, npus in list(same.items())[:8]
+        ]
         more = f"; ... and {len(same) - 8} more" if len(same) > 8 else ""
         super().__init__(f"simulation blocked at {result.step_ns} ns: " + " | ".join(lines) + more)
 
@@ -68,8 +81,17 @@ def _span(npus: list[int]) -> str:
 
 
 class Simulator:
-    def __init__(self, workload: Workload, network, system, *, memory=None, compat: bool = False,
-                 aware: bool = False, comm_groups: dict[str, list[int]] | None = None):
+    def __init__(
+        self,
+        workload: Workload,
+        network,
+        system,
+        *,
+        memory=None,
+        compat: bool = False,
+        aware: bool = False,
+        comm_groups: dict[str, list[int]] | None = None,
+    ):
         self.compat = compat
         self.system = system
         self.memory = memory
@@ -86,8 +108,9 @@ class Simulator:
             traces = {r: only for r in range(self.npus)}  # one trace: the same on every NPU
             self.warn(f"one trace for {self.npus} NPUs: every NPU runs it")
         if sorted(traces) != list(range(self.npus)):
-            raise ChakraError(f"the workload has ranks {_ranks(traces)} but the network has {self.npus} NPUs "
-                              f"(0..{self.npus - 1})")
+            raise ChakraError(
+                f"the workload has ranks {_ranks(traces)} but the network has {self.npus} NPUs (0..{self.npus - 1})"
+            )
         if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
             traces = self._repaired(traces)
         groups = declared_groups(traces.values())
@@ -198,9 +221,19 @@ class Simulator:
         for rank, t in zip(ranks.tolist(), finish.tolist()):
             npu = self.npus_state[rank]
             self.engine.at(t, npu.complete, issued[rank][1])
-        self.records.append({"group": pg or "all", "index": k, "type": collective_name(inst["ctype"]),
-                             "bytes": inst["bytes"], "npus": int(ranks.size), "algorithm": plan.algorithms,
-                             "chunks": plan.chunks, "start_ns": int(start.min()), "end_ns": int(finish.max())})
+        self.records.append(
+            {
+                "group": pg or "all",
+                "index": k,
+                "type": collective_name(inst["ctype"]),
+                "bytes": inst["bytes"],
+                "npus": int(ranks.size),
+                "algorithm": plan.algorithms,
+                "chunks": plan.chunks,
+                "start_ns": int(start.min()),
+                "end_ns": int(finish.max()),
+            }
+        )
 
     def _matrix(self, inst: dict, ranks: np.ndarray) -> np.ndarray | None:
         """All-to-allv: bytes from member i to member j (member order), from each member's
@@ -213,8 +246,10 @@ class Simulator:
         for rank in order:
             split, nbytes = splits[rank]
             if len(split) != len(order) or sum(split) <= 0:
-                self.warn(f"all-to-allv split sizes of NPU {rank} do not match its group of {len(order)}: "
-                          f"run as an all-to-all")
+                self.warn(
+                    f"all-to-allv split sizes of NPU {rank} do not match its group of {len(order)}: "
+                    f"run as an all-to-all"
+                )
                 return None
             rows.append(np.asarray(split) * (nbytes / sum(split)))
         return np.stack(rows)
@@ -233,15 +268,17 @@ class Simulator:
                 if never.size:
                     blocked.setdefault(npu.rank, []).append(
                         f"{never.size} node(s) never became ready (a dependency cycle or a blocked "
-                        f"dependency), e.g. node {int(npu.ids[never[0]])}")
+                        f"dependency), e.g. node {int(npu.ids[never[0]])}"
+                    )
         if blocked:
             raise SimulationBlocked(blocked, result)
         return result
 
     def _result(self, wall: float) -> SimResult:
         n = self.npus
-        cols = {k: np.zeros(n, np.int64) for k in ("finish", "compute", "comm", "overlap", "exposed", "idle",
-                                                   "compute_sum")}
+        cols = {
+            k: np.zeros(n, np.int64) for k in ("finish", "compute", "comm", "overlap", "exposed", "idle", "compute_sum")
+        }
         nodes, names = {}, {}
         per_trace: dict[int, tuple] = {}  # NPUs running one trace share its masks and names
         for npu in self.npus_state:
@@ -256,18 +293,32 @@ class Simulator:
                 cols[k][npu.rank] = tot[k]
             nodes[npu.rank] = (npu.start, npu.end, npu.kind)
         exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]
-        return SimResult(finish_ns=cols["finish"], exposed_comm_ns=exposed, compute_ns=cols["compute"],
-                         comm_ns=cols["comm"], overlap_ns=cols["overlap"], idle_ns=cols["idle"],
-                         collectives=self.records, nodes=nodes, names=names,
-                         traces={npu.rank: npu.t for npu in self.npus_state},
-                         link_busy_ns=self.fabric.link_busy,
-                         link_info=self.fabric.links() if self.fabric.aware else None, mode=("astra" if self.compat else "default") +
-                         ("/aware" if self.fabric.aware else "/unaware"), events=self.engine.events, wall_s=wall,
-                         warnings=self.warnings)
+        return SimResult(
+            finish_ns=cols["finish"],
+            exposed_comm_ns=exposed,
+            compute_ns=cols["compute"],
+            comm_ns=cols["comm"],
+            overlap_ns=cols["overlap"],
+            idle_ns=cols["idle"],
+            collectives=self.records,
+            nodes=nodes,
+            names=names,
+            traces={npu.rank: npu.t for npu in self.npus_state},
+            link_busy_ns=self.fabric.link_busy,
+            link_info=self.fabric.links() if self.fabric.aware else None,
+            mode=("astra" if self.compat else "default") + ("/aware" if self.fabric.aware else "/unaware"),
+            events=self.engine.events,
+            wall_s=wall,
+            warnings=self.warnings,
+        )
 
 
-_ASTRA_TYPES = {CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.REDUCE_SCATTER,
-                CollectiveType.ALL_TO_ALL}
+_ASTRA_TYPES = {
+    CollectiveType.ALL_REDUCE,
+    CollectiveType.ALL_GATHER,
+    CollectiveType.REDUCE_SCATTER,
+    CollectiveType.ALL_TO_ALL,
+}
 
 
 def _ranks(traces) -> str:
@@ -275,8 +326,9 @@ def _ranks(traces) -> str:
     return f"{r[0]}..{r[-1]} ({len(r)})" if r else "none"
 
 
-def simulate(workload, network, system, *, memory=None, comm_groups=None, compat: bool = False,
-             aware: bool = False) -> SimResult:
+def simulate(
+    workload, network, system, *, memory=None, comm_groups=None, compat: bool = False, aware: bool = False
+) -> SimResult:
     """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
     `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
     or ASTRA-sim system JSON). Raises `SimulationBlocked` when nodes can never run."""
@@ -294,5 +346,6 @@ def simulate(workload, network, system, *, memory=None, comm_groups=None, compat
         memory = MemoryConfig.from_json(memory)
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = read_comm_groups(comm_groups)
-    return Simulator(workload, network, system, memory=memory, compat=compat, aware=aware,
-                     comm_groups=comm_groups).run()
+    return Simulator(
+        workload, network, system, memory=memory, compat=compat, aware=aware, comm_groups=comm_groups
+    ).run()

@@ -2,6 +2,7 @@
 sends, a roofline chain. Each returns a `Workload` with one trace per NPU; `from_spec`
 builds them from short strings such as ``train:layers=16:comp_us=100:size=4194304``.
 """
+
 from __future__ import annotations
 
 from ..errors import ChakraError
@@ -74,5 +75,3 @@ def from_spec(spec: str, npus: int) -> Workload:
     except (KeyError, ValueError) as e:
         raise ChakraError(f"workload spec {spec!r}: {e}") from None
     raise ChakraError(f"workload spec {spec!r}: unknown kind {kind!r} (coll, train, p2p, roof)")
-
-

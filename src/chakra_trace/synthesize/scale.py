@@ -4,6 +4,7 @@ Every replica of a data-parallel job runs the same program, so NPU n runs record
 n mod R, and a group that spans every recorded rank spans every NPU. The traces are shared
 objects, not copies, so a 2-rank recording on 16,384 NPUs costs no more memory than on 2.
 """
+
 from __future__ import annotations
 
 from ..errors import ChakraError
@@ -28,6 +29,8 @@ def data_parallel(workload: Workload, npus: int) -> Workload:
         if g in ALL_RANKS_GROUPS or not members or sorted(members) == ranks:
             groups[g] = list(range(npus))
         else:
-            raise ChakraError(f"data_parallel: communicator {g!r} spans ranks {members} of {ranks}; only groups "
-                              "over every rank scale out as data parallelism")
+            raise ChakraError(
+                f"data_parallel: communicator {g!r} spans ranks {members} of {ranks}; only groups "
+                "over every rank scale out as data parallelism"
+            )
     return Workload({n: workload.traces[n % len(ranks)] for n in range(npus)}, groups)

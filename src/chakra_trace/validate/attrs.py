@@ -1,5 +1,6 @@
 """Attributes of the Chakra vocabulary stored outside the columns (in a node's extras): where they
 are, and whether they use the member other tools read."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,8 +56,15 @@ def extra_attrs(trace: Trace) -> ExtraAttrs:
     member_num[sub.msg[vr]] = sub.number[vr]
     member_wt[sub.msg[vr]] = sub.wtype[vr]
     want_num = np.array([ATTR_MEMBERS[ATTR_MEMBER[n]][0] for n in KNOWN], np.int64)
-    want_wt = np.array([WT_LEN if (ATTR_MEMBERS[ATTR_MEMBER[n]][2] or ATTR_MEMBERS[ATTR_MEMBER[n]][1]
-                                   in ("string", "bytes")) else WT_VARINT for n in KNOWN], np.int8)
+    want_wt = np.array(
+        [
+            WT_LEN
+            if (ATTR_MEMBERS[ATTR_MEMBER[n]][2] or ATTR_MEMBERS[ATTR_MEMBER[n]][1] in ("string", "bytes"))
+            else WT_VARINT
+            for n in KNOWN
+        ],
+        np.int8,
+    )
     nk = name_idx[known]
     canonical = (member_num[known] == want_num[nk]) & (member_wt[known] == want_wt[nk])
     return ExtraAttrs(f.msg[a[known]].astype(np.int64), nk, canonical, member_num[known])

@@ -4,6 +4,7 @@ Every check is vectorized over the columns; Python loops run only over problems 
 for graphs whose dependencies do not all point to earlier rows, over the edges in Kahn's
 algorithm).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,10 +33,21 @@ class _Checker:
         self.rank = rank
         self.issues: list[Issue] = []
 
-    def add(self, severity: str, code: str, count: int, message: str, node_ids=(), *, fixable: bool = False,
-            **details: Any) -> None:
-        self.issues.append(Issue(severity, code, int(count), message, sample_ids(node_ids) if len(node_ids) else [],
-                                 self.rank, fixable, details))
+    def add(
+        self, severity: str, code: str, count: int, message: str, node_ids=(), *, fixable: bool = False, **details: Any
+    ) -> None:
+        self.issues.append(
+            Issue(
+                severity,
+                code,
+                int(count),
+                message,
+                sample_ids(node_ids) if len(node_ids) else [],
+                self.rank,
+                fixable,
+                details,
+            )
+        )
 
 
 @dataclass
@@ -93,9 +105,14 @@ def _check_ids(c: _Checker) -> None:
     dup = np.unique(s[1:][s[1:] == s[:-1]])
     if dup.size:
         rows = int(np.isin(ids, dup).sum())
-        c.add(ERROR, "duplicate-id", dup.size,
-              f"{count_noun(dup.size, 'node id', 'appear')} on more than one node ({rows:,} nodes); dependencies on "
-              f"them are ambiguous: {format_ids(sample_ids(dup), dup.size)}", dup)
+        c.add(
+            ERROR,
+            "duplicate-id",
+            dup.size,
+            f"{count_noun(dup.size, 'node id', 'appear')} on more than one node ({rows:,} nodes); dependencies on "
+            f"them are ambiguous: {format_ids(sample_ids(dup), dup.size)}",
+            dup,
+        )
 
 
 _WORD = {"data": "data", "ctrl": "control"}
@@ -110,18 +127,27 @@ def _check_deps(c: _Checker, kinds: dict[str, Edges]) -> None:
         k = int(m.sum())
         targets = np.unique(e.ids[m])
         dependents = np.unique(e.src[m])
-        c.add(WARNING, f"missing-{kind}-dep", k,
-              f"{count_noun(k, f'{_WORD[kind]} dependency', None, f'{_WORD[kind]} dependencies')} (of "
-              f"{count_noun(dependents.size, 'node')}) {'points' if k == 1 else 'point'} to {count_noun(targets.size, 'id')} "
-              f"not in the trace (e.g. "
-              f"{format_ids(sample_ids(targets), targets.size)}); ASTRA-sim aborts on them",
-              t.ids[dependents], fixable=True, dependents=int(dependents.size),
-              missing_targets=int(targets.size), missing_ids=sample_ids(targets))
-    for code, attr, what in (("self-dep", "self_dep", "of a node on itself (a simulator that resolves them "
-                                                      "waits forever)"),
-                             ("duplicate-dep", "duplicate", "repeat an earlier entry of the same node")):
-        masks = {k: getattr(e, attr) & ~e.missing & (~e.self_dep if attr == "duplicate" else True)
-                 for k, e in kinds.items()}
+        c.add(
+            WARNING,
+            f"missing-{kind}-dep",
+            k,
+            f"{count_noun(k, f'{_WORD[kind]} dependency', None, f'{_WORD[kind]} dependencies')} (of "
+            f"{count_noun(dependents.size, 'node')}) {'points' if k == 1 else 'point'} to {count_noun(targets.size, 'id')} "
+            f"not in the trace (e.g. "
+            f"{format_ids(sample_ids(targets), targets.size)}); ASTRA-sim aborts on them",
+            t.ids[dependents],
+            fixable=True,
+            dependents=int(dependents.size),
+            missing_targets=int(targets.size),
+            missing_ids=sample_ids(targets),
+        )
+    for code, attr, what in (
+        ("self-dep", "self_dep", "of a node on itself (a simulator that resolves them waits forever)"),
+        ("duplicate-dep", "duplicate", "repeat an earlier entry of the same node"),
+    ):
+        masks = {
+            k: getattr(e, attr) & ~e.missing & (~e.self_dep if attr == "duplicate" else True) for k, e in kinds.items()
+        }
         by = {k: int(m.sum()) for k, m in masks.items()}
         total = sum(by.values())
         if not total:
@@ -144,15 +170,25 @@ def _check_cycles(c: _Checker) -> None:
     cycle, blocked = found
     kinds_of = _edge_kinds(t, cycle + cycle[:1] if len(cycle) <= 1000 else cycle[:1001])
     ids = [int(x) for x in t.ids[cycle]]
-    shown = "".join(f"{a} -{k}-> " for a, k in zip(ids[:SAMPLE], kinds_of)) + \
-        (f"{ids[0]}" if len(ids) <= SAMPLE else "…")
+    shown = "".join(f"{a} -{k}-> " for a, k in zip(ids[:SAMPLE], kinds_of)) + (
+        f"{ids[0]}" if len(ids) <= SAMPLE else "…"
+    )
     data_acyclic = any("ctrl" in k for k in kinds_of) and t.graph(("data",)).cycle() is None
     note = "; data dependencies alone are acyclic" if data_acyclic else ""
-    c.add(ERROR, "cycle", blocked,
-          f"dependency cycle of {count_noun(len(ids), 'node')}: {shown} (each depends on the next){note}; "
-          f"{count_noun(blocked, 'node')} on or behind cycles can never run", t.ids[cycle], fixable=bool(data_acyclic),
-          cycle=ids[:1000], edge_kinds=kinds_of[:1000], cycle_length=len(ids), blocked_nodes=blocked,
-          data_acyclic=bool(data_acyclic))
+    c.add(
+        ERROR,
+        "cycle",
+        blocked,
+        f"dependency cycle of {count_noun(len(ids), 'node')}: {shown} (each depends on the next){note}; "
+        f"{count_noun(blocked, 'node')} on or behind cycles can never run",
+        t.ids[cycle],
+        fixable=bool(data_acyclic),
+        cycle=ids[:1000],
+        edge_kinds=kinds_of[:1000],
+        cycle_length=len(ids),
+        blocked_nodes=blocked,
+        data_acyclic=bool(data_acyclic),
+    )
 
 
 def _check_types(c: _Checker) -> None:
@@ -162,16 +198,30 @@ def _check_types(c: _Checker) -> None:
     bad = ((types < _NODE_TYPES[0]) | (types > _NODE_TYPES[-1])) & ~reserved
     for code, sev, m, what in (
         ("invalid-node-type", ERROR, bad, "a type outside NodeType: {}"),
-        ("reserved-node-type", WARNING, reserved,
-         "a node type reserved by an upstream proposal ({}); other tools do not know it"),
-        ("untyped-node", WARNING, types == NodeType.INVALID_NODE,
-         "type INVALID_NODE ({}, the default when unset); simulators skip or reject it"),
+        (
+            "reserved-node-type",
+            WARNING,
+            reserved,
+            "a node type reserved by an upstream proposal ({}); other tools do not know it",
+        ),
+        (
+            "untyped-node",
+            WARNING,
+            types == NodeType.INVALID_NODE,
+            "type INVALID_NODE ({}, the default when unset); simulators skip or reject it",
+        ),
     ):
         if m.any():
             vals = np.unique(types[m])
             k = int(m.sum())
-            c.add(sev, code, k, f"{count_noun(k, 'node', 'have')} " + what.format(", ".join(str(v) for v in vals[:10])),
-                  t.ids[m], values=[int(v) for v in vals[:SAMPLE]])
+            c.add(
+                sev,
+                code,
+                k,
+                f"{count_noun(k, 'node', 'have')} " + what.format(", ".join(str(v) for v in vals[:10])),
+                t.ids[m],
+                values=[int(v) for v in vals[:SAMPLE]],
+            )
 
 
 def _check_comm(c: _Checker, extra: ExtraAttrs) -> None:
@@ -185,30 +235,51 @@ def _check_comm(c: _Checker, extra: ExtraAttrs) -> None:
     if bad.any():
         vals = np.unique(t.comm_type[bad])
         k = int(bad.sum())
-        c.add(ERROR, "invalid-comm-type", k,
-              f"{count_noun(k, 'node', 'have')} a comm_type outside CollectiveCommType: "
-              f"{', '.join(str(v) for v in vals[:10])}", t.ids[bad], values=[int(v) for v in vals[:SAMPLE]])
+        c.add(
+            ERROR,
+            "invalid-comm-type",
+            k,
+            f"{count_noun(k, 'node', 'have')} a comm_type outside CollectiveCommType: "
+            f"{', '.join(str(v) for v in vals[:10])}",
+            t.ids[bad],
+            values=[int(v) for v in vals[:SAMPLE]],
+        )
 
     coll = t.types == NodeType.COMM_COLL_NODE
     host = host_collectives(t, has_type, has_size)
     if host.any():
         k = int(host.sum())
         names = sorted(set(t.name_array[host][:200].tolist()))
-        c.add(WARNING, "collective-missing-type", k,
-              f"{count_noun(k, 'COMM_COLL node')} without comm_type or comm_size {'is a' if k == 1 else 'are'} host-side "
-              f"launch op{'s' * (k != 1)} (is_cpu_op; e.g. {', '.join(repr(x) for x in names[:2])}); other tools "
-              f"read {'it' if k == 1 else 'them'} as 0-byte ALL_REDUCE", t.ids[host], fixable=True, host_side=True)
+        c.add(
+            WARNING,
+            "collective-missing-type",
+            k,
+            f"{count_noun(k, 'COMM_COLL node')} without comm_type or comm_size {'is a' if k == 1 else 'are'} host-side "
+            f"launch op{'s' * (k != 1)} (is_cpu_op; e.g. {', '.join(repr(x) for x in names[:2])}); other tools "
+            f"read {'it' if k == 1 else 'them'} as 0-byte ALL_REDUCE",
+            t.ids[host],
+            fixable=True,
+            host_side=True,
+        )
     for code, m, what in (
         ("collective-missing-type", coll & ~has_type & ~host, "no comm_type; other tools read ALL_REDUCE"),
         ("collective-missing-size", coll & ~has_size & ~host, "no comm_size; simulators move 0 bytes"),
     ):
         if m.any():
             k = int(m.sum())
-            c.add(WARNING, code, k, f"{count_noun(k, 'COMM_COLL node', 'have')} {what}", t.ids[m],
-                  **({"host_side": False} if code == "collective-missing-type" else {}))
+            c.add(
+                WARNING,
+                code,
+                k,
+                f"{count_noun(k, 'COMM_COLL node', 'have')} {what}",
+                t.ids[m],
+                **({"host_side": False} if code == "collective-missing-type" else {}),
+            )
 
-    for node_type, attr, word in ((NodeType.COMM_SEND_NODE, Attr.COMM_DST, "COMM_SEND"),
-                                  (NodeType.COMM_RECV_NODE, Attr.COMM_SRC, "COMM_RECV")):
+    for node_type, attr, word in (
+        (NodeType.COMM_SEND_NODE, Attr.COMM_DST, "COMM_SEND"),
+        (NodeType.COMM_RECV_NODE, Attr.COMM_SRC, "COMM_RECV"),
+    ):
         is_t = t.types == node_type
         for code, sev, m, what in (
             ("p2p-missing-peer", ERROR, is_t & ~has(attr), f"no {attr}; other tools read rank 0"),
@@ -234,14 +305,22 @@ def _check_sizes(c: _Checker) -> None:
             m = p & (v > ABSURD_BYTES)
             if m.any():
                 absurd.append((attr, m))
-    for code, sev, found, what in (("negative-size", ERROR, neg, "a negative size"),
-                                   ("absurd-size", WARNING, absurd, "a size over 1 PiB (2**50 bytes)")):
+    for code, sev, found, what in (
+        ("negative-size", ERROR, neg, "a negative size"),
+        ("absurd-size", WARNING, absurd, "a size over 1 PiB (2**50 bytes)"),
+    ):
         if found:
             m = np.logical_or.reduce([x[1] for x in found])
             by = {a: int(x.sum()) for a, x in found}
             k = int(m.sum())
-            c.add(sev, code, k, f"{count_noun(k, 'node', 'have')} {what}: " + ", ".join(f"{a} ({v:,})" for a, v in by.items()),
-                  t.ids[m], by_attr=by)
+            c.add(
+                sev,
+                code,
+                k,
+                f"{count_noun(k, 'node', 'have')} {what}: " + ", ".join(f"{a} ({v:,})" for a, v in by.items()),
+                t.ids[m],
+                by_attr=by,
+            )
 
 
 def _check_noncanonical(c: _Checker, extra: ExtraAttrs) -> None:
@@ -254,13 +333,20 @@ def _check_noncanonical(c: _Checker, extra: ExtraAttrs) -> None:
             mem = ATTR_MEMBER_BY_FIELD.get(int(num), "no value") if num else "no value"
             by.setdefault(KNOWN[int(k)], {})[mem] = int(((extra.name == k) & (members == num) & bad).sum())
         rows = np.unique(extra.rows[bad])
-        desc = "; ".join(f"{a} as {', '.join(f'{m} ({v:,})' for m, v in d.items())} (expected {ATTR_MEMBER[a]})"
-                         for a, d in by.items())
+        desc = "; ".join(
+            f"{a} as {', '.join(f'{m} ({v:,})' for m, v in d.items())} (expected {ATTR_MEMBER[a]})"
+            for a, d in by.items()
+        )
         k = int(bad.sum())
-        c.add(WARNING, "noncanonical-member", k,
-              f"{count_noun(k, 'attribute')} of the Chakra vocabulary (on {count_noun(rows.size, 'node')}) "
-              f"{'uses' if k == 1 else 'use'} a member other tools do not read (they read 0): {desc}",
-              t.ids[rows], by_attr=by)
+        c.add(
+            WARNING,
+            "noncanonical-member",
+            k,
+            f"{count_noun(k, 'attribute')} of the Chakra vocabulary (on {count_noun(rows.size, 'node')}) "
+            f"{'uses' if k == 1 else 'use'} a member other tools do not read (they read 0): {desc}",
+            t.ids[rows],
+            by_attr=by,
+        )
     # a known attribute with the right member in the extras while the column also holds it: a repeat
     if extra.rows.size:
         rep = np.zeros(extra.rows.size, bool)
@@ -271,9 +357,15 @@ def _check_noncanonical(c: _Checker, extra: ExtraAttrs) -> None:
         if rep.any():
             names = sorted({KNOWN[int(k)] for k in np.unique(extra.name[rep])})
             k = int(rep.sum())
-            c.add(WARNING, "duplicate-attr", k,
-                  f"{count_noun(k, 'attribute', 'repeat')} one already on the node ({', '.join(names)}); tools may read "
-                  f"either value", t.ids[extra.rows[rep]], attrs=names)
+            c.add(
+                WARNING,
+                "duplicate-attr",
+                k,
+                f"{count_noun(k, 'attribute', 'repeat')} one already on the node ({', '.join(names)}); tools may read "
+                f"either value",
+                t.ids[extra.rows[rep]],
+                attrs=names,
+            )
 
 
 def _edge_kinds(t: Trace, cycle: list[int]) -> list[str]:

@@ -1,4 +1,5 @@
 """Repairs with one right answer: `fix_trace` changes only what is unambiguous and says what it did."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -61,26 +62,36 @@ def fix_trace(trace: Trace) -> tuple[Trace, list[str]]:
         self_ = int((e.self_dep & ~e.missing).sum())
         dup = int((e.duplicate & ~e.missing & ~e.self_dep).sum())
         if miss:
-            changes.append(f"dropped {count_noun(miss, f'{word} dependency', plural=f'{word} dependencies')} on "
-                           f"{count_noun(np.unique(e.ids[e.missing]).size, 'missing node')}")
+            changes.append(
+                f"dropped {count_noun(miss, f'{word} dependency', plural=f'{word} dependencies')} on "
+                f"{count_noun(np.unique(e.ids[e.missing]).size, 'missing node')}"
+            )
         if self_:
-            changes.append(f"dropped {count_noun(self_, f'{word} self-dependency', plural=f'{word} self-dependencies')}")
+            changes.append(
+                f"dropped {count_noun(self_, f'{word} self-dependency', plural=f'{word} self-dependencies')}"
+            )
         if dup:
-            changes.append("dropped " + count_noun(dup, f"repeated {word} dependency entry",
-                                           plural=f"repeated {word} dependency entries"))
+            changes.append(
+                "dropped "
+                + count_noun(dup, f"repeated {word} dependency entry", plural=f"repeated {word} dependency entries")
+            )
     cyclic = _ctrl_edges_on_cycles(out)
     if cyclic is not None:
         on_cycle, blocked = cyclic
         out = out.with_deps("ctrl", ~on_cycle)
-        changes.append(f"dropped {count_noun(int(on_cycle.sum()), 'control dependency', plural='control dependencies')} "
-                       f"that lie on dependency cycles (the data dependencies alone are acyclic; "
-                       f"{count_noun(blocked, 'node')} could never run)")
+        changes.append(
+            f"dropped {count_noun(int(on_cycle.sum()), 'control dependency', plural='control dependencies')} "
+            f"that lie on dependency cycles (the data dependencies alone are acyclic; "
+            f"{count_noun(blocked, 'node')} could never run)"
+        )
 
     extra = extra_attrs(trace)
     host = host_collectives(trace, present(trace, extra, Attr.COMM_TYPE), present(trace, extra, Attr.COMM_SIZE))
     if host.any():
         out.types[host] = NodeType.COMP_NODE
         names = sorted(set(trace.name_array[host][:200].tolist()))
-        changes.append(f"retyped {count_noun(int(host.sum()), 'host-side COMM_COLL node')} (is_cpu_op, neither "
-                       f"comm_type nor comm_size, e.g. {', '.join(repr(x) for x in names[:3])}) to COMP_NODE")
+        changes.append(
+            f"retyped {count_noun(int(host.sum()), 'host-side COMM_COLL node')} (is_cpu_op, neither "
+            f"comm_type nor comm_size, e.g. {', '.join(repr(x) for x in names[:3])}) to COMP_NODE"
+        )
     return out, changes

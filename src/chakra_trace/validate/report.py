@@ -1,4 +1,5 @@
 """What validation finds: issues (what is wrong, how often, on which nodes) and their report."""
+
 from __future__ import annotations
 
 import json
@@ -70,9 +71,14 @@ class ValidationReport:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "errors": len(self.errors), "warnings": len(self.warnings),
-                "nodes": self.nodes, "ranks": list(self.ranks),
-                "issues": [i.to_dict() for i in self.issues]}
+        return {
+            "ok": self.ok,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "nodes": self.nodes,
+            "ranks": list(self.ranks),
+            "issues": [i.to_dict() for i in self.issues],
+        }
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -128,7 +134,7 @@ def format_ids(ids: list[int], total: int | None = None) -> str:
 
 
 def count_noun(k: int, noun: str, verb: str | None = None, plural: str | None = None) -> str:
-    """"1 node has" / "3 nodes have": a count with its noun and (optionally) an agreeing verb."""
+    """ "1 node has" / "3 nodes have": a count with its noun and (optionally) an agreeing verb."""
     out = f"{k:,} {noun if k == 1 else (plural or noun + 's')}"
     if verb:
         out += " " + (verb if k != 1 else {"have": "has"}.get(verb, verb + "s"))

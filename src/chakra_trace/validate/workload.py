@@ -1,4 +1,5 @@
 """Checks across ranks: collective sequences per communicator group, and send/receive pairs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,17 +52,35 @@ def _check_groups(workload) -> list[Issue]:
     for g, members in workload.all_groups().items():
         absent = [r for r in members if r not in workload.traces]
         if absent:
-            issues.append(Issue(WARNING, "group-missing-rank", len(absent),
-                                f"{label(g)} lists {_rank_list(absent)} with no trace; their collectives "
-                                f"are not checked", [], None, False, {"group": g, "ranks": absent}))
+            issues.append(
+                Issue(
+                    WARNING,
+                    "group-missing-rank",
+                    len(absent),
+                    f"{label(g)} lists {_rank_list(absent)} with no trace; their collectives are not checked",
+                    [],
+                    None,
+                    False,
+                    {"group": g, "ranks": absent},
+                )
+            )
         if g in workload.groups:
-            outside = [r for r in workload.ranks if r not in members
-                       and _collective_seq(workload.traces[r], g)[0].size]
+            outside = [r for r in workload.ranks if r not in members and _collective_seq(workload.traces[r], g)[0].size]
             for r in outside:
                 ids = _collective_seq(workload.traces[r], g)[2]
-                issues.append(Issue(ERROR, "not-in-group", int(ids.size),
-                                    f"rank {r} issues {count_noun(int(ids.size), 'collective')} on {label(g)}, "
-                                    f"which does not include it", sample_ids(ids), r, False, {"group": g}))
+                issues.append(
+                    Issue(
+                        ERROR,
+                        "not-in-group",
+                        int(ids.size),
+                        f"rank {r} issues {count_noun(int(ids.size), 'collective')} on {label(g)}, "
+                        f"which does not include it",
+                        sample_ids(ids),
+                        r,
+                        False,
+                        {"group": g},
+                    )
+                )
         present = [r for r in members if r in workload.traces]
         if len(present) < 2:
             continue
@@ -85,8 +104,11 @@ def _check_groups(workload) -> list[Issue]:
                 if first < t_.size:
                     key = _describe(int(t_[first]), int(s_[first]))
                     ids.append(int(i_[first]))
-                    per_rank[r] = {"comm_type": collective_name(int(t_[first])), "comm_size": int(s_[first]),
-                                   "node_id": int(i_[first])}
+                    per_rank[r] = {
+                        "comm_type": collective_name(int(t_[first])),
+                        "comm_size": int(s_[first]),
+                        "node_id": int(i_[first]),
+                    }
                     if first < rt.size:
                         if t_[first] != rt[first]:
                             what.add("comm_type")
@@ -97,19 +119,36 @@ def _check_groups(workload) -> list[Issue]:
                     per_rank[r] = None
                 by.setdefault(key, []).append(r)
             parts = "; ".join(f"{_rank_list(rs_)}: {k}" for k, rs_ in by.items())
-            issues.append(Issue(ERROR, "group-mismatch", 1,
-                                f"{label(g)}: collective #{first} differs in {' and '.join(sorted(what))}: "
-                                f"{parts}", ids[:SAMPLE], None, False,
-                                {"group": g, "position": first, "differs": sorted(what), "ranks": per_rank}))
+            issues.append(
+                Issue(
+                    ERROR,
+                    "group-mismatch",
+                    1,
+                    f"{label(g)}: collective #{first} differs in {' and '.join(sorted(what))}: {parts}",
+                    ids[:SAMPLE],
+                    None,
+                    False,
+                    {"group": g, "position": first, "differs": sorted(what), "ranks": per_rank},
+                )
+            )
         lens = {r: int(seqs[r][0].size) for r in present}
         if len(set(lens.values())) > 1:
             by_len: dict[int, list[int]] = {}
             for r, k in lens.items():
                 by_len.setdefault(k, []).append(r)
             parts = "; ".join(f"{_rank_list(rs_)}: {k:,}" for k, rs_ in sorted(by_len.items()))
-            issues.append(Issue(ERROR, "group-count-mismatch", len(set(lens.values())),
-                                f"{label(g)}: ranks issue different numbers of collectives: {parts}", [], None,
-                                False, {"group": g, "lengths": {str(r): k for r, k in lens.items()}}))
+            issues.append(
+                Issue(
+                    ERROR,
+                    "group-count-mismatch",
+                    len(set(lens.values())),
+                    f"{label(g)}: ranks issue different numbers of collectives: {parts}",
+                    [],
+                    None,
+                    False,
+                    {"group": g, "lengths": {str(r): k for r, k in lens.items()}},
+                )
+            )
     return issues
 
 
@@ -118,8 +157,14 @@ def _p2p(t: Trace, rank: int, node_type: int, peer_attr: str):
     k = int(m.sum())
     tag = np.where(t.has(Attr.COMM_TAG), t.comm_tag, 0)[m].astype(np.int64)
     size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)[m].astype(np.int64)
-    return (np.full(k, rank, np.int64), getattr(t, peer_attr)[m].astype(np.int64), tag, size, t.ids[m],
-            np.flatnonzero(m))
+    return (
+        np.full(k, rank, np.int64),
+        getattr(t, peer_attr)[m].astype(np.int64),
+        tag,
+        size,
+        t.ids[m],
+        np.flatnonzero(m),
+    )
 
 
 def _check_p2p(workload) -> list[Issue]:
@@ -142,10 +187,19 @@ def _check_p2p(workload) -> list[Issue]:
         bad = ~np.isin(peer, ranks) & (peer >= 0)
         for r in np.unique(rk[bad]).tolist():
             m = bad & (rk == r)
-            issues.append(Issue(ERROR, "unknown-peer", int(m.sum()),
-                                f"{count_noun(int(m.sum()), 'COMM_' + name.upper() + ' node')} {word} "
-                                f"{_rank_list(np.unique(peer[m]).tolist())}, not in the workload",
-                                sample_ids(ids[m]), r, False, {"kind": name, "peers": np.unique(peer[m]).tolist()[:SAMPLE]}))
+            issues.append(
+                Issue(
+                    ERROR,
+                    "unknown-peer",
+                    int(m.sum()),
+                    f"{count_noun(int(m.sum()), 'COMM_' + name.upper() + ' node')} {word} "
+                    f"{_rank_list(np.unique(peer[m]).tolist())}, not in the workload",
+                    sample_ids(ids[m]),
+                    r,
+                    False,
+                    {"kind": name, "peers": np.unique(peer[m]).tolist()[:SAMPLE]},
+                )
+            )
     # match in order per (src, dst, tag): the k-th send with a key pairs with the k-th receive
     s_ok = np.isin(s_peer, ranks)
     r_ok = np.isin(r_peer, ranks)
@@ -181,18 +235,40 @@ def _check_p2p(workload) -> list[Issue]:
     ps, pr = o[:-1][pair], o[1:][pair] - ns
     diff = S[3][ps] != R[3][pr]
     if diff.any():
-        ex = [f"rank {int(S[0][a])} → {int(S[1][a])} tag {int(S[2][a])}: send {_bytes(int(S[3][a]))} (node "
-              f"{int(S[4][a])}), recv {_bytes(int(R[3][b]))} (node {int(R[4][b])})"
-              for a, b in zip(ps[diff][:3], pr[diff][:3])]
-        issues.append(Issue(ERROR, "p2p-size-mismatch", int(diff.sum()),
-                            f"{count_noun(int(diff.sum()), 'send/receive pair', 'disagree')} on comm_size: "
-                            + "; ".join(ex), sample_ids(S[4][ps[diff]]), None, False,
-                            {"pairs": [{"src": int(S[0][a]), "dst": int(S[1][a]), "tag": int(S[2][a]),
-                                        "send_node": int(S[4][a]), "recv_node": int(R[4][b]),
-                                        "send_size": int(S[3][a]), "recv_size": int(R[3][b])}
-                                       for a, b in zip(ps[diff][:SAMPLE], pr[diff][:SAMPLE])]}))
-    for code, X, m, own, word, other in (("unmatched-send", S, ~sm, 0, "COMM_SEND", "receive"),
-                                         ("unmatched-recv", R, ~rm, 1, "COMM_RECV", "send")):
+        ex = [
+            f"rank {int(S[0][a])} → {int(S[1][a])} tag {int(S[2][a])}: send {_bytes(int(S[3][a]))} (node "
+            f"{int(S[4][a])}), recv {_bytes(int(R[3][b]))} (node {int(R[4][b])})"
+            for a, b in zip(ps[diff][:3], pr[diff][:3])
+        ]
+        issues.append(
+            Issue(
+                ERROR,
+                "p2p-size-mismatch",
+                int(diff.sum()),
+                f"{count_noun(int(diff.sum()), 'send/receive pair', 'disagree')} on comm_size: " + "; ".join(ex),
+                sample_ids(S[4][ps[diff]]),
+                None,
+                False,
+                {
+                    "pairs": [
+                        {
+                            "src": int(S[0][a]),
+                            "dst": int(S[1][a]),
+                            "tag": int(S[2][a]),
+                            "send_node": int(S[4][a]),
+                            "recv_node": int(R[4][b]),
+                            "send_size": int(S[3][a]),
+                            "recv_size": int(R[3][b]),
+                        }
+                        for a, b in zip(ps[diff][:SAMPLE], pr[diff][:SAMPLE])
+                    ]
+                },
+            )
+        )
+    for code, X, m, own, word, other in (
+        ("unmatched-send", S, ~sm, 0, "COMM_SEND", "receive"),
+        ("unmatched-recv", R, ~rm, 1, "COMM_RECV", "send"),
+    ):
         for r in np.unique(X[own][m]).tolist():
             mr = m & (X[own] == r)
             chans = np.unique(np.stack([X[1 - own][mr], X[2][mr]]), axis=1)
@@ -201,10 +277,17 @@ def _check_p2p(workload) -> list[Issue]:
                 k = int((mr & (X[1 - own] == peer) & (X[2] == tag)).sum())
                 desc.append(f"{k:,} {'to' if own == 0 else 'from'} rank {peer} tag {tag}")
             more = f", … ({chans.shape[1] - 3} more channels)" if chans.shape[1] > 3 else ""
-            issues.append(Issue(ERROR, code, int(mr.sum()),
-                                f"{count_noun(int(mr.sum()), word + ' node', 'have')} no matching {other} "
-                                f"(matched in order per source, destination and tag): {'; '.join(desc)}{more}",
-                                sample_ids(X[4][mr]), r, False,
-                                {"channels": [{"peer": int(p), "tag": int(tg)}
-                                              for p, tg in chans.T[:SAMPLE].tolist()]}))
+            issues.append(
+                Issue(
+                    ERROR,
+                    code,
+                    int(mr.sum()),
+                    f"{count_noun(int(mr.sum()), word + ' node', 'have')} no matching {other} "
+                    f"(matched in order per source, destination and tag): {'; '.join(desc)}{more}",
+                    sample_ids(X[4][mr]),
+                    r,
+                    False,
+                    {"channels": [{"peer": int(p), "tag": int(tg)} for p, tg in chans.T[:SAMPLE].tolist()]},
+                )
+            )
     return issues

@@ -5,6 +5,7 @@ works on a selection (rows, or a regex on op names plus N hops of neighbors) und
 cap, streams its text chunk by chunk into an atomic temp file, and formats label pieces once
 per distinct name / type / duration instead of once per node.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -114,8 +115,9 @@ def _edges(trace: Trace) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def select_rows(trace: Trace, rows=None, name: str | None = None, neighbors: int = 0,
-                *, edges: dict | None = None) -> np.ndarray:
+def select_rows(
+    trace: Trace, rows=None, name: str | None = None, neighbors: int = 0, *, edges: dict | None = None
+) -> np.ndarray:
     """Sorted rows of the part of the graph to show: `rows` (indices or a boolean mask) and/or
     op names matching the regex `name` (both: their intersection), then `neighbors` hops of
     direct predecessors and successors (data or control). Nothing given: every row."""
@@ -229,9 +231,19 @@ class _Graph:
         has_src, has_dst = t.has(Attr.COMM_SRC)[rows], t.has(Attr.COMM_DST)[rows]
         types = t.types[rows]
         # one formatting per distinct (type, collective, size, peer) combination
-        key = np.stack([types, np.where(has_ct, t.comm_type[rows], -1), np.where(has_sz, t.comm_size[rows], -1),
-                        np.where(has_src, t.comm_src[rows], -1), np.where(has_dst, t.comm_dst[rows], -1),
-                        has_ct, has_sz, has_src, has_dst]).T.astype(np.int64)
+        key = np.stack(
+            [
+                types,
+                np.where(has_ct, t.comm_type[rows], -1),
+                np.where(has_sz, t.comm_size[rows], -1),
+                np.where(has_src, t.comm_src[rows], -1),
+                np.where(has_dst, t.comm_dst[rows], -1),
+                has_ct,
+                has_sz,
+                has_src,
+                has_dst,
+            ]
+        ).T.astype(np.int64)
         uniq, inv = np.unique(key, axis=0, return_inverse=True)
         texts = []
         for ty, ct, sz, src, dst, hct, hsz, hsrc, hdst in uniq.tolist():
@@ -253,38 +265,48 @@ class _Graph:
 
     def labels(self, i: int, j: int, name_tbl: np.ndarray, type_tbl: np.ndarray, newline: str) -> np.ndarray:
         """name <newline> TYPE [comm] · duration, pieces looked up from per-distinct tables."""
-        return (name_tbl[self.name_inv[i:j]] + newline + type_tbl[self.type_inv[i:j]] + self.comm[i:j] + " · "
-                + self.dur_text[self.dur_inv[i:j]])
+        return (
+            name_tbl[self.name_inv[i:j]]
+            + newline
+            + type_tbl[self.type_inv[i:j]]
+            + self.comm[i:j]
+            + " · "
+            + self.dur_text[self.dur_inv[i:j]]
+        )
 
     def header(self) -> str:
         ne = sum(a.size for a, _ in self.edges.values())
-        return (f"{self.sel.size} nodes, {ne} edges ({self.edges['data'][0].size} data, "
-                f"{self.edges['ctrl'][0].size} ctrl); skipped dependencies: {self.skipped_missing} on missing "
-                f"nodes, {self.skipped_outside} crossing the selection")
+        return (
+            f"{self.sel.size} nodes, {ne} edges ({self.edges['data'][0].size} data, "
+            f"{self.edges['ctrl'][0].size} ctrl); skipped dependencies: {self.skipped_missing} on missing "
+            f"nodes, {self.skipped_outside} crossing the selection"
+        )
 
 
 def _dot_chunks(g: _Graph, title: str) -> Iterator[str]:
     names = [g.trace.names[c] for c in g.name_codes.tolist()]
     name_tbl = np.array([dot_escape(_short(s)) for s in names] or [""], object)
     type_tbl = np.array([_type_label(t) for t in g.type_codes.tolist()] or [""], object)
-    style_tbl = np.array(['shape=%s, fillcolor="%s"' % _STYLE.get(int(t), _DEFAULT_STYLE)
-                          for t in g.type_codes.tolist()] or [""], object)
-    yield (f"// chakra-trace graph: {g.header()}\n"
-           f'digraph "{dot_escape(title)}" {{\n'
-           f'  graph [rankdir=TB, comment="skipped_missing={g.skipped_missing} '
-           f'skipped_outside={g.skipped_outside}"];\n'
-           '  node [style=filled, fontname="Helvetica", fontsize=10];\n'
-           '  edge [color="#495057"];\n')
+    style_tbl = np.array(
+        ['shape=%s, fillcolor="%s"' % _STYLE.get(int(t), _DEFAULT_STYLE) for t in g.type_codes.tolist()] or [""], object
+    )
+    yield (
+        f"// chakra-trace graph: {g.header()}\n"
+        f'digraph "{dot_escape(title)}" {{\n'
+        f'  graph [rankdir=TB, comment="skipped_missing={g.skipped_missing} '
+        f'skipped_outside={g.skipped_outside}"];\n'
+        '  node [style=filled, fontname="Helvetica", fontsize=10];\n'
+        '  edge [color="#495057"];\n'
+    )
     k = g.sel.size
     for i in range(0, k, _CHUNK):
         j = min(k, i + _CHUNK)
         lab = g.labels(i, j, name_tbl, type_tbl, "\\n")
-        yield "".join(("  " + g.keys(i, j) + ' [label="' + lab + '", ' + style_tbl[g.type_inv[i:j]] + "];\n")
-                      .tolist())
+        yield "".join(("  " + g.keys(i, j) + ' [label="' + lab + '", ' + style_tbl[g.type_inv[i:j]] + "];\n").tolist())
     for kind, suffix in (("data", ";\n"), ("ctrl", " [style=dashed];\n")):
         a, b = g.edges[kind]
         for i in range(0, a.size, _CHUNK):
-            src, dst = a[i:i + _CHUNK], b[i:i + _CHUNK]
+            src, dst = a[i : i + _CHUNK], b[i : i + _CHUNK]
             yield "".join(("  " + _keys_at(g, src) + " -> " + _keys_at(g, dst) + suffix).tolist())
     yield "}\n"
 
@@ -298,10 +320,18 @@ def _keys_at(g: _Graph, positions: np.ndarray) -> np.ndarray:
 
 
 _GRAPHML_KEYS = (  # (id, for, type)
-    ("id", "node", "long"), ("name", "node", "string"), ("type", "node", "string"),
-    ("duration_us", "node", "long"), ("start_us", "node", "long"), ("comm_type", "node", "string"),
-    ("comm_size", "node", "long"), ("pg_name", "node", "string"), ("label", "node", "string"),
-    ("kind", "edge", "string"), ("nodes", "graph", "long"), ("skipped_missing", "graph", "long"),
+    ("id", "node", "long"),
+    ("name", "node", "string"),
+    ("type", "node", "string"),
+    ("duration_us", "node", "long"),
+    ("start_us", "node", "long"),
+    ("comm_type", "node", "string"),
+    ("comm_size", "node", "long"),
+    ("pg_name", "node", "string"),
+    ("label", "node", "string"),
+    ("kind", "edge", "string"),
+    ("nodes", "graph", "long"),
+    ("skipped_missing", "graph", "long"),
     ("skipped_outside", "graph", "long"),
 )
 
@@ -313,18 +343,22 @@ def _graphml_chunks(g: _Graph, title: str) -> Iterator[str]:
     short_tbl = np.array([xml_escape(_short(s)) for s in names] or [""], object)
     type_tbl = np.array([node_type_name(int(x)) for x in g.type_codes.tolist()] or [""], object)
     short_type = np.array([_type_label(x) for x in g.type_codes.tolist()] or [""], object)
-    head = ['<?xml version="1.0" encoding="UTF-8"?>\n',
-            '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
-            'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
-            'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
-            'http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd">\n',
-            f"  <!-- chakra-trace graph: {g.header()} -->\n"]
+    head = [
+        '<?xml version="1.0" encoding="UTF-8"?>\n',
+        '<graphml xmlns="http://graphml.graphdrawing.org/xmlns" '
+        'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+        'xsi:schemaLocation="http://graphml.graphdrawing.org/xmlns '
+        'http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd">\n',
+        f"  <!-- chakra-trace graph: {g.header()} -->\n",
+    ]
     head += [f'  <key id="{k}" for="{f}" attr.name="{k}" attr.type="{ty}"/>\n' for k, f, ty in _GRAPHML_KEYS]
     gid = re.sub(r"[^\w.-]", "_", title) or "G"  # an XML name token
-    head.append(f'  <graph id="{gid}" edgedefault="directed">\n'
-                f'    <data key="nodes">{sel.size}</data>\n'
-                f'    <data key="skipped_missing">{g.skipped_missing}</data>\n'
-                f'    <data key="skipped_outside">{g.skipped_outside}</data>\n')
+    head.append(
+        f'  <graph id="{gid}" edgedefault="directed">\n'
+        f'    <data key="nodes">{sel.size}</data>\n'
+        f'    <data key="skipped_missing">{g.skipped_missing}</data>\n'
+        f'    <data key="skipped_outside">{g.skipped_outside}</data>\n'
+    )
     yield "".join(head)
     has_ct, has_sz, has_pg = t.has(Attr.COMM_TYPE), t.has(Attr.COMM_SIZE), t.has(Attr.PG_NAME)
     groups = np.array([xml_escape(s) for s in t.groups] or [""], object)
@@ -334,18 +368,29 @@ def _graphml_chunks(g: _Graph, title: str) -> Iterator[str]:
         j = min(k, i + _CHUNK)
         rows = sel[i:j]
         lab = g.labels(i, j, short_tbl, short_type, "\n")
-        line = ('    <node id="' + g.keys(i, j) + '"><data key="id">' + t.ids[rows].astype(str).astype(object)
-                + '</data><data key="name">' + name_tbl[g.name_inv[i:j]]
-                + '</data><data key="type">' + type_tbl[g.type_inv[i:j]]
-                + '</data><data key="duration_us">' + t.duration[rows].astype(str).astype(object)
-                + '</data><data key="start_us">' + t.start[rows].astype(str).astype(object) + "</data>")
+        line = (
+            '    <node id="'
+            + g.keys(i, j)
+            + '"><data key="id">'
+            + t.ids[rows].astype(str).astype(object)
+            + '</data><data key="name">'
+            + name_tbl[g.name_inv[i:j]]
+            + '</data><data key="type">'
+            + type_tbl[g.type_inv[i:j]]
+            + '</data><data key="duration_us">'
+            + t.duration[rows].astype(str).astype(object)
+            + '</data><data key="start_us">'
+            + t.start[rows].astype(str).astype(object)
+            + "</data>"
+        )
         m = has_ct[rows]
         if m.any():
             codes = t.comm_type[rows[m]]
             for c in np.unique(codes).tolist():
                 ct_names.setdefault(c, collective_name(c))
-            line[m] = line[m] + '<data key="comm_type">' + np.array(
-                [ct_names[c] for c in codes.tolist()], object) + "</data>"
+            line[m] = (
+                line[m] + '<data key="comm_type">' + np.array([ct_names[c] for c in codes.tolist()], object) + "</data>"
+            )
         m = has_sz[rows]
         if m.any():
             line[m] = line[m] + '<data key="comm_size">' + t.comm_size[rows[m]].astype(str).astype(object) + "</data>"
@@ -357,11 +402,20 @@ def _graphml_chunks(g: _Graph, title: str) -> Iterator[str]:
     for kind in ("data", "ctrl"):
         a, b = g.edges[kind]
         for i in range(0, a.size, _CHUNK):
-            src, dst = a[i:i + _CHUNK], b[i:i + _CHUNK]
+            src, dst = a[i : i + _CHUNK], b[i : i + _CHUNK]
             eid = np.char.add("e", np.arange(n_edge, n_edge + src.size).astype(str)).astype(object)
             n_edge += src.size
-            yield "".join(('    <edge id="' + eid + '" source="' + _keys_at(g, src) + '" target="'
-                           + _keys_at(g, dst) + f'"><data key="kind">{kind}</data></edge>\n').tolist())
+            yield "".join(
+                (
+                    '    <edge id="'
+                    + eid
+                    + '" source="'
+                    + _keys_at(g, src)
+                    + '" target="'
+                    + _keys_at(g, dst)
+                    + f'"><data key="kind">{kind}</data></edge>\n'
+                ).tolist()
+            )
     yield "  </graph>\n</graphml>\n"
 
 
@@ -376,9 +430,17 @@ def _format_of(path) -> str:
     raise ChakraError(f"{path}: cannot tell the graph format from the name; expected .dot, .gv or .graphml")
 
 
-def export_graph(trace: Trace, path: str | os.PathLike | None = None, *, format: str | None = None,
-                 max_nodes: int | None = MAX_NODES, rows=None, name: str | None = None, neighbors: int = 0,
-                 title: str = "chakra") -> GraphExport:
+def export_graph(
+    trace: Trace,
+    path: str | os.PathLike | None = None,
+    *,
+    format: str | None = None,
+    max_nodes: int | None = MAX_NODES,
+    rows=None,
+    name: str | None = None,
+    neighbors: int = 0,
+    title: str = "chakra",
+) -> GraphExport:
     """Write the (selected) graph as DOT or GraphML to `path` (atomically; gzip when the name
     ends in .gz), or return its text in `.text` when `path` is None. Data dependencies are
     solid edges, control dependencies dashed; both point from a dependency to its dependent."""
@@ -392,11 +454,19 @@ def export_graph(trace: Trace, path: str | os.PathLike | None = None, *, format:
         raise ChakraError(
             f"{what} {sel.size:,} nodes, over the cap of {max_nodes:,}: a graph that big is unreadable and slow to "
             f"open. Select part of it by op name with name=REGEX (CLI: --name REGEX, add --neighbors N for "
-            f"the nodes around it) or with rows=, or raise the cap with max_nodes= (CLI: --max-nodes N)")
+            f"the nodes around it) or with rows=, or raise the cap with max_nodes= (CLI: --max-nodes N)"
+        )
     g = _Graph(trace, sel, edges)
     chunks = (_dot_chunks if fmt == "dot" else _graphml_chunks)(g, title)
-    res = GraphExport(fmt, None, int(sel.size), int(g.edges["data"][0].size), int(g.edges["ctrl"][0].size),
-                      g.skipped_missing, g.skipped_outside)
+    res = GraphExport(
+        fmt,
+        None,
+        int(sel.size),
+        int(g.edges["data"][0].size),
+        int(g.edges["ctrl"][0].size),
+        g.skipped_missing,
+        g.skipped_outside,
+    )
     if path is None:
         res.text = "".join(chunks)
         return res
@@ -408,18 +478,31 @@ def export_graph(trace: Trace, path: str | os.PathLike | None = None, *, format:
     return res
 
 
-def to_dot(trace: Trace, path: str | os.PathLike | None = None, *, max_nodes: int | None = MAX_NODES, rows=None,
-           name: str | None = None, neighbors: int = 0) -> str | Path:
+def to_dot(
+    trace: Trace,
+    path: str | os.PathLike | None = None,
+    *,
+    max_nodes: int | None = MAX_NODES,
+    rows=None,
+    name: str | None = None,
+    neighbors: int = 0,
+) -> str | Path:
     """The graph as Graphviz DOT: written to `path` (returns the Path), or returned as text."""
     res = export_graph(trace, path, format="dot", max_nodes=max_nodes, rows=rows, name=name, neighbors=neighbors)
     return res.text if path is None else res.path
 
 
-def to_graphml(trace: Trace, path: str | os.PathLike | None = None, *, max_nodes: int | None = MAX_NODES,
-               rows=None, name: str | None = None, neighbors: int = 0) -> str | Path:
+def to_graphml(
+    trace: Trace,
+    path: str | os.PathLike | None = None,
+    *,
+    max_nodes: int | None = MAX_NODES,
+    rows=None,
+    name: str | None = None,
+    neighbors: int = 0,
+) -> str | Path:
     """The graph as GraphML (for Gephi, yEd, Cytoscape, networkx): to `path`, or as text."""
-    res = export_graph(trace, path, format="graphml", max_nodes=max_nodes, rows=rows, name=name,
-                       neighbors=neighbors)
+    res = export_graph(trace, path, format="graphml", max_nodes=max_nodes, rows=rows, name=name, neighbors=neighbors)
     return res.text if path is None else res.path
 
 
@@ -430,7 +513,6 @@ _NODE_STMT = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|[\w.]+)\s*(\[|;|$)')
 
 def _open_dot(path: Path):
     if path.name.endswith(".gz"):
-
         return gzip.open(path, "rb")
     return open(path, "rb")
 
@@ -454,9 +536,15 @@ def _count(path: Path) -> tuple[int, int]:
         return n, e
 
 
-def render(dot_path: str | os.PathLike, out_path: str | os.PathLike, fmt: str | None = None, *,
-           max_nodes: int | None = RENDER_MAX_NODES, max_edges: int | None = RENDER_MAX_EDGES,
-           timeout: float = RENDER_TIMEOUT_S) -> Path:
+def render(
+    dot_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    fmt: str | None = None,
+    *,
+    max_nodes: int | None = RENDER_MAX_NODES,
+    max_edges: int | None = RENDER_MAX_EDGES,
+    timeout: float = RENDER_TIMEOUT_S,
+) -> Path:
     """Lay out a DOT file with Graphviz (`dot -T<fmt>`) into out_path (svg, pdf or png; by
     default from its suffix). Refuses graphs over `max_nodes` or `max_edges`, whose layout
     takes too long, and stops Graphviz after `timeout` seconds."""
@@ -468,19 +556,24 @@ def render(dot_path: str | os.PathLike, out_path: str | os.PathLike, fmt: str | 
         nodes, edges = _count(dot_path)
     except OSError as e:
         raise ChakraError(f"{dot_path}: cannot read the DOT file: {e}") from None
-    over = [f"{v:,} {what} (cap {cap:,})" for v, cap, what in ((nodes, max_nodes, "nodes"), (edges, max_edges, "edges"))
-            if cap is not None and v > cap]
+    over = [
+        f"{v:,} {what} (cap {cap:,})"
+        for v, cap, what in ((nodes, max_nodes, "nodes"), (edges, max_edges, "edges"))
+        if cap is not None and v > cap
+    ]
     if over:
         raise ChakraError(
             f"{dot_path}: too big to render, {' and '.join(over)}: Graphviz's layout of a graph that big takes "
             f"very long. The DOT file is written; select a smaller part with --name REGEX [--neighbors N], or "
-            f"open a .graphml export in a viewer made for big graphs (Gephi, Cytoscape)")
+            f"open a .graphml export in a viewer made for big graphs (Gephi, Cytoscape)"
+        )
     exe = shutil.which("dot")
     if exe is None:
         raise ChakraError(
             f"Graphviz is not installed (no `dot` program on PATH), so {out_path} was not drawn; the graph is "
             f"written to {dot_path}. Install Graphviz (`apt install graphviz`, `brew install graphviz` or "
-            f"`conda install graphviz`) and run: dot -T{fmt} {dot_path} -o {out_path}")
+            f"`conda install graphviz`) and run: dot -T{fmt} {dot_path} -o {out_path}"
+        )
     fd, tmp = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent or ".")
     os.close(fd)
     try:
@@ -492,13 +585,16 @@ def render(dot_path: str | os.PathLike, out_path: str | os.PathLike, fmt: str | 
                 args, text = [exe, f"-T{fmt}", "-o", tmp, str(dot_path)], None
             proc = subprocess.run(args, input=text, capture_output=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise ChakraError(f"{dot_path}: Graphviz did not finish the layout of {nodes:,} nodes and {edges:,} edges "
-                              f"in {timeout:g} s; "
-                              f"select a smaller part of the graph with --name REGEX") from None
+            raise ChakraError(
+                f"{dot_path}: Graphviz did not finish the layout of {nodes:,} nodes and {edges:,} edges "
+                f"in {timeout:g} s; "
+                f"select a smaller part of the graph with --name REGEX"
+            ) from None
         if proc.returncode != 0:
             err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise ChakraError(f"{dot_path}: Graphviz failed (exit {proc.returncode}): "
-                              f"{' / '.join(err[-3:]) or 'no message'}")
+            raise ChakraError(
+                f"{dot_path}: Graphviz failed (exit {proc.returncode}): {' / '.join(err[-3:]) or 'no message'}"
+            )
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

@@ -15,6 +15,7 @@ Blocks (``type``): ``text``, ``kv``, ``table``, ``bars``, ``heatmap``, ``timelin
 see `BLOCK_TYPES` and the checks below for their fields. Numbers may be numpy scalars or arrays;
 NaN and infinities become null (shown as "–").
 """
+
 from __future__ import annotations
 
 import html
@@ -40,6 +41,7 @@ _RESERVED_IDS = {"report-data"}
 
 # ---------------------------------------------------------------- public API
 
+
 def render_html(doc: dict) -> str:
     """The report as one HTML page; raises ChakraError naming the section and block at fault."""
     data = _check_document(doc)
@@ -49,11 +51,11 @@ def render_html(doc: dict) -> str:
     payload = payload.replace("</", "<\\/").replace("<!--", "\\u003c!--")
     css, js = _assets()
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(data['title'])}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
         "<noscript><p>This report draws its content with JavaScript; enable it to see the report.</p></noscript>\n"
-        f"<script type=\"application/json\" id=\"report-data\">{payload}</script>\n"
+        f'<script type="application/json" id="report-data">{payload}</script>\n'
         f"<script>\n{js}</script>\n</body>\n</html>\n"
     )
 
@@ -69,6 +71,7 @@ def write_html(doc: dict, path: str | os.PathLike) -> Path:
 
 
 # ---------------------------------------------------------------- assets
+
 
 @lru_cache(maxsize=1)
 def _assets() -> tuple[str, str]:
@@ -90,6 +93,7 @@ def _assets() -> tuple[str, str]:
 
 # ---------------------------------------------------------------- JSON conversion
 
+
 class _NotJsonable(Exception):
     pass
 
@@ -108,8 +112,10 @@ def _jsonable(obj: Any) -> Any:
         return _array(obj)
     if isinstance(obj, np.generic):
         return _jsonable(obj.item())
-    raise _NotJsonable(f"a value of type {type(obj).__name__} cannot be stored in a report (expected str, number, "
-                       "bool, None, list or dict)")
+    raise _NotJsonable(
+        f"a value of type {type(obj).__name__} cannot be stored in a report (expected str, number, "
+        "bool, None, list or dict)"
+    )
 
 
 def _array(a: np.ndarray) -> Any:
@@ -128,6 +134,7 @@ def _array(a: np.ndarray) -> Any:
 
 
 # ---------------------------------------------------------------- validation
+
 
 def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -228,14 +235,19 @@ def _check_text(b: dict, w: _Where) -> None:
 
 
 def _check_kv(b: dict, w: _Where) -> None:
-    w.list_of(b, "items", lambda it: isinstance(it, list) and len(it) == 2 and _is_label(it[0])
-              and (it[1] is None or _is_label(it[1])), "[label, value] pairs (str or number)")
+    w.list_of(
+        b,
+        "items",
+        lambda it: isinstance(it, list) and len(it) == 2 and _is_label(it[0]) and (it[1] is None or _is_label(it[1])),
+        "[label, value] pairs (str or number)",
+    )
 
 
 def _check_table(b: dict, w: _Where) -> None:
     w.field(b, "caption", lambda v: isinstance(v, str), "a str", optional=True)
-    cols = w.list_of(b, "columns", lambda c: isinstance(c, dict) and isinstance(c.get("key"), str),
-                     "dicts with a str 'key'")
+    cols = w.list_of(
+        b, "columns", lambda c: isinstance(c, dict) and isinstance(c.get("key"), str), "dicts with a str 'key'"
+    )
     if not cols:
         w.fail("field 'columns' is empty; a table needs at least one column")
     for i, c in enumerate(cols):
@@ -247,8 +259,13 @@ def _check_table(b: dict, w: _Where) -> None:
         for k, v in r.items():
             if not (v is None or isinstance(v, (str, bool)) or _is_num(v)):
                 w.fail(f"rows[{i}][{k!r}] is {_describe(v)}, expected a str, number or null")
-    w.field(b, "max_rows", lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
-            "a positive int", optional=True)
+    w.field(
+        b,
+        "max_rows",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v > 0,
+        "a positive int",
+        optional=True,
+    )
 
 
 def _check_bars(b: dict, w: _Where) -> None:
@@ -256,8 +273,12 @@ def _check_bars(b: dict, w: _Where) -> None:
     w.field(b, "unit", lambda v: isinstance(v, str), "a str", default="")
     w.field(b, "stacked", lambda v: isinstance(v, bool), "a bool", default=False)
     cats = w.list_of(b, "categories", _is_label, "category names (str)")
-    series = w.list_of(b, "series", lambda s: isinstance(s, dict) and _is_label(s.get("name"))
-                       and isinstance(s.get("values"), list), "dicts with 'name' and a list of 'values'")
+    series = w.list_of(
+        b,
+        "series",
+        lambda s: isinstance(s, dict) and _is_label(s.get("name")) and isinstance(s.get("values"), list),
+        "dicts with 'name' and a list of 'values'",
+    )
     for i, s in enumerate(series):
         if len(s["values"]) != len(cats):
             w.fail(f"series[{i}] ({s['name']!r}) has {len(s['values'])} values for {len(cats)} categories")
@@ -295,8 +316,11 @@ def _numeric_rows(b: dict, key: str, fields: str, w: _Where) -> np.ndarray:
     if not v:
         return np.zeros((0, width))
     # type checks at C speed; the per-row loop only runs to name the first bad row
-    if (set(map(type, v)) != {list} or set(map(len, v)) != {width}
-            or not set(map(type, itertools.chain.from_iterable(v))) <= {int, float}):
+    if (
+        set(map(type, v)) != {list}
+        or set(map(len, v)) != {width}
+        or not set(map(type, itertools.chain.from_iterable(v))) <= {int, float}
+    ):
         for i, row in enumerate(v):
             if not isinstance(row, list) or len(row) != width or not all(_is_num(x) for x in row):
                 w.fail(f"{key}[{i}] is {_describe(row)}, expected [{fields}] ({width} numbers)")
@@ -315,8 +339,12 @@ def _check_index(a: np.ndarray, col: int, n: int, key: str, what: str, w: _Where
 
 
 def _check_timeline(b: dict, w: _Where) -> None:
-    tracks = w.list_of(b, "tracks", lambda t: isinstance(t, dict) and isinstance(t.get("pid"), int)
-                       and isinstance(t.get("tid"), (int, str)), "dicts with int 'pid' and int or str 'tid'")
+    tracks = w.list_of(
+        b,
+        "tracks",
+        lambda t: isinstance(t, dict) and isinstance(t.get("pid"), int) and isinstance(t.get("tid"), (int, str)),
+        "dicts with int 'pid' and int or str 'tid'",
+    )
     for i, t in enumerate(tracks):
         tw = _Where(f"{w.prefix}: tracks[{i}]")
         tw.field(t, "name", lambda v: isinstance(v, str), "a str", default=f"tid {t['tid']}")
@@ -360,8 +388,13 @@ def _check_scatter(b: dict, w: _Where) -> None:
             w.fail(f"points[{i}] has label index {p[2]!r}, expected an int in [0, {len(labels)}) or null")
         if not index_ok(p[3], len(groups)):
             w.fail(f"points[{i}] has group index {p[3]!r}, expected an int in [0, {len(groups)}) or null")
-    lines = w.list_of(b, "lines", lambda ln: isinstance(ln, dict) and _is_label(ln.get("name"))
-                      and isinstance(ln.get("points"), list), "dicts with 'name' and 'points'", default=[])
+    lines = w.list_of(
+        b,
+        "lines",
+        lambda ln: isinstance(ln, dict) and _is_label(ln.get("name")) and isinstance(ln.get("points"), list),
+        "dicts with 'name' and 'points'",
+        default=[],
+    )
     for i, ln in enumerate(lines):
         for j, p in enumerate(ln["points"]):
             if not (isinstance(p, list) and len(p) == 2 and all(v is None or _is_num(v) for v in p)):
@@ -369,6 +402,11 @@ def _check_scatter(b: dict, w: _Where) -> None:
 
 
 _CHECKS = {
-    "text": _check_text, "kv": _check_kv, "table": _check_table, "bars": _check_bars,
-    "heatmap": _check_heatmap, "timeline": _check_timeline, "scatter": _check_scatter,
+    "text": _check_text,
+    "kv": _check_kv,
+    "table": _check_table,
+    "bars": _check_bars,
+    "heatmap": _check_heatmap,
+    "timeline": _check_timeline,
+    "scatter": _check_scatter,
 }

@@ -5,6 +5,7 @@ when a plot is made, and used through `Figure` + the Agg canvas so no display is
 the global pyplot state is never touched. Every plot stays readable for jobs of thousands of
 ranks: past a few dozen ranks it aggregates, and heatmaps cap or bin their rows and columns.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,9 @@ def _require():
     try:
         import matplotlib
     except ImportError:
-        raise ChakraError("plotting needs matplotlib, which is not installed: pip install 'chakra-trace[plot]'") \
-            from None
+        raise ChakraError(
+            "plotting needs matplotlib, which is not installed: pip install 'chakra-trace[plot]'"
+        ) from None
     return matplotlib
 
 
@@ -50,8 +52,7 @@ def _figure(width: float, height: float):
 def _format(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise ChakraError(f"{path}: cannot tell the image format from the name; expected one of "
-                          f"{', '.join(FORMATS)}")
+        raise ChakraError(f"{path}: cannot tell the image format from the name; expected one of {', '.join(FORMATS)}")
     return fmt
 
 
@@ -89,13 +90,17 @@ def plot_breakdown(breakdown, path: str | os.PathLike, *, max_bars: int = MAX_BA
     rows = breakdown.rows if hasattr(breakdown, "rows") else list(breakdown)
     if not rows:
         raise ChakraError("plot_breakdown: the breakdown has no ranks to plot")
-    col = {k: np.array([float(r[k]) for r in rows]) for k in
-           ("span_us", "compute_us", "overlap_us", "exposed_comm_us", "idle_us")}
+    col = {
+        k: np.array([float(r[k]) for r in rows])
+        for k in ("span_us", "compute_us", "overlap_us", "exposed_comm_us", "idle_us")
+    }
     ranks = [r.get("rank", i) for i, r in enumerate(rows)]
-    parts = [("compute (not overlapped)", np.maximum(col["compute_us"] - col["overlap_us"], 0), _COLORS["compute"]),
-             ("overlap (compute + comm)", np.maximum(col["overlap_us"], 0), _COLORS["overlap"]),
-             ("exposed comm", np.maximum(col["exposed_comm_us"], 0), _COLORS["exposed"]),
-             ("idle", np.maximum(col["idle_us"], 0), _COLORS["idle"])]
+    parts = [
+        ("compute (not overlapped)", np.maximum(col["compute_us"] - col["overlap_us"], 0), _COLORS["compute"]),
+        ("overlap (compute + comm)", np.maximum(col["overlap_us"], 0), _COLORS["overlap"]),
+        ("exposed comm", np.maximum(col["exposed_comm_us"], 0), _COLORS["exposed"]),
+        ("idle", np.maximum(col["idle_us"], 0), _COLORS["idle"]),
+    ]
     total = sum(p[1] for p in parts)
     scale, unit = _time_unit(float(max(total.max(), col["span_us"].max())))
     n = len(rows)
@@ -123,15 +128,18 @@ def plot_breakdown(breakdown, path: str | os.PathLike, *, max_bars: int = MAX_BA
         ax.set_yticks(np.arange(len(labels)), labels)
         ax.invert_yaxis()
         worst = {"idle": int(np.argmax(parts[3][1])), "exposed comm": int(np.argmax(parts[2][1]))}
-        note = "; ".join(f"most {k}: rank {ranks[i]} ({parts[3 if k == 'idle' else 2][1][i] / scale:,.3g} {unit})"
-                         for k, i in worst.items())
+        note = "; ".join(
+            f"most {k}: rank {ranks[i]} ({parts[3 if k == 'idle' else 2][1][i] / scale:,.3g} {unit})"
+            for k, i in worst.items()
+        )
         ax.set_title(f"Step breakdown over {n:,} ranks: min, quartiles, median, max\n{note}", fontsize=10)
     ax.set_xlabel(f"time ({unit})")
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     if n <= max_bars:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / (1.6 + 0.3 * n)), ncol=4, fontsize=8,
-                  frameon=False)
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / (1.6 + 0.3 * n)), ncol=4, fontsize=8, frameon=False
+        )
     return _save(fig, path)
 
 
@@ -140,8 +148,9 @@ def _instance_label(x) -> str:
     return f"{x.group or 'all'}#{x.index} {x.type}"
 
 
-def plot_imbalance(report, path: str | os.PathLike, *, max_instances: int = MAX_INSTANCES,
-                   max_ranks: int = MAX_RANKS) -> Path:
+def plot_imbalance(
+    report, path: str | os.PathLike, *, max_instances: int = MAX_INSTANCES, max_ranks: int = MAX_RANKS
+) -> Path:
     """Heatmap of the imbalanced collective instances (rows) by rank (columns), colored by
     each rank's bytes / the instance's median on a log scale centered at 1 (grey: not a
     member). Caps: the `max_instances` most skewed instances, the `max_ranks` ranks that
@@ -155,8 +164,10 @@ def plot_imbalance(report, path: str | os.PathLike, *, max_instances: int = MAX_
     found = list(report.imbalanced)
     if not found:
         fig = _figure(6.5, 2.2)
-        _message(fig, f"no imbalance in {report.checked:,} collective instances\n"
-                      f"(tolerance {report.tolerance:g} of the median)")
+        _message(
+            fig,
+            f"no imbalance in {report.checked:,} collective instances\n(tolerance {report.tolerance:g} of the median)",
+        )
         return _save(fig, path)
 
     def skew(x) -> float:
@@ -176,11 +187,13 @@ def plot_imbalance(report, path: str | os.PathLike, *, max_instances: int = MAX_
         for x in shown:
             for r in x.outliers:
                 hits[r] = hits.get(r, 0) + 1
+
         def off(x, r) -> float:
             return abs(math.log2(max(x.bytes[r], 1) / max(x.median, 1)))
 
-        worst = [max(x.outliers or list(x.bytes), key=lambda r: off(x, r))
-                 for x in sorted(shown, key=skew, reverse=True)]
+        worst = [
+            max(x.outliers or list(x.bytes), key=lambda r: off(x, r)) for x in sorted(shown, key=skew, reverse=True)
+        ]
         order = worst + sorted(hits, key=lambda r: (-hits[r], r)) + all_ranks
         ranks = sorted(list(dict.fromkeys(order))[:max_ranks])
     col = {r: i for i, r in enumerate(ranks)}
@@ -195,12 +208,19 @@ def plot_imbalance(report, path: str | os.PathLike, *, max_instances: int = MAX_
     shown_m = np.clip(np.nan_to_num(m, nan=np.nan, posinf=span), 1 / span, span)
     shown_m[np.isnan(m)] = np.nan
 
-    fig = _figure(min(3.5 + 0.2 * len(ranks) + 0.06 * max(len(_instance_label(x)) for x in shown), 22.0),
-                  min(2.0 + 0.28 * len(shown), 20.0))
+    fig = _figure(
+        min(3.5 + 0.2 * len(ranks) + 0.06 * max(len(_instance_label(x)) for x in shown), 22.0),
+        min(2.0 + 0.28 * len(shown), 20.0),
+    )
     ax = fig.add_subplot()
     cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="#e9ecef")
-    im = ax.imshow(np.ma.masked_invalid(shown_m), aspect="auto", interpolation="nearest", cmap=cmap,
-                   norm=LogNorm(vmin=1 / span, vmax=span))
+    im = ax.imshow(
+        np.ma.masked_invalid(shown_m),
+        aspect="auto",
+        interpolation="nearest",
+        cmap=cmap,
+        norm=LogNorm(vmin=1 / span, vmax=span),
+    )
     ax.set_yticks(np.arange(len(shown)), [_instance_label(x) for x in shown], fontsize=8)
     if len(ranks) <= 48:
         ax.set_xticks(np.arange(len(ranks)), [str(r) for r in ranks], fontsize=8)
@@ -210,11 +230,19 @@ def plot_imbalance(report, path: str | os.PathLike, *, max_instances: int = MAX_
     if m.size <= 400:
         for (i, j), v in np.ndenumerate(m):
             if not np.isnan(v):
-                ax.text(j, i, "inf" if np.isinf(v) else f"{v:.2g}", ha="center", va="center", fontsize=7,
-                        color="white" if abs(math.log(max(min(v, span), 1 / span))) > 0.6 * math.log(span) else "black")
+                ax.text(
+                    j,
+                    i,
+                    "inf" if np.isinf(v) else f"{v:.2g}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if abs(math.log(max(min(v, span), 1 / span))) > 0.6 * math.log(span) else "black",
+                )
     ax.set_xlabel("rank")
-    cb = fig.colorbar(im, ax=ax, ticks=LogLocator(base=2, numticks=9),
-                      format=FuncFormatter(lambda v, _pos: f"×{v:.3g}"))
+    cb = fig.colorbar(
+        im, ax=ax, ticks=LogLocator(base=2, numticks=9), format=FuncFormatter(lambda v, _pos: f"×{v:.3g}")
+    )
     cb.minorticks_off()
     cb.set_label("bytes / instance median")
     title = f"Collective size imbalance: {len(found):,} of {report.checked:,} instances"
@@ -264,8 +292,13 @@ def plot_matrix(matrix, path: str | os.PathLike, *, max_side: int = MAX_SIDE) ->
     vmin = float(b[b > 0].min())
     vmin = min(vmin, vmax / 4)
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#f8f9fa")
-    im = ax.imshow(np.ma.masked_less_equal(b, 0), cmap=cmap, norm=LogNorm(vmin=vmin, vmax=vmax),
-                   interpolation="nearest", aspect="equal")
+    im = ax.imshow(
+        np.ma.masked_less_equal(b, 0),
+        cmap=cmap,
+        norm=LogNorm(vmin=vmin, vmax=vmax),
+        interpolation="nearest",
+        aspect="equal",
+    )
     if side <= 32:
         ticks = np.arange(side)
     else:
@@ -279,14 +312,27 @@ def plot_matrix(matrix, path: str | os.PathLike, *, max_side: int = MAX_SIDE) ->
     if side <= 12:
         for (i, j), v in np.ndenumerate(b):
             if v > 0:
-                ax.text(j, i, format_bytes(v), ha="center", va="center", fontsize=7,
-                        color="white" if math.log(v) < (math.log(vmin) + math.log(vmax)) / 2 else "black")
-    cb = fig.colorbar(im, ax=ax, shrink=0.8, ticks=LogLocator(base=2, numticks=8),
-                      format=FuncFormatter(lambda v, _pos: format_bytes(v)))
+                ax.text(
+                    j,
+                    i,
+                    format_bytes(v),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if math.log(v) < (math.log(vmin) + math.log(vmax)) / 2 else "black",
+                )
+    cb = fig.colorbar(
+        im,
+        ax=ax,
+        shrink=0.8,
+        ticks=LogLocator(base=2, numticks=8),
+        format=FuncFormatter(lambda v, _pos: format_bytes(v)),
+    )
     cb.minorticks_off()
     cb.set_label("bytes sent")
-    ax.set_title(f"Communication matrix: {format_bytes(float(np.asarray(matrix.bytes).sum()))} between "
-                 f"{n:,} ranks", fontsize=10)
+    ax.set_title(
+        f"Communication matrix: {format_bytes(float(np.asarray(matrix.bytes).sum()))} between {n:,} ranks", fontsize=10
+    )
     return _save(fig, path)
 
 
@@ -339,12 +385,26 @@ def plot_roofline(roofline, path: str | os.PathLike, *, max_points: int = MAX_PO
         for kind in sorted(set(b.tolist()), key=lambda k: (k not in _BOUND_COLORS, k)):
             m = b == kind
             color = _BOUND_COLORS.get(kind) or next(extra, "#7f7f7f")
-            ax.scatter(xs[m], ys[m], s=sizes[m], c=color, alpha=0.55, edgecolors="none",
-                       label=f"{kind} bound ({int(m.sum()):,} ops)", rasterized=xs.size > 5000)
+            ax.scatter(
+                xs[m],
+                ys[m],
+                s=sizes[m],
+                c=color,
+                alpha=0.55,
+                edgecolors="none",
+                label=f"{kind} bound ({int(m.sum()):,} ops)",
+                rasterized=xs.size > 5000,
+            )
         ymin = min(float(ys.min()), float(roof.min())) / 3
     else:
-        ax.text(0.5, 0.08, "no op with FLOPs, bytes and a recorded duration", transform=ax.transAxes,
-                ha="center", fontsize=10)
+        ax.text(
+            0.5,
+            0.08,
+            "no op with FLOPs, bytes and a recorded duration",
+            transform=ax.transAxes,
+            ha="center",
+            fontsize=10,
+        )
         ymin = float(roof.min()) / 3
     ax.set_xlim(lo, hi)
     ax.set_ylim(ymin, peak * 3)

@@ -4,6 +4,7 @@ systems, gathered into a document that `visualize.html` renders as one offline H
 The document is plain data (sections of typed blocks), so what the report says is testable
 without a browser and the renderer knows nothing about traces.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -23,8 +24,14 @@ _MAX_HEAT_COLS = 128
 _MAX_PATH_ROWS = 300
 
 
-def build_report(workload: Workload, *, simulations: dict | None = None, title: str | None = None,
-                 device: str | None = None, max_timeline_events: int = 60_000) -> dict:
+def build_report(
+    workload: Workload,
+    *,
+    simulations: dict | None = None,
+    title: str | None = None,
+    device: str | None = None,
+    max_timeline_events: int = 60_000,
+) -> dict:
     """The report document. ``simulations``: {label: SimResult} of this workload (or of its
     data-parallel scale-out) on other systems; ``device``: a roofline preset or None to skip."""
     rec = Analysis(workload)
@@ -37,8 +44,7 @@ def build_report(workload: Workload, *, simulations: dict | None = None, title: 
         sections.append(_top_section("top-ops", "Top operations (recorded)", rec))
     for i, (label, res) in enumerate(sims.items()):
         sim = Analysis(_workload_of(res, workload), res)
-        sections.append(_breakdown_section(f"sim{i}-breakdown", f"Breakdown on {label} (simulated)",
-                                           sim.breakdown()))
+        sections.append(_breakdown_section(f"sim{i}-breakdown", f"Breakdown on {label} (simulated)", sim.breakdown()))
         sections.append(_path_section(f"sim{i}-critical-path", f"Critical path on {label} (simulated)", sim))
         if not timed and i == 0:
             sections.append(_top_section("top-ops", f"Top operations on {label} (simulated)", sim))
@@ -52,10 +58,15 @@ def build_report(workload: Workload, *, simulations: dict | None = None, title: 
         sections.append(_timeline_section("timeline", "Timeline (recorded)", rec, None, max_timeline_events))
     for i, (label, res) in enumerate(sims.items()):
         sim = Analysis(_workload_of(res, workload), res)
-        sections.append(_timeline_section(f"sim{i}-timeline", f"Timeline on {label} (simulated)", sim, res,
-                                          max_timeline_events))
-    return {"title": title or "chakra-trace report", "subtitle": _describe(workload),
-            "generated": _dt.datetime.now().isoformat(timespec="seconds"), "sections": sections}
+        sections.append(
+            _timeline_section(f"sim{i}-timeline", f"Timeline on {label} (simulated)", sim, res, max_timeline_events)
+        )
+    return {
+        "title": title or "chakra-trace report",
+        "subtitle": _describe(workload),
+        "generated": _dt.datetime.now().isoformat(timespec="seconds"),
+        "sections": sections,
+    }
 
 
 def write_report(workload: Workload, path: str | os.PathLike, **kw) -> Path:
@@ -65,6 +76,7 @@ def write_report(workload: Workload, path: str | os.PathLike, **kw) -> Path:
 
 
 # ------------------------------------------------------------------------------- sections
+
 
 def _describe(w: Workload) -> str:
     nodes = sum(len(t) for t in w.traces.values())
@@ -101,17 +113,33 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
         base = rec.critical_path().step_ns if timed else None
         for label, res in sims.items():
             b = np.asarray(res.exposed_comm_ns)
-            rows.append({"system": label, "npus": int(res.finish_ns.size), "step_us": res.step_ns / 1000,
-                         "vs_recorded": res.step_ns / base if base else None,
-                         "exposed_comm_us": float(b.max()) / 1000 if b.size else 0.0,
-                         "collectives": len(res.collectives), "mode": res.mode})
-        blocks.append({"type": "table", "caption": "simulated systems", "columns": [
-            {"key": "system", "label": "system", "format": "str"}, {"key": "npus", "label": "NPUs", "format": "int"},
-            {"key": "step_us", "label": "step", "format": "us"},
-            {"key": "vs_recorded", "label": "step / recorded", "format": "float"},
-            {"key": "exposed_comm_us", "label": "max exposed comm", "format": "us"},
-            {"key": "collectives", "label": "collectives", "format": "int"},
-            {"key": "mode", "label": "model", "format": "str"}], "rows": rows})
+            rows.append(
+                {
+                    "system": label,
+                    "npus": int(res.finish_ns.size),
+                    "step_us": res.step_ns / 1000,
+                    "vs_recorded": res.step_ns / base if base else None,
+                    "exposed_comm_us": float(b.max()) / 1000 if b.size else 0.0,
+                    "collectives": len(res.collectives),
+                    "mode": res.mode,
+                }
+            )
+        blocks.append(
+            {
+                "type": "table",
+                "caption": "simulated systems",
+                "columns": [
+                    {"key": "system", "label": "system", "format": "str"},
+                    {"key": "npus", "label": "NPUs", "format": "int"},
+                    {"key": "step_us", "label": "step", "format": "us"},
+                    {"key": "vs_recorded", "label": "step / recorded", "format": "float"},
+                    {"key": "exposed_comm_us", "label": "max exposed comm", "format": "us"},
+                    {"key": "collectives", "label": "collectives", "format": "int"},
+                    {"key": "mode", "label": "model", "format": "str"},
+                ],
+                "rows": rows,
+            }
+        )
         for res in sims.values():
             for msg in res.warnings[:5]:
                 blocks.append({"type": "text", "text": f"simulation note: {msg}"})
@@ -123,21 +151,37 @@ def _breakdown_section(sid: str, title: str, bd) -> dict:
     if len(rows) > 64:  # thousands of ranks: the distribution, not one bar each
         keys = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")
         arr = {k: np.array([r[k] for r in rows], float) for k in keys}
-        shown = [{"rank": label, **{k: float(fn(arr[k])) for k in keys}}
-                 for label, fn in (("min", np.min), ("median", np.median), ("max", np.max))]
+        shown = [
+            {"rank": label, **{k: float(fn(arr[k])) for k in keys}}
+            for label, fn in (("min", np.min), ("median", np.median), ("max", np.max))
+        ]
     else:
         shown = [dict(r, rank=str(r["rank"])) for r in rows]
-    series = [("compute only", [r["compute_us"] - r["overlap_us"] for r in shown]),
-              ("compute + comm", [r["overlap_us"] for r in shown]),
-              ("exposed comm", [r["exposed_comm_us"] for r in shown]), ("idle", [r["idle_us"] for r in shown])]
+    series = [
+        ("compute only", [r["compute_us"] - r["overlap_us"] for r in shown]),
+        ("compute + comm", [r["overlap_us"] for r in shown]),
+        ("exposed comm", [r["exposed_comm_us"] for r in shown]),
+        ("idle", [r["idle_us"] for r in shown]),
+    ]
     cols = [{"key": "rank", "label": "rank", "format": "str"}] + [
         {"key": k, "label": k.replace("_us", "").replace("_", " "), "format": "us"}
-        for k in ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")]
-    return {"id": sid, "title": title, "blocks": [
-        {"type": "bars", "title": "where each rank's step goes", "unit": "µs", "stacked": True,
-         "categories": [str(r["rank"]) for r in shown],
-         "series": [{"name": n, "values": [float(v) for v in vals]} for n, vals in series]},
-        {"type": "table", "caption": "per rank (µs)", "columns": cols, "rows": shown, "max_rows": 32}]}
+        for k in ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")
+    ]
+    return {
+        "id": sid,
+        "title": title,
+        "blocks": [
+            {
+                "type": "bars",
+                "title": "where each rank's step goes",
+                "unit": "µs",
+                "stacked": True,
+                "categories": [str(r["rank"]) for r in shown],
+                "series": [{"name": n, "values": [float(v) for v in vals]} for n, vals in series],
+            },
+            {"type": "table", "caption": "per rank (µs)", "columns": cols, "rows": shown, "max_rows": 32},
+        ],
+    }
 
 
 def _path_section(sid: str, title: str, a: Analysis) -> dict:
@@ -147,48 +191,111 @@ def _path_section(sid: str, title: str, a: Analysis) -> dict:
         return {"id": sid, "title": title, "blocks": [{"type": "text", "text": str(e)}]}
     length = max(path.length_ns, 1)
     by_rank = path.by_rank()
-    items = [["length", _us(path.length_ns / 1000)], ["job step", _us(path.step_ns / 1000)],
-             ["unexplained waits", _us(path.wait_ns / 1000)], ["operations on the path", len(path)],
-             ["rank that finishes last", path.last_rank],
-             ["ranks on the path", ", ".join(f"{r}: {v / length:.0%}" for r, v in list(by_rank.items())[:8])]]
+    items = [
+        ["length", _us(path.length_ns / 1000)],
+        ["job step", _us(path.step_ns / 1000)],
+        ["unexplained waits", _us(path.wait_ns / 1000)],
+        ["operations on the path", len(path)],
+        ["rank that finishes last", path.last_rank],
+        ["ranks on the path", ", ".join(f"{r}: {v / length:.0%}" for r, v in list(by_rank.items())[:8])],
+    ]
     kinds = path.by_kind()
     c = path.columns
     top = np.argsort(-c["time_ns"], kind="stable")[:_MAX_PATH_ROWS]  # a path can have millions of ops
-    rows = [{"rank": r, "name": n, "kind": k, "start_us": s / 1000, "time_us": t / 1000, "share": t / length,
-             "wait_us": w / 1000, "via": v, "gated_by": g if g >= 0 else None}
-            for r, n, k, s, t, w, v, g in zip(*(c[x][top].tolist() for x in (
-                "rank", "name", "kind", "start_ns", "time_ns", "wait_ns", "via", "gated_by_rank")))]
-    return {"id": sid, "title": title, "blocks": [
-        {"type": "text", "text": "The chain of operations, across ranks, that sets the step time: walked back "
-                                 "from the operation that ends last to whatever it waited for (a dependency, "
-                                 "its resource, or the last member to reach a collective)."},
-        {"type": "kv", "items": items},
-        {"type": "bars", "title": "critical path by resource", "unit": "µs", "stacked": True,
-         "categories": ["path"], "series": [{"name": k, "values": [v / 1000]} for k, v in kinds.items() if v]},
-        {"type": "table", "caption": f"operations on the critical path, longest first ({len(rows)} of {len(path)})",
-         "max_rows": 25, "columns": [
-            {"key": "rank", "label": "rank", "format": "int"}, {"key": "name", "label": "operation", "format": "str"},
-            {"key": "kind", "label": "resource", "format": "str"}, {"key": "start_us", "label": "start", "format": "us"},
-            {"key": "time_us", "label": "time on path", "format": "us"}, {"key": "share", "label": "share",
-                                                                          "format": "pct"},
-            {"key": "wait_us", "label": "wait before", "format": "us"}, {"key": "via", "label": "waited for",
-                                                                          "format": "str"},
-            {"key": "gated_by", "label": "last to arrive", "format": "int"}], "rows": rows}]}
+    rows = [
+        {
+            "rank": r,
+            "name": n,
+            "kind": k,
+            "start_us": s / 1000,
+            "time_us": t / 1000,
+            "share": t / length,
+            "wait_us": w / 1000,
+            "via": v,
+            "gated_by": g if g >= 0 else None,
+        }
+        for r, n, k, s, t, w, v, g in zip(
+            *(
+                c[x][top].tolist()
+                for x in ("rank", "name", "kind", "start_ns", "time_ns", "wait_ns", "via", "gated_by_rank")
+            )
+        )
+    ]
+    return {
+        "id": sid,
+        "title": title,
+        "blocks": [
+            {
+                "type": "text",
+                "text": "The chain of operations, across ranks, that sets the step time: walked back "
+                "from the operation that ends last to whatever it waited for (a dependency, "
+                "its resource, or the last member to reach a collective).",
+            },
+            {"type": "kv", "items": items},
+            {
+                "type": "bars",
+                "title": "critical path by resource",
+                "unit": "µs",
+                "stacked": True,
+                "categories": ["path"],
+                "series": [{"name": k, "values": [v / 1000]} for k, v in kinds.items() if v],
+            },
+            {
+                "type": "table",
+                "caption": f"operations on the critical path, longest first ({len(rows)} of {len(path)})",
+                "max_rows": 25,
+                "columns": [
+                    {"key": "rank", "label": "rank", "format": "int"},
+                    {"key": "name", "label": "operation", "format": "str"},
+                    {"key": "kind", "label": "resource", "format": "str"},
+                    {"key": "start_us", "label": "start", "format": "us"},
+                    {"key": "time_us", "label": "time on path", "format": "us"},
+                    {"key": "share", "label": "share", "format": "pct"},
+                    {"key": "wait_us", "label": "wait before", "format": "us"},
+                    {"key": "via", "label": "waited for", "format": "str"},
+                    {"key": "gated_by", "label": "last to arrive", "format": "int"},
+                ],
+                "rows": rows,
+            },
+        ],
+    }
 
 
 def _top_section(sid: str, title: str, a: Analysis) -> dict:
-    cols = [{"key": "name", "label": "operation", "format": "str"}, {"key": "type", "label": "type", "format": "str"},
-            {"key": "count", "label": "count", "format": "int"}, {"key": "total_us", "label": "total", "format": "us"},
-            {"key": "mean_us", "label": "mean", "format": "us"}, {"key": "exposed_us", "label": "exposed",
-                                                                  "format": "us"},
-            {"key": "exposed_share", "label": "of step", "format": "pct"}]
-    return {"id": sid, "title": title, "blocks": [
-        {"type": "text", "text": "Exposed time is the part of an operation on the critical path: what the step "
-                                 "would lose if the operation got faster."},
-        {"type": "table", "caption": "by exposed time", "columns": cols, "rows": a.top_ops(by="exposed", n=30).rows,
-         "max_rows": 15},
-        {"type": "table", "caption": "by total time", "columns": cols, "rows": a.top_ops(by="total", n=30).rows,
-         "max_rows": 15}]}
+    cols = [
+        {"key": "name", "label": "operation", "format": "str"},
+        {"key": "type", "label": "type", "format": "str"},
+        {"key": "count", "label": "count", "format": "int"},
+        {"key": "total_us", "label": "total", "format": "us"},
+        {"key": "mean_us", "label": "mean", "format": "us"},
+        {"key": "exposed_us", "label": "exposed", "format": "us"},
+        {"key": "exposed_share", "label": "of step", "format": "pct"},
+    ]
+    return {
+        "id": sid,
+        "title": title,
+        "blocks": [
+            {
+                "type": "text",
+                "text": "Exposed time is the part of an operation on the critical path: what the step "
+                "would lose if the operation got faster.",
+            },
+            {
+                "type": "table",
+                "caption": "by exposed time",
+                "columns": cols,
+                "rows": a.top_ops(by="exposed", n=30).rows,
+                "max_rows": 15,
+            },
+            {
+                "type": "table",
+                "caption": "by total time",
+                "columns": cols,
+                "rows": a.top_ops(by="total", n=30).rows,
+                "max_rows": 15,
+            },
+        ],
+    }
 
 
 def _collectives_section(a: Analysis) -> dict:
@@ -196,29 +303,61 @@ def _collectives_section(a: Analysis) -> dict:
     blocks: list[dict] = []
     if not stats.records:
         return {"id": "collectives", "title": "Collectives", "blocks": [{"type": "text", "text": "no collectives"}]}
-    blocks.append({"type": "table", "caption": "per group, type and rank", "max_rows": 24, "columns": [
-        {"key": "group", "label": "group", "format": "str"}, {"key": "type", "label": "type", "format": "str"},
-        {"key": "rank", "label": "rank", "format": "int"}, {"key": "count", "label": "count", "format": "int"},
-        {"key": "bytes", "label": "bytes", "format": "bytes"}, {"key": "time_us", "label": "time", "format": "us"},
-        {"key": "algbw_GBps", "label": "algbw GB/s", "format": "float"},
-        {"key": "busbw_GBps", "label": "busbw GB/s", "format": "float"}],
-        "rows": [dict(s, group=s["group"] or "all") for s in stats.summary()]})
+    blocks.append(
+        {
+            "type": "table",
+            "caption": "per group, type and rank",
+            "max_rows": 24,
+            "columns": [
+                {"key": "group", "label": "group", "format": "str"},
+                {"key": "type", "label": "type", "format": "str"},
+                {"key": "rank", "label": "rank", "format": "int"},
+                {"key": "count", "label": "count", "format": "int"},
+                {"key": "bytes", "label": "bytes", "format": "bytes"},
+                {"key": "time_us", "label": "time", "format": "us"},
+                {"key": "algbw_GBps", "label": "algbw GB/s", "format": "float"},
+                {"key": "busbw_GBps", "label": "busbw GB/s", "format": "float"},
+            ],
+            "rows": [dict(s, group=s["group"] or "all") for s in stats.summary()],
+        }
+    )
     imb = a.imbalance()
-    blocks.append({"type": "text", "text": f"{imb.checked} collective instances checked, {len(imb.imbalanced)} "
-                                           "move different bytes on different ranks" +
-                                           (": ranks standing out (instances): " + ", ".join(
-                                               f"{r} ({n})" for r, n in imb.by_rank().items())
-                                            if imb.imbalanced else ".")})
+    blocks.append(
+        {
+            "type": "text",
+            "text": f"{imb.checked} collective instances checked, {len(imb.imbalanced)} "
+            "move different bytes on different ranks"
+            + (
+                ": ranks standing out (instances): " + ", ".join(f"{r} ({n})" for r, n in imb.by_rank().items())
+                if imb.imbalanced
+                else "."
+            ),
+        }
+    )
     blocks.append(_imbalance_heatmap(stats, imb))
     if imb.imbalanced:
-        blocks.append({"type": "table", "caption": "imbalanced instances", "max_rows": 20, "columns": [
-            {"key": "instance", "label": "instance", "format": "str"},
-            {"key": "outliers", "label": "ranks that differ", "format": "str"},
-            {"key": "median", "label": "median", "format": "bytes"}, {"key": "spread", "label": "max/min",
-                                                                      "format": "float"}],
-            "rows": [{"instance": f"{x.group or 'all'}#{x.index} {x.type}", "outliers": ", ".join(map(str, x.outliers)),
-                      "median": x.median, "spread": None if x.spread == float("inf") else x.spread}
-                     for x in imb.imbalanced]})
+        blocks.append(
+            {
+                "type": "table",
+                "caption": "imbalanced instances",
+                "max_rows": 20,
+                "columns": [
+                    {"key": "instance", "label": "instance", "format": "str"},
+                    {"key": "outliers", "label": "ranks that differ", "format": "str"},
+                    {"key": "median", "label": "median", "format": "bytes"},
+                    {"key": "spread", "label": "max/min", "format": "float"},
+                ],
+                "rows": [
+                    {
+                        "instance": f"{x.group or 'all'}#{x.index} {x.type}",
+                        "outliers": ", ".join(map(str, x.outliers)),
+                        "median": x.median,
+                        "spread": None if x.spread == float("inf") else x.spread,
+                    }
+                    for x in imb.imbalanced
+                ],
+            }
+        )
     return {"id": "collectives", "title": "Collectives and imbalance", "blocks": blocks}
 
 
@@ -237,22 +376,44 @@ def _imbalance_heatmap(stats, imb) -> dict:
         b = inst[k]["bytes"]
         med = float(np.median(list(b.values()))) or 1.0
         values.append([b[r] / med if r in b else None for r in ranks])
-    return {"type": "heatmap", "title": "message size / instance median (1 = balanced)",
-            "x": [str(r) for r in ranks], "y": [f"{g or 'all'}#{i} {inst[(g, i)]['type']}" for g, i in keys],
-            "values": values, "unit": "x median", "scale": "linear", "center": 1.0}
+    return {
+        "type": "heatmap",
+        "title": "message size / instance median (1 = balanced)",
+        "x": [str(r) for r in ranks],
+        "y": [f"{g or 'all'}#{i} {inst[(g, i)]['type']}" for g, i in keys],
+        "values": values,
+        "unit": "x median",
+        "scale": "linear",
+        "center": 1.0,
+    }
 
 
 def _matrix_section(a: Analysis) -> dict:
     m = a.communication_matrix()
     ranks = m.ranks[:_MAX_HEAT_COLS]
-    vals = m.bytes[:len(ranks), :len(ranks)]
-    return {"id": "matrix", "title": "Communication matrix", "blocks": [
-        {"type": "text", "text": "Bytes each rank sends to each other rank: collectives as rings over their "
-                                 "groups (the simulator's pattern), all_to_allv by its recorded splits, and "
-                                 "point-to-point sends."},
-        {"type": "heatmap", "title": "bytes sent (rows: from, columns: to)", "x": [str(r) for r in ranks],
-         "y": [str(r) for r in ranks], "values": [[float(v) if v else None for v in row] for row in vals.tolist()],
-         "unit": "bytes", "scale": "log", "center": None}]}
+    vals = m.bytes[: len(ranks), : len(ranks)]
+    return {
+        "id": "matrix",
+        "title": "Communication matrix",
+        "blocks": [
+            {
+                "type": "text",
+                "text": "Bytes each rank sends to each other rank: collectives as rings over their "
+                "groups (the simulator's pattern), all_to_allv by its recorded splits, and "
+                "point-to-point sends.",
+            },
+            {
+                "type": "heatmap",
+                "title": "bytes sent (rows: from, columns: to)",
+                "x": [str(r) for r in ranks],
+                "y": [str(r) for r in ranks],
+                "values": [[float(v) if v else None for v in row] for row in vals.tolist()],
+                "unit": "bytes",
+                "scale": "log",
+                "center": None,
+            },
+        ],
+    }
 
 
 def _roofline_section(a: Analysis, device: str) -> dict | None:
@@ -268,13 +429,30 @@ def _roofline_section(a: Analysis, device: str) -> dict | None:
     lo, hi = float(x.min()) / 4, max(float(x.max()) * 4, dev.ridge * 4)
     line = [[lo, min(dev.peak_flops, dev.mem_bw * lo)], [dev.ridge, dev.peak_flops], [hi, dev.peak_flops]]
     cov = roof.coverage
-    return {"id": "roofline", "title": f"Roofline ({dev.name})", "blocks": [
-        {"type": "text", "text": f"Ops with FLOP and byte counts: {int(ok.sum()):,} timed of "
-                                 f"{cov.get('comp_nodes', len(roof)):,} compute nodes. Achieved FLOP/s uses each "
-                                 "op's recorded duration."},
-        {"type": "scatter", "title": f"achieved FLOP/s vs arithmetic intensity on {dev.name}",
-         "x_label": "FLOP / byte", "y_label": "FLOP/s", "log_x": True, "log_y": True, "points": pts[:20_000],
-         "labels": names.tolist(), "groups": ["memory", "compute"], "lines": [{"name": "roof", "points": line}]}]}
+    return {
+        "id": "roofline",
+        "title": f"Roofline ({dev.name})",
+        "blocks": [
+            {
+                "type": "text",
+                "text": f"Ops with FLOP and byte counts: {int(ok.sum()):,} timed of "
+                f"{cov.get('comp_nodes', len(roof)):,} compute nodes. Achieved FLOP/s uses each "
+                "op's recorded duration.",
+            },
+            {
+                "type": "scatter",
+                "title": f"achieved FLOP/s vs arithmetic intensity on {dev.name}",
+                "x_label": "FLOP / byte",
+                "y_label": "FLOP/s",
+                "log_x": True,
+                "log_y": True,
+                "points": pts[:20_000],
+                "labels": names.tolist(),
+                "groups": ["memory", "compute"],
+                "lines": [{"name": "roof", "points": line}],
+            },
+        ],
+    }
 
 
 def _timeline_section(sid: str, title: str, a: Analysis, result, max_events: int) -> dict:
@@ -287,15 +465,18 @@ def _timeline_section(sid: str, title: str, a: Analysis, result, max_events: int
     highlight = []
     if path is not None:
         at = {}
-        for i, (track, ts, _dur, _name, _kind) in enumerate(arrays["events"]):
+        for track, ts, _dur, _name, _kind in arrays["events"]:
             at[(arrays["tracks"][track]["pid"], round(float(ts), 3))] = track
         c = path.columns
         for rank, start, p0, t in zip(*(c[k].tolist() for k in ("rank", "start_ns", "path_start_ns", "time_ns"))):
             track = at.get((rank, round(start / 1000, 3)))
             if track is not None:
                 highlight.append([track, p0 / 1000, t / 1000])
-    block = {"type": "timeline", **{k: arrays[k] for k in ("tracks", "names", "kinds", "events", "flows")},
-             "highlight": highlight}
+    block = {
+        "type": "timeline",
+        **{k: arrays[k] for k in ("tracks", "names", "kinds", "events", "flows")},
+        "highlight": highlight,
+    }
     note = "Scroll to zoom, drag to pan; the critical path is outlined."
     meta = arrays.get("metadata", {})
     if meta.get("capped"):

@@ -11,6 +11,7 @@ Perfetto wants the slices of one track properly nested (two slices either disjoi
 inside the other), so slices that partially overlap on a track (recorded times are rounded
 to whole µs; concurrent receives) are spread over extra lanes ("cpu #2", ...).
 """
+
 from __future__ import annotations
 
 import gc
@@ -99,48 +100,76 @@ class Timeline:
             procs.setdefault(tr["pid"], tr["process"])
         for pid, pname in procs.items():
             events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": pname}})
-            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                           "args": {"sort_index": pid}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
         for i, tr in enumerate(self.tracks):
-            events.append({"ph": "M", "name": "thread_name", "pid": tr["pid"], "tid": tr["tid"],
-                           "args": {"name": tr["name"]}})
-            events.append({"ph": "M", "name": "thread_sort_index", "pid": tr["pid"], "tid": tr["tid"],
-                           "args": {"sort_index": i}})
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": tr["pid"], "tid": tr["tid"], "args": {"name": tr["name"]}}
+            )
+            events.append(
+                {"ph": "M", "name": "thread_sort_index", "pid": tr["pid"], "tid": tr["tid"], "args": {"sort_index": i}}
+            )
         pids = np.array([tr["pid"] for tr in self.tracks], np.int64)
         tids = np.array([tr["tid"] for tr in self.tracks], np.int64)
         names = np.asarray(self.names, dtype=object)
         kinds = np.asarray(self.kinds, dtype=object)
         types, inv = np.unique(self.node_type, return_inverse=True)
         tnames = np.asarray([node_type_name(v) for v in types.tolist()], dtype=object)[inv.reshape(-1)]
-        args = [{"node_id": i, "type": ty} if i >= 0 else {"row": r} for i, ty, r in zip(
-            self.node_id.tolist(), tnames.tolist(), self.row.tolist())]
+        args = [
+            {"node_id": i, "type": ty} if i >= 0 else {"row": r}
+            for i, ty, r in zip(self.node_id.tolist(), tnames.tolist(), self.row.tolist())
+        ]
         comm = np.flatnonzero(self.comm_bytes >= 0)
         groups = np.asarray(self.groups + [""], dtype=object)
-        for j, ct, b, g, ty in zip(comm.tolist(), self.comm_type[comm].tolist(), self.comm_bytes[comm].tolist(),
-                                   groups[self.group[comm]].tolist(), self.node_type[comm].tolist()):
+        for j, ct, b, g, ty in zip(
+            comm.tolist(),
+            self.comm_type[comm].tolist(),
+            self.comm_bytes[comm].tolist(),
+            groups[self.group[comm]].tolist(),
+            self.node_type[comm].tolist(),
+        ):
             a = args[j]
             if ty == NodeType.COMM_COLL_NODE:
                 a["comm_type"] = collective_name(ct) if ct >= 0 else None
                 a["group"] = g or "all"
             a["bytes"] = b
-        events.extend({"ph": "X", "pid": p, "tid": t, "ts": s, "dur": d, "name": n, "cat": c, "args": a}
-                      for p, t, s, d, n, c, a in zip(
-                          pids[self.track].tolist(), tids[self.track].tolist(), _us(self.start_ns),
-                          _us(self.dur_ns), names[self.name].tolist(), kinds[self.kind].tolist(), args))
+        events.extend(
+            {"ph": "X", "pid": p, "tid": t, "ts": s, "dur": d, "name": n, "cat": c, "args": a}
+            for p, t, s, d, n, c, a in zip(
+                pids[self.track].tolist(),
+                tids[self.track].tolist(),
+                _us(self.start_ns),
+                _us(self.dur_ns),
+                names[self.name].tolist(),
+                kinds[self.kind].tolist(),
+                args,
+            )
+        )
         if self.flow_id.size:
             first = np.flatnonzero(np.r_[True, self.flow_id[1:] != self.flow_id[:-1]])
             cats = np.array(["collective", "p2p"], dtype=object)
             src_tr, dst_tr = self.track[self.flow_src], self.track[self.flow_dst]
-            events.extend({"ph": "s", "id": i, "pid": p, "tid": t, "ts": s, "name": n, "cat": c}
-                          for i, p, t, s, n, c in zip(
-                              self.flow_id[first].tolist(), pids[src_tr[first]].tolist(),
-                              tids[src_tr[first]].tolist(), _us(self.flow_src_ns[first]),
-                              names[self.flow_name[first]].tolist(), cats[self.flow_cat[first]].tolist()))
-            events.extend({"ph": "f", "bp": "e", "id": i, "pid": p, "tid": t, "ts": s, "name": n, "cat": c}
-                          for i, p, t, s, n, c in zip(
-                              self.flow_id.tolist(), pids[dst_tr].tolist(), tids[dst_tr].tolist(),
-                              _us(self.flow_dst_ns), names[self.flow_name].tolist(),
-                              cats[self.flow_cat].tolist()))
+            events.extend(
+                {"ph": "s", "id": i, "pid": p, "tid": t, "ts": s, "name": n, "cat": c}
+                for i, p, t, s, n, c in zip(
+                    self.flow_id[first].tolist(),
+                    pids[src_tr[first]].tolist(),
+                    tids[src_tr[first]].tolist(),
+                    _us(self.flow_src_ns[first]),
+                    names[self.flow_name[first]].tolist(),
+                    cats[self.flow_cat[first]].tolist(),
+                )
+            )
+            events.extend(
+                {"ph": "f", "bp": "e", "id": i, "pid": p, "tid": t, "ts": s, "name": n, "cat": c}
+                for i, p, t, s, n, c in zip(
+                    self.flow_id.tolist(),
+                    pids[dst_tr].tolist(),
+                    tids[dst_tr].tolist(),
+                    _us(self.flow_dst_ns),
+                    names[self.flow_name].tolist(),
+                    cats[self.flow_cat].tolist(),
+                )
+            )
         return {"traceEvents": events, "displayTimeUnit": "ns", "metadata": dict(self.metadata)}
 
     def to_arrays(self) -> dict[str, Any]:
@@ -150,13 +179,30 @@ class Timeline:
             return self._arrays()
 
     def _arrays(self) -> dict[str, Any]:
-        events = [list(x) for x in zip(self.track.tolist(), _us(self.start_ns), _us(self.dur_ns),
-                                       self.name.tolist(), self.kind.tolist())]
-        flows = [list(x) for x in zip(self.track[self.flow_src].tolist(), _us(self.flow_src_ns),
-                                      self.track[self.flow_dst].tolist(), _us(self.flow_dst_ns),
-                                      self.flow_name.tolist())]
-        return {"tracks": self.tracks, "names": self.names, "kinds": self.kinds, "events": events,
-                "flows": flows, "metadata": dict(self.metadata)}
+        events = [
+            list(x)
+            for x in zip(
+                self.track.tolist(), _us(self.start_ns), _us(self.dur_ns), self.name.tolist(), self.kind.tolist()
+            )
+        ]
+        flows = [
+            list(x)
+            for x in zip(
+                self.track[self.flow_src].tolist(),
+                _us(self.flow_src_ns),
+                self.track[self.flow_dst].tolist(),
+                _us(self.flow_dst_ns),
+                self.flow_name.tolist(),
+            )
+        ]
+        return {
+            "tracks": self.tracks,
+            "names": self.names,
+            "kinds": self.kinds,
+            "events": events,
+            "flows": flows,
+            "metadata": dict(self.metadata),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_arrays()
@@ -167,11 +213,17 @@ class Timeline:
 
         pids = np.array([tr["pid"] for tr in self.tracks], np.int64)
         tnames = np.asarray([tr["name"] for tr in self.tracks], dtype=object)
-        return pd.DataFrame({"pid": pids[self.track] if self.tracks else np.zeros(0, np.int64),
-                             "track": tnames[self.track] if self.tracks else np.zeros(0, object),
-                             "ts_us": self.start_ns / 1000, "dur_us": self.dur_ns / 1000,
-                             "name": np.asarray(self.names, dtype=object)[self.name],
-                             "kind": np.asarray(self.kinds, dtype=object)[self.kind], "node_id": self.node_id})
+        return pd.DataFrame(
+            {
+                "pid": pids[self.track] if self.tracks else np.zeros(0, np.int64),
+                "track": tnames[self.track] if self.tracks else np.zeros(0, object),
+                "ts_us": self.start_ns / 1000,
+                "dur_us": self.dur_ns / 1000,
+                "name": np.asarray(self.names, dtype=object)[self.name],
+                "kind": np.asarray(self.kinds, dtype=object)[self.kind],
+                "node_id": self.node_id,
+            }
+        )
 
 
 @contextmanager
@@ -196,15 +248,17 @@ def _us(ns: np.ndarray) -> list:
 
 
 # ---------------------------------------------------------------------- public entry points
-def timeline(workload, result=None, *, align: str = "auto", flows: bool = True,
-             max_events: int | None = None) -> dict[str, Any]:
+def timeline(
+    workload, result=None, *, align: str = "auto", flows: bool = True, max_events: int | None = None
+) -> dict[str, Any]:
     """Chrome Trace Event JSON of a recorded workload (``result`` None) or of a simulation
     (``result`` a `SimResult`; ``workload`` may then be None). See `build_timeline`."""
     return build_timeline(workload, result, align=align, flows=flows, max_events=max_events).to_chrome()
 
 
-def timeline_arrays(workload, result=None, *, align: str = "auto", flows: bool = True,
-                    max_events: int | None = None) -> dict[str, Any]:
+def timeline_arrays(
+    workload, result=None, *, align: str = "auto", flows: bool = True, max_events: int | None = None
+) -> dict[str, Any]:
     """The same timeline as `timeline()`, as plain arrays (`Timeline.to_arrays`)."""
     return build_timeline(workload, result, align=align, flows=flows, max_events=max_events).to_arrays()
 
@@ -218,8 +272,9 @@ def write_timeline(doc: dict, path: str | os.PathLike) -> Path:
     return path
 
 
-def build_timeline(workload, result=None, *, align: str = "auto", flows: bool = True,
-                   max_events: int | None = None) -> Timeline:
+def build_timeline(
+    workload, result=None, *, align: str = "auto", flows: bool = True, max_events: int | None = None
+) -> Timeline:
     """Lay out a workload's timeline.
 
     Recorded (``result`` None): every node with a duration, at its recorded start plus its
@@ -262,8 +317,9 @@ class _Static:
         self.ids = t.ids.astype(np.int64)
         self.name = names.codes(t.names)[t.name_codes] if n else np.zeros(0, np.int64)
         is_comm = np.isin(types, _COMM_TYPES)
-        self.comm_type = np.where((types == NodeType.COMM_COLL_NODE) & t.has(Attr.COMM_TYPE),
-                                  t.comm_type, -1).astype(np.int64)
+        self.comm_type = np.where((types == NodeType.COMM_COLL_NODE) & t.has(Attr.COMM_TYPE), t.comm_type, -1).astype(
+            np.int64
+        )
         self.comm_bytes = np.where(is_comm, np.where(t.has(Attr.COMM_SIZE), t.comm_size, 0), -1).astype(np.int64)
         self.pg = np.where(t.has(Attr.PG_NAME), t.pg_name, -1).astype(np.int64)
         self._tracks = None
@@ -382,13 +438,26 @@ def _recorded_parts(workload: Workload, align: str) -> tuple[_Parts, dict]:
             rows = rows[:0]
         start = t.start[rows].astype(np.int64) * 1000 + int(offsets.get(r, 0))
         code, table = st.recorded_tracks()
-        parts.append(_Part(r, rows, start, t.duration[rows].astype(np.int64) * 1000, st.resource[rows],
-                           code[rows], table, st.name[rows], st))
+        parts.append(
+            _Part(
+                r,
+                rows,
+                start,
+                t.duration[rows].astype(np.int64) * 1000,
+                st.resource[rows],
+                code[rows],
+                table,
+                st.name[rows],
+                st,
+            )
+        )
     meta = {"source": "recorded", "align": align, "offsets_ns": {str(r): int(o) for r, o in offsets.items()}}
     if untimed:
         meta["untimed_ranks"] = untimed
-        meta["warnings"] = [f"rank(s) {_short(untimed)} record durations but no start times (every node at 0): "
-                            "left out; `chakra simulate --timeline` lays such a workload out"]
+        meta["warnings"] = [
+            f"rank(s) {_short(untimed)} record durations but no start times (every node at 0): "
+            "left out; `chakra simulate --timeline` lays such a workload out"
+        ]
     return _Parts("recorded", "rank", strings, parts), meta
 
 
@@ -426,9 +495,20 @@ def _simulated_parts(workload: Workload | None, result) -> tuple[_Parts, dict]:
             name = np.array([strings.code(str(r)) for r in rows.tolist()], np.int64)
         s = np.asarray(start, np.int64)
         order = np.lexsort((np.arange(s.size), np.where(end >= 0, s, np.iinfo(np.int64).max)))
-        parts.append(_Part(int(npu), rows, s[rows], (np.asarray(end, np.int64) - s)[rows], res, res,
-                           [(RESOURCE, k, 0) for k in range(len(RESOURCES))], name, st,
-                           order))
+        parts.append(
+            _Part(
+                int(npu),
+                rows,
+                s[rows],
+                (np.asarray(end, np.int64) - s)[rows],
+                res,
+                res,
+                [(RESOURCE, k, 0) for k in range(len(RESOURCES))],
+                name,
+                st,
+                order,
+            )
+        )
     return _Parts("simulated", "NPU", strings, parts), {"source": "simulated", "mode": getattr(result, "mode", "")}
 
 
@@ -447,12 +527,20 @@ def _assemble(P: _Parts, meta: dict, *, flows: bool, max_events: int | None) -> 
     # base tracks (pid, class, a, b) in sorted order; each part's codes map onto them
     table = sorted({(p.pid, *k) for p in parts for k in p.track_table})
     where = {k: i for i, k in enumerate(table)}
-    base_all = cat(lambda p: np.array([where[(p.pid, *k)] for k in p.track_table], np.int64)[p.track_code]
-                   if p.track_code.size else np.zeros(0, np.int64))
+    base_all = cat(
+        lambda p: (
+            np.array([where[(p.pid, *k)] for k in p.track_table], np.int64)[p.track_code]
+            if p.track_code.size
+            else np.zeros(0, np.int64)
+        )
+    )
 
     def per_static(attr, missing=-1):
-        return cat(lambda p: getattr(p.static, attr)[p.rows] if p.static is not None
-                   else np.full(p.rows.size, missing, np.int64))
+        return cat(
+            lambda p: (
+                getattr(p.static, attr)[p.rows] if p.static is not None else np.full(p.rows.size, missing, np.int64)
+            )
+        )
 
     node_id, ntype = per_static("ids"), per_static("types")
     comm_type, comm_bytes, pg = per_static("comm_type"), per_static("comm_bytes"), per_static("pg")
@@ -480,8 +568,9 @@ def _assemble(P: _Parts, meta: dict, *, flows: bool, max_events: int | None) -> 
     for i, (b, ln) in enumerate(zip((final // width).tolist(), (final % width).tolist())):
         p, cls, a, bb = table[b]
         label = _track_name(cls, a, bb)
-        tracks.append({"pid": p, "tid": i + 1, "name": label if ln == 0 else f"{label} #{ln + 1}",
-                       "process": f"{P.process} {p}"})
+        tracks.append(
+            {"pid": p, "tid": i + 1, "name": label if ln == 0 else f"{label} #{ln + 1}", "process": f"{P.process} {p}"}
+        )
 
     # categories: "type,resource" (resource alone when the node type is unknown)
     kt = ntype[keep]
@@ -497,9 +586,26 @@ def _assemble(P: _Parts, meta: dict, *, flows: bool, max_events: int | None) -> 
         has = pgk >= 0
         group[has] = gidx[src_part[has], pgk[has]]
 
-    tl = Timeline(P.source, tracks, [], kinds, groups, track, s, e - s, name[keep], kind.reshape(-1).astype(np.int64),
-                  node_id[keep], ntype[keep], rows[keep], comm_type[keep], comm_bytes[keep], group,
-                  *[np.zeros(0, np.int64) for _ in range(7)], metadata=meta)
+    tl = Timeline(
+        P.source,
+        tracks,
+        [],
+        kinds,
+        groups,
+        track,
+        s,
+        e - s,
+        name[keep],
+        kind.reshape(-1).astype(np.int64),
+        node_id[keep],
+        ntype[keep],
+        rows[keep],
+        comm_type[keep],
+        comm_bytes[keep],
+        group,
+        *[np.zeros(0, np.int64) for _ in range(7)],
+        metadata=meta,
+    )
     if flows and keep.size:
         _add_flows(tl, P, part_of[keep])
     tl.names = P.strings.table
@@ -558,8 +664,8 @@ def _lanes_sorted(track: np.ndarray, s: np.ndarray, e: np.ndarray, pinned: np.nd
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         if b - a < 2:
             continue
-        reach = np.maximum.accumulate(e[a:b - 1])
-        if (s[a + 1:b] >= reach).all():
+        reach = np.maximum.accumulate(e[a : b - 1])
+        if (s[a + 1 : b] >= reach).all():
             continue  # nothing overlaps
         lanes[a:b] = _greedy(s[a:b].tolist(), e[a:b].tolist(), pinned[a:b].tolist())
     return lanes
@@ -619,8 +725,9 @@ def _add_flows(tl: Timeline, P: _Parts, ev_part: np.ndarray) -> None:
     s, e, tr = tl.start_ns, tl.start_ns + tl.dur_ns, tl.track
     change = np.r_[np.flatnonzero((tr[1:] != tr[:-1]) | (s[1:] != s[:-1])) + 1, n]
     later = change[np.searchsorted(change, np.arange(n), side="right")]  # next slice starting after this one
-    nxt = np.where((later < n) & (tr[np.minimum(later, n - 1)] == tr), s[np.minimum(later, n - 1)],
-                   np.iinfo(np.int64).max)
+    nxt = np.where(
+        (later < n) & (tr[np.minimum(later, n - 1)] == tr), s[np.minimum(later, n - 1)], np.iinfo(np.int64).max
+    )
     gap_hi = np.where(nxt < e, nxt, e)
 
     edges = []  # (flow id, src slice, dst slice, name, cat) arrays; ids are made unique below
@@ -639,9 +746,12 @@ def _add_flows(tl: Timeline, P: _Parts, ev_part: np.ndarray) -> None:
             fid = inst[member]
             used = np.unique(fid)
             first = ev[starts[used]]
-            labels = [f"{gnames[g] or 'all'}#{kk} {collective_name(ct) if ct >= 0 else 'collective'}"
-                      for g, kk, ct in zip(gcode[starts[used]].tolist(), k[starts[used]].tolist(),
-                                           tl.comm_type[first].tolist())]
+            labels = [
+                f"{gnames[g] or 'all'}#{kk} {collective_name(ct) if ct >= 0 else 'collective'}"
+                for g, kk, ct in zip(
+                    gcode[starts[used]].tolist(), k[starts[used]].tolist(), tl.comm_type[first].tolist()
+                )
+            ]
             codes = np.array([P.strings.code(x) for x in labels], np.int64)
             pos = np.searchsorted(used, fid)
             edges.append((fid, ev[starts[fid]], ev[member], codes[pos], np.zeros(fid.size, np.int64)))
@@ -737,8 +847,19 @@ def _p2p_pairs(P: _Parts):
             peer = (t.comm_dst if flag == 0 else t.comm_src)[rows].astype(np.int64)
             src, dst = (me, peer) if flag == 0 else (peer, me)
             seq = rows if p.order is None else np.argsort(p.order)[rows]  # trace order / issue order
-            recs.append(np.column_stack([np.full(rows.size, flag), src, dst, t.comm_tag[rows].astype(np.int64),
-                                         seq, np.full(rows.size, i), rows]))
+            recs.append(
+                np.column_stack(
+                    [
+                        np.full(rows.size, flag),
+                        src,
+                        dst,
+                        t.comm_tag[rows].astype(np.int64),
+                        seq,
+                        np.full(rows.size, i),
+                        rows,
+                    ]
+                )
+            )
     if not recs:
         return None
     r = np.concatenate(recs)

@@ -11,6 +11,7 @@ Python imports `sitecustomize` at start-up, so every Python process of the job r
 
 Nothing here may break the job: errors are printed on stderr and the job goes on.
 """
+
 import os
 import sys
 

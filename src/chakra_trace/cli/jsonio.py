@@ -1,4 +1,5 @@
 """`chakra to-json` and `chakra from-json`: lossless conversion between `.et` and JSON."""
+
 from __future__ import annotations
 
 import click
@@ -18,10 +19,18 @@ def _report(nodes: int, output: str, as_json: bool) -> None:
 @click.command("to-json")
 @click.argument("src", metavar="IN", type=click.Path(dir_okay=False))
 @click.argument("dst", metavar="OUT", type=click.Path(dir_okay=False, writable=True))
-@click.option("--lines", is_flag=True, help="Write JSON Lines (header line, then one node per line). "
-              "Implied by a .jsonl / .jsonl.gz name.")
-@click.option("--indent", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Pretty-print the JSON document with N spaces (not with JSON Lines).")
+@click.option(
+    "--lines",
+    is_flag=True,
+    help="Write JSON Lines (header line, then one node per line). Implied by a .jsonl / .jsonl.gz name.",
+)
+@click.option(
+    "--indent",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Pretty-print the JSON document with N spaces (not with JSON Lines).",
+)
 @json_option
 def to_json(src: str, dst: str, lines: bool, indent: int | None, as_json: bool) -> None:
     """Convert a `.et` file (plain or gzip) to lossless JSON; gzip the output if OUT ends in .gz."""
