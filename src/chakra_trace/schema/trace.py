@@ -70,6 +70,31 @@ class Trace:
     attributes (entries of a row in their original order).
     """
 
+    # the columns (set in __init__ from _ARRAYS; declared here for readers and type checkers)
+    ids: np.ndarray
+    types: np.ndarray
+    name_codes: np.ndarray
+    start: np.ndarray
+    duration: np.ndarray
+    ctrl_indptr: np.ndarray
+    ctrl: np.ndarray
+    data_indptr: np.ndarray
+    data: np.ndarray
+    present: np.ndarray
+    is_cpu_op: np.ndarray
+    num_ops: np.ndarray
+    tensor_size: np.ndarray
+    comm_type: np.ndarray
+    comm_size: np.ndarray
+    comm_priority: np.ndarray
+    comm_src: np.ndarray
+    comm_dst: np.ndarray
+    comm_tag: np.ndarray
+    pg_name: np.ndarray
+    extra: np.ndarray
+    extra_indptr: np.ndarray
+    extra_split: np.ndarray
+
     _ARRAYS = (
         "ids",
         "types",
