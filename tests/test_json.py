@@ -6,6 +6,7 @@ import gzip
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -287,7 +288,8 @@ def test_bad_json_lines(tmp_path):
         f'{p}: line 4 (node id 7): data_deps[1]: expected an unsigned 64-bit integer (0 .. 2**64-1), got the string "2"'
     )
     p = write_lines(tmp_path / "bad2.jsonl", ['{"id": 1}', '{"id": 2,}'])
-    assert read_error(p).startswith(f"{p}: line 3 column 10: invalid JSON: ")
+    # Python 3.13's json points at the trailing comma (column 9), earlier ones at what follows it
+    assert re.match(rf"{re.escape(str(p))}: line 3 column (9|10): invalid JSON: ", read_error(p))
     p = write_lines(tmp_path / "bad3.jsonl", ['{"id": -4}'])
     assert read_error(p) == f"{p}: line 2: id: -4 is out of range for an unsigned 64-bit integer (0 .. 2**64-1)"
     p = tmp_path / "bad4.jsonl"

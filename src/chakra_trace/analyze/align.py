@@ -36,8 +36,9 @@ def rank_offsets_ns(workload: Workload, how: str = "auto") -> dict[int, int]:
         if any(o is None for o in origins.values()):
             missing = [r for r, o in origins.items() if o is None]
             raise ValueError(f"ranks {missing} have no {TIME_ORIGIN} metadata")
-        lo = min(origins.values())
-        return {r: int(o - lo) for r, o in origins.items()}
+        known = {r: o for r, o in origins.items() if o is not None}
+        lo = min(known.values())
+        return {r: int(o - lo) for r, o in known.items()}
     return _by_collectives(workload)
 
 

@@ -217,8 +217,7 @@ def imbalance(workload, tolerance: float = 0.0) -> ImbalanceReport:
     for (g, k), rows in sorted(_instances(workload).items()):
         checked += 1
         sizes = {r: int(workload.traces[r].comm_size[row]) for r, row in rows.items()}
-        peers = {r: _peer_bytes(workload.traces[r], row) for r, row in rows.items()}
-        peers = {r: p for r, p in peers.items() if p is not None}
+        peers = {r: p for r, row in rows.items() if (p := _peer_bytes(workload.traces[r], row)) is not None}
         vals = np.array(list(sizes.values()), float)
         med = float(np.median(vals))
         off = [r for r, v in sizes.items() if abs(v - med) > tolerance * max(med, 1)]

@@ -165,7 +165,7 @@ class _RankTimes:
     def __init__(self, trace: Trace, start: np.ndarray, end: np.ndarray, kind: np.ndarray, cache: dict):
         self.t, self.start, self.end, self.kind = trace, start, end, kind
         self.cache = cache
-        self.lists = None
+        self.lists: bool | None = None
 
     def _prepare(self) -> None:
         t, start, end, kind = self.t, self.start, self.end, self.kind
@@ -268,7 +268,8 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
         tol, source = 1000, "recorded"  # recorded times are whole µs
     partners = _partners(traces, {})
     # start from the operation that ends last (lowest rank on a tie)
-    last_rank, v, frontier, first = -1, -1, -1, None
+    last_rank, v, frontier = -1, -1, -1
+    first: int | None = None
     for r in sorted(ranks):
         rt = ranks[r]
         ran = rt.end >= 0
@@ -310,7 +311,7 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
         v = p
     cols = _columns(steps[::-1], ranks)
     length = int(cols["time_ns"].sum() + cols["wait_ns"].sum())
-    step = int(max(int(x.end.max()) for x in ranks.values()) - first)
+    step = int(max(int(x.end.max()) for x in ranks.values()) - (first or 0))
     return JobCriticalPath(source, length, step, last_rank, cols)
 
 

@@ -234,7 +234,7 @@ def diff(
 
     rows = []
     for i in order.tolist():
-        row = {"rank": int(uk[i, 0])} if by_rank else {}
+        row: dict[str, Any] = {"rank": int(uk[i, 0])} if by_rank else {}
         row.update(
             name=str(table[uk[i, 2]]),
             type=type_names[int(uk[i, 1])],
@@ -251,7 +251,7 @@ def diff(
         rows.append(row)
     summary = _summary(wa, wb, labels)
     summary["status"] = {s: int((status == s).sum()) for s in STATUSES}
-    return TraceDiff(rows, summary, tuple(labels), threshold, min_us, by_rank)
+    return TraceDiff(rows, summary, (labels[0], labels[1]), threshold, min_us, by_rank)
 
 
 __all__ = ["diff", "TraceDiff", "merge_names", "STATUSES"]

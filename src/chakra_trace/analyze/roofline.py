@@ -75,6 +75,7 @@ def device_spec(
 ) -> DeviceSpec:
     """A preset by name (case-insensitive), a DeviceSpec as is, or one from an explicit peak
     (TFLOP/s) and bandwidth (GB/s). Given with a preset, an explicit figure overrides it."""
+    base: DeviceSpec | None
     if isinstance(spec, DeviceSpec):
         base = spec
     elif spec is not None:
@@ -95,6 +96,7 @@ def device_spec(
         if v is not None and not (math.isfinite(v) and v > 0):
             raise ChakraError(f"device {label} must be a positive number, got {v!r}")
     if base is None:
+        assert peak_tflops is not None and mem_bw_gbps is not None  # checked above
         return DeviceSpec(f"custom ({peak_tflops:g} TFLOP/s, {mem_bw_gbps:g} GB/s)", peak_tflops * _T, mem_bw_gbps * _G)
     if peak_tflops is None and mem_bw_gbps is None:
         return base
@@ -178,7 +180,7 @@ class Roofline:
         roof_time_us; most time first."""
         if not len(self):
             return []
-        if self.name_codes is not None:
+        if self.name_codes is not None and self.name_table is not None:
             used, inv = np.unique(self.name_codes, return_inverse=True)
             names = self.name_table[used]
         else:

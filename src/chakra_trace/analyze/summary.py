@@ -70,12 +70,13 @@ def summarize(trace: Trace) -> TraceSummary:
         if m.any():
             p2p[key] = _count_bytes(m, size)
     timed = trace.start > 0
-    if timed.any():  # traces without start times (many converters) have no span to report
+    start: int | None = None  # traces without start times (many converters) have no span to report
+    end: int | None = None
+    span: int | None = None
+    if timed.any():
         start = int(trace.start[timed].min())
         end = int((trace.start + trace.duration)[timed].max())
         span = end - start
-    else:
-        start = end = span = None
     return TraceSummary(
         nodes=len(trace),
         node_types={k: v for k, v in sorted(trace.node_type_counts().items(), key=lambda kv: _type_order(kv[0]))},

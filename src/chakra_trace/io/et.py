@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ctypes
 import gzip
+import io
 import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,7 @@ def release_free_memory() -> None:
         _malloc_trim(0)
 
 
-_malloc_trim = None
+_malloc_trim: Any = None  # libc's malloc_trim, False where there is none, None until looked up
 
 
 def iter_nodes(path: str | os.PathLike, *, limits: Limits | None = None) -> Iterator:
@@ -167,7 +168,7 @@ GZIP_LEVEL = 1  # 4x faster than level 6 for ~13% larger files; readers don't ca
 @contextmanager
 def atomic_output(
     path: str | os.PathLike, *, compress: bool | None = None, compresslevel: int = GZIP_LEVEL
-) -> Iterator[BinaryIO]:
+) -> Iterator[io.BufferedIOBase]:
     """A file handle whose content replaces `path` only if the block finishes without error.
 
     `compress=None` gzips when the name ends in `.gz`.

@@ -14,7 +14,7 @@ import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -138,7 +138,7 @@ class Prefetch(io.RawIOBase):
     queue, so read-ahead memory stays bounded.
     """
 
-    def __init__(self, raw: BinaryIO, piece: int = 1 << 20, depth: int = 8, owner: BinaryIO | None = None):
+    def __init__(self, raw: Any, piece: int = 1 << 20, depth: int = 8, owner: Any = None):
 
         self._raw = raw
         self._owner = owner if owner is not None else raw  # what to close (keeps a wrapper alive)
@@ -292,8 +292,10 @@ def iter_frame_blocks(
     """Stream a `.et` file as blocks of complete frames, in bounded memory."""
     path = os.fspath(path)
     limits = limits or Limits()
+    f: BinaryIO | Prefetch
     f, gz = open_binary(path, limits)
     if gz:
+        assert isinstance(f, io.BufferedReader)
         f = Prefetch(f.raw, owner=f)  # the guarded gzip stream itself: no data is lost in a buffer on errors
     kind = "decompressed byte" if gz else "byte"
     base = 0  # stream offset of pending[0]

@@ -225,7 +225,7 @@ def decode_nodes(
     return Decoded(n, cols, name_table, group_table, placed, metadata)
 
 
-def _placements(f, used: np.ndarray, n: int, consumed_rows: list, consumed_bits: list) -> tuple:
+def _placements(f, used: np.ndarray, n: int, consumed_rows: list, consumed_bits: list) -> tuple | None:
     """Where column attributes sat on nodes whose attribute order is not the canonical one."""
     if not consumed_rows:
         return None
@@ -397,6 +397,7 @@ def _member_values(member: str, vals: np.ndarray, table: list[str] | None = None
     number = ATTR_MEMBERS[member][0]
     every = np.ones(vals.size, bool)
     if member == "string_val":
+        assert table is not None, "string members are codes into a table"
         return _len_field(number, rows_from_bytes([table[c].encode("utf-8") for c in vals.tolist()]), every)
     if member in ("bool_val", "uint64_val"):
         u = vals.astype(U64)
@@ -536,7 +537,7 @@ def extra_attr_array(t: Trace, name: str, dtype=None) -> tuple[np.ndarray, np.nd
     _, first = np.unique(f.msg[a[sub.msg[val_rows]]], return_index=True)
     val_rows = val_rows[first]
     rows = f.msg[a[sub.msg[val_rows]]]
-    members = {ATTR_MEMBERS_BY_NUM.get(int(x)) for x in np.unique(sub.number[val_rows])}
+    members = {ATTR_MEMBERS_BY_NUM.get(int(x), "") for x in np.unique(sub.number[val_rows])}
     present[rows] = True
     simple = members <= {f"{k}_val" for k in _SCALAR_DTYPES} and (sub.wtype[val_rows] == WT_VARINT).all()
     if simple and members:

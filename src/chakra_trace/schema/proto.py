@@ -114,8 +114,8 @@ def file_descriptor_proto() -> descriptor_pb2.FileDescriptorProto:
     fdp = descriptor_pb2.FileDescriptorProto(name=FILE_NAME, package=PACKAGE, syntax="proto3")
     for enum_cls in (NodeType, CollectiveType):
         e = fdp.enum_type.add(name=enum_cls.__name__)
-        for member in enum_cls:
-            e.value.add(name=member.name, number=int(member))
+        for value in enum_cls:
+            e.value.add(name=value.name, number=int(value))
     for name, fields in _MESSAGES:
         msg = fdp.message_type.add(name=name)
         for fname, num, ftype, rep in fields:

@@ -520,7 +520,7 @@ class Trace:
             indptr = np.zeros(n + 1, np.int64)
             np.cumsum(ex.lens, out=indptr[1:])
             arrays.update(extra=np.asarray(ex.data, np.uint8), extra_indptr=indptr)
-        return cls(n, metadata=metadata, names=list(names), groups=groups, **arrays)
+        return cls(n, metadata=metadata, names=list(names), groups=groups, **arrays)  # type: ignore[arg-type]  # columns only
 
     @classmethod
     def concat(cls, traces: list[Trace], *, consume: bool = False) -> Trace:
@@ -554,11 +554,11 @@ class Trace:
                 if consume:
                     setattr(t, k, None)
             if k.endswith("indptr"):
-                acc, pieces = 0, [np.zeros(1, I64)]
+                acc, shifted = 0, [np.zeros(1, I64)]
                 for p in parts:
-                    pieces.append(p[1:] + acc)
+                    shifted.append(p[1:] + acc)
                     acc += int(p[-1])
-                parts = pieces
+                parts = shifted
             out[k] = np.concatenate(parts)
             del parts
         names = [""] * len(name_lookup)
@@ -567,7 +567,8 @@ class Trace:
         groups = [""] * len(group_lookup)
         for s, c in group_lookup.items():
             groups[c] = s
-        row0, pieces = 0, ([], [], [])
+        row0 = 0
+        pieces: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
         for t, count in zip(traces, row_counts):
             pieces[0].append(t.placed_rows + row0)
             pieces[1].append(t.placed_bits)

@@ -67,15 +67,15 @@ def _check_groups(workload) -> list[Issue]:
         if g in workload.groups:
             outside = [r for r in workload.ranks if r not in members and _collective_seq(workload.traces[r], g)[0].size]
             for r in outside:
-                ids = _collective_seq(workload.traces[r], g)[2]
+                rank_ids = _collective_seq(workload.traces[r], g)[2]
                 issues.append(
                     Issue(
                         ERROR,
                         "not-in-group",
-                        int(ids.size),
-                        f"rank {r} issues {count_noun(int(ids.size), 'collective')} on {label(g)}, "
+                        int(rank_ids.size),
+                        f"rank {r} issues {count_noun(int(rank_ids.size), 'collective')} on {label(g)}, "
                         f"which does not include it",
-                        sample_ids(ids),
+                        sample_ids(rank_ids),
                         r,
                         False,
                         {"group": g},
@@ -98,7 +98,7 @@ def _check_groups(workload) -> list[Issue]:
             by: dict[str, list[int]] = {}
             ids: list[int] = []
             what = set()
-            per_rank = {}
+            per_rank: dict[int, dict[str, object] | None] = {}
             for r in present:
                 t_, s_, i_ = seqs[r]
                 if first < t_.size:
