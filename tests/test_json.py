@@ -17,7 +17,7 @@ import pytest
 from chakra_trace.cli import main
 from chakra_trace.errors import TraceFormatError
 from chakra_trace.io.et import read_trace, write_trace
-from chakra_trace.io.jsonio import read_json, write_json
+from chakra_trace.io.jsonio import read_json, scanner, write_json
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.enums import NodeType
 from chakra_trace.schema.node import Attribute, IOInfo, Node, attribute_to_pb
@@ -379,12 +379,10 @@ def test_header_keys_in_any_order(tmp_path):
 @pytest.mark.parametrize("block", [1, 2, 3, 5, 8, 13, 64])
 def test_tiny_read_blocks(tmp_path, block, monkeypatch):
     """Values split across text blocks anywhere (numbers included) parse the same."""
-    from chakra_trace.io import jsonio
-
     t = small_trace()
     write_json(t, tmp_path / "t.json", indent=1)
     write_json(t, tmp_path / "t.jsonl")
-    monkeypatch.setattr(jsonio, "_TEXT_BLOCK", block)
+    monkeypatch.setattr(scanner, "_TEXT_BLOCK", block)
     for name in ("t.json", "t.jsonl"):
         assert t.differences(read_json(tmp_path / name)) == []
     p = tmp_path / "n.json"
@@ -396,8 +394,6 @@ def test_corrupted_input_fails_cleanly(tmp_path, monkeypatch):
     """Truncated or mangled files either read or raise a one-line TraceFormatError, and the
     outcome does not depend on where the text blocks happen to end."""
     import random
-
-    from chakra_trace.io import jsonio
 
     rnd = random.Random(0)
     t = small_trace()
@@ -418,7 +414,7 @@ def test_corrupted_input_fails_cleanly(tmp_path, monkeypatch):
             q.write_bytes(c)
             outcomes = []
             for block in (1 << 20, 3):
-                monkeypatch.setattr(jsonio, "_TEXT_BLOCK", block)
+                monkeypatch.setattr(scanner, "_TEXT_BLOCK", block)
                 try:
                     r = read_json(q)
                     outcomes.append((r.ids.tolist(), r.extra.tobytes(), r.metadata.SerializeToString()))

@@ -17,9 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chakra_trace.io import jsonio
 from chakra_trace.io.et import iter_chunks, read_trace, write_trace
-from chakra_trace.io.jsonio import read_json, write_json
+from chakra_trace.io.jsonio import read_json, reader, scanner, write_json, writer
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.node import Attribute, Node
 from chakra_trace.schema.trace import Trace
@@ -70,9 +69,9 @@ def assert_same(a: Trace, b: Trace) -> None:
 def small_blocks(write_rows: int = 3, read_nodes: int = 2, text_chars: int = 7):
     """Force many chunks and text refills so the streaming paths are exercised."""
     with (
-        mock.patch.object(jsonio, "_WRITE_CHUNK", write_rows),
-        mock.patch.object(jsonio, "_READ_CHUNK", read_nodes),
-        mock.patch.object(jsonio, "_TEXT_BLOCK", text_chars),
+        mock.patch.object(writer, "_WRITE_CHUNK", write_rows),
+        mock.patch.object(reader, "_READ_CHUNK", read_nodes),
+        mock.patch.object(scanner, "_TEXT_BLOCK", text_chars),
     ):
         yield
 
