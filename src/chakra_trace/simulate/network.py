@@ -26,7 +26,6 @@ GIB_PER_GB = 2**30 / 1e9  # ASTRA-sim reads "GB/s" as GiB/s
 
 class Fabric:
     def __init__(self, network, *, compat: bool = False, aware: bool = False):
-        self.network = network
         self.compat = compat
         self.aware = aware
         dims = network.dims

@@ -37,7 +37,7 @@ class SimResult:
     prints: finish minus the sum of compute durations; otherwise communication time not
     hidden behind compute.
 
-    ``collectives``: one record per collective instance (group, index, type, bytes,
+    ``collectives``: a `CollectiveRecord` per collective instance (group, index, type, bytes,
     algorithm, start, end). ``nodes[npu]``: (start, end, kind) arrays per trace row (-1 if
     never run); ``traces[npu]`` the trace it ran (repaired in default mode; rows match
     ``nodes``). ``link_busy_ns`` (aware network): busy time of every link; `links()` describes
