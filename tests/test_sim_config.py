@@ -158,7 +158,7 @@ def test_network_from_dict_and_round_trip():
 
 
 def test_network_to_yaml_round_trip(tmp_path):
-    net = Network.simple(["Ring", "Switch"], [4, 2], [50, 12.5], [500, 0])
+    net = Network.simple(["Ring", "Switch", "FullyConnected"], [4, 2, 2], [50, 12.5, 1e-05], [500, 0, 1e16])
     p = write(tmp_path, "n.yml", net.to_yaml())
     assert Network.from_yaml(p) == net
 
@@ -251,10 +251,10 @@ def test_network_yaml_errors_name_file_and_line(tmp_path):
         Network.from_yaml(tmp_path / "nope.yml")
 
 
-# ----------------------------------------------------------------------------- YAML subset
+# ----------------------------------------------------------------------------- YAML
 
 
-def test_yaml_subset_features():
+def test_yaml_features():
     text = (
         "# Analytical Network Input File\n"
         "---\n"
@@ -263,7 +263,7 @@ def test_yaml_subset_features():
         "npus_count: [2, 8 ,4,]   \n"  # trailing comma and spaces
         "bandwidth:\n"
         "  - 200.0   # GB/s\n"
-        "  - 1e2\n"
+        "  - 1e2\n"  # an exponent without a dot or sign: a number, as in YAML 1.2 and ASTRA-sim's yaml-cpp
         "  - .5\n"
         "latency:\n"
         "- 50\n"  # block list at the key's indentation
@@ -281,6 +281,9 @@ def test_yaml_subset_features():
         "empty: []\n"
         "nothing:\n"
         '"quoted key": 1\n'
+        "exponents: [ 1.5e3, 1e-05, 2.0E+2 ]\n"
+        "nested: { a: [ 1, [ 2 ] ], b: &x 3 }\n"  # full YAML: flow mappings, nesting, anchors, aliases
+        "again: *x\n"
     )
     d = parse_yaml(text, "t.yml")
     assert d == {
@@ -298,53 +301,69 @@ def test_yaml_subset_features():
         "empty": [],
         "nothing": None,
         "quoted key": 1,
+        "exponents": [1500.0, 1e-05, 200.0],
+        "nested": {"a": [1, [2]], "b": 3},
+        "again": 3,
     }
     assert isinstance(d["npus_count"][0], int) and isinstance(d["bandwidth"][1], float)
     assert parse_yaml("a: '4'\n")["a"] == "4"  # quoted stays a string
-    assert parse_yaml("") == {}
+    assert parse_yaml("") == {} and parse_yaml("---\n# nothing\n") == {}
     assert parse_yaml("\ufeffa: 1\r\nb: 2\r\n") == {"a": 1, "b": 2}
 
 
 @pytest.mark.parametrize(
     "text, line, match",
     [
-        ("a: 1\na: 2\n", 2, "duplicate key 'a' \\(first on line 1\\)"),
-        ("a: 1\n  b: 2\n", 2, "unexpected indentation"),
-        ("a:\n  b: 2\n", 2, "nested mappings are not supported"),
-        ("a: {b: 1}\n", 1, "flow mappings"),
-        ("a: &x 1\n", 1, "anchors"),
-        ("a: |\n  text\n", 1, "block scalars"),
-        ("a: [1, [2]]\n", 1, "nested lists"),
-        ("a: [1, , 2]\n", 1, "empty item #2"),
-        ("a: [1, 2\nb: 3\n", 1, None),
-        ("a: [1, 2] x\n", 1, "after the closing"),
-        ("a: 'open\n", 1, "not closed"),
-        ('a: "x" y\n', 1, "after a quoted string"),
-        ("just text\n", 1, "expected 'key: value'"),
-        ("- 1\n", 1, "without a 'key:' line"),
-        ("a: 1\n- 2\n", 2, "without a 'key:' line"),
-        ("a:\n  - 1\n    - 2\n", 3, "indented by 4 spaces"),
-        ("a:\n  -\n", 2, "empty list item"),
-        ("a:\n\t- 1\n", 2, "tab in indentation"),
-        ("a: b: c\n", 1, "nested mappings"),
-        ("a: 1\n---\nb: 2\n", 2, "several YAML documents"),
-        ('a: "\\q"\n', 1, "unsupported escape"),
-        ("# ok\n\nlatency: [ 1 ]\nbandwidth: [ 'x ]\n", 4, "not closed"),
+        ("a: 1\na: 2\n", 2, r"duplicate key 'a' \(first on line 1\)"),
+        ("a: 1\n  b: 2\n", 2, "not valid YAML: mapping values are not allowed here"),
+        ("a: b: c\n", 1, "mapping values are not allowed here"),
+        ("a: [1, , 2]\n", 1, "expected the node content, but found ','"),
+        ("a: [1, 2\nb: 3\n", 2, r"while parsing a flow sequence \(line 1\), expected ',' or '\]', but got ':'"),
+        ("a: [1, 2] x\n", 1, "expected <block end>, but found '<scalar>'"),
+        ('a: "x" y\n', 1, "expected <block end>, but found '<scalar>'"),
+        ("a: 1\n- 2\n", 2, "expected <block end>, but found '-'"),
+        ("a: 'open\n", 2, r"while scanning a quoted scalar \(line 1\), found unexpected end of stream"),
+        ("# ok\n\nlatency: [ 1 ]\nbandwidth: [ 'x ]\n", 5, r"quoted scalar \(line 4\)"),
+        ("a:\n\t- 1\n", 2, r"found character '\\t' that cannot start any token"),
+        ("a: 1\n---\nb: 2\n", 2, r"expected a single document in the stream \(line 1\), but found another document"),
+        ('a: "\\q"\n', 1, "found unknown escape character 'q'"),
+        ("a: !foo 1\n", 1, "could not determine a constructor for the tag '!foo'"),
+        ("a: *x\n", 1, "found undefined alias 'x'"),
+        ("a: 1\nb: x\x07\n", 2, "unacceptable character #x0007"),
+        ("just text\n", None, r"expected a mapping of keys to values, got 'just text' \(a string\)"),
+        ("- 1\n", None, r"expected a mapping of keys to values, got a list \[1\]"),
     ],
 )
-def test_yaml_subset_errors(text, line, match):
+def test_yaml_errors(text, line, match):
     with pytest.raises(ChakraError) as e:
         parse_yaml(text, "cfg.yml")
     msg = str(e.value)
-    assert msg.startswith(f"cfg.yml:{line}: "), msg
-    if match:
-        assert re.search(match, msg), msg
+    assert re.match(rf"cfg\.yml:{line}(:\d+)?: " if line else r"cfg\.yml: ", msg), msg
+    assert re.search(match, msg), msg
     assert "\n" not in msg
 
 
 def test_yaml_unclosed_flow_list_names_its_line():
-    with raises(r"cfg.yml:2: flow list of 'b' is not closed"):
+    with raises(r"cfg.yml:4:1: not valid YAML: while parsing a flow sequence \(line 2\), expected ',' or '\]'"):
         parse_yaml("a: 1\nb: [1, 2\n# end\n", "cfg.yml")
+
+
+def test_network_yaml_syntax_and_shape_errors(tmp_path):
+    p = write(tmp_path, "n.yml", "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50\nlatency: [ 1 ]\n")
+    with raises(re.escape(f"{p}:4:8: not valid YAML: while parsing a flow sequence (line 3)")):
+        Network.from_yaml(p)
+    p = write(tmp_path, "n.yml", "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: { a: 1 }\nlatency: [ 1 ]\n")
+    with raises(re.escape(f"{p}:3: 'bandwidth': expected a list with one entry per dimension, got a mapping")):
+        Network.from_yaml(p)
+    p = write(tmp_path, "n.yml", "topology: [ Ring ]\nnpus_count: [ [4] ]\nbandwidth: [ 50 ]\nlatency: [ 1 ]\n")
+    with raises(re.escape(f"{p}:2: 'npus_count'[0]: expected an integer, got a list [4]")):
+        Network.from_yaml(p)
+    p = write(tmp_path, "n.yml", "- Ring\n")
+    with raises(re.escape(f"{p}: expected a network description (a mapping of keys to values), got a list ['Ring']")):
+        Network.from_yaml(p)
+    p = write(tmp_path, "n.yml", "# nothing yet\n")
+    with raises(re.escape(f"{p}: missing 'topology', 'npus_count', 'bandwidth', 'latency'")):
+        Network.from_yaml(p)
 
 
 # ----------------------------------------------------------------------------- system config

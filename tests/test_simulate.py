@@ -12,6 +12,7 @@ from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.simulate import SimulationBlocked, simulate
 from chakra_trace.simulate.config import Network, SystemConfig
+from chakra_trace.simulate.engine import Engine
 from chakra_trace.synthesize import from_spec
 from chakra_trace.visualize.timeline import timeline
 
@@ -75,6 +76,42 @@ def test_a_receive_without_a_send_and_a_cycle_are_reported():
     assert "no matching send" in text and "never became ready" in text
 
 
+def test_the_engine_refuses_a_time_in_the_past():
+    e = Engine()
+    e.at(5, lambda: e.at(4, print))
+    with pytest.raises(ValueError, match="event at 4 ns is in the past: the simulation is at 5 ns"):
+        e.run()
+
+
+def test_a_receive_posted_after_its_message_arrived_completes_at_once():
+    traces = {}
+    for r in range(2):
+        b = TraceBuilder()
+        if r == 0:
+            b.send(1, 64, tag=3)
+        else:
+            b.recv(0, 64, tag=3, deps=[b.comp("busy", 50)])
+        traces[r] = b.build()
+    for compat in (False, True):
+        res = simulate(Workload(traces), Network.simple("Ring", 2, 50, 500), system(), compat=compat)
+        assert res.finish_ns.tolist() == [501, 50_000]  # the message arrived at 501 ns
+        assert res.nodes[1][1].tolist() == [50_000, 50_000]
+
+
+def test_members_that_never_wait_for_the_last_one_finish_when_the_collective_runs():
+    """ASTRA-sim runs as many dimensions as algorithms are listed: with one listed on a 2x2
+    torus, the row of NPUs 0 and 1 (ready at 1 µs) never waits for NPUs 2 and 3 (100 µs)."""
+    traces = {}
+    for r in range(4):
+        b = TraceBuilder()
+        b.collective("ALL_REDUCE", 1 << 16, deps=[b.comp("w", 1 if r < 2 else 100)])
+        traces[r] = b.build()
+    sys1 = SystemConfig.from_dict({"preferred-dataset-splits": 4, "local-mem-bw": 1600})
+    res = simulate(Workload(traces), Network.simple("Ring", [2, 2], 50, 500), sys1, compat=True)
+    assert res.finish_ns.tolist() == [100_000, 100_000, 105_396, 105_396]
+    assert (res.collectives[0].start_ns, res.collectives[0].end_ns) == (1000, 105_396)
+
+
 def test_missing_dependencies_are_dropped_with_one_warning():
     b = TraceBuilder()
     b.comp("x", 3, deps=[999])
@@ -87,7 +124,7 @@ def test_default_mode_and_outputs():
     net = Network.simple(["Ring", "Switch"], [4, 2], [100, 50], [50, 500])
     res = simulate(from_spec("train:layers=3:comp_us=50:size=1048576", net.npus), net, system())
     assert res.finish_ns.shape == (8,) and (res.finish_ns > 450_000).all()
-    assert len(res.collectives) == 3 and all(c["type"] == "ALL_REDUCE" for c in res.collectives)
+    assert len(res.collectives) == 3 and all(c.type == "ALL_REDUCE" for c in res.collectives)
     assert (res.overlap_ns > 0).all() and (res.exposed_comm_ns < res.comm_ns).all()
     d = res.to_dict()
     assert set(d) >= {"finish_ns", "exposed_comm_ns"}
@@ -106,7 +143,7 @@ def test_groups_run_a_ring_over_their_members():
     )
     two = simulate(from_spec("coll:all_reduce:1048576", 2), Network.simple("Ring", 2, 50, 500), system(), compat=True)
     assert res.finish_ns.tolist() == [two.finish_ns[0]] * 4
-    assert {c["group"] for c in res.collectives} == {"1", "2"}
+    assert {c.group for c in res.collectives} == {"1", "2"}
 
 
 @pytest.mark.parametrize("algo", ["ring", "direct", "halvingDoubling", "doubleBinaryTree"])
@@ -172,8 +209,8 @@ def test_resnet50_on_8_npus(resnet_path):
     with pytest.warns(UserWarning, match="repaired"):
         res = simulate(w, net, system())
     assert len(set(res.finish_ns.tolist())) == 1 and res.step_ns > 0.25e9
-    assert [c["type"] for c in res.collectives] == ["BROADCAST"] * 2 + ["ALL_REDUCE"] * 5
-    assert sum(c["bytes"] for c in res.collectives if c["type"] == "ALL_REDUCE") == 102_228_128
+    assert [c.type for c in res.collectives] == ["BROADCAST"] * 2 + ["ALL_REDUCE"] * 5
+    assert sum(c.bytes for c in res.collectives if c.type == "ALL_REDUCE") == 102_228_128
 
 
 def test_one_variants_ignore_the_dimensions():
@@ -182,7 +219,7 @@ def test_one_variants_ignore_the_dimensions():
     net = Network.simple(["Ring", "Ring"], [4, 4], [50, 50], [500, 500])
     one = system(**{"all-reduce-implementation": ["oneRing", "oneRing"]})
     res = simulate(from_spec("coll:all_reduce:1048576", 16), net, one, compat=True)
-    assert res.collectives[0]["algorithm"] == "all_reduce:ring"
+    assert res.collectives[0].algorithm == "all_reduce:ring"
     # npu 3 -> 4 crosses dimension 1 (coords (3,0) -> (0,1)): one hop there, so like a 16 ring
     ring16 = simulate(
         from_spec("coll:all_reduce:1048576", 16), Network.simple("Ring", 16, 50, 500), system(), compat=True

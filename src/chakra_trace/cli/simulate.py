@@ -76,15 +76,7 @@ def _print(res, timeline) -> None:
         for col in ("group", "#", "type", "bytes", "algorithm", "start", "end"):
             c.add_column(col, justify="right" if col in ("#", "bytes", "start", "end") else "left")
         for r in res.collectives[:20]:
-            c.add_row(
-                r["group"],
-                str(r["index"]),
-                r["type"],
-                f"{r['bytes']:,}",
-                r["algorithm"],
-                f"{r['start_ns']:,}",
-                f"{r['end_ns']:,}",
-            )
+            c.add_row(r.group, str(r.index), r.type, f"{r.bytes:,}", r.algorithm, f"{r.start_ns:,}", f"{r.end_ns:,}")
         con.print(c)
         if len(res.collectives) > 20:
             con.print(f"... {len(res.collectives) - 20} more (use --json)")

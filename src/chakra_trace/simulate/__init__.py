@@ -8,7 +8,15 @@ reproduces ASTRA-sim's analytical backends to the nanosecond, flaws included (se
 `COMPAT_DIFFERENCES`).
 """
 
-from .result import SimResult
+from .result import CollectiveRecord, SimResult
 from .simulator import COMPAT_DIFFERENCES, SimulationBlocked, SimulationWarning, Simulator, simulate
 
-__all__ = ["COMPAT_DIFFERENCES", "SimResult", "SimulationBlocked", "SimulationWarning", "Simulator", "simulate"]
+__all__ = [
+    "COMPAT_DIFFERENCES",
+    "CollectiveRecord",
+    "SimResult",
+    "SimulationBlocked",
+    "SimulationWarning",
+    "Simulator",
+    "simulate",
+]

@@ -43,6 +43,20 @@ from .config import parse_algorithm
 
 RS, AG, AR, A2A, BCAST, BARRIER = "reduce_scatter", "all_gather", "all_reduce", "all_to_all", "broadcast", "barrier"
 
+#: The operation each collective type runs as.
+_OPS: dict[int, str] = {
+    CollectiveType.ALL_REDUCE: AR,
+    CollectiveType.REDUCE_SCATTER: RS,
+    CollectiveType.ALL_GATHER: AG,
+    CollectiveType.ALL_TO_ALL: A2A,
+    CollectiveType.REDUCE_SCATTER_BLOCK: RS,
+    CollectiveType.BROADCAST: BCAST,
+    CollectiveType.REDUCE: AR,
+    CollectiveType.GATHER: AG,
+    CollectiveType.SCATTER: AG,
+    CollectiveType.BARRIER: BARRIER,
+}
+
 
 @dataclass
 class Phase:
@@ -118,20 +132,9 @@ class Collectives:
         return self._plan(ctype, nbytes, members)
 
     def _plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
-        op = {
-            CollectiveType.ALL_REDUCE: AR,
-            CollectiveType.REDUCE_SCATTER: RS,
-            CollectiveType.ALL_GATHER: AG,
-            CollectiveType.ALL_TO_ALL: A2A,
-            CollectiveType.REDUCE_SCATTER_BLOCK: RS,
-            CollectiveType.BROADCAST: BCAST,
-            CollectiveType.REDUCE: AR,
-            CollectiveType.GATHER: AG,
-            CollectiveType.SCATTER: AG,
-            CollectiveType.BARRIER: BARRIER,
-        }[ctype]
+        op = _OPS[ctype]
         whole = members is None or len(members) == self.f.npus and list(members) == list(range(self.f.npus))
-        p = self.f.npus if whole else len(members)
+        p = self.f.npus if members is None else len(members)
         splits = max(1, int(self.sys.preferred_dataset_splits))
         chunk = nbytes // splits if self.compat else nbytes / splits
         if op != AG and chunk < p:
@@ -191,15 +194,13 @@ class Collectives:
         pending = set(range(plan.chunks))
         while pending:
             # the phase that can start first; ties by policy (LIFO: the most recently ready)
-            best = None
+            choices = []
             for c in pending:
                 ph = plan.phases[nxt[c]]
                 k = min(range(slots), key=free_at[ph.dim].__getitem__)
                 t = max(ready_at[c], free_at[ph.dim][k])
-                key = (t, -seq[c] if policy == "LIFO" else seq[c], c)
-                if best is None or key < best[0]:
-                    best = (key, c, k)
-            _, c, k = best
+                choices.append(((t, -seq[c] if policy == "LIFO" else seq[c], c), c, k))
+            _, c, k = min(choices)
             ph = plan.phases[nxt[c]]
             members = ph.members.ravel()
             t0 = np.maximum(ready[c][members], free[ph.dim][k][members]).reshape(ph.members.shape)

@@ -18,8 +18,12 @@ class Engine:
         self.events = 0
 
     def at(self, time: int, callback: Callable[..., Any], *args: Any) -> None:
-        """Run callback(*args) at `time` (not before now)."""
-        heapq.heappush(self._queue, (max(int(time), self.now), self._seq, callback, args))
+        """Run callback(*args) at `time`. A time before now is a bug in the caller (time would
+        run backwards), so it raises rather than being moved to now."""
+        t = int(time)
+        if t < self.now:
+            raise ValueError(f"event at {t} ns is in the past: the simulation is at {self.now} ns")
+        heapq.heappush(self._queue, (t, self._seq, callback, args))
         self._seq += 1
 
     def after(self, delay: int, callback: Callable[..., Any], *args: Any) -> None:

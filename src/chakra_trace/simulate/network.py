@@ -26,7 +26,6 @@ GIB_PER_GB = 2**30 / 1e9  # ASTRA-sim reads "GB/s" as GiB/s
 
 class Fabric:
     def __init__(self, network, *, compat: bool = False, aware: bool = False):
-        self.network = network
         self.compat = compat
         self.aware = aware
         dims = network.dims
@@ -38,17 +37,17 @@ class Fabric:
         self.npus = int(np.prod(self.sizes))
         self.stride = np.concatenate(([1], np.cumprod(self.sizes)[:-1])).astype(np.int64)
         # aware model: one block of link ids per dimension
-        self._link_base = []
+        self._link_base: list[int] = []
         base = 0
         for d, k in enumerate(self.kind):
             self._link_base.append(base)
             n = int(self.sizes[d])
             base += self.npus * (n if k == "FullyConnected" else 2)
-        self.link_free = np.zeros(base, np.int64) if aware else None
-        self.link_busy = np.zeros(base, np.int64) if aware else None
+        links = base if aware else 0  # the unaware model has no link state
+        self.link_free = np.zeros(links, np.int64)  # when each link is next free
+        self.link_busy = np.zeros(links, np.int64)  # busy time of each link so far
         self._paths: dict = {}
         self._delays: dict = {}
-        self.link_dim = np.repeat(np.arange(len(dims)), np.diff(self._link_base + [base])) if aware else None
 
     # ------------------------------------------------------------------ geometry
     def coords(self, npu) -> np.ndarray:

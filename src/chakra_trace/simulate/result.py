@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+
+
+@dataclass
+class CollectiveRecord:
+    """One collective instance as it ran: its group and index in that group, type, bytes per
+    member, members, the algorithm of each phase, chunks, and when its first member issued
+    it and its last member finished."""
+
+    group: str  # "all" for the whole machine
+    index: int
+    type: str  # CollectiveType name
+    bytes: int
+    npus: int
+    algorithm: str  # "op:algorithm@dimension" per distinct phase, joined by "+"
+    chunks: int
+    start_ns: int
+    end_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -17,7 +37,7 @@ class SimResult:
     prints: finish minus the sum of compute durations; otherwise communication time not
     hidden behind compute.
 
-    ``collectives``: one record per collective instance (group, index, type, bytes,
+    ``collectives``: a `CollectiveRecord` per collective instance (group, index, type, bytes,
     algorithm, start, end). ``nodes[npu]``: (start, end, kind) arrays per trace row (-1 if
     never run); ``traces[npu]`` the trace it ran (repaired in default mode; rows match
     ``nodes``). ``link_busy_ns`` (aware network): busy time of every link; `links()` describes
@@ -31,7 +51,7 @@ class SimResult:
     comm_ns: np.ndarray
     overlap_ns: np.ndarray
     idle_ns: np.ndarray
-    collectives: list[dict] = field(default_factory=list)
+    collectives: list[CollectiveRecord] = field(default_factory=list)
     nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     names: dict[int, np.ndarray] = field(default_factory=dict)
     traces: dict = field(default_factory=dict, repr=False)  # the trace each NPU ran (after repairs), shared
@@ -56,7 +76,7 @@ class SimResult:
             mode=self.mode,
             events=self.events,
             wall_s=round(self.wall_s, 4),
-            collectives=self.collectives,
+            collectives=[c.to_dict() for c in self.collectives],
             warnings=self.warnings,
         )
         if self.link_busy_ns is not None:
@@ -97,4 +117,4 @@ class SimResult:
     def collectives_frame(self):
         import pandas as pd
 
-        return pd.DataFrame(self.collectives)
+        return pd.DataFrame([c.to_dict() for c in self.collectives])

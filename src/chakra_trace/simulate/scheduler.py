@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import json
 from collections import deque
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,6 +78,20 @@ class Npu:
         self.issue()
 
 
+@dataclass
+class CollectiveInstance:
+    """One collective of one group, gathering its members as they issue it: it runs once
+    ``size`` of them have (the first to issue it names its type, size and name)."""
+
+    members: list[int] | None  # NPU ids of the group, None: every NPU
+    size: int  # members to wait for
+    ctype: int  # CollectiveType
+    bytes: int
+    name: str
+    issued: dict[int, tuple[int, int]] = field(default_factory=dict)  # rank -> (time issued, row)
+    splits: dict[int, tuple[list[float], int]] = field(default_factory=dict)  # all-to-allv: rank -> (split, bytes)
+
+
 class Matchmaker:
     """Collectives meet their group; sends meet receives (in order per src, dst, tag, size)."""
 
@@ -84,7 +99,7 @@ class Matchmaker:
         self.sim = sim
         self.groups = groups
         self.count: dict[tuple[int, str], int] = {}
-        self.open: dict[tuple[str, int], dict] = {}
+        self.open: dict[tuple[str, int], CollectiveInstance] = {}
         self.sends: dict[tuple, deque] = {}
         self.recvs: dict[tuple, deque] = {}
 
@@ -106,22 +121,17 @@ class Matchmaker:
         if inst is None:
             members = self.members(pg)
             size = self.sim.npus if members is None else len(members)
-            inst = self.open[key] = {
-                "members": members,
-                "size": size,
-                "issued": {},
-                "ctype": int(t.comm_type[r]),
-                "bytes": int(t.comm_size[r]),
-                "name": t.names[t.name_codes[r]],
-            }
-        inst["issued"][npu.rank] = (self.sim.engine.now, r)
+            inst = self.open[key] = CollectiveInstance(
+                members, size, int(t.comm_type[r]), int(t.comm_size[r]), t.names[t.name_codes[r]]
+            )
+        inst.issued[npu.rank] = (self.sim.engine.now, r)
         if (
-            inst["ctype"] == CollectiveType.ALL_TO_ALL and t.extra_indptr[r] != t.extra_indptr[r + 1]
+            inst.ctype == CollectiveType.ALL_TO_ALL and t.extra_indptr[r] != t.extra_indptr[r + 1]
         ):  # all-to-allv: per-peer sizes
             split = _split(t.attr(r, "in_split_size"))
             if split is not None:
-                inst.setdefault("splits", {})[npu.rank] = (split, int(t.comm_size[r]))
-        if len(inst["issued"]) == inst["size"]:
+                inst.splits[npu.rank] = (split, int(t.comm_size[r]))
+        if len(inst.issued) == inst.size:
             del self.open[key]
             self.sim.run_collective(pg, k, inst)
 
@@ -144,8 +154,8 @@ class Matchmaker:
         t = npu.t
         key = (int(t.comm_src[r]), npu.rank, int(t.comm_tag[r]), int(t.comm_size[r]))
         sent = self.sends.get(key)
-        if sent:
-            self.sim.engine.at(sent.popleft(), npu.complete, r)
+        if sent:  # a message that arrived before its receive was posted completes the receive now
+            self.sim.engine.at(max(sent.popleft(), self.sim.engine.now), npu.complete, r)
         else:
             self.recvs.setdefault(key, deque()).append((npu, r))
 
@@ -153,12 +163,12 @@ class Matchmaker:
         """What each NPU still waits for when nothing can happen any more."""
         out: dict[int, list[str]] = {}
         for (pg, k), inst in self.open.items():
-            everyone = range(self.sim.npus) if inst["members"] is None else inst["members"]
-            missing = [m for m in everyone if m not in inst["issued"]]
-            for rank, (_t, r) in inst["issued"].items():
+            everyone = range(self.sim.npus) if inst.members is None else inst.members
+            missing = [m for m in everyone if m not in inst.issued]
+            for rank, (_t, r) in inst.issued.items():
                 npu = self.sim.npus_state[rank]
                 out.setdefault(rank, []).append(
-                    f"node {int(npu.ids[r])} ({inst['name']}): collective #{k} of group {pg or 'all'} waits for "
+                    f"node {int(npu.ids[r])} ({inst.name}): collective #{k} of group {pg or 'all'} waits for "
                     f"NPU(s) {_short(missing)} that never reach it"
                 )
         for (src, dst, tag, size), q in self.recvs.items():

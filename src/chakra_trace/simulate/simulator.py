@@ -20,8 +20,8 @@ from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
 from .engine import Engine
 from .network import Fabric
-from .result import SimResult
-from .scheduler import Matchmaker, Npu, Static
+from .result import CollectiveRecord, SimResult
+from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
 
 #: What our default mode does differently from ASTRA-sim (kept in compat mode).
 COMPAT_DIFFERENCES = {
@@ -125,7 +125,7 @@ class Simulator:
         missing = sum(n.missing for n in self.npus_state)
         if missing:
             self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
-        self.records: list[dict] = []
+        self.records: list[CollectiveRecord] = []
 
     def _repaired(self, traces: dict[int, Trace]) -> dict[int, Trace]:
         fixed: dict[int, Trace] = {}
@@ -212,34 +212,37 @@ class Simulator:
         else:  # metadata and anything else take no time
             self.engine.at(self.engine.now, npu.complete, r)
 
-    def run_collective(self, pg: str, k: int, inst: dict) -> None:
-        issued = inst["issued"]
+    def run_collective(self, pg: str, k: int, inst: CollectiveInstance) -> None:
+        issued = inst.issued
         ranks = np.array(sorted(issued), np.int64)
         start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
-        plan = self.coll.plan(inst["ctype"], inst["bytes"], inst["members"], self._matrix(inst, ranks))
+        plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
         finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
-        for rank, t in zip(ranks.tolist(), finish.tolist()):
+        # a member whose part never waited for the last one to issue (no phase links them, e.g.
+        # compat mode running fewer dimensions than the network has) is done when the collective runs
+        done = np.maximum(finish, self.engine.now)
+        for rank, t in zip(ranks.tolist(), done.tolist()):
             npu = self.npus_state[rank]
             self.engine.at(t, npu.complete, issued[rank][1])
         self.records.append(
-            {
-                "group": pg or "all",
-                "index": k,
-                "type": collective_name(inst["ctype"]),
-                "bytes": inst["bytes"],
-                "npus": int(ranks.size),
-                "algorithm": plan.algorithms,
-                "chunks": plan.chunks,
-                "start_ns": int(start.min()),
-                "end_ns": int(finish.max()),
-            }
+            CollectiveRecord(
+                group=pg or "all",
+                index=k,
+                type=collective_name(inst.ctype),
+                bytes=inst.bytes,
+                npus=int(ranks.size),
+                algorithm=plan.algorithms,
+                chunks=plan.chunks,
+                start_ns=int(start.min()),
+                end_ns=int(finish.max()),
+            )
         )
 
-    def _matrix(self, inst: dict, ranks: np.ndarray) -> np.ndarray | None:
+    def _matrix(self, inst: CollectiveInstance, ranks: np.ndarray) -> np.ndarray | None:
         """All-to-allv: bytes from member i to member j (member order), from each member's
         in_split_size (elements per peer) and comm_size; None unless every member has splits."""
-        splits = inst.get("splits", {})
-        order = inst["members"] if inst["members"] is not None else ranks.tolist()
+        splits = inst.splits
+        order = inst.members if inst.members is not None else ranks.tolist()
         if len(splits) != len(order):
             return None
         rows = []
@@ -304,7 +307,7 @@ class Simulator:
             nodes=nodes,
             names=names,
             traces={npu.rank: npu.t for npu in self.npus_state},
-            link_busy_ns=self.fabric.link_busy,
+            link_busy_ns=self.fabric.link_busy if self.fabric.aware else None,
             link_info=self.fabric.links() if self.fabric.aware else None,
             mode=("astra" if self.compat else "default") + ("/aware" if self.fabric.aware else "/unaware"),
             events=self.engine.events,
