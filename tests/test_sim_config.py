@@ -473,7 +473,8 @@ def test_system_json_errors_name_file_line_and_key(tmp_path):
     with raises(re.escape(f"{p}:3: 'endpoint-delay': expected an integer >= 0, got -3")):
         SystemConfig.from_json(p)
     p = write(tmp_path, "broken.json", '{\n  "endpoint-delay": 10,\n}\n')
-    with raises(re.escape(f"{p}:3:1: not valid JSON")):
+    # Python 3.13's json points at the trailing comma (2:23), earlier ones at what follows it (3:1)
+    with raises(re.escape(f"{p}:") + r"(3:1|2:23): not valid JSON"):
         SystemConfig.from_json(p)
     p = write(tmp_path, "dup.json", '{"endpoint-delay": 10, "endpoint-delay": 20}')
     with raises("'endpoint-delay' appears twice"):
