@@ -1,15 +1,32 @@
-"""Build the optional C kernels; without a compiler the package falls back to numpy/Python."""
+"""Build the optional C kernels; without a compiler the package falls back to numpy/Python.
+
+Each kernel is compiled with the ABI and the hash of its sources from chakra_trace/_native.py
+(loaded by path: the package itself needs its dependencies), so `_native.load` can refuse a
+kernel that was built for other sources.
+"""
+
+import importlib.util
+import sys
+
 from setuptools import Extension, setup
 
-VEC = ["src/chakra_trace/_vec.h"]  # shared by the extensions (#include "../_vec.h")
+SPEC = importlib.util.spec_from_file_location("_chakra_trace_native", "src/chakra_trace/_native.py")
+native = sys.modules[SPEC.name] = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(native)
+
+# a kernel is rebuilt when its shared header or the ABI changes, not only its own source
+DEPENDS = [f"src/chakra_trace/{native.SHARED_HEADER}", "src/chakra_trace/_native.py"]
 
 setup(
     ext_modules=[
-        Extension("chakra_trace.schema._wire", sources=["src/chakra_trace/schema/_wire.c"], depends=VEC, optional=True,
-                  extra_compile_args=["-O3"]),
-        Extension("chakra_trace.convert._kineto", sources=["src/chakra_trace/convert/_kineto.c"], depends=VEC,
-                  optional=True, extra_compile_args=["-O3"]),
-        Extension("chakra_trace.convert._host", sources=["src/chakra_trace/convert/_host.c"], depends=VEC,
-                  optional=True, extra_compile_args=["-O3"]),
+        Extension(
+            module,
+            sources=[f"src/chakra_trace/{source}"],
+            depends=DEPENDS,
+            optional=True,
+            extra_compile_args=["-O3"],
+            define_macros=native.build_macros(module),
+        )
+        for module, source in native.KERNELS.items()
     ]
 )

@@ -20,6 +20,14 @@ import tempfile
 import time
 import warnings
 
+from chakra_trace import Workload
+from chakra_trace.analyze import Analysis
+from chakra_trace.convert.pytorch import convert_pytorch
+from chakra_trace.replay.measure import measure
+from chakra_trace.simulate.presets import simulate_on
+from chakra_trace.visualize.report import build_report
+from chakra_trace.visualize.timeline import timeline_arrays
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_bench  # noqa: E402  (its generator)
 
@@ -32,18 +40,10 @@ def timed(fn):
 
 def measured(fn) -> float:
     """Median seconds of `fn` by the project's harness (a short budget: these are big steps)."""
-    from chakra_trace.replay.measure import measure
-
     return measure(fn, warmup=1, min_repeats=3, max_repeats=9, target_rel_ci=0.05, budget_s=10).median
 
 
 def recorded(nodes: int) -> dict:
-    from chakra_trace import Workload
-    from chakra_trace.analyze import Analysis
-    from chakra_trace.convert.pytorch import convert_pytorch
-    from chakra_trace.visualize.report import build_report
-    from chakra_trace.visualize.timeline import timeline_arrays
-
     with tempfile.TemporaryDirectory() as tmp:
         et, kin, n = convert_bench.generate(tmp, nodes)
         (trace, _), base = timed(lambda: convert_pytorch(et, kin, rank=0))
@@ -61,6 +61,10 @@ def recorded(nodes: int) -> dict:
     }
     return {
         "what": f"recorded, {len(trace):,} nodes ({n:,} host nodes)",
+        "nodes": len(trace),
+        "host_nodes": n,
+        "path_ops": len(Analysis(w).critical_path()),
+        "collectives": len(Analysis(w).collective_stats().records),
         "baseline": "convert_pytorch",
         "baseline_s": base,
         "steps": {k: measured(f) for k, f in steps.items()},
@@ -68,13 +72,6 @@ def recorded(nodes: int) -> dict:
 
 
 def simulated(npus_preset: str) -> dict:
-    from chakra_trace import Workload
-    from chakra_trace.analyze import Analysis
-    from chakra_trace.convert.pytorch import convert_pytorch
-    from chakra_trace.simulate.presets import simulate_on
-    from chakra_trace.visualize.report import build_report
-    from chakra_trace.visualize.timeline import timeline_arrays
-
     data = convert_bench.DATA
     w = Workload(
         {
@@ -99,6 +96,9 @@ def simulated(npus_preset: str) -> dict:
     }
     out = {
         "what": f"simulated on {npus_preset}: {res.finish_ns.size:,} NPUs, {runs:,} node runs",
+        "preset": npus_preset,
+        "npus": int(res.finish_ns.size),
+        "node_runs": runs,
         "baseline": "simulate",
         "baseline_s": base,
         "steps": {k: measured(f) for k, f in steps.items()},

@@ -117,6 +117,7 @@ def main() -> None:
     per_node = r["peak_growth"] / n
     res = {
         "host_nodes": n,
+        "json_bytes": size,
         "seconds": r["seconds"],
         "nodes_per_s": rate,
         "peak_bytes_per_node": per_node,

@@ -2,52 +2,90 @@
 """Replay coverage on every sample trace: the share of schema'd top-level ops replayed, with
 each trace's collectives on a real process group (one process per rank on 127.0.0.1).
 
-Traces come from ../shared/traces (beside the project). GPU traces replay on the CPU. The
-two ResNet traces replay one profiler step each (a CPU pass over their convolutions is slow).
-Timing is not the point here (one pass); `tests/test_replay_fidelity.py` measures time.
+    python benchmarks/replay_coverage.py [--traces DIR] [--json OUT]
+
+Traces come from ../shared/traces (beside the project; --traces elsewhere). GPU traces replay
+on the CPU. The two ResNet traces replay one profiler step each (a CPU pass over their
+convolutions is slow). Timing is not the point here (one pass); `tests/test_replay_fidelity.py`
+measures time.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 import time
 import warnings
 
+from chakra_trace.replay.job import replay_host
+
 SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "traces")
+# trace file(s) under the traces folder, replay_host's options, what the README calls the trace
 CASES = [
-    ("pytorch-cpu/mlp_rank0.et.json.gz", {}),
-    ("pytorch-cpu/transformer_rank0.et.json.gz", {}),
-    (["pytorch-cpu/ddp_rank0.et.json.gz", "pytorch-cpu/ddp_rank1.et.json.gz"], {}),
-    ("param/linear_et.json.gz", {}),
-    ("param/resnet_et.json.gz", {"steps": [6]}),
-    ("param/resnet_1gpu_et_1.0.3.json.gz", {"steps": [4]}),
-    ("chakra/allgather_host_1.0.2.json.gz", {}),
+    ("pytorch-cpu/mlp_rank0.et.json.gz", {}, "mlp"),
+    ("pytorch-cpu/transformer_rank0.et.json.gz", {}, "transformer"),
+    (
+        ["pytorch-cpu/ddp_rank0.et.json.gz", "pytorch-cpu/ddp_rank1.et.json.gz"],
+        {},
+        "DDP, 2 ranks, with its gloo collectives",
+    ),
+    ("param/linear_et.json.gz", {}, "PARAM linear (schema 1.0.1, GPU, replayed on CPU)"),
+    ("param/resnet_et.json.gz", {"steps": [6]}, "PARAM ResNet, one step"),
+    ("param/resnet_1gpu_et_1.0.3.json.gz", {"steps": [4]}, "PARAM ResNet 1.0.3, one step"),
+    (
+        "chakra/allgather_host_1.0.2.json.gz",
+        {},
+        "all-gather (1.0.2, a 2-rank NCCL job, replayed SPMD on 2 gloo ranks)",
+    ),
 ]
 
 
 def main() -> int:
-    from chakra_trace.replay.job import replay_host
-
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", default=SHARED, help="folder of the sample traces (default ../shared/traces)")
+    ap.add_argument("--json", dest="json_out", help="write the figures to this JSON file")
+    args = ap.parse_args()
     warnings.simplefilter("ignore")
-    if not os.path.isdir(SHARED):
-        print(f"no sample traces at {SHARED}", file=sys.stderr)
+    if not os.path.isdir(args.traces):
+        print(f"no sample traces at {args.traces}", file=sys.stderr)
         return 2
+    rows = []
     print(f"{'trace':<48} {'ranks':>5} {'replayed':>10} {'total':>7} {'share':>7} {'s':>6}")
-    for case, kw in CASES:
-        paths = [os.path.join(SHARED, c) for c in case] if isinstance(case, list) else os.path.join(SHARED, case)
+    for case, kw, label in CASES:
+        files = case if isinstance(case, list) else [case]
+        paths = [os.path.join(args.traces, c) for c in files]
         t = time.perf_counter()
-        res = replay_host(paths, warmup=0, min_repeats=1, max_repeats=1, budget_s=0.1, **kw)
+        res = replay_host(
+            paths if isinstance(case, list) else paths[0], warmup=0, min_repeats=1, max_repeats=1, budget_s=0.1, **kw
+        )
+        seconds = time.perf_counter() - t
         done = sum(c["replayed"] for c in res.coverage.values())
         total = sum(c["total"] for c in res.coverage.values())
-        label = " + ".join(case) if isinstance(case, list) else case
-        print(
-            f"{label[:48]:<48} {res.world_size:>5} {done:>10,} {total:>7,} {done / total:>7.1%} "
-            f"{time.perf_counter() - t:>6.1f}"
-        )
+        reasons: dict[str, int] = {}
         for c in res.coverage.values():
             for why, n in c["reasons"].items():
-                print(f"    not replayed ({n}): {why}")
+                reasons[why] = reasons.get(why, 0) + n
+        rows.append(
+            {
+                "trace": label,
+                "files": files,
+                "ranks": res.world_size,
+                "replayed": done,
+                "total": total,
+                "seconds": seconds,
+                "not_replayed": reasons,
+            }
+        )
+        print(
+            f"{' + '.join(files)[:48]:<48} {res.world_size:>5} {done:>10,} {total:>7,} {done / total:>7.1%} {seconds:>6.1f}"
+        )
+        for why, n in reasons.items():
+            print(f"    not replayed ({n}): {why}")
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump({"cases": rows}, f, indent=2)
     return 0
 
 

@@ -92,7 +92,7 @@ def main() -> None:
         if aware and args.skip_aware:
             continue
         r = run(list(net), wl, aware)
-        rows.append({"case": name, **r, "astra_seconds": astra, "speedup": astra / r["seconds"]})
+        rows.append({"case": name, "network": net, **r, "astra_seconds": astra, "speedup": astra / r["seconds"]})
         print(
             f"{name:42} {r['seconds']:8.2f} {astra:8.1f} {astra / r['seconds']:7.1f}x "
             f"{r['peak_bytes'] / 2**20:9.1f} {r['step_ns']:14,}"
@@ -114,8 +114,9 @@ def main() -> None:
             f"{b['peak_bytes'] / 2**20:10.1f}"
         )
     if args.json_out:
+        check = {"step_ns": rows[0]["step_ns"], "closed_form_ns": expect}
         with open(args.json_out, "w") as f:
-            json.dump({"cases": rows, "growth": growth}, f, indent=2)
+            json.dump({"cases": rows, "closed_form_check": check, "growth": growth}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,19 @@
-"""The optional C kernels must agree with the numpy implementation, on good and bad input."""
+"""The optional C kernels must agree with the numpy implementation, on good and bad input,
+and a kernel not built for this package's sources and ABI must never load."""
+
+import shutil
+import sys
+import sysconfig
+import warnings
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from setuptools import Distribution, Extension
 
+import chakra_trace.schema
+from chakra_trace import _native
 from chakra_trace.io import stream
 from chakra_trace.schema import codec, wire
 from chakra_trace.schema.trace import Trace
@@ -175,3 +184,103 @@ def test_intern_falls_back_to_exact_on_hash_collision(monkeypatch):
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a, b)
     assert got[0].tolist() == [0, 1, 0, 2, 1, 3]
+
+
+# --------------------------------------------------------------------------- stale kernels
+
+WIRE = "chakra_trace.schema._wire"
+
+
+def _build_wire(out, macros):
+    """_wire.c compiled with `macros` into out/chakra_trace/schema, as setup.py would build it."""
+    ext = Extension(WIRE, [str(_native.HERE / _native.KERNELS[WIRE])], define_macros=macros, extra_compile_args=["-O0"])
+    cmd = Distribution({"ext_modules": [ext]}).get_command_obj("build_ext")
+    cmd.build_lib, cmd.build_temp = str(out), str(out / "obj")
+    cmd.ensure_finalized()
+    cmd.run()
+    return out / "chakra_trace" / "schema"
+
+
+@pytest.fixture(scope="module")
+def stale(tmp_path_factory):
+    """Kernels that import fine but were not built for this package: one for another ABI, one
+    by setup.py's macros from other source text (a kernel left over from an older checkout)."""
+    root = tmp_path_factory.mktemp("kernels")
+    other = root / "other_src"
+    (other / "schema").mkdir(parents=True)
+    shutil.copy(_native.HERE / _native.SHARED_HEADER, other / _native.SHARED_HEADER)
+    src = (_native.HERE / _native.KERNELS[WIRE]).read_text()
+    (other / _native.KERNELS[WIRE]).write_text(src + "/* an older revision */\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_native, "HERE", other)
+        other_macros = _native.build_macros(WIRE)
+    abi = [(k, str(_native.ABI + 1) if k == "CHAKRA_KERNEL_ABI" else v) for k, v in _native.build_macros(WIRE)]
+    return {"abi": _build_wire(root / "abi", abi), "source": _build_wire(root / "source", other_macros)}
+
+
+def _import_from(monkeypatch, folder):
+    """`import chakra_trace.schema._wire` finds only what is in `folder` (undone after the test)."""
+    monkeypatch.setattr(chakra_trace.schema, "__path__", [str(folder)])
+    monkeypatch.setattr(chakra_trace.schema, "_wire", sys.modules[WIRE])
+    monkeypatch.delitem(sys.modules, WIRE)
+
+
+def test_real_build_loads():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mod = _native.load(WIRE)
+        st_ = _native.status()
+    assert mod is native and mod.ABI == _native.ABI and mod.SOURCE == _native.source_hash(WIRE)
+    assert set(st_) == set(_native.KERNELS)
+    for k in st_.values():
+        assert k.active and k.reason == "" and k.file.endswith(sysconfig.get_config_var("EXT_SUFFIX")), k
+
+
+@pytest.mark.parametrize(
+    "kind, found",
+    [
+        ("abi", f"stale (ABI {_native.ABI + 1}, expected {_native.ABI})"),
+        ("source", "stale (built from other sources: hash "),
+    ],
+)
+def test_stale_kernel_is_refused_with_one_warning(stale, monkeypatch, kind, found):
+    folder = stale[kind]
+    _import_from(monkeypatch, folder)
+    with pytest.warns(_native.StaleKernelWarning) as caught:
+        assert _native.load(WIRE) is None
+    assert len(caught) == 1
+    msg = str(caught[0].message)
+    assert WIRE in msg and str(folder) in msg and found in msg, msg
+    assert "pip install -e ." in msg and "python setup.py build_ext --inplace" in msg
+    if kind == "source":  # both hashes, so the two builds can be told apart
+        assert _native.source_hash(WIRE)[:12] in msg
+    else:  # the kernel itself imports and says what it was built with
+        assert sys.modules[WIRE].ABI == _native.ABI + 1
+    got = _native.status()[WIRE]
+    assert not got.active and got.reason.startswith("refused: " + found) and got.reason in msg
+    assert got.file.startswith(str(folder))
+
+
+def test_unimportable_kernel_is_refused(monkeypatch, tmp_path):
+    (tmp_path / ("_wire" + sysconfig.get_config_var("EXT_SUFFIX"))).write_bytes(b"not a shared object")
+    _import_from(monkeypatch, tmp_path)
+    with pytest.warns(_native.StaleKernelWarning, match="refused: cannot import"):
+        assert _native.load(WIRE) is None
+
+
+def test_missing_kernel_falls_back_quietly(monkeypatch, tmp_path):
+    _import_from(monkeypatch, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _native.load(WIRE) is None
+        assert _native.status()[WIRE] == _native.KernelStatus(WIRE, False, None, "not built")
+
+
+def test_pure_mode_disables_every_kernel(monkeypatch):
+    monkeypatch.setenv("CHAKRA_TRACE_PURE", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _native.load(WIRE) is None
+        st_ = _native.status()
+    assert [k.reason for k in st_.values()] == ["disabled by CHAKRA_TRACE_PURE"] * len(_native.KERNELS)
+    assert st_[WIRE].file == native.__file__ and not any(k.active for k in st_.values())

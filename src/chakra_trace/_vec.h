@@ -1,10 +1,26 @@
-/* A growable array that lives inside a bytearray, so returning it copies nothing and numpy
- * views of it are writable. Shared by the optional C extensions (io/_wire.c,
- * convert/_kineto.c); include after <Python.h>. */
+/* Shared by the optional C extensions (schema/_wire.c, convert/_kineto.c, convert/_host.c);
+ * include after <Python.h>. A growable array that lives inside a bytearray, so returning it
+ * copies nothing and numpy views of it are writable; and the module stamp that lets
+ * chakra_trace/_native.py refuse a kernel built for other sources. */
 #ifndef CHAKRA_TRACE_VEC_H
 #define CHAKRA_TRACE_VEC_H
 
 #include <string.h>
+
+/* setup.py passes both from chakra_trace/_native.py (build_macros): the ABI the Python side
+ * expects and the hash of the sources this kernel is built from. */
+#if !defined(CHAKRA_KERNEL_ABI) || !defined(CHAKRA_KERNEL_SOURCE)
+#error "build the kernels through setup.py: it defines CHAKRA_KERNEL_ABI and CHAKRA_KERNEL_SOURCE"
+#endif
+
+/* The module, stamped with ABI and SOURCE, which _native.load compares with the package's. */
+static inline PyObject *kernel_module(PyModuleDef *def) {
+    PyObject *m = PyModule_Create(def);
+    if (m && (PyModule_AddIntConstant(m, "ABI", CHAKRA_KERNEL_ABI) < 0 ||
+              PyModule_AddStringConstant(m, "SOURCE", CHAKRA_KERNEL_SOURCE) < 0))
+        Py_CLEAR(m);
+    return m;
+}
 
 typedef struct {
     PyObject *obj;

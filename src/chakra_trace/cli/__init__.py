@@ -7,10 +7,14 @@ print one line and exit with status 2; `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import platform
 import sys
 
 import click
+from google.protobuf.internal import api_implementation
 
+from .. import _native
 from ..errors import ChakraError
 
 # command name -> "module:function" (relative to chakra_trace.cli)
@@ -50,9 +54,44 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
 
 
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def version_lines() -> list[str]:
+    """What a bug report needs, one line each: the versions that change results or speed, and
+    which C kernels run (a refused or missing one means the slower numpy/Python path)."""
+    lines = [
+        f"chakra-trace {_version('chakra-trace')} ({_native.HERE})",
+        f"Python {platform.python_version()} ({platform.python_implementation()})",
+        f"numpy {_version('numpy')}",
+        f"protobuf {_version('protobuf')} ({api_implementation.Type()})",
+    ]
+    for k in _native.status().values():
+        where = f" ({k.file})" if k.file else ""
+        lines.append(f"C kernel {k.module}: {'active' if k.active else k.reason}{where}")
+    return lines
+
+
+def _show_version(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo("\n".join(version_lines()))
+        ctx.exit()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
-@click.version_option(package_name="chakra-trace")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the versions (package, Python, numpy, protobuf) and which C kernels run, then exit.",
+)
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """Chakra execution traces: collect, convert, validate, analyze, simulate and report."""

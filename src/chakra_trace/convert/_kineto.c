@@ -745,4 +745,4 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kineto", "C Kineto kernels: event scanning, interval nesting", -1, methods};
 
-PyMODINIT_FUNC PyInit__kineto(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kineto(void) { return kernel_module(&module); }

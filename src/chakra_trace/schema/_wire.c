@@ -616,4 +616,4 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_wire", "C wire-format kernels", -1, methods};
 
-PyMODINIT_FUNC PyInit__wire(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__wire(void) { return kernel_module(&module); }

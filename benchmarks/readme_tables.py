@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""README.md's measured figures, generated from the benchmarks' JSON rather than copied by hand.
+
+    python benchmarks/readme_tables.py [--results DIR] [--readme README.md] [--check]
+
+A table sits between `<!-- table:NAME -->` and `<!-- /table:NAME -->` (each on a line of its
+own, blank lines around the table), a figure quoted in a sentence between `<!-- fig:NAME -->`
+and `<!-- /fig:NAME -->`. Both are rewritten from DIR/<benchmark>.json (default
+benchmarks/results/; each benchmark writes its file with `--json`), and every other byte of the
+README stays as it is. `--check` writes nothing and exits 1 when the README differs from what
+the JSON gives: a stale table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+README = os.path.join(os.path.dirname(HERE), "README.md")
+MARKER = re.compile(r"<!-- (table|fig):([\w-]+) -->(.*?)<!-- /\1:\2 -->", re.S)
+MIB = 2**20
+
+
+def sig(x: float, digits: int = 2) -> str:
+    """`digits` significant figures, at least two decimals: 1.64, 0.13, 0.010, 0.0023."""
+    if x <= 0:
+        return "0.00"
+    return f"{x:.{max(2, digits - 1 - math.floor(math.log10(x)))}f}"
+
+
+def table(head: list[str], align: str, rows: list[list[str]]) -> str:
+    """A Markdown table; `align` has one letter per column: l(eft) or r(ight)."""
+    rule = "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|"
+    return "\n".join([f"| {' | '.join(head)} |", rule, *(f"| {' | '.join(r)} |" for r in rows)])
+
+
+# --------------------------------------------------------------------------- io_bench.json
+
+
+def io_table(r: dict) -> str:
+    rate = r["rates_nodes_per_s"]
+    head = (
+        f"step ({r['nodes']:,} nodes, {r['data_deps'] / 1e6:.1f}M data deps, "
+        f"{r['file_bytes'] / MIB:,.0f} MiB plain / {r['gzip_bytes'] / MIB:,.1f} MiB gzip)"
+    )
+    steps = [
+        ("`read_trace`, plain", "load_plain"),
+        ("`read_trace`, gzip", "load_gzip"),
+        ("naive load loop (plain)", "naive_load"),
+        ("`write_trace`, plain", "write_plain"),
+        ("`write_trace`, gzip (level 1)", "write_gzip"),
+        ("naive write loop (`pb.Node` + `SerializeToString` per node)", "naive_write"),
+        ("`iter_nodes` (streaming protobuf messages)", "iter_nodes"),
+    ]
+    rows = [[label, f"{r[k + '_s']:.2f}", f"{round(rate[k], -3):,.0f}"] for label, k in steps]
+    return table([head, "seconds", "nodes/s"], "lrr", rows)
+
+
+def minor(version: str) -> str:
+    """ "3.11.7" -> "3.11"; "7.36.2 (upb)" -> "7.36"."""
+    return ".".join(version.split()[0].split(".")[:2])
+
+
+def io_env(r: dict) -> str:
+    impl = r["protobuf"].split("(")[-1].rstrip(")")
+    return (
+        f"{r['cpus']}-core development machine (Python {minor(r['python'])}, numpy {minor(r['numpy'])}, "
+        f"protobuf {minor(r['protobuf'])} {impl})"
+    )
+
+
+# --------------------------------------------------------------------------- convert_bench.json
+
+
+def convert_table(r: dict) -> str:
+    b = r["baseline_json_load"]
+    head = f"{r['host_nodes']:,} host nodes ({r['json_bytes'] / MIB:,.0f} MiB of JSON) → {r['chakra_nodes']:,} Chakra nodes"
+    rows = [
+        ["`convert_pytorch` (read, link, convert)", r["seconds"], r["nodes_per_s"], r["peak_bytes_per_node"]],
+        ["baseline: `json.load` of the two files only", b["seconds"], b["nodes_per_s"], b["peak_bytes_per_node"]],
+    ]
+    return table(
+        [head, "seconds", "host nodes/s", "peak bytes/node"],
+        "lrrr",
+        [[label, f"{t:.2f}", f"{rate:,.0f}", f"{mem:,.0f}"] for label, t, rate, mem in rows],
+    )
+
+
+# --------------------------------------------------------------------------- host_reader_bench.json
+
+
+def host_table(r: dict) -> str:
+    g, steps = r["generate"], r["steps"]
+    head = f"{g['nodes']:,} host nodes ({g['bytes'] / MIB:,.0f} MiB of JSON)"
+    labels = {
+        "read_host_trace (plain)": "`read_host_trace`, plain",
+        "read_host_trace (gzip)": "`read_host_trace`, gzip (level 1)",
+        "json.load (plain)": "baseline: `json.load` of the plain file",
+    }  # in this order; the gzip step is left out with --no-gzip
+    rows = [
+        [label, f"{s['seconds']:.2f}", f"{s['nodes_per_s']:,.0f}", f"{s['peak_per_node']:,.0f}"]
+        for key, label in labels.items()
+        if (s := steps.get(key))
+    ]
+    return table([head, "seconds", "nodes/s", "peak bytes/node"], "lrrr", rows)
+
+
+# --------------------------------------------------------------------------- sim_bench.json
+
+
+def sim_secs(x: float) -> str:
+    return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def sim_table(r: dict) -> str:
+    rows = []
+    for c in r["cases"]:
+        _topos, _sizes, bws, lats = c["network"]
+        label = c["case"]
+        if len(set(bws)) > 1 or len(set(lats)) > 1:  # unlike links: the name alone does not say them
+            label += f" ({'/'.join(map(str, bws))} GB/s, {'/'.join(map(str, lats))} ns)"
+        rows.append(
+            [
+                label,
+                sim_secs(c["seconds"]),
+                f"{c['astra_seconds']:g}",
+                f"{c['speedup']:.1f}x",
+                f"{c['peak_bytes'] / MIB:.1f}",
+            ]
+        )
+    npus = {math.prod(c["network"][1]) for c in r["cases"]}
+    head = f"{', '.join(f'{n:,}' for n in sorted(npus))} NPUs"
+    return table([head, "ours (s)", "ASTRA-sim (s)", "speedup", "peak MiB"], "lrrrr", rows)
+
+
+def sim_growth(r: dict) -> str:
+    rows = [
+        [
+            f"{g['npus']:,}",
+            sim_secs(g["ring"]["seconds"]),
+            f"{g['ring']['peak_bytes'] / MIB:.1f}",
+            sim_secs(g["train"]["seconds"]),
+            f"{g['train']['peak_bytes'] / MIB:.1f}",
+        ]
+        for g in r["growth"]
+    ]
+    head = ["NPUs", "ring all-reduce (s)", "peak MiB", "train step (s)", "peak MiB"]
+    return table(head, "rrrrr", rows)
+
+
+def sim_speedups(r: dict) -> str:
+    s = [c["speedup"] for c in r["cases"]]
+    return f"{min(s):.0f}-{max(s):.0f}x"
+
+
+def sim_check(r: dict) -> str:
+    c = r["closed_form_check"]
+    same = c["step_ns"] == c["closed_form_ns"]
+    return f"{c['step_ns']:,} ns, " + ("identical" if same else f"DIFFERENT from {c['closed_form_ns']:,}")
+
+
+# --------------------------------------------------------------------------- analyze_bench.json
+
+
+def analysis_table(part: dict, head: str, rows: list[tuple[str, list[str]]]) -> str:
+    """One row per label: the median seconds of its steps and their share of the baseline."""
+    steps, base = part["steps"], part["baseline_s"]
+    out = [
+        [label, " / ".join(sig(steps[k]) for k in keys), " / ".join(sig(steps[k] / base) for k in keys)]
+        for label, keys in rows
+    ]
+    return table([head, "seconds", f"x `{part['baseline']}` ({base:.2f} s)"], "lrr", out)
+
+
+def analyze_recorded(r: list) -> str:
+    rec = r[0]
+    head = f"recorded: {rec['nodes']:,} nodes (the convert benchmark's {rec['host_nodes']:,}-node recording)"
+    rows = [
+        ("breakdown", ["breakdown"]),
+        ("critical path of the rank", ["critical path (rank)"]),
+        (f"job critical path ({rec['path_ops']:,} ops on the path)", ["job critical path"]),
+        ("top ops by total and exposed time", ["top ops (total + exposed)"]),
+        (f"collective statistics + imbalance ({rec['collectives']:,} collectives)", ["collective stats + imbalance"]),
+        ("roofline / diff", ["roofline", "diff (trace vs itself)"]),
+        ("timeline arrays, every event", ["timeline arrays (all events)"]),
+        ("the whole report document", ["report document"]),
+    ]
+    return analysis_table(rec, head, rows)
+
+
+def analyze_simulated(r: list) -> str:
+    sim = r[1]
+    head = f"simulated: the DDP pair on `{sim['preset']}` ({sim['npus']:,} NPUs, {sim['node_runs']:,} node runs)"
+    rows = [
+        ("breakdown / job critical path / top ops", ["breakdown", "job critical path", "top ops (total + exposed)"]),
+        ("timeline arrays (60,000 longest events)", ["timeline arrays (60,000 longest)"]),
+        ("the whole report document", ["report document"]),
+    ]
+    return analysis_table(sim, head, rows)
+
+
+# --------------------------------------------------------------------------- replay_coverage.json
+
+
+def replay_table(r: dict) -> str:
+    rows = [[c["trace"], f"{c['replayed']:,} of {c['total']:,}"] for c in r["cases"]]
+    return table(["trace", "ops replayed"], "lr", rows)
+
+
+#: marker name -> (the benchmark whose JSON it reads, what it writes there)
+GENERATED = {
+    "io_bench": ("io_bench", io_table),
+    "io_env": ("io_bench", io_env),
+    "io_load_ratio": ("io_bench", lambda r: f"{r['ratios']['load_vs_naive']:.1f}x"),
+    "io_gzip_ratio": ("io_bench", lambda r: f"{r['ratios']['load_gzip_vs_naive']:.1f}x"),
+    "io_write_ratio": ("io_bench", lambda r: f"{r['ratios']['write_vs_naive']:.1f}x"),
+    "io_nbytes": ("io_bench", lambda r: f"{r['bytes_per_node']['nbytes']:.1f}"),
+    "io_rss": ("io_bench", lambda r: f"{r['bytes_per_node']['rss_growth']:.0f}"),
+    "io_peak": ("io_bench", lambda r: f"{r['bytes_per_node']['peak_during_load']:.0f}"),
+    "convert_bench": ("convert_bench", convert_table),
+    "host_reader_bench": ("host_reader_bench", host_table),
+    "host_reader_ratio": ("host_reader_bench", lambda r: f"{r['speedup_vs_json_load']:.1f}x"),
+    "sim_bench": ("sim_bench", sim_table),
+    "sim_growth": ("sim_bench", sim_growth),
+    "sim_speedups": ("sim_bench", sim_speedups),
+    "sim_check": ("sim_bench", sim_check),
+    "analyze_recorded": ("analyze_bench", analyze_recorded),
+    "analyze_simulated": ("analyze_bench", analyze_simulated),
+    "replay_coverage": ("replay_coverage", replay_table),
+}
+
+
+def render(readme: str, results: str) -> str:
+    """The README with every marked table and figure rewritten from the JSON in `results`."""
+    loaded: dict[str, object] = {}
+
+    def data(bench: str):
+        if bench not in loaded:
+            path = os.path.join(results, f"{bench}.json")
+            if not os.path.exists(path):
+                raise SystemExit(f"{path} is missing: run `python benchmarks/{bench}.py --json {path}`")
+            with open(path) as f:
+                loaded[bench] = json.load(f)
+        return loaded[bench]
+
+    seen = set()
+
+    def sub(m: re.Match) -> str:
+        kind, name = m.group(1), m.group(2)
+        if name not in GENERATED:
+            raise SystemExit(f"README marker {kind}:{name} names nothing readme_tables.py generates")
+        seen.add(name)
+        bench, make = GENERATED[name]
+        text = make(data(bench))
+        if kind == "fig":
+            return f"<!-- fig:{name} -->{text}<!-- /fig:{name} -->"
+        line_start = m.string.rfind("\n", 0, m.start()) + 1
+        indent = m.string[line_start : m.start()]
+        # blank lines around the table: GitHub reads a line right after a table as one more row
+        body = "".join(f"\n{indent}{line}" if line else "\n" for line in ["", *text.splitlines(), ""])
+        return f"<!-- table:{name} -->{body}\n{indent}<!-- /table:{name} -->"
+
+    out = MARKER.sub(sub, readme)
+    if missing := set(GENERATED) - seen:
+        raise SystemExit(f"README has no marker for {', '.join(sorted(missing))}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default=RESULTS, help="folder of the benchmarks' JSON (default benchmarks/results)")
+    ap.add_argument("--readme", default=README, help="the README to rewrite (default the project's)")
+    ap.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if the README is not what the JSON gives"
+    )
+    args = ap.parse_args(argv)
+    with open(args.readme, encoding="utf-8", newline="") as f:
+        old = f.read()
+    new = render(old, args.results)
+    if args.check:
+        if new == old:
+            return 0
+        diff = difflib.unified_diff(old.splitlines(), new.splitlines(), "README.md", "from the JSON", lineterm="")
+        print("\n".join(diff))
+        print(f"{args.readme} differs from {args.results}: run `python benchmarks/readme_tables.py`", file=sys.stderr)
+        return 1
+    if new != old:
+        with open(args.readme, "w", encoding="utf-8", newline="") as f:
+            f.write(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
