@@ -9,19 +9,17 @@ import numpy as np
 import pytest
 
 from chakra_trace.cli import main
+from chakra_trace.replay.environment import environment
 from chakra_trace.replay.measure import (
     Measurement,
-    binom_cdf,
     compare,
     consistent,
-    environment,
     load_measurements,
     measure,
     save_measurements,
-    t_cdf,
-    t_ppf,
     within_ci,
 )
+from chakra_trace.replay.statistics import binom_cdf, t_cdf, t_ppf
 
 
 class FakeClock:

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from chakra_trace.errors import ChakraError  # noqa: E402
-from chakra_trace.replay.compute import HostReplay, ReplayConfig  # noqa: E402
+from chakra_trace.replay.operators import HostReplay, ReplayConfig  # noqa: E402
 from conftest import DATA  # noqa: E402
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"

@@ -31,8 +31,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from chakra_trace.replay import _standalone as rt  # noqa: E402
-from chakra_trace.replay.compute import HostReplay  # noqa: E402
 from chakra_trace.replay.job import host_traces, kineto_for  # noqa: E402
+from chakra_trace.replay.operators import HostReplay  # noqa: E402
 
 
 def pair(a, b, *, rounds: int, block_s: float, dist=None) -> tuple[list, list, list]:

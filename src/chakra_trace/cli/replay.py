@@ -6,9 +6,9 @@ import os
 
 import click
 
-from ..replay.compute import ReplayConfig
 from ..replay.job import replay_host
-from ..replay.synthetic import replay_workload
+from ..replay.operators import ReplayConfig
+from ..replay.schemaless import replay_workload
 from .common import console, json_option, print_json
 
 

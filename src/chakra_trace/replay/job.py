@@ -16,10 +16,11 @@ import re
 from ..convert.pytorch_host import read_host_trace
 from ..errors import ChakraError
 from . import _standalone as rt
-from .compute import HostReplay, ReplayConfig
+from .environment import environment
 from .export import export_script
 from .launch import run_ranks, stop_together
-from .measure import environment, measure
+from .measure import measure
+from .operators import HostReplay, ReplayConfig
 from .result import ReplayResult
 
 _RANK_FILE = re.compile(r"rank(\d+)\.et\.json(\.gz)?$")

@@ -5,9 +5,9 @@ repeat/time budget is spent) and returns a `Measurement`: the raw samples, why i
 on, and the statistics (median with a distribution-free CI, mean with a Student-t CI, outliers).
 `compare()` says whether two measurements differ (Welch's t-test plus a bootstrap CI of the ratio of medians).
 
-Only numpy and the standard library are used: the replayer imports this on machines without scipy, and
-torch is looked at only when the caller already imported it. The Student t, normal and binomial
-distributions are computed here from the regularized incomplete beta function.
+The statistics are pure functions in `statistics.py`; the machine a measurement ran on is described by
+`environment.py`. Only numpy and the standard library are used: the replayer imports this on machines
+without scipy.
 """
 
 from __future__ import annotations
@@ -16,13 +16,9 @@ import gzip
 import json
 import math
 import os
-import platform
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +26,16 @@ import numpy as np
 
 from ..errors import ChakraError
 from ..io.et import atomic_output
+from .environment import environment
+from .statistics import (
+    bootstrap_ratio_of_medians_ci95,
+    mean_ci95,
+    median_ci95,
+    relative_half_width,
+    t_ppf,
+    tukey_outliers,
+    welch_t_test,
+)
 
 __all__ = [
     "Measurement",
@@ -38,186 +44,12 @@ __all__ = [
     "compare",
     "within_ci",
     "consistent",
-    "environment",
     "load_measurements",
     "save_measurements",
     "format_time",
-    "t_cdf",
-    "t_ppf",
-    "binom_cdf",
 ]
 
 STOP_REASONS = ("converged", "max_repeats", "budget", "peer")
-_BOOTSTRAP_RESAMPLES = 2000
-
-# ---------------------------------------------------------------------------------------------------------
-# distributions
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz), converging for x < (a+1)/(a+b+2)."""
-    tiny = 1e-300
-    eps = 1e-15
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c = 1.0
-    d = 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 200_000):
-        m2 = 2 * m
-        # even step: d_{2m} = m(b-m)x / ((a+2m-1)(a+2m))
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        # odd step: d_{2m+1} = -(a+m)(a+b+m)x / ((a+2m)(a+2m+1))
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < eps:
-            return h
-    raise ArithmeticError(f"incomplete beta continued fraction did not converge (a={a}, b={b}, x={x})")
-
-
-def _betainc(a: float, b: float, x: float, y: float | None = None) -> float:
-    """Regularized incomplete beta I_x(a, b); `y` = 1 - x when the caller knows it more precisely."""
-    if y is None:
-        y = 1.0 - x
-    if x <= 0.0:
-        return 0.0
-    if y <= 0.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(y)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, y) / b
-
-
-def _norm_cdf(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2.0))
-
-
-def _norm_pdf(x: float) -> float:
-    return math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-
-
-def _t_pdf(t: float, df: float) -> float:
-    if math.isinf(df):
-        return _norm_pdf(t)
-    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    return math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with `df` degrees of freedom (df may be fractional or math.inf)."""
-    if not df > 0:
-        raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    if math.isnan(t):
-        return math.nan
-    if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
-    if math.isinf(df) or df > 1e12:
-        return _norm_cdf(t)
-    if t == 0.0:
-        return 0.5
-    t2 = t * t
-    # the tail P(T > |t|) = I_x(df/2, 1/2) / 2 with x = df / (df + t^2); 1 - x computed without cancellation
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
-    return tail if t < 0 else 1.0 - tail
-
-
-def _solve_increasing(
-    f: Callable[[float], float], fprime: Callable[[float], float], lo: float, hi: float, x: float
-) -> float:
-    """Root of increasing f in [lo, hi] (f(lo) <= 0 <= f(hi)): Newton steps, bisection when they stray."""
-    for _ in range(400):
-        fx = f(x)
-        if fx == 0.0:
-            return x
-        if fx < 0:
-            lo = x
-        else:
-            hi = x
-        d = fprime(x)
-        nx = x - fx / d if d > 0 else math.nan
-        if not (lo < nx < hi):
-            nx = 0.5 * (lo + hi)
-        if abs(nx - x) <= 1e-14 * max(1.0, abs(nx)) or hi - lo <= 1e-15 * max(1.0, abs(hi)):
-            return nx
-        x = nx
-    return x
-
-
-@lru_cache(maxsize=4096)
-def _lower_t_quantile(q: float, df: float) -> float:
-    """The (negative) t quantile of a lower-tail probability q < 0.5."""
-    if math.isinf(df) or df > 1e12:
-        z0 = -math.sqrt(-2.0 * math.log(q))  # beyond the root; the bracket [-40, 0] holds it for q > 1e-300
-        return _solve_increasing(lambda x: _norm_cdf(x) - q, _norm_pdf, -40.0, 0.0, max(z0, -39.0))
-    if df == 1.0:
-        return math.tan(math.pi * (q - 0.5))
-    if df == 2.0:
-        return (2.0 * q - 1.0) / math.sqrt(2.0 * q * (1.0 - q))
-    hi = _lower_t_quantile(q, math.inf)  # t tails are heavier: the normal quantile is inside the root
-    lo = 2.0 * hi
-    while t_cdf(lo, df) > q:
-        hi, lo = lo, lo * 2.0
-        if lo < -1e300:
-            return -math.inf
-    return _solve_increasing(lambda x: t_cdf(x, df) - q, lambda x: _t_pdf(x, df), lo, hi, hi)
-
-
-def t_ppf(p: float, df: float) -> float:
-    """The p-quantile of Student's t with `df` degrees of freedom (math.inf gives the normal quantile)."""
-    if not 0.0 < p < 1.0:
-        if p == 0.0:
-            return -math.inf
-        if p == 1.0:
-            return math.inf
-        raise ValueError(f"probability must be in [0, 1], got {p}")
-    if not df > 0:
-        raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    if p == 0.5:
-        return 0.0
-    df = float(df)
-    if p < 0.5:
-        return _lower_t_quantile(p, df)
-    return -_lower_t_quantile(1.0 - p, df)  # exact for p >= 0.5
-
-
-def binom_cdf(k: int, n: int, p: float = 0.5) -> float:
-    """P(B <= k) for B ~ Binomial(n, p), via P(B <= k) = I_{1-p}(n-k, k+1)."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    return _betainc(n - k, k + 1, 1.0 - p, p)
-
-
-@lru_cache(maxsize=1024)
-def _median_ci_rank(n: int, alpha: float = 0.05) -> int | None:
-    """0-based k such that [x_(k), x_(n-1-k)] of the sorted sample covers the median with >= 1-alpha.
-
-    The count of samples below the median is Binomial(n, 1/2); k is the largest with P(B <= k) <= alpha/2,
-    None when even [min, max] covers with less than 1-alpha (n < 6 for 95%).
-    """
-    if n < 1 or binom_cdf(0, n) > alpha / 2:
-        return None
-    lo, hi = 0, (n - 1) // 2  # invariant: cdf(lo) <= alpha/2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if binom_cdf(mid, n) <= alpha / 2:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
 
 # ---------------------------------------------------------------------------------------------------------
 # results
@@ -309,19 +141,12 @@ class Measurement:
     @property
     def ci95_mean(self) -> tuple[float, float] | None:
         """95% CI of the mean from the t-distribution with n - 1 degrees of freedom; None below 2 samples."""
-        if self.n < 2:
-            return None
-        hw = t_ppf(0.975, self.n - 1) * self.std / math.sqrt(self.n)
-        return (self.mean - hw, self.mean + hw)
+        return mean_ci95(self._a())
 
     @property
     def ci95_median(self) -> tuple[float, float] | None:
         """Distribution-free 95% CI of the median: a pair of order statistics; None below 6 samples."""
-        k = _median_ci_rank(self.n)
-        if k is None:
-            return None
-        s = np.sort(self._a())
-        return (float(s[k]), float(s[self.n - 1 - k]))
+        return median_ci95(self._a())
 
     @property
     def rel_ci(self) -> float:
@@ -329,17 +154,12 @@ class Measurement:
         ci = self.ci95_mean
         if ci is None:
             return math.inf
-        return _rel(0.5 * (ci[1] - ci[0]), self.mean)
+        return relative_half_width(0.5 * (ci[1] - ci[0]), self.mean)
 
     @property
     def outliers(self) -> list[int]:
         """Indices of samples outside Tukey's fences (1.5 IQR beyond the quartiles); none below 4 samples."""
-        if self.n < 4:
-            return []
-        a = self._a()
-        q1, q3 = np.percentile(a, [25, 75])
-        iqr = q3 - q1
-        return np.flatnonzero((a < q1 - 1.5 * iqr) | (a > q3 + 1.5 * iqr)).tolist()
+        return tukey_outliers(self._a())
 
     def stats(self) -> dict:
         return {
@@ -433,12 +253,6 @@ class Measurement:
         out = np.zeros(self.n, dtype=bool)
         out[self.outliers] = True
         return pd.DataFrame({"seconds": self._a(), "outlier": out})
-
-
-def _rel(half_width: float, mean: float) -> float:
-    if mean == 0:
-        return 0.0 if half_width == 0 else math.inf
-    return abs(half_width / mean)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -541,64 +355,11 @@ def measure(
 
 def _converged(n: int, mean: float, m2: float, target: float) -> bool:
     se = math.sqrt(max(m2, 0.0) / (n - 1) / n)
-    if _rel(1.959963984540054 * se, mean) > target:  # t quantiles exceed the normal one: skip computing it
+    if (
+        relative_half_width(1.959963984540054 * se, mean) > target
+    ):  # t quantiles exceed the normal one: skip computing it
         return False
-    return _rel(t_ppf(0.975, n - 1) * se, mean) <= target
-
-
-# ---------------------------------------------------------------------------------------------------------
-# environment
-
-
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("model name", "Hardware", "Processor", "cpu model") and value.strip():
-                    return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def environment(device: Any = None) -> dict:
-    """Where a measurement ran: enough to tell whether two results are comparable.
-
-    torch is described only when the caller already imported it (this never imports torch); the CUDA device
-    only when `device` names one.
-    """
-    env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "hostname": platform.node(),
-        "cpu_model": _cpu_model(),
-        "logical_cpus": os.cpu_count(),
-        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-        "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"),
-        "numpy": np.__version__,
-    }
-    try:
-        env["chakra_trace"] = version("chakra-trace")
-    except PackageNotFoundError:  # not installed (running from a source tree)
-        env["chakra_trace"] = None
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            env["torch"] = str(torch.__version__)
-            env["torch_threads"] = int(torch.get_num_threads())
-            if device is not None and str(device).startswith("cuda") and torch.cuda.is_available():
-                env["device"] = str(device)
-                env["cuda_device"] = torch.cuda.get_device_name(device)
-                env["cuda_capability"] = list(torch.cuda.get_device_capability(device))
-                env["cuda"] = torch.version.cuda
-        except Exception as e:  # a half-initialised torch must not break a measurement
-            env["torch_error"] = f"{type(e).__name__}: {e}"
-    elif device is not None:
-        env["device"] = str(device)
-    return env
+    return relative_half_width(t_ppf(0.975, n - 1) * se, mean) <= target
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -652,31 +413,6 @@ class Comparison:
         return pd.DataFrame([{**d, "ratio_ci95_lo": lo, "ratio_ci95_hi": hi}])
 
 
-def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """(t, df, two-sided p) of Welch's unequal-variance t-test of mean(b) - mean(a)."""
-    na, nb = len(a), len(b)
-    if na < 2 or nb < 2:
-        return math.nan, math.nan, math.nan
-    va, vb = float(np.var(a, ddof=1)) / na, float(np.var(b, ddof=1)) / nb
-    diff = float(np.mean(b) - np.mean(a))
-    se2 = va + vb
-    if se2 == 0.0:  # two constant samples
-        return (0.0 if diff == 0 else math.copysign(math.inf, diff)), math.inf, (1.0 if diff == 0 else 0.0)
-    t = diff / math.sqrt(se2)
-    df = se2 * se2 / (va * va / (na - 1) + vb * vb / (nb - 1))
-    return t, df, min(1.0, 2.0 * t_cdf(-abs(t), df))
-
-
-def _bootstrap_medians(x: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
-    n = len(x)
-    out = np.empty(resamples)
-    chunk = max(1, 4_000_000 // max(n, 1))  # bound memory for long samples
-    for i in range(0, resamples, chunk):
-        m = min(chunk, resamples - i)
-        out[i : i + m] = np.median(x[rng.integers(0, n, size=(m, n))], axis=1)
-    return out
-
-
 def _pct(r: float) -> str:
     return f"{100 * (r - 1):+.1f}%"
 
@@ -691,14 +427,8 @@ def compare(a: Measurement, b: Measurement, *, alpha: float = 0.05) -> Compariso
         )
     ma, mb = float(np.median(xa)), float(np.median(xb))
     ratio = mb / ma if ma > 0 else math.nan
-    t, df, p = _welch(xa, xb)
-    ci = None
-    if ma > 0:
-        rng = np.random.Generator(np.random.PCG64(0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = _bootstrap_medians(xb, rng, _BOOTSTRAP_RESAMPLES) / _bootstrap_medians(xa, rng, _BOOTSTRAP_RESAMPLES)
-        lo, hi = np.percentile(r, [2.5, 97.5])
-        ci = (float(lo), float(hi))
+    t, df, p = welch_t_test(xa, xb)
+    ci = bootstrap_ratio_of_medians_ci95(xa, xb) if ma > 0 else None
     significant = bool(math.isfinite(p) and p < alpha and ci is not None and (ci[0] > 1.0 or ci[1] < 1.0))
     ci_s = f"95% CI {_pct(ci[0])} to {_pct(ci[1])}" if ci else "95% CI n/a"
     p_s = "p n/a" if not math.isfinite(p) else ("p<0.0001" if p < 1e-4 else f"p={p:.2g}")
@@ -750,14 +480,12 @@ def consistent(a: Measurement, b: Measurement, *, alpha: float = 0.05, rtol: flo
 
 
 def _write_json(path: str | os.PathLike, obj: Any) -> None:
-
     data = json.dumps(obj, indent=1, allow_nan=False).encode()
     with atomic_output(path) as f:
         f.write(data)
 
 
 def _read_json(path: str | os.PathLike) -> Any:
-
     p = Path(path)
     with open(p, "rb") as f:
         raw = f.read()

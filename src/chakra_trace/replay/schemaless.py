@@ -7,7 +7,7 @@ types, durations / FLOP counts, dependencies and the communication attributes.
   ``duration_micros``; ``mode="flops"`` uses ``num_ops`` at the FLOP rate measured here (nodes without a
   positive ``num_ops``, and host ops of a CUDA replay, keep their duration). On CPU the kernel is a loop
   of small matmuls (the calibrated work unit) finished by a busy-wait on ``time.perf_counter``, yielding
-  the core between slices to runnable threads (see `Kernel`). On CUDA, device-side nodes
+  the core between slices to runnable threads (see `kernels.py`). On CUDA, device-side nodes
   (``is_cpu_op`` false or absent) become ``torch.cuda._sleep`` (calibrated in cycles per µs) or, in flops
   mode, matmuls plus a sleep for the remainder, launched asynchronously; host nodes stay CPU busy-waits.
   MEM_LOAD / MEM_STORE nodes are replayed like compute, by their duration.
@@ -34,12 +34,10 @@ exists or not (without one, communication nodes are reported as not replayed).
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,184 +47,16 @@ from ..errors import ChakraError
 from ..io.et import read_trace
 from ..io.workload import Workload, locate, read_comm_groups, select_ranks
 from ..schema.enums import Attr, CollectiveType, NodeType, node_type_name
-from ..schema.groups import declared_groups
+from .environment import environment
+from .kernels import Kernel
 from .launch import run_ranks, stop_together
-from .measure import Measurement, environment, measure
+from .measure import Measurement, measure
+from .process_groups import build_process_groups
 from .result import ReplayResult, step_measurement
 
 MODES = ("duration", "flops")
-CPU_UNIT_N = 64  # CPU work unit: a 64x64 float32 matmul (~10 µs on one core)
-CUDA_UNIT_N = 2048  # CUDA work unit: a 2048^2 bf16 matmul (tens of µs on a recent GPU)
 
 _NOP, _HOST, _ASYNC, _DEVICE = 0, 1, 2, 3
-_ALL_RANKS_GROUPS = ("", "0")
-
-
-# ------------------------------------------------------------------------------------------------ calibration
-@dataclass
-class Calibration:
-    """What the kernels were calibrated to on this process's device (one per process and device)."""
-
-    device: str
-    unit: str  # the work unit, e.g. "mm 64x64 float32"
-    unit_flops: float
-    unit_us: float  # time of one work unit
-    flops_per_s: float  # FLOP rate of the work unit
-    cycles_per_us: float | None = None  # CUDA: torch.cuda._sleep cycles per µs
-    spin_us: float = 0.0  # one busy-wait iteration (clock read)
-
-    def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-_CALIBRATIONS: dict[str, Calibration] = {}
-
-
-def calibrate(device: str = "cpu", *, force: bool = False) -> Calibration:
-    """Measure the work unit's time and FLOP rate (after warm-up) and, on CUDA, the sleep cycles per µs.
-    Done once per process and device; `force` measures again."""
-    import torch
-
-    key = _device_key(device)
-    if not force and key in _CALIBRATIONS:
-        return _CALIBRATIONS[key]
-    pc = time.perf_counter
-    t0 = pc()
-    k = 100_000
-    for _ in range(k):
-        pc()
-    spin_us = (pc() - t0) / k * 1e6
-    if key.startswith("cuda"):
-        cal = _calibrate_cuda(torch, key, spin_us)
-    else:
-        n = CPU_UNIT_N
-        a, b, o = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
-        for _ in range(50):
-            torch.mm(a, b, out=o)
-        best = math.inf
-        for _ in range(5):  # the fastest of 5 batches: the unit's time when nothing disturbs it
-            reps = 100
-            t0 = pc()
-            for _ in range(reps):
-                torch.mm(a, b, out=o)
-            best = min(best, (pc() - t0) / reps)
-        flops = 2.0 * n**3
-        cal = Calibration(key, f"mm {n}x{n} float32", flops, best * 1e6, flops / best, None, spin_us)
-    _CALIBRATIONS[key] = cal
-    return cal
-
-
-def _calibrate_cuda(torch, key: str, spin_us: float) -> Calibration:
-    dev = torch.device(key)
-    with torch.cuda.device(dev):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-        def timed(fn) -> float:  # ms on the device
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end)
-
-        torch.cuda._sleep(10_000)
-        c1, c2 = 1_000_000, 11_000_000
-        t1 = min(timed(lambda: torch.cuda._sleep(c1)) for _ in range(3))
-        t2 = min(timed(lambda: torch.cuda._sleep(c2)) for _ in range(3))
-        cycles_per_us = (c2 - c1) / max((t2 - t1) * 1e3, 1e-9)
-        n = CUDA_UNIT_N
-        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-        b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-        o = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
-        for _ in range(10):
-            torch.mm(a, b, out=o)
-        reps = 20
-
-        def many():
-            for _ in range(reps):
-                torch.mm(a, b, out=o)
-
-        ms = min(timed(many) for _ in range(3)) / reps
-    flops = 2.0 * n**3
-    return Calibration(key, f"mm {n}x{n} bfloat16", flops, ms * 1e3, flops / (ms * 1e-3), cycles_per_us, spin_us)
-
-
-def _device_key(device: str) -> str:
-    device = str(device)
-    if device == "cuda":
-        import torch
-
-        return f"cuda:{torch.cuda.current_device()}"
-    return device
-
-
-class Kernel:
-    """Occupies this process's device for a given time: `host(deadline)` spins the CPU until a
-    `time.perf_counter` deadline (matmul units while more than one fits, then a clock busy-wait);
-    `device_op(us, flops)` returns a closure launching CUDA work of that length.
-
-    `yield_cpu`: between slices the spin calls `sched_yield`, so a runnable thread on the same core (the
-    job's own gloo communication threads, on a machine with fewer free cores than threads) goes first, as
-    it would have on its own core when the trace was recorded; the node still ends at its deadline. On a
-    machine with a free core per thread nothing else is runnable and the spin keeps its core.
-    """
-
-    def __init__(self, device: str = "cpu", calibration: Calibration | None = None, *, yield_cpu: bool = True):
-        import torch
-
-        self.torch = torch
-        self.device = _device_key(device)
-        self.cal = calibration or calibrate(self.device)
-        n = CPU_UNIT_N
-        cal_cpu = self.cal if not self.device.startswith("cuda") else calibrate("cpu")
-        self.cpu_cal = cal_cpu
-        self._unit_s = cal_cpu.unit_us * 1e-6
-        self._yield = getattr(os, "sched_yield", None) if yield_cpu else None
-        self._a, self._b, self._o = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
-        if self.device.startswith("cuda"):
-            m = CUDA_UNIT_N
-            dev = torch.device(self.device)
-            self._ga = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
-            self._gb = torch.randn(m, m, device=dev, dtype=torch.bfloat16)
-            self._go = torch.empty(m, m, device=dev, dtype=torch.bfloat16)
-
-    def host(self, deadline: float) -> None:
-        pc, unit, mm, yld = time.perf_counter, self._unit_s, self.torch.mm, self._yield
-        a, b, o = self._a, self._b, self._o
-        while True:
-            left = deadline - pc()
-            if left <= 0:
-                return
-            if left > unit:
-                mm(a, b, out=o)
-            if yld is not None:
-                yld()
-
-    def busy(self, seconds: float) -> None:
-        """Occupy the CPU for `seconds` from now."""
-        self.host(time.perf_counter() + seconds)
-
-    def device_op(self, us: float, flops: float | None = None) -> Callable[[], None] | None:
-        """A closure launching `us` µs of device work (or `flops` as matmuls plus a sleep for the rest)."""
-        torch, cal = self.torch, self.cal
-        sleep = torch.cuda._sleep
-        units = 0
-        if flops is not None and flops > 0:
-            units = int(flops // cal.unit_flops)
-            us = (flops - units * cal.unit_flops) / cal.flops_per_s * 1e6
-        cycles = int(round(us * (cal.cycles_per_us or 0.0)))
-        if units == 0 and cycles <= 0:
-            return None
-        if units == 0:
-            return lambda: sleep(cycles)
-        mm, a, b, o = torch.mm, self._ga, self._gb, self._go
-
-        def run() -> None:
-            for _ in range(units):
-                mm(a, b, out=o)
-            if cycles > 0:
-                sleep(cycles)
-
-        return run
 
 
 # ------------------------------------------------------------------------------------------------ graph order
@@ -238,91 +68,6 @@ def topological_order(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
     g = trace.graph()
     return g.order(), g.src, g.dst
-
-
-# ------------------------------------------------------------------------------------------------ groups
-def _declared_groups(trace) -> dict[str, list[int]]:
-
-    try:
-        return declared_groups([trace])
-    except Exception:  # noqa: BLE001 - a malformed pg_config: infer from use instead
-        return {}
-
-
-def _used_groups(trace) -> list[str]:
-    comm = (
-        (trace.types == NodeType.COMM_COLL_NODE)
-        | (trace.types == NodeType.COMM_SEND_NODE)
-        | (trace.types == NodeType.COMM_RECV_NODE)
-    )
-    has = trace.has(Attr.PG_NAME) & comm
-    names = {trace.groups[c] for c in np.unique(trace.pg_name[has]).tolist()} if has.any() else set()
-    if (comm & ~has).any():
-        names.add("")
-    return sorted(names)
-
-
-def resolve_groups(
-    used: dict[int, list[str]],
-    declared: dict[int, dict[str, list[int]]],
-    world_size: int,
-    comm_groups: dict[str, list[int]] | None = None,
-) -> dict[str, list[int]]:
-    """Members of every communicator some rank uses (`used`: rank -> names): an explicit comm-group file
-    first, then the traces' pg_config (`declared`), then "" / "0" = everyone, then the ranks that use it."""
-    comm_groups = {str(k): list(v) for k, v in (comm_groups or {}).items()}
-    merged: dict[str, list[int]] = {}
-    for r in sorted(declared):
-        for k, v in declared[r].items():
-            merged.setdefault(k, sorted(v))
-    users: dict[str, set[int]] = {}
-    for r, names in used.items():
-        for g in names:
-            users.setdefault(g, set()).add(r)
-    out = {}
-    for g in sorted(users):
-        if g in comm_groups:
-            out[g] = comm_groups[g]
-        elif g in merged:
-            out[g] = merged[g]
-        elif g in _ALL_RANKS_GROUPS:
-            out[g] = list(range(world_size))
-        else:
-            out[g] = sorted(users[g])
-    return out
-
-
-def build_process_groups(trace, *, comm_groups: dict[str, list[int]] | None = None) -> dict[str, tuple[Any, list[int]]]:
-    """{pg_name: (process group or None for the default one, member ranks)} for the groups any rank uses.
-
-    Collective: every rank of the job calls it (names and pg_config are exchanged, then `dist.new_group`
-    runs on every rank for every group, sorted by name). Groups spanning every rank use the default group.
-    """
-    import torch.distributed as dist
-
-    world = dist.get_world_size()
-    mine = (_used_groups(trace), _declared_groups(trace))
-    everyone: list = [None] * world
-    dist.all_gather_object(everyone, mine)
-    members = resolve_groups(
-        {r: e[0] for r, e in enumerate(everyone)}, {r: e[1] for r, e in enumerate(everyone)}, world, comm_groups
-    )
-    out: dict[str, tuple[Any, list[int]]] = {}
-    made: dict[tuple[int, ...], Any] = {}
-    for g in sorted(members):
-        ranks = members[g]
-        bad = [r for r in ranks if not 0 <= r < world]
-        if bad:
-            out[g] = (False, ranks)  # reported per node
-            continue
-        key = tuple(sorted(set(ranks)))
-        if not key or key == tuple(range(world)):
-            out[g] = (None, ranks or list(range(world)))
-            continue
-        if key not in made:
-            made[key] = dist.new_group(list(key))
-        out[g] = (made[key], ranks)
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ replay
@@ -368,9 +113,9 @@ class SchemaLessReplay:
         self.trace = trace
         self.name = name
         self.mode = mode
-        self.device = _device_key(device)
+        self.kernel = Kernel(device, yield_cpu=yield_cpu)
+        self.device = self.kernel.device
         self.on_cuda = self.device.startswith("cuda")
-        self.kernel = Kernel(self.device, yield_cpu=yield_cpu)
         import torch.distributed as dist
 
         self._dist = dist if dist.is_available() and dist.is_initialized() else None
@@ -793,7 +538,7 @@ def replay_workload(
     default, all running that trace), or a `Workload` (saved to a temporary folder first). `backend`:
     gloo on CPU, nccl on CUDA by default. `measure_opts`: warmup, min_repeats, max_repeats, target_rel_ci,
     budget_s (see `measure()`). `comm_groups`: an ASTRA-sim group file or {name: ranks}. `yield_cpu`: see
-    `Kernel`. `timeout_s` (default 300 s + 3 budgets) bounds the whole job.
+    `kernels.Kernel`. `timeout_s` (default 300 s + 3 budgets) bounds the whole job.
     """
 
     if mode not in MODES:
@@ -828,7 +573,7 @@ def replay_workload(
                     raise ChakraError(f"{path}: world_size={world_size} but the job has {len(found)} ranks")
                 ws = len(found)
         results = run_ranks(
-            "chakra_trace.replay.synthetic:replay_rank",
+            "chakra_trace.replay.schemaless:replay_rank",
             ws,
             args=(path,),
             kwargs={"mode": mode, "device": device, "comm_groups": groups, "yield_cpu": yield_cpu, **measure_opts},
@@ -854,16 +599,10 @@ def replay_workload(
 
 
 __all__ = [
-    "Calibration",
-    "Kernel",
-    "ReplayResult",
     "SchemaLessReplay",
-    "build_process_groups",
-    "calibrate",
     "recorded_time_us",
     "replay_rank",
     "replay_workload",
-    "resolve_groups",
     "topological_order",
     "MODES",
 ]

@@ -24,16 +24,16 @@ from chakra_trace.schema.enums import NodeType
 
 torch = pytest.importorskip("torch", reason="replay needs PyTorch (pip install -e '.[collect]')")
 
-from chakra_trace.replay.synthetic import (  # noqa: E402
+from chakra_trace.replay.kernels import calibrate  # noqa: E402
+from chakra_trace.replay.process_groups import resolve_groups  # noqa: E402
+from chakra_trace.replay.schemaless import (  # noqa: E402
     SchemaLessReplay,
-    calibrate,
     recorded_time_us,
     replay_workload,
-    resolve_groups,
     topological_order,
 )
 
-ME = "test_replay_synthetic"
+ME = "test_replay_schemaless"
 
 
 # -- rank targets (imported by the worker processes) ----------------------------------------------------
@@ -121,7 +121,7 @@ def test_run_ranks_returns_each_ranks_result():
     assert all(r["world"] == 2 and r["sum"] == 6.0 and r["omp"] == "1" and r["master"] == "127.0.0.1" for r in out)
     # a group of one still runs collectives; the launching process never imports torch
     code = (
-        "import sys; from chakra_trace.replay.launch import run_ranks; import chakra_trace.replay.synthetic; "
+        "import sys; from chakra_trace.replay.launch import run_ranks; import chakra_trace.replay.schemaless; "
         f"r = run_ranks('{ME}:_sum_ranks', 1); assert 'torch' not in sys.modules; print(r[0]['sum'])"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__)] + sys.path))

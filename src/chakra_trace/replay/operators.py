@@ -86,7 +86,7 @@ class Coverage:
         return out
 
     def to_dict(self) -> dict:
-        """The same shape as the schema-less replay's coverage (`synthetic.py`)."""
+        """The same shape as the schema-less replay's coverage (`schemaless.py`)."""
         missed = [o for o in self.outcomes if o.status != "replayed"]
         reasons: dict[str, int] = {}
         for o in missed:
