@@ -9,16 +9,9 @@ import numpy as np
 import pytest
 
 from chakra_trace.cli import main
+from chakra_trace.replay.comparison import compare, consistent, within_ci
 from chakra_trace.replay.environment import environment
-from chakra_trace.replay.measure import (
-    Measurement,
-    compare,
-    consistent,
-    load_measurements,
-    measure,
-    save_measurements,
-    within_ci,
-)
+from chakra_trace.replay.measure import Measurement, load_measurements, measure, save_measurements
 from chakra_trace.replay.statistics import binom_cdf, t_cdf, t_ppf
 
 

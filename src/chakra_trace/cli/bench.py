@@ -7,8 +7,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ChakraError
-from ..replay.measure import _unit_for, format_time, load_measurements
-from ..replay.measure import compare as compare_ms
+from ..replay.comparison import compare as compare_ms
+from ..replay.measure import format_time, load_measurements, unit_for
 from .common import console, json_option, print_json
 
 
@@ -63,7 +63,7 @@ def compare(a: str, b: str, alpha: float, as_json: bool) -> None:
             overflow="fold" if col in ("name", "verdict") else "ellipsis",
         )
     for k, x, y, c in results:
-        unit = _unit_for(x.median) if x.n else "s"
+        unit = unit_for(x.median) if x.n else "s"
         ratio_ci = "-" if c.ratio_ci95 is None else f"{c.ratio_ci95[0]:.3f}–{c.ratio_ci95[1]:.3f}"
         p = "-" if c.p_value != c.p_value else f"{c.p_value:.2g}"
         style = "bold" if c.significant else ""

@@ -28,26 +28,14 @@ from ..errors import ChakraError
 from ..io.et import atomic_output
 from .environment import environment
 from .statistics import (
-    bootstrap_ratio_of_medians_ci95,
     mean_ci95,
     median_ci95,
     relative_half_width,
     t_ppf,
     tukey_outliers,
-    welch_t_test,
 )
 
-__all__ = [
-    "Measurement",
-    "Comparison",
-    "measure",
-    "compare",
-    "within_ci",
-    "consistent",
-    "load_measurements",
-    "save_measurements",
-    "format_time",
-]
+__all__ = ["Measurement", "format_time", "load_measurements", "measure", "save_measurements"]
 
 STOP_REASONS = ("converged", "max_repeats", "budget", "peer")
 
@@ -59,14 +47,14 @@ def format_time(seconds: float | None, unit: str | None = None) -> str:
     """'12.34 ms': a duration with a unit chosen for its size (or the given one: s, ms, µs, ns)."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
-    unit = unit or _unit_for(seconds)
+    unit = unit or unit_for(seconds)
     return f"{seconds / _UNITS[unit]:.4g} {unit}"
 
 
 _UNITS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}
 
 
-def _unit_for(seconds: float) -> str:
+def unit_for(seconds: float) -> str:
     a = abs(seconds)
     for u in ("s", "ms", "µs"):
         if a >= _UNITS[u]:
@@ -74,7 +62,7 @@ def _unit_for(seconds: float) -> str:
     return "ns"
 
 
-def _num(x: float | None) -> float | None:
+def json_number(x: float | None) -> float | None:
     """A float for JSON: NaN and infinities become None."""
     if x is None:
         return None
@@ -82,8 +70,8 @@ def _num(x: float | None) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _pair(p: tuple[float, float] | None) -> list | None:
-    return None if p is None else [_num(p[0]), _num(p[1])]
+def json_pair(p: tuple[float, float] | None) -> list | None:
+    return None if p is None else [json_number(p[0]), json_number(p[1])]
 
 
 @dataclass
@@ -164,15 +152,15 @@ class Measurement:
     def stats(self) -> dict:
         return {
             "n": self.n,
-            "median": _num(self.median),
-            "mean": _num(self.mean),
-            "std": _num(self.std),
-            "min": _num(self.min),
-            "max": _num(self.max),
-            "cv": _num(self.cv),
-            "ci95_mean": _pair(self.ci95_mean),
-            "ci95_median": _pair(self.ci95_median),
-            "rel_ci": _num(self.rel_ci),
+            "median": json_number(self.median),
+            "mean": json_number(self.mean),
+            "std": json_number(self.std),
+            "min": json_number(self.min),
+            "max": json_number(self.max),
+            "cv": json_number(self.cv),
+            "ci95_mean": json_pair(self.ci95_mean),
+            "ci95_median": json_pair(self.ci95_median),
+            "rel_ci": json_number(self.rel_ci),
             "outliers": self.outliers,
         }
 
@@ -231,7 +219,7 @@ class Measurement:
         """One line: 'median 12.34 ms (95% CI 12.10–12.60 ms), n=40, cv 2.1%, 1 outlier'."""
         if not self.n:
             return "no samples"
-        unit = _unit_for(self.median)
+        unit = unit_for(self.median)
         ci = self.ci95_median
         ci_s = f"95% CI {format_time(ci[0], unit).split()[0]}–{format_time(ci[1], unit)}" if ci else "95% CI n/a"
         parts = [f"median {format_time(self.median, unit)} ({ci_s})", f"n={self.n}"]
@@ -360,119 +348,6 @@ def _converged(n: int, mean: float, m2: float, target: float) -> bool:
     ):  # t quantiles exceed the normal one: skip computing it
         return False
     return relative_half_width(t_ppf(0.975, n - 1) * se, mean) <= target
-
-
-# ---------------------------------------------------------------------------------------------------------
-# comparing
-
-
-@dataclass
-class Comparison:
-    """Is B different from A? `ratio` = B.median / A.median (> 1: B is slower).
-
-    `ratio_ci95` is a percentile bootstrap of the ratio of medians (2,000 resamples of each sample,
-    numpy Generator seeded 0, so reproducible); `p_value` is Welch's t-test on the samples (unequal
-    variances). `significant` needs both: p < alpha and a CI that excludes 1. Medians are robust to the
-    slow outliers timing data always has; the t-test guards against a lucky bootstrap on few samples.
-    """
-
-    a_name: str
-    b_name: str
-    ratio: float
-    ratio_ci95: tuple[float, float] | None
-    p_value: float
-    significant: bool
-    verdict: str
-    alpha: float = 0.05
-    a_median: float = math.nan
-    b_median: float = math.nan
-    t_stat: float = math.nan
-    df: float = math.nan
-
-    def to_dict(self) -> dict:
-        return {
-            "a_name": self.a_name,
-            "b_name": self.b_name,
-            "ratio": _num(self.ratio),
-            "ratio_ci95": _pair(self.ratio_ci95),
-            "p_value": _num(self.p_value),
-            "significant": bool(self.significant),
-            "verdict": self.verdict,
-            "alpha": self.alpha,
-            "a_median": _num(self.a_median),
-            "b_median": _num(self.b_median),
-            "t_stat": _num(self.t_stat),
-            "df": _num(self.df),
-        }
-
-    def to_pandas(self):
-        import pandas as pd
-
-        d = self.to_dict()
-        lo, hi = d.pop("ratio_ci95") or (None, None)
-        return pd.DataFrame([{**d, "ratio_ci95_lo": lo, "ratio_ci95_hi": hi}])
-
-
-def _pct(r: float) -> str:
-    return f"{100 * (r - 1):+.1f}%"
-
-
-def compare(a: Measurement, b: Measurement, *, alpha: float = 0.05) -> Comparison:
-    """Whether B's time differs from A's: Welch's t-test and a bootstrap 95% CI of B.median / A.median."""
-    xa, xb = a._a(), b._a()
-    la, lb = ("A", "B") if not a.name or not b.name or a.name == b.name else (a.name, b.name)
-    if len(xa) == 0 or len(xb) == 0:
-        return Comparison(
-            a.name, b.name, math.nan, None, math.nan, False, "cannot compare: a measurement has no samples", alpha
-        )
-    ma, mb = float(np.median(xa)), float(np.median(xb))
-    ratio = mb / ma if ma > 0 else math.nan
-    t, df, p = welch_t_test(xa, xb)
-    ci = bootstrap_ratio_of_medians_ci95(xa, xb) if ma > 0 else None
-    significant = bool(math.isfinite(p) and p < alpha and ci is not None and (ci[0] > 1.0 or ci[1] < 1.0))
-    ci_s = f"95% CI {_pct(ci[0])} to {_pct(ci[1])}" if ci else "95% CI n/a"
-    p_s = "p n/a" if not math.isfinite(p) else ("p<0.0001" if p < 1e-4 else f"p={p:.2g}")
-    if significant:
-        how = "slower" if ratio > 1 else "faster"
-        verdict = f"{lb} is {100 * abs(ratio - 1):.1f}% {how} than {la} ({ci_s}, {p_s}): significant"
-    elif len(xa) < 2 or len(xb) < 2:
-        verdict = f"too few samples to test: {lb}/{la} = {ratio:.3f}"
-    else:
-        verdict = f"no significant difference: {lb}/{la} = {ratio:.3f} ({ci_s}, {p_s})"
-    return Comparison(a.name, b.name, ratio, ci, p, significant, verdict, alpha, ma, mb, t, df)
-
-
-def within_ci(measurement: Measurement, value: float, *, which: str = "either", rtol: float = 0.0) -> bool:
-    """Whether a single time lies in the measurement's 95% CI of the mean or of the median.
-
-    `which`: "mean", "median" or "either" (the default: inside at least one). The CI is widened by `rtol`
-    of its centre on each side, for checks that tolerate a known small drift (e.g. an exported benchmark
-    reproducing a replay's time).
-    """
-    if which not in ("mean", "median", "either"):
-        raise ValueError(f"which must be 'mean', 'median' or 'either', got {which!r}")
-    cis = []
-    if which in ("mean", "either") and measurement.ci95_mean is not None:
-        cis.append((measurement.ci95_mean, measurement.mean))
-    if which in ("median", "either") and measurement.ci95_median is not None:
-        cis.append((measurement.ci95_median, measurement.median))
-    return any(lo - rtol * abs(c) <= value <= hi + rtol * abs(c) for (lo, hi), c in cis)
-
-
-def consistent(a: Measurement, b: Measurement, *, alpha: float = 0.05, rtol: float = 0.0) -> bool:
-    """Whether two measurements agree: their 95% CIs of the median overlap.
-
-    Overlapping CIs is the lenient test (two 95% CIs overlap unless the difference is significant at about
-    the 0.6% level) suited to "did this reproduce?". Below 6 samples, where there is no median CI, it falls
-    back to `compare()` finding no significant difference at `alpha`. Differences of medians within `rtol`
-    (relative to A's median) count as consistent regardless.
-    """
-    if a.n and b.n and abs(b.median - a.median) <= rtol * abs(a.median):
-        return True
-    ca, cb = a.ci95_median, b.ci95_median
-    if ca is not None and cb is not None:
-        return ca[0] <= cb[1] and cb[0] <= ca[1]
-    return not compare(a, b, alpha=alpha).significant
 
 
 # ---------------------------------------------------------------------------------------------------------
