@@ -17,6 +17,7 @@ import pytest
 torch = pytest.importorskip(
     "torch", reason="PyTorch is not installed (pip install -e '.[collect]'); the collect tests need it"
 )
+pytestmark = pytest.mark.torch
 
 from chakra_trace.cli import main  # noqa: E402
 from chakra_trace.collect import _inject  # noqa: E402

@@ -159,6 +159,7 @@ def test_decide_called_once_per_sample_and_shares_the_stop():
     assert m.stop_reason == "peer" and m.n == 4 and calls == [False] * 4
 
 
+@pytest.mark.timing
 def test_real_measurement_of_a_tiny_function():
     m = measure(lambda: sum(range(200)), name="sum", budget_s=0.5, min_repeats=5)
     assert m.n >= 5 and m.stop_reason in ("converged", "max_repeats", "budget")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.torch
 
 from chakra_trace.errors import ChakraError  # noqa: E402
 from chakra_trace.replay.operators import HostReplay, ReplayConfig  # noqa: E402

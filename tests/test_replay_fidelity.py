@@ -30,6 +30,7 @@ ARTIFACTS = ROOT / "out" / "test-artifacts"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
 
 pytest.importorskip("torch")
+pytestmark = [pytest.mark.timing, pytest.mark.slow, pytest.mark.torch]  # minutes of paired timing: own CI step
 
 from chakra_trace.replay.launch import free_port  # noqa: E402
 

@@ -23,6 +23,7 @@ from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.enums import NodeType
 
 torch = pytest.importorskip("torch", reason="replay needs PyTorch (pip install -e '.[collect]')")
+pytestmark = pytest.mark.torch
 
 from chakra_trace.replay.kernels import calibrate  # noqa: E402
 from chakra_trace.replay.process_groups import resolve_groups  # noqa: E402
@@ -182,6 +183,7 @@ def test_ranks_end_when_the_launcher_is_killed(tmp_path):
 
 # -- kernels and order -----------------------------------------------------------------------------------
 @pytest.mark.timeout(60)
+@pytest.mark.timing
 def test_calibrated_kernel_takes_the_nodes_time():
     torch.set_num_threads(1)
     cal = calibrate("cpu")
@@ -259,11 +261,10 @@ def _overlap_trace(rank: int):
 
 
 @pytest.mark.timeout(60)
-def test_two_rank_workload_overlaps_comm_with_compute(tmp_path):
+def test_two_rank_workload_replays_and_saves(tmp_path):
     wl = Workload({r: _overlap_trace(r) for r in (0, 1)})
     wl.save(tmp_path / "job")
-    with _OtherLoad() as others:
-        res = replay_workload(tmp_path / "job", budget_s=2.0, target_rel_ci=0.01)
+    res = replay_workload(tmp_path / "job", budget_s=1.0, warmup=1, min_repeats=3)
     assert res.world_size == 2 and res.fully_replayed
     assert all(c["replayed"] == c["total"] == 6 for c in res.coverage.values())
     assert res.recorded_us == {0: 6000.0, 1: 6000.0} and res.recorded_basis == "compute_sum"
@@ -275,6 +276,13 @@ def test_two_rank_workload_overlaps_comm_with_compute(tmp_path):
     assert d["world_size"] == 2 and d["coverage"]["0"]["share"] == 1.0 and d["calibration"]["1"]["device"]["unit_us"]
     assert len(d["step"]["samples"]) == res.step.n and d["fully_replayed"] is True
 
+
+@pytest.mark.timing
+def test_two_rank_workload_overlaps_comm_with_compute(tmp_path):
+    wl = Workload({r: _overlap_trace(r) for r in (0, 1)})
+    wl.save(tmp_path / "job")
+    with _OtherLoad() as others:
+        res = replay_workload(tmp_path / "job", budget_s=2.0, target_rel_ci=0.01)
     # this machine's communication alone: the same job with every compute node at 0 µs
     for t in wl.traces.values():
         t.duration[:] = 0
@@ -357,8 +365,7 @@ def test_every_collective_type_and_unsupported_ones_reported(tmp_path):
 @pytest.mark.timeout(60)
 def test_converted_ddp_pair_replays_with_full_coverage(ddp_pair, tmp_path):
     ddp_pair.save(tmp_path / "ddp")
-    with _OtherLoad() as others:
-        res = replay_workload(tmp_path / "ddp", budget_s=3.0)
+    res = replay_workload(tmp_path / "ddp", budget_s=1.0, warmup=1, min_repeats=3)
     assert res.fully_replayed and res.recorded_basis == "span"
     for r, c in res.coverage.items():
         t = ddp_pair[r]
@@ -369,6 +376,14 @@ def test_converted_ddp_pair_replays_with_full_coverage(ddp_pair, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert res.to_pandas()["replayed"].tolist() == [c["replayed"] for _, c in sorted(res.coverage.items())]
+
+
+@pytest.mark.timing
+@pytest.mark.timeout(60)
+def test_converted_ddp_pair_replay_reproduces_the_recorded_compute(ddp_pair, tmp_path):
+    ddp_pair.save(tmp_path / "ddp")
+    with _OtherLoad() as others:
+        res = replay_workload(tmp_path / "ddp", budget_s=3.0)
     comm = max(m.extra["comm_wait_us_median"] for m in res.per_rank.values())
     print(
         f"\nDDP replay: step {res.step.median * 1e3:.2f} ms, recorded span {res.recorded_step_us / 1e3:.2f} ms "
