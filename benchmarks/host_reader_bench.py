@@ -204,7 +204,7 @@ after, peak = status("VmRSS"), status("VmHWM")
 extra = {}
 if mode != "json":
     tb = h._tables
-    extra = {"templates": len(tb), "roles": tb.n_roles, "derived": tb.n_derived,
+    extra = {"templates": len(tb), "roles": tb.roles.n_roles, "derived": tb.n_derived,
              "tensors": len(h.tensors)}
 print(json.dumps({"nodes": n, "seconds": dt, "before": before, "after": after, "peak": peak,
                   "nbytes": nbytes, **extra}))

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chakra_trace.convert import kineto, pytorch_host
+from chakra_trace.convert import kineto
 from chakra_trace.convert.link import interval_parents
+from chakra_trace.convert.pytorch_host import reader as host_reader
 from test_pytorch_host import DATA, SAMPLES, _same
 
-host_c = pytest.mark.skipif(pytorch_host._native is None, reason="C kernels not built (or CHAKRA_TRACE_PURE)")
+host_c = pytest.mark.skipif(host_reader._native is None, reason="C kernels not built (or CHAKRA_TRACE_PURE)")
 nest_c = pytest.mark.skipif(kineto._native is None, reason="C kernels not built (or CHAKRA_TRACE_PURE)")
 
 
@@ -50,11 +51,11 @@ def test_split_pieces_is_split_and_translate(parts, sep, pos):
     pos = min(pos, len(buf))
     starts, lens, codes, first = (
         np.frombuffer(x, t)
-        for x, t in zip(pytorch_host._native.split_pieces(buf, pos, sep), (np.int64, np.int64, np.int32, np.int64))
+        for x, t in zip(host_reader._native.split_pieces(buf, pos, sep), (np.int64, np.int64, np.int32, np.int64))
     )
     pieces = bytes(buf[pos:]).split(sep)[:-1]
     assert [bytes(buf[a : a + n]) for a, n in zip(starts.tolist(), lens.tolist())] == pieces
-    keys = [p.translate(pytorch_host._MASK) for p in pieces]
+    keys = [p.translate(host_reader._MASK) for p in pieces]
     distinct = list(dict.fromkeys(keys))
     assert codes.tolist() == [distinct.index(k) for k in keys]
     assert first.tolist() == [keys.index(k) for k in distinct]
@@ -65,9 +66,9 @@ def test_split_pieces_is_split_and_translate(parts, sep, pos):
 def test_host_reader_same_with_and_without_the_kernel(tmp_path, monkeypatch, name):
     plain = tmp_path / name.replace(".gz", "")
     plain.write_bytes(gzip.decompress((DATA / name).read_bytes()))
-    native = [pytorch_host.read_host_trace(plain, block_size=bs) for bs in (4096, 1 << 20)]
-    monkeypatch.setattr(pytorch_host, "_native", None)
-    pure = pytorch_host.read_host_trace(plain)
+    native = [host_reader.read_host_trace(plain, block_size=bs) for bs in (4096, 1 << 20)]
+    monkeypatch.setattr(host_reader, "_native", None)
+    pure = host_reader.read_host_trace(plain)
     for got in native:
         _same(got, pure)
 

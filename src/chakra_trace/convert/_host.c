@@ -1,4 +1,4 @@
-/* Optional C kernel for the host execution-trace reader (pytorch_host.py): split_pieces()
+/* Optional C kernel for the host execution-trace reader (pytorch_host/reader.py): split_pieces()
  * cuts a buffer of nodes at the separator PyTorch writes between them and numbers the pieces
  * by their template key (the text with every digit read as '0'), so Python looks each
  * distinct key up once per buffer instead of copying and translating every node. It gives

@@ -213,6 +213,49 @@ def _signatures(name: np.ndarray, t, rows: np.ndarray) -> tuple[np.ndarray, np.n
     return flat.view(np.uint8), row_base * 8, row_words * 8
 
 
+@dataclass(eq=False)
+class _Timeline:
+    """The events of the converted trace in time order (host nodes and GPU work) and the `[host]`
+    gaps between them; `n` nodes in all: events and gaps, the tail gap, the process-group node."""
+
+    gpu: dict[str, np.ndarray] | None  # `_GpuWork.events` (None: no GPU work)
+    n_gpu: int
+    is_gpu: np.ndarray  # per event
+    host: np.ndarray  # ~is_gpu
+    src: np.ndarray  # host row, or index into gpu
+    s: np.ndarray  # start and end, ns
+    e: np.ndarray
+    key: np.ndarray  # the thread (host) or the stream (GPU) it runs on
+    prev: np.ndarray  # the event before it on its key (-1: none)
+    prev_end: np.ndarray  # when that one ended (the window start if none)
+    th: np.ndarray  # thread of host events
+    main: int  # the thread of the training loop
+    main_ev: np.ndarray  # events on the main thread
+    gap: np.ndarray  # a `[host]` node comes right before the event
+    ids: np.ndarray  # node id of each event
+    gap_ids: np.ndarray  # node id of each `[host]` gap before an event
+    gaps: np.ndarray  # every `[host]` node (with the tail)
+    n_ids: int  # nodes of events and gaps
+    tail: bool  # a `[host]` node from the last main-thread event to the window end
+    n: int  # nodes in all
+    host_pos: np.ndarray  # host row -> event position (-1: not a node)
+
+
+@dataclass(eq=False)
+class _Nodes:
+    """Per-node columns of the converted trace (length `_Timeline.n`)."""
+
+    types: np.ndarray
+    name_src: np.ndarray  # codes into names
+    names: list[str]  # host op names, Kineto names, "[host]", "process_groups"
+    host_name: int  # code of "[host]" ("process_groups" is next)
+    is_host_node: np.ndarray
+    has_tid: np.ndarray  # host ops and gaps
+    cpu_op: np.ndarray  # value of is_cpu_op
+    row_of: np.ndarray  # host row of each host node (-1)
+    thread_of: np.ndarray
+
+
 class _Converter:
     def __init__(self, host, start, end, tid, user_annotation, steps, report: ConversionReport):
         self.h = host
@@ -493,15 +536,41 @@ class _Converter:
     def _emit(self, node_rows, folded_into, comm, kinds, levels) -> dict:
         """Nodes in time order (host ops, GPU work, `[host]` gaps), dependencies, attributes:
         the arguments of `Trace.from_columns`."""
-        h = self.h
-        comm_mask = np.zeros(len(h), bool)
+        comm_mask = np.zeros(len(self.h), bool)
         comm_mask[list(comm)] = True
         flops, known, nbytes = self._costs(folded_into, comm_mask, levels)
+        tl = self._timeline(node_rows, folded_into)
+        nodes = self._node_columns(tl)
+        start, dur = self._node_times(tl)
+        dep_src, dep_dst = self._order_edges(tl, folded_into)
+        comm_attr, extra_src, extra_dst = self._comm_nodes(tl, nodes, comm, comm_mask, kinds)
+        if tl.n_gpu:
+            self._sync_edges(tl, extra_src, extra_dst)
+        dep_src.append(np.asarray(extra_src, np.int64))
+        dep_dst.append(np.asarray(extra_dst, np.int64))
+        data = self._dependency_csr(tl.n, dep_src, dep_dst)
+        attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes)
+        self._process_group_node(nodes, attrs)
+        names, name_codes = self._name_table(nodes.names, nodes.name_src)
+        return dict(
+            names=names,
+            name_codes=name_codes,
+            types=nodes.types,
+            start=start,
+            duration=dur,
+            data=data,
+            attrs=attrs,
+        )
+
+    def _timeline(self, node_rows, folded_into) -> _Timeline:
+        """Host nodes and GPU work in time order, each with the event before it on its thread or
+        stream, and where the `[host]` gaps of the main thread go."""
+        h = self.h
         timed = self.timed
         lo, hi = self.window
         gpu = self.gpu.events(folded_into, self.window) if self.gpu is not None and timed else None
         n_gpu = 0 if gpu is None else gpu["krow"].size
-        # ---- events in time order; "key" is the thread (host) or the stream (GPU) they run on
+        # "key" is the thread (host) or the stream (GPU) they run on
         is_gpu = np.r_[np.zeros(node_rows.size, bool), np.ones(n_gpu, bool)]
         src = np.r_[node_rows, np.arange(n_gpu)]  # host row, or index into gpu
         s = np.r_[self.start[node_rows], gpu["start"] if n_gpu else []].astype(np.int64)
@@ -526,35 +595,50 @@ class _Converter:
         n_ids = int(nid[-1]) + 1 if E else 0
         main_ev = np.flatnonzero(host & (th == main))
         tail = timed and main_ev.size > 0 and e[main_ev[-1]] < hi
-        groups = h.process_groups
-        N = n_ids + int(tail) + int(bool(groups))
+        N = n_ids + int(tail) + int(bool(h.process_groups))
         host_pos = np.full(len(h), -1, np.int64)  # host row -> event position
         host_pos[src[host]] = np.flatnonzero(host)
+        gap_ids = nid[gap] - 1
+        gaps = np.r_[gap_ids, [n_ids] if tail else []].astype(np.int64)  # every `[host]` node
+        return _Timeline(
+            gpu=gpu,
+            n_gpu=n_gpu,
+            is_gpu=is_gpu,
+            host=host,
+            src=src,
+            s=s,
+            e=e,
+            key=key,
+            prev=prev,
+            prev_end=prev_end,
+            th=th,
+            main=main,
+            main_ev=main_ev,
+            gap=gap,
+            ids=nid,
+            gap_ids=gap_ids,
+            gaps=gaps,
+            n_ids=n_ids,
+            tail=tail,
+            n=N,
+            host_pos=host_pos,
+        )
 
-        # ---- columns
+    def _node_columns(self, tl: _Timeline) -> _Nodes:
+        """Each node's type (COMP until `_comm_nodes`), name, host row and thread, and flags."""
+        h = self.h
+        N = tl.n
+        host, src, is_gpu, ev_ids, gaps = tl.host, tl.src, tl.is_gpu, tl.ids, tl.gaps
         types = np.full(N, NodeType.COMP_NODE, np.int32)
         name_src = np.zeros(N, np.int64)  # codes into names_all below
         kin = self.gpu.kin if self.gpu is not None else None
         k_off = len(h.names)
         names_all = list(h.names) + (list(kin.names) if kin is not None else []) + ["[host]", "process_groups"]
         host_name = len(names_all) - 2
-        ev_ids = nid
-        gap_ids = nid[gap] - 1
-        gaps = np.r_[gap_ids, [n_ids] if tail else []].astype(np.int64)  # every `[host]` node
         name_src[ev_ids[host]] = h.name[src[host]]
-        if n_gpu:
-            name_src[ev_ids[is_gpu]] = k_off + kin.name[gpu["krow"][src[is_gpu]]]
+        if tl.n_gpu:
+            name_src[ev_ids[is_gpu]] = k_off + kin.name[tl.gpu["krow"][src[is_gpu]]]
         name_src[gaps] = host_name
-        start = np.zeros(N, np.int64)
-        dur = np.zeros(N, np.int64)
-        if timed:
-            start[ev_ids] = _us(s - lo)
-            dur[ev_ids] = _us(e) - _us(s)
-            start[gap_ids] = _us(prev_end[gap] - lo)
-            dur[gap_ids] = _us(s[gap]) - _us(prev_end[gap])
-            if tail:
-                last_end = e[main_ev[-1]]
-                start[n_ids], dur[n_ids] = _us(last_end - lo), _us(hi) - _us(last_end)
         is_host_node = np.zeros(N, bool)
         is_host_node[ev_ids[host]] = True
         has_tid = is_host_node.copy()  # host ops and gaps: a thread, and is_cpu_op true (but comm nodes)
@@ -563,30 +647,70 @@ class _Converter:
         row_of = np.full(N, -1, np.int64)  # host row of each host node
         row_of[ev_ids[host]] = src[host]
         thread_of = np.zeros(N, np.int64)
-        thread_of[ev_ids[host]] = th[host]
-        thread_of[gaps] = main
+        thread_of[ev_ids[host]] = tl.th[host]
+        thread_of[gaps] = tl.main
+        return _Nodes(
+            types=types,
+            name_src=name_src,
+            names=names_all,
+            host_name=host_name,
+            is_host_node=is_host_node,
+            has_tid=has_tid,
+            cpu_op=cpu_op,
+            row_of=row_of,
+            thread_of=thread_of,
+        )
 
-        # ---- dependencies: thread / stream order, gaps, GPU work after its launch
+    def _node_times(self, tl: _Timeline) -> tuple[np.ndarray, np.ndarray]:
+        """Start and duration of each node in µs from the start of the window (0 when untimed)."""
+        lo, hi = self.window
+        ev_ids, gap, gap_ids, s, e = tl.ids, tl.gap, tl.gap_ids, tl.s, tl.e
+        start = np.zeros(tl.n, np.int64)
+        dur = np.zeros(tl.n, np.int64)
+        if self.timed:
+            start[ev_ids] = _us(s - lo)
+            dur[ev_ids] = _us(e) - _us(s)
+            start[gap_ids] = _us(tl.prev_end[gap] - lo)
+            dur[gap_ids] = _us(s[gap]) - _us(tl.prev_end[gap])
+            if tl.tail:
+                last_end = e[tl.main_ev[-1]]
+                start[tl.n_ids], dur[tl.n_ids] = _us(last_end - lo), _us(hi) - _us(last_end)
+        return start, dur
+
+    def _order_edges(self, tl: _Timeline, folded_into) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Execution-order dependencies (sources, destinations): thread / stream order, through
+        the `[host]` gaps, GPU work after the op that launched it, the tail gap last."""
+        ev_ids, gap, prev = tl.ids, tl.gap, tl.prev
         dep_src = [ev_ids[gap & (prev >= 0)] - 1, ev_ids[gap], ev_ids[~gap & (prev >= 0)]]
-        dep_dst = [ev_ids[prev[gap & (prev >= 0)]], gap_ids, ev_ids[prev[~gap & (prev >= 0)]]]
-        if n_gpu:
-            gk = np.flatnonzero(is_gpu)
-            launcher = host_pos[folded_into[gpu["hrow"][src[gk]]]]
+        dep_dst = [ev_ids[prev[gap & (prev >= 0)]], tl.gap_ids, ev_ids[prev[~gap & (prev >= 0)]]]
+        if tl.n_gpu:
+            gk = np.flatnonzero(tl.is_gpu)
+            launcher = tl.host_pos[folded_into[tl.gpu["hrow"][tl.src[gk]]]]
             ok = (launcher >= 0) & (launcher < gk)
             dep_src.append(ev_ids[gk[ok]])
             dep_dst.append(ev_ids[launcher[ok]])
-        if tail:
-            dep_src.append(np.array([n_ids]))
-            dep_dst.append(ev_ids[main_ev[-1:]])
+        if tl.tail:
+            dep_src.append(np.array([tl.n_ids]))
+            dep_dst.append(ev_ids[tl.main_ev[-1:]])
+        return dep_src, dep_dst
+
+    def _comm_nodes(
+        self, tl: _Timeline, nodes: _Nodes, comm: set[int], comm_mask: np.ndarray, kinds: dict
+    ) -> tuple[dict[str, dict[int, Any]], list[int], list[int]]:
+        """The communication nodes (few): their type and attributes (set in `nodes.types` /
+        `nodes.cpu_op`; the rest returned by attribute name and node), and the edges (sources,
+        destinations) that order them after their issuer and before the issuing thread goes on."""
+        host, is_gpu, src, th, s, e, ev_ids = tl.host, tl.is_gpu, tl.src, tl.th, tl.s, tl.e, tl.ids
+        gpu, host_pos = tl.gpu, tl.host_pos
+        types, cpu_op = nodes.types, nodes.cpu_op
+        kin = self.gpu.kin if self.gpu is not None else None
         extra_src: list[int] = []
         extra_dst: list[int] = []
-
-        # ---- communication nodes (few): type, size, group, and the edges that order them
         comm_attr: dict[str, dict[int, Any]] = {}
         threads = _ThreadIndex(host, th, s, e, ev_ids) if comm else None
         gpu_kinds = {}
         specials = np.flatnonzero(host & comm_mask[np.where(host, src, 0)]).tolist()
-        if n_gpu:
+        if tl.n_gpu:
             codes = kin.name[gpu["krow"][src[is_gpu]]]
             gpu_kinds = {int(c): classify(kin.names[int(c)]) for c in np.unique(codes).tolist()}
             coll_code = np.array([c for c, k in gpu_kinds.items() if k.collective is not None], np.int64)
@@ -623,7 +747,7 @@ class _Converter:
                         extra_dst.append(int(dep))
                 attrs = self._comm_attrs(i, issuer, kind)
                 issuing_thread = int(self.tid[issuer]) if issuer >= 0 else int(th[k])
-                if issuing_thread != th[k] and timed:  # the issuing thread joins it when it is done
+                if issuing_thread != th[k] and self.timed:  # the issuing thread joins it when it is done
                     target = threads.first_from(issuing_thread, k, int(e[k]))
                     if target is not None:
                         extra_src.append(int(target))
@@ -633,22 +757,32 @@ class _Converter:
             for name, v in attrs.items():
                 if v is not None:
                     comm_attr.setdefault(name, {})[nk] = v
-        if n_gpu:
-            self._sync_edges(host, is_gpu, th, s, e, ev_ids, key, extra_src, extra_dst)
-        dep_src.append(np.asarray(extra_src, np.int64))
-        dep_dst.append(np.asarray(extra_dst, np.int64))
-        pairs = np.unique(np.concatenate(dep_src).astype(np.int64) * N + np.concatenate(dep_dst).astype(np.int64))
-        indptr = np.zeros(N + 1, np.int64)
-        np.cumsum(np.bincount(pairs // max(N, 1), minlength=N), out=indptr[1:])
+        return comm_attr, extra_src, extra_dst
 
-        # ---- attributes
-        comp_host = is_host_node & (types == NodeType.COMP_NODE)
+    @staticmethod
+    def _dependency_csr(n: int, dep_src: list[np.ndarray], dep_dst: list[np.ndarray]) -> tuple:
+        """The dependencies as `data_deps` CSR over n nodes (indptr, destinations), sorted, without duplicates."""
+        pairs = np.unique(np.concatenate(dep_src).astype(np.int64) * n + np.concatenate(dep_dst).astype(np.int64))
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(pairs // max(n, 1), minlength=n), out=indptr[1:])
+        return indptr, (pairs % n).astype(np.uint64)
+
+    def _attributes(
+        self, tl: _Timeline, nodes: _Nodes, comm_attr: dict[str, dict[int, Any]], flops, known, nbytes
+    ) -> dict[str, tuple]:
+        """Node attributes as (values, present) columns: is_cpu_op, FLOPs and bytes, communication,
+        op_schema, rf_id, tid, the GPU stream and device, all_to_allv split sizes."""
+        h = self.h
+        N = tl.n
+        ev_ids, is_gpu = tl.ids, tl.is_gpu
+        row_of, is_host_node = nodes.row_of, nodes.is_host_node
+        comp_host = is_host_node & (nodes.types == NodeType.COMP_NODE)
         rows_c = np.maximum(row_of, 0)
         has_rf = h.has("rf_id")
         schema_ok = np.array([bool(x) for x in h.strings], bool) if h.strings else np.zeros(1, bool)
         sched = h.op_schema[rows_c]
         attrs: dict[str, tuple] = {
-            "is_cpu_op": (cpu_op, np.arange(N) < n_ids + int(tail)),
+            "is_cpu_op": (nodes.cpu_op, np.arange(N) < tl.n_ids + int(tl.tail)),
             "num_ops": (flops[rows_c], comp_host & known[rows_c]),
             "tensor_size": (nbytes[rows_c].astype(np.uint64), comp_host & (nbytes[rows_c] != 0)),
         }
@@ -662,41 +796,44 @@ class _Converter:
             comp_host & (sched >= 0) & schema_ok[np.maximum(sched, 0)],
         )
         attrs["rf_id"] = (h.rf_id[rows_c], is_host_node & has_rf[rows_c])
-        attrs["tid"] = (thread_of, has_tid)
-        if n_gpu:
+        attrs["tid"] = (nodes.thread_of, nodes.has_tid)
+        if tl.n_gpu:
             on_gpu = np.zeros(N, bool)
             on_gpu[ev_ids[is_gpu]] = True
             for name in ("stream", "device"):
                 col = np.zeros(N, np.int64)
-                col[ev_ids[is_gpu]] = gpu[name][src[is_gpu]]
+                col[ev_ids[is_gpu]] = tl.gpu[name][tl.src[is_gpu]]
                 attrs[name] = (col, on_gpu)
         for name in ("in_split_size", "out_split_size"):
             if name in comm_attr:
                 attrs[name] = _sparse_strings(comm_attr[name], N)
+        return attrs
+
+    def _process_group_node(self, nodes: _Nodes, attrs: dict[str, tuple]) -> None:
+        """The last node, when the trace describes process groups: METADATA, with them in `pg_config`."""
+        groups = self.h.process_groups
         if groups:
-            types[N - 1] = NodeType.METADATA_NODE
-            name_src[N - 1] = host_name + 1
+            N = nodes.types.size
+            nodes.types[N - 1] = NodeType.METADATA_NODE
+            nodes.name_src[N - 1] = nodes.host_name + 1
             attrs["pg_config"] = _sparse_strings({N - 1: json.dumps(groups, sort_keys=True)}, N)
+
+    @staticmethod
+    def _name_table(names_all: list[str], name_src: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """The distinct names the nodes use, in order of first code, and each node's code into them."""
         used, inv = np.unique(name_src, return_inverse=True)
         table: dict[str, int] = {}
         remap = np.array([table.setdefault(names_all[u], len(table)) for u in used.tolist()], np.int32)
-        return dict(
-            names=list(table),
-            name_codes=remap[inv.reshape(-1)],
-            types=types,
-            start=start,
-            duration=dur,
-            data=(indptr, (pairs % N).astype(np.uint64)),
-            attrs=attrs,
-        )
+        return list(table), remap[inv.reshape(-1)]
 
-    def _sync_edges(self, host, is_gpu, th, s, e, ev_ids, key, out_src: list, out_dst: list) -> None:
+    def _sync_edges(self, tl: _Timeline, out_src: list, out_dst: list) -> None:
         """Edges from GPU work to the host op that waited for it: each stream's last op that had
         ended when a synchronizing call inside the host op returned (synchronize, item(), a
         blocking copy)."""
         syncs = self.gpu.sync_points()
         if not syncs:
             return
+        host, is_gpu, th, s, e, ev_ids, key = tl.host, tl.is_gpu, tl.th, tl.s, tl.e, tl.ids, tl.key
         gk = np.flatnonzero(is_gpu)
         streams = {int(k): gk[key[gk] == k] for k in np.unique(key[gk]).tolist()}  # positions, in order
         for thread, calls in syncs.items():
