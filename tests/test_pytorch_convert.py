@@ -243,3 +243,27 @@ def test_no_host_node_lies_inside_another():
     assert ev.size > 200
     parents = interval_parents(kin.ts[ev], kin.ts[ev] + np.maximum(kin.dur[ev], 0), kin.tid[ev])
     assert (parents < 0).all()
+
+
+def test_an_op_without_tensors_after_ops_with_tensors(tmp_path):
+    """The cost model's per-row signatures when the last op has no tensors but earlier ones do
+    (an index one past the tensors' end once raised IndexError)."""
+    nodes = [
+        node(2, "[pytorch|profiler|execution_trace|thread]", 1),
+        node(3, "ProfilerStep#1", 2),
+        node(
+            4,
+            "aten::mm",
+            3,
+            shapes=[[4, 4], [4, 4]],
+            types=["Tensor(float)"] * 2,
+            values=[[10, 10, 0, 16, 4, "cpu"], [11, 11, 0, 16, 4, "cpu"]],
+        ),
+        node(5, "aten::empty", 3),
+        node(1, "[pytorch|profiler|execution_trace|process]", 1),
+    ]
+    write_et(tmp_path / "t.et.json.gz", nodes)
+    trace, _ = convert_pytorch(tmp_path / "t.et.json.gz")
+    assert sorted(n for n in trace.name_array.tolist() if n.startswith("aten::")) == ["aten::empty", "aten::mm"]
+    mm = int(np.flatnonzero(trace.name_array == "aten::mm")[0])
+    assert trace.tensor_size[mm] == 2 * 16 * 4  # the cost model still reads the earlier op's tensors

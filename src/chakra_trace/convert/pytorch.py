@@ -193,7 +193,8 @@ def _signatures(name: np.ndarray, t, rows: np.ndarray) -> tuple[np.ndarray, np.n
     row_base = np.cumsum(row_words) - row_words
     first_k = np.cumsum(counts) - counts
     csize = np.cumsum(size) - size
-    off = np.repeat(row_base + 1 - csize[first_k] if ks.size else row_base + 1, counts) + csize
+    # a row without tensors may start one past the last tensor; it is repeated 0 times, so pad with 0
+    off = np.repeat(row_base + 1 - np.append(csize, 0)[first_k], counts) + csize
     flat = np.empty(int(row_words.sum()), np.int64)
     flat[row_base] = name[rows]
     for j, col in enumerate(
