@@ -13,8 +13,8 @@ import numpy as np
 
 from ..io.workload import Workload
 from ..schema.enums import TIME_ORIGIN
+from ..schema.groups import group_rows
 from ..schema.trace import Trace
-from .collectives import group_rows
 
 
 def time_origin_ns(trace: Trace) -> int | None:

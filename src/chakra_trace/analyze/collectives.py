@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
+from ..schema.groups import group_rows
 from ..schema.trace import Trace
 
 # bus bandwidth = algorithm bandwidth x factor(n), as NCCL's tests report it
@@ -25,21 +26,6 @@ _BUS_FACTOR = {
     "REDUCE_SCATTER_BLOCK": lambda n: (n - 1) / n,
     "ALL_TO_ALL": lambda n: (n - 1) / n,
 }
-
-
-def group_rows(t: Trace, group: str) -> np.ndarray:
-    """Rows of the typed collectives a rank issues on a group ("" = unnamed), in trace order."""
-    typed = (t.types == NodeType.COMM_COLL_NODE) & t.has(Attr.COMM_TYPE)
-    has_pg = t.has(Attr.PG_NAME)
-    if group == "":
-        m = typed & ~has_pg
-        if "" in t.groups:
-            m |= typed & has_pg & (t.pg_name == t.groups.index(""))
-    elif group in t.groups:
-        m = typed & has_pg & (t.pg_name == t.groups.index(group))
-    else:
-        m = np.zeros(len(t), bool)
-    return np.flatnonzero(m)
 
 
 @dataclass

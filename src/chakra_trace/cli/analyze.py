@@ -11,7 +11,16 @@ from rich.table import Table
 from ..analyze import Analysis
 from ..analyze.breakdown import COLUMNS
 from ..analyze.roofline import device_spec
-from .common import comm_groups_option, console, json_option, open_workload, print_json, simulate_one_option, simulated
+from .common import (
+    comm_groups_option,
+    console,
+    json_option,
+    open_workload,
+    print_json,
+    simulate_one_option,
+    simulated,
+    tolerance_option,
+)
 
 
 def _analysis(workload: str, comm_groups=None, system: str | None = None) -> Analysis:
@@ -83,13 +92,7 @@ def collectives(workload: str, comm_groups, as_json: bool) -> None:
 @analyze.command()
 @click.argument("workload")
 @comm_groups_option
-@click.option(
-    "--tolerance",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="Relative size difference from the group's median that still counts as equal.",
-)
+@tolerance_option
 @json_option
 def imbalance(workload: str, comm_groups, tolerance: float, as_json: bool) -> None:
     """Collective instances whose members move different bytes, and the ranks that stand out.

@@ -20,6 +20,14 @@ from ..simulate.presets import resolve, simulate_on
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 
+tolerance_option = click.option(
+    "--tolerance",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Relative size difference from the group's median that still counts as equal.",
+)
+
 comm_groups_option = click.option(
     "--comm-groups", type=click.Path(exists=True, dir_okay=False), help="Communicator groups JSON (ASTRA-sim format)."
 )

@@ -6,7 +6,7 @@ import click
 
 from ..analyze import Analysis
 from ..visualize.plots import plot_breakdown, plot_imbalance, plot_matrix, plot_roofline
-from .common import comm_groups_option, open_workload
+from .common import comm_groups_option, open_workload, tolerance_option
 
 _out_option = click.option(
     "-o",
@@ -45,13 +45,7 @@ def breakdown(workload: str, out: str, comm_groups) -> None:
 @click.argument("workload")
 @_out_option
 @comm_groups_option
-@click.option(
-    "--tolerance",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="Relative size difference from the group's median that still counts as equal.",
-)
+@tolerance_option
 def imbalance(workload: str, out: str, comm_groups, tolerance: float) -> None:
     """Heatmap of imbalanced collective instances by rank (bytes / the instance's median)."""
     _done(plot_imbalance(_analysis(workload, comm_groups).imbalance(tolerance), out))

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from ..analyze.align import rank_offsets_ns
-from ..analyze.collectives import group_rows
 from ..errors import ChakraError
 from ..io.et import atomic_output
 from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType, collective_name, node_type_name
+from ..schema.groups import group_rows
 from ..schema.resources import KIND_NAMES
 from ..schema.trace import Trace
 
