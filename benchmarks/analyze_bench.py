@@ -25,8 +25,9 @@ from chakra_trace.analyze import Analysis
 from chakra_trace.convert.pytorch import convert_pytorch
 from chakra_trace.replay.measure import measure
 from chakra_trace.simulate.presets import simulate_on
+from chakra_trace.visualize.html import render_html
 from chakra_trace.visualize.report import build_report
-from chakra_trace.visualize.timeline import timeline_arrays
+from chakra_trace.visualize.timeline import timeline
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_bench  # noqa: E402  (its generator)
@@ -48,6 +49,7 @@ def recorded(nodes: int) -> dict:
         et, kin, n = convert_bench.generate(tmp, nodes)
         (trace, _), base = timed(lambda: convert_pytorch(et, kin, rank=0))
     w = Workload({0: trace})
+    doc = build_report(w, device="h100")
     steps = {
         "breakdown": lambda: Analysis(w).breakdown(),
         "critical path (rank)": lambda: Analysis(w).critical_path(0),
@@ -56,8 +58,9 @@ def recorded(nodes: int) -> dict:
         "collective stats + imbalance": lambda: (lambda x: (x.collective_stats(), x.imbalance()))(Analysis(w)),
         "roofline": lambda: Analysis(w).roofline("h100"),
         "diff (trace vs itself)": lambda: Analysis(w).diff(w),
-        "timeline arrays (all events)": lambda: timeline_arrays(w),
+        "timeline (all events)": lambda: timeline(w),
         "report document": lambda: build_report(w, device="h100"),
+        "report HTML (render_html)": lambda: render_html(doc),
     }
     return {
         "what": f"recorded, {len(trace):,} nodes ({n:,} host nodes)",
@@ -87,12 +90,14 @@ def simulated(npus_preset: str) -> dict:
     big = Workload(dict(res.traces))
     a = Analysis(big, res)
     runs = sum(int((e >= 0).sum()) for _s, e, _k in res.nodes.values())
+    doc = build_report(w, simulations={npus_preset: res})
     steps = {
         "breakdown": lambda: Analysis(big, res).breakdown(),
         "job critical path": lambda: Analysis(big, res).critical_path(),
         "top ops (total + exposed)": lambda: Analysis(big, res).top_ops(by="exposed"),
-        "timeline arrays (60,000 longest)": lambda: timeline_arrays(big, res, max_events=60_000),
+        "timeline (60,000 longest)": lambda: timeline(big, res, max_events=60_000),
         "report document": lambda: build_report(w, simulations={npus_preset: res}),
+        "report HTML (render_html)": lambda: render_html(doc),
     }
     out = {
         "what": f"simulated on {npus_preset}: {res.finish_ns.size:,} NPUs, {runs:,} node runs",

@@ -189,8 +189,8 @@ def analyze_recorded(r: list) -> str:
         ("top ops by total and exposed time", ["top ops (total + exposed)"]),
         (f"collective statistics + imbalance ({rec['collectives']:,} collectives)", ["collective stats + imbalance"]),
         ("roofline / diff", ["roofline", "diff (trace vs itself)"]),
-        ("timeline arrays, every event", ["timeline arrays (all events)"]),
-        ("the whole report document", ["report document"]),
+        ("timeline (Perfetto JSON), every event", ["timeline (all events)"]),
+        ("the whole report document / its HTML", ["report document", "report HTML (render_html)"]),
     ]
     return analysis_table(rec, head, rows)
 
@@ -200,8 +200,8 @@ def analyze_simulated(r: list) -> str:
     head = f"simulated: the DDP pair on `{sim['preset']}` ({sim['npus']:,} NPUs, {sim['node_runs']:,} node runs)"
     rows = [
         ("breakdown / job critical path / top ops", ["breakdown", "job critical path", "top ops (total + exposed)"]),
-        ("timeline arrays (60,000 longest events)", ["timeline arrays (60,000 longest)"]),
-        ("the whole report document", ["report document"]),
+        ("timeline (Perfetto JSON, 60,000 longest events)", ["timeline (60,000 longest)"]),
+        ("the whole report document / its HTML", ["report document", "report HTML (render_html)"]),
     ]
     return analysis_table(sim, head, rows)
 

@@ -7,6 +7,7 @@ and read from its fd 4. Every wait has a timeout and the browser is always kille
         page = b.open(path)            # waits for document.body.dataset.rendered
         page.errors                    # console errors/warnings, exceptions, log errors
         page.evaluate("1 + 1")
+        page.download("button.click()", folder)   # the file a click saved
         page.screenshot(png_path)
 """
 
@@ -247,13 +248,20 @@ class Browser:
         with self._cond:
             return [e for e in self._events[start:] if session is None or e.get("sessionId") == session]
 
-    def wait_event(self, method: str, session: str | None, start: int, timeout: float | None = None) -> dict:
-        """The first `method` event (for `session`) received after index `start` of the event log."""
+    def wait_event(
+        self, method: str, session: str | None, start: int, timeout: float | None = None, where=None
+    ) -> dict:
+        """The first `method` event (for `session`, with `where(params)` true when given) received
+        after index `start` of the event log."""
         deadline = time.monotonic() + (timeout or self.timeout)
         with self._cond:
             while True:
                 for e in self._events[start:]:
-                    if e.get("method") == method and (session is None or e.get("sessionId") == session):
+                    if (
+                        e.get("method") == method
+                        and (session is None or e.get("sessionId") == session)
+                        and (where is None or where(e.get("params", {})))
+                    ):
                         return e
                 left = deadline - time.monotonic()
                 if self._eof:
@@ -336,6 +344,29 @@ class Page:
         self.evaluate(
             "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))", await_promise=True
         )
+
+    def download(self, expression: str, folder: str | os.PathLike, timeout: float | None = None) -> Path:
+        """Evaluates `expression`, which must start one download, and returns the file it saved
+        in `folder` (created; use a new one per download, as a second file of the same name is
+        renamed)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.browser.send(
+            "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(folder), "eventsEnabled": True}
+        )
+        mark = self.browser.event_count()
+        self.evaluate(expression)
+        begin = self.browser.wait_event("Browser.downloadWillBegin", None, mark, timeout)["params"]
+        end = self.browser.wait_event(
+            "Browser.downloadProgress",
+            None,
+            mark,
+            timeout,
+            where=lambda p: p.get("guid") == begin["guid"] and p.get("state") in ("completed", "canceled"),
+        )["params"]
+        if end["state"] != "completed":
+            raise BrowserError(f"the download of {begin.get('suggestedFilename')!r} was canceled")
+        return folder / begin["suggestedFilename"]
 
     @property
     def errors(self) -> list[str]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import copy
+import gzip
 import json
 import re
 from pathlib import Path
@@ -13,6 +15,7 @@ import pytest
 from browser import Browser, require_chromium
 from chakra_trace.errors import ChakraError
 from chakra_trace.visualize.html import render_html, write_html
+from chakra_trace.visualize.timeline import timeline_json
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "out" / "test-artifacts"
 T0 = 1_700_000_000_000  # µs since the epoch: timelines carry absolute timestamps
@@ -30,21 +33,27 @@ NAMES = [
 N_EVENTS = 20_000
 
 
+KINDS = ["cpu op", "kernel", "<i>comm</i>"]
+TRACKS = [
+    {"pid": 100, "tid": 1, "name": "python main thread", "process": "trainer rank 0"},
+    {"pid": 100, "tid": 2, "name": "<b>dataloader</b>", "process": "trainer rank 0"},
+    {"pid": 0, "tid": 7, "name": "stream 7", "process": "GPU 0"},
+    {"pid": 0, "tid": 13, "name": "stream 13 (nccl)", "process": "GPU 0"},
+    {"pid": 1, "tid": "stream 7", "name": "stream 7", "process": 'GPU 1 "quoted"'},
+    {"pid": 1, "tid": 13, "name": "stream 13 (nccl)", "process": 'GPU 1 "quoted"'},
+]
+
+
 def make_timeline(n_events: int = N_EVENTS) -> dict:
-    """Two ranks: a nested CPU thread, a data loader, a dense GPU compute stream, an NCCL stream."""
-    tracks = [
-        {"pid": 100, "tid": 1, "name": "python main thread", "process": "trainer rank 0"},
-        {"pid": 100, "tid": 2, "name": "<b>dataloader</b>", "process": "trainer rank 0"},
-        {"pid": 0, "tid": 7, "name": "stream 7", "process": "GPU 0"},
-        {"pid": 0, "tid": 13, "name": "stream 13 (nccl)", "process": "GPU 0"},
-        {"pid": 1, "tid": "stream 7", "name": "stream 7", "process": 'GPU 1 "quoted"'},
-        {"pid": 1, "tid": 13, "name": "stream 13 (nccl)", "process": 'GPU 1 "quoted"'},
-    ]
-    rows = []
+    """Two ranks: a nested CPU thread, a data loader, a dense GPU compute stream, an NCCL stream,
+    as a Chrome trace (hostile names, a str tid, numpy numbers) with flows and a highlight."""
+    tracks = TRACKS
+    rows = []  # [track, ts, dur, name, kind]
     for p in range(200):  # CPU: parents of 1000 µs with 4 nested children each
         rows.append([0, T0 + p * 1250, 1000, p % 2, 0])
         rows += [[0, T0 + p * 1250 + 50 + j * 230, 200, 2 + j % 2, 0] for j in range(4)]
     rows += [[1, T0 + i * 2500, 800, 1, 0] for i in range(100)]
+    comm = len(rows)
     rows += [[t, T0 + 300 + i * 2500, 600, 5, 2] for t in (3, 5) for i in range(100)]
     n_gpu = n_events - len(rows)
     span = 250_000
@@ -53,20 +62,44 @@ def make_timeline(n_events: int = N_EVENTS) -> dict:
         rows += [
             [t, T0 + int(i * step), max(1, int(step * 0.6)), 2 + i % 5, 2 if i % 7 == 0 else 1] for i in range(count)
         ]
-    events = np.array(rows, dtype=np.int64)  # a numpy array must be accepted as is
-    flows = [[0, T0 + p * 1250 + 50, 2, T0 + p * 1250 + 400, 2] for p in range(0, 200, 4)]
-    highlight = [[0, T0 + p * 1250, 1000] for p in range(0, 200, 10)] + [
-        [3, T0 + 300 + i * 2500, 600] for i in range(0, 100, 10)
+    events = []
+    for pid, process in dict((t["pid"], t["process"]) for t in tracks).items():
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": process}})
+    events += [
+        {"ph": "M", "name": "thread_name", "pid": t["pid"], "tid": t["tid"], "args": {"name": t["name"]}}
+        for t in tracks
+    ]
+    events += [
+        {
+            "ph": "X",
+            "pid": tracks[t]["pid"],
+            "tid": tracks[t]["tid"],
+            "ts": np.int64(ts),  # numpy numbers must be accepted as they are
+            "dur": dur,
+            "name": NAMES[n],
+            "cat": KINDS[k],
+            "args": {"note": NAMES[0]},
+        }
+        for t, ts, dur, n, k in rows
+    ]
+    for i, p in enumerate(range(0, 200, 4)):
+        a, b = tracks[0], tracks[2]
+        events.append({"ph": "s", "id": i, "pid": a["pid"], "tid": a["tid"], "ts": T0 + p * 1250 + 50, "name": EVIL})
+        events.append({"ph": "f", "bp": "e", "id": i, "pid": b["pid"], "tid": b["tid"], "ts": T0 + p * 1250 + 400})
+    # the CPU parents (every 10th) and the first stream's comm slices (every 10th), by their "X" index
+    highlight = [[p * 5, T0 + p * 1250, 1000] for p in range(0, 200, 10)] + [
+        [comm + i, T0 + 300 + i * 2500, 600] for i in range(0, 100, 10)
     ]
     return {
         "type": "timeline",
-        "tracks": tracks,
-        "names": NAMES,
-        "kinds": ["cpu op", "kernel", "<i>comm</i>"],
-        "events": events,
-        "flows": flows,
+        "trace": {"traceEvents": events, "displayTimeUnit": "ns", "metadata": {"title": EVIL}},
         "highlight": highlight,
     }
+
+
+def unpack_trace(block: dict) -> bytes:
+    """The trace file a timeline block of the embedded document carries."""
+    return gzip.decompress(base64.b64decode(block["trace_gz"]))
 
 
 def make_doc() -> dict:
@@ -240,8 +273,22 @@ def test_html_is_self_contained_and_escaped():
     rows = data["sections"][1]["blocks"][0]["rows"]
     assert rows[5]["ratio"] is None and rows[0]["count"] == 1000
     assert data["sections"][2]["blocks"][2]["values"][0][0] is None  # NaN diagonal
-    ev = data["sections"][3]["blocks"][1]["events"]
-    assert len(ev) == N_EVENTS and ev[0] == [0, T0, 1000, 0, 0]
+    block = data["sections"][3]["blocks"][1]
+    assert set(block) == {"type", "trace_gz", "highlight"} and re.fullmatch(r"[A-Za-z0-9+/]+=*", block["trace_gz"])
+    trace = json.loads(unpack_trace(block))
+    xs = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(xs) == N_EVENTS and xs[0] == {
+        "ph": "X",
+        "pid": 100,
+        "tid": 1,
+        "ts": T0,
+        "dur": 1000,
+        "name": EVIL,
+        "cat": "cpu op",
+        "args": {"note": EVIL},
+    }
+    assert unpack_trace(block) == timeline_json(trace)  # the timeline file, as `chakra timeline` writes it
+    assert trace["metadata"]["title"] == EVIL and block["highlight"][0] == [0, T0, 1000]
     assert "<title>Report &lt;b&gt;bold&lt;/b&gt; &amp; &quot;quotes&quot;</title>" in text
     assert len(text.encode()) < 2_000_000
 
@@ -262,15 +309,12 @@ def _doc_with(block: dict, sid: str = "sec") -> dict:
     return {"title": "t", "sections": [{"id": sid, "title": "S", "blocks": [{"type": "text", "text": "ok"}, block]}]}
 
 
-TL = {
-    "type": "timeline",
-    "tracks": [{"pid": 1, "tid": 1, "name": "a", "process": "p"}],
-    "names": ["n"],
-    "kinds": ["k"],
-    "events": [[0, 0, 5, 0, 0]],
-    "flows": [],
-    "highlight": [],
-}
+X = {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "name": "n", "cat": "k"}
+TL = {"type": "timeline", "trace": {"traceEvents": [X]}, "highlight": []}
+
+
+def _tl(*events) -> dict:
+    return {**TL, "trace": {"traceEvents": list(events)}}
 
 
 @pytest.mark.parametrize(
@@ -290,16 +334,19 @@ TL = {
         ({"type": "heatmap", "x": ["a"], "y": ["r", "s"], "values": [[1]]}, "1 rows for 2 y labels"),
         ({"type": "heatmap", "x": ["a", "b"], "y": ["r"], "values": [[1, "x"]]}, "values[0][1]"),
         ({"type": "heatmap", "x": ["a"], "y": ["r"], "values": [[1]], "scale": "sqrt"}, "field 'scale'"),
-        (
-            {**TL, "events": [[0, 0, 5, 0, 0], [1, 0, 5, 0, 0]]},
-            "events[1] has track index 1, expected an int in [0, 1)",
-        ),
-        ({**TL, "events": [[0, 0, 5, 0]]}, "events[0]"),
-        ({**TL, "events": [[0, 0, -5, 0, 0]]}, "negative duration"),
-        ({**TL, "events": [[0, 0, 5, 3, 0]]}, "name index 3"),
-        ({**TL, "events": [[0, float("nan"), 5, 0, 0]]}, "events[0]"),
-        ({**TL, "flows": [[0, 0, 2, 0, 0]]}, "flows[0] has track index 2"),
-        ({**TL, "tracks": [{"pid": "x", "tid": 1}]}, "tracks[0]"),
+        ({**TL, "trace": [X]}, "field 'trace' is list"),
+        ({"type": "timeline"}, "field 'trace' is NoneType None, expected a Chrome trace"),
+        (_tl(X, {**X, "dur": -5}), "trace.traceEvents[1] (X) has dur int -5, expected a number >= 0"),
+        (_tl({**X, "ts": float("nan")}), "trace.traceEvents[0] (X) has ts NoneType None"),
+        (_tl({**X, "name": 3}), "(X) has name int 3"),
+        (_tl({**X, "cat": None}), "(X) has cat"),
+        (_tl({**X, "pid": "x"}), "(X) has pid str 'x'"),
+        (_tl({**X, "tid": [1]}), "(X) has tid list [1]"),
+        (_tl(X, {"ph": "f", "pid": 1, "tid": 1, "ts": 1}), "traceEvents[1] (f) has id NoneType None"),
+        (_tl({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": 7}}), "(thread_name) has args"),
+        (_tl(X, "X"), "traceEvents[1] is str 'X', expected an event"),
+        ({**TL, "highlight": [[1, 0, 5]]}, "highlight[0] has slice index 1, expected an int in [0, 1)"),
+        ({**TL, "highlight": [[0, 0, -5]]}, "highlight[0] has a negative duration"),
         ({"type": "scatter", "points": [[1, 2, 0, 5]], "labels": ["a"], "groups": ["g"]}, "group index 5"),
         ({"type": "scatter", "points": [[1, 2]]}, "points[0]"),
         ({"type": "text", "text": object()}, "object cannot be stored"),
@@ -463,6 +510,26 @@ def test_timeline_zoom_pan_hover_reset(page):
     assert page.errors == []
 
 
+SAVE_JS = "Array.from(document.querySelectorAll('.block-timeline button')).find(b => b.textContent === 'Perfetto JSON')"
+
+
+def test_timeline_reads_the_trace_and_downloads_it_unchanged(page, tmp_path):
+    trace = json.loads(json.dumps(make_timeline()["trace"], default=int))  # numpy numbers as the page has them
+    saved = page.download(f"{SAVE_JS}.click()", tmp_path / "download")
+    assert saved.name == "timeline.json" and saved.read_bytes() == timeline_json(trace)
+    first = next(e for e in json.loads(saved.read_bytes())["traceEvents"] if e["ph"] == "X")
+    assert first["name"] == first["args"]["note"] == EVIL  # hostile names kept as they are
+    # the canvas's tracks, in the trace's order, named by its metadata; flows joined; highlights on their slices
+    view = page.evaluate(
+        f"(() => {{ const tl = {TL_JS}; return {{tracks: tl.b.tracks, flows: tl.b.flows.length, "
+        "hl: tl.hl.map(h => [h[0], h[3]]), kinds: tl.b.kinds}; })()"
+    )
+    assert view["tracks"] == TRACKS and view["flows"] == 50
+    assert view["kinds"] == ["cpu op", "<i>comm</i>", "kernel"]  # in the order the slices name them
+    assert view["hl"] == [[0, 0]] * 20 + [[3, 0]] * 10
+    assert page.errors == []
+
+
 def test_block_error_is_isolated(browser, tmp_path):
     doc = {
         "title": "t",
@@ -487,6 +554,18 @@ def test_block_error_is_isolated(browser, tmp_path):
     assert broken.evaluate("document.querySelectorAll('.block-error').length") == 1
     assert "after" in broken.evaluate("document.body.innerText")
     assert len(broken.errors) == 1 and 'section "s" block 1' in broken.errors[0], broken.errors
+
+
+def test_timeline_that_cannot_unpack_is_an_error_box(browser, tmp_path):
+    html = render_html(_doc_with(TL))
+    packed = re.search(r'"trace_gz":"([^"]+)"', html).group(1)
+    path = tmp_path / "bad-timeline.html"  # bypasses the Python side to break the embedded file
+    path.write_text(html.replace(packed, base64.b64encode(b"not gzip").decode()), encoding="utf-8")
+    bad = browser.open(path)
+    assert bad.evaluate("document.body.dataset.rendered") == "1"  # set once the timeline has failed
+    assert bad.evaluate("document.querySelectorAll('.block-error').length") == 1
+    assert bad.evaluate("window.__report.timelines.length") == 0
+    assert len(bad.errors) == 1 and 'section "sec" block 1 (timeline) failed' in bad.errors[0], bad.errors
 
 
 def test_deep_copy_of_document_is_not_modified():

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from browser import Browser, require_chromium
+from chakra_trace.analyze import Analysis
 from chakra_trace.simulate.presets import simulate_on
-from chakra_trace.visualize.report import build_report
+from chakra_trace.visualize.report import build_report, write_report
+from chakra_trace.visualize.timeline import timeline, timeline_json
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "out" / "test-artifacts"
 
@@ -56,15 +58,22 @@ def test_report_document_of_the_ddp_pair(ddp_pair, sims):
     matrix = _blocks(doc, "matrix")[1]
     assert matrix["values"][0][0] is None and matrix["values"][0][1] > 0  # ring of 2: each sends to the other
     tl = _blocks(doc, "timeline")[1]
-    assert len(tl["events"]) == sum(len(t) for t in ddp_pair.traces.values()) - 2  # every timed node
-    assert len(tl["flows"]) == 8 and len(tl["highlight"]) > 100  # collectives linked; the path outlined
+    assert tl["trace"] == timeline(ddp_pair, max_events=60_000)  # the Python export, as it is
+    xs = [e for e in tl["trace"]["traceEvents"] if e["ph"] == "X"]
+    assert len(xs) == sum(len(t) for t in ddp_pair.traces.values()) - 2  # every timed node
+    assert sum(e["ph"] == "f" for e in tl["trace"]["traceEvents"]) == 8  # collectives linked
+    # the path outlined: each part lies inside its slice, and the path's operations are all there
+    path = Analysis(ddp_pair).critical_path()
+    assert len(tl["highlight"]) == len(path)
+    for i, ts, dur in tl["highlight"]:
+        assert xs[i]["ts"] - 1e-6 <= ts and ts + dur <= xs[i]["ts"] + xs[i]["dur"] + 1e-6
+    sim = _blocks(doc, "sim0-timeline")[1]["trace"]
+    assert sim == timeline(ddp_pair, sims["torus-8x8"], max_events=60_000)
     json.dumps(doc)  # plain data
 
 
 def test_report_renders_in_headless_chromium(ddp_pair, sims, tmp_path):
     """Must-show: the report opens offline in a browser with no console errors."""
-    from chakra_trace.visualize.report import write_report
-
     require_chromium()
     path = write_report(ddp_pair, tmp_path / "report.html", simulations=sims, device="cpu")
     html = path.read_text()
@@ -76,11 +85,36 @@ def test_report_renders_in_headless_chromium(ddp_pair, sims, tmp_path):
         assert int(page.evaluate("document.body.dataset.rendered")) == blocks
         assert page.evaluate("document.querySelectorAll('.block-error').length") == 0
         assert page.evaluate("window.__report.timelines.length") == 2
-        # the report's timeline exports to Perfetto's JSON: slices nest per track, flows bind inside slices
-        doc = json.loads(page.evaluate("JSON.stringify(window.__report.timelines[0].toChrome())"))
-        _check_chrome_trace(doc, slices=sum(len(t) for t in ddp_pair.traces.values()) - 2, flows=8)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(ARTIFACTS / "report_ddp.png")
+
+
+def test_report_downloads_the_python_timeline(ddp_pair, sims, tmp_path):
+    """Each timeline's "Perfetto JSON" button saves the file `chakra timeline` / `timeline()`
+    writes for the same workload, simulation and event cap: byte for byte, recorded and
+    simulated (capped here, so that the cap is the same one too)."""
+    require_chromium()
+    cap = 5_000
+    res = sims["torus-8x8"]
+    path = write_report(ddp_pair, tmp_path / "report.html", simulations=sims, max_timeline_events=cap)
+    expected = [timeline(ddp_pair, max_events=cap), timeline(ddp_pair, res, max_events=cap)]
+    assert expected[1]["metadata"]["capped"] and not expected[0]["metadata"].get("capped")
+    downloaded = []
+    with Browser() as b:
+        page = b.open(path)
+        assert page.evaluate("window.__report.timelines.length") == 2
+        for i, want in enumerate(expected):
+            button = f"document.querySelectorAll('.block-timeline')[{i}].querySelectorAll('button')[1]"
+            assert page.evaluate(f"{button}.textContent") == "Perfetto JSON"
+            saved = page.download(f"{button}.click()", tmp_path / f"download{i}").read_bytes()
+            assert saved == timeline_json(want) and json.loads(saved) == want
+            downloaded.append(json.loads(saved))
+            slices = sum(e["ph"] == "X" for e in want["traceEvents"])
+            assert page.evaluate(f"window.__report.timelines[{i}].b.events.length") == slices  # drawn from it
+        assert page.errors == []
+    # what Perfetto's importer needs: slices nest per track, flows bind inside slices
+    _check_chrome_trace(downloaded[0], slices=sum(len(t) for t in ddp_pair.traces.values()) - 2, flows=8)
+    _check_chrome_trace(downloaded[1], slices=cap, processes={f"NPU {n}" for n in range(64)})
 
 
 def test_cli_report(tmp_path, ddp_pair, capsys):
@@ -93,9 +127,9 @@ def test_cli_report(tmp_path, ddp_pair, capsys):
     assert main(["report", str(tmp_path / "job"), "--simulate", "nope", "-o", str(out)]) == 2
 
 
-def _check_chrome_trace(doc: dict, *, slices: int, flows: int) -> None:
-    """What Perfetto's JSON importer needs: µs slices that nest on each (pid, tid), and every
-    flow event inside a slice of its own track."""
+def _check_chrome_trace(doc: dict, *, slices: int, flows: int | None = None, processes=None) -> None:
+    """What Perfetto's JSON importer needs: µs slices that nest on each (pid, tid), one "s" per
+    flow and its "f" steps, every flow event inside a slice of its own track."""
     ev = doc["traceEvents"]
     xs = [e for e in ev if e["ph"] == "X"]
     assert len(xs) == slices and all(e["dur"] >= 0 and isinstance(e["ts"], (int, float)) for e in xs)
@@ -110,9 +144,13 @@ def _check_chrome_trace(doc: dict, *, slices: int, flows: int) -> None:
                 stack.pop()
             assert not stack or b <= stack[-1] + 1e-6, "slices on one track must nest"
             stack.append(b)
-    fl = [e for e in ev if e["ph"] in ("s", "f")]
-    assert sum(e["ph"] == "s" for e in fl) == sum(e["ph"] == "f" for e in fl) == flows
-    for e in fl:
-        assert any(a <= e["ts"] <= b for a, b in tracks[(e["pid"], e["tid"])]), e
+    starts = [e["id"] for e in ev if e["ph"] == "s"]
+    steps = [e["id"] for e in ev if e["ph"] == "f"]
+    assert len(set(starts)) == len(starts) and set(steps) == set(starts) and steps
+    if flows is not None:
+        assert len(starts) == len(steps) == flows
+    for e in ev:
+        if e["ph"] in ("s", "f"):
+            assert any(a <= e["ts"] <= b for a, b in tracks[(e["pid"], e["tid"])]), e
     names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
-    assert names == {"rank 0", "rank 1"}
+    assert names == (processes or {"rank 0", "rank 1"})

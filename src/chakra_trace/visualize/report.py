@@ -17,7 +17,7 @@ from ..analyze import Analysis
 from ..errors import ChakraError
 from ..io.workload import Workload
 from .html import write_html
-from .timeline import timeline_arrays
+from .timeline import build_timeline
 
 _MAX_HEAT_ROWS = 120
 _MAX_HEAT_COLS = 128
@@ -456,31 +456,34 @@ def _roofline_section(a: Analysis, device: str) -> dict | None:
 
 
 def _timeline_section(sid: str, title: str, a: Analysis, result, max_events: int) -> dict:
-
-    arrays = timeline_arrays(a.workload, result, max_events=max_events)
+    """The timeline as `timeline()` exports it (the block's download saves exactly that
+    document), with the critical path's part of each slice on it to outline."""
+    tl = build_timeline(a.workload, result, max_events=max_events)
     try:
         path = a.critical_path()
     except ChakraError:
         path = None
     highlight = []
-    if path is not None:
-        at = {}
-        for track, ts, _dur, _name, _kind in arrays["events"]:
-            at[(arrays["tracks"][track]["pid"], round(float(ts), 3))] = track
+    if path is not None and len(tl) and len(path):
+        # a path operation is the slice of its (rank, trace row); slice i is the trace's i-th "X" event
+        pids = np.array([t["pid"] for t in tl.tracks], np.int64)[tl.track]
+        width = int(max(tl.row.max(), path.columns["row"].max())) + 1
+        keys = pids * width + tl.row
+        order = np.argsort(keys, kind="stable")
         c = path.columns
-        for rank, start, p0, t in zip(*(c[k].tolist() for k in ("rank", "start_ns", "path_start_ns", "time_ns"))):
-            track = at.get((rank, round(start / 1000, 3)))
-            if track is not None:
-                highlight.append([track, p0 / 1000, t / 1000])
-    block = {
-        "type": "timeline",
-        **{k: arrays[k] for k in ("tracks", "names", "kinds", "events", "flows")},
-        "highlight": highlight,
-    }
+        want = c["rank"] * width + c["row"]
+        pos = np.minimum(np.searchsorted(keys[order], want), len(tl) - 1)
+        found = keys[order][pos] == want
+        highlight = [
+            [i, p0 / 1000, t / 1000]
+            for i, p0, t in zip(
+                order[pos][found].tolist(), c["path_start_ns"][found].tolist(), c["time_ns"][found].tolist()
+            )
+        ]
+    block = {"type": "timeline", "trace": tl.to_chrome(), "highlight": highlight}
     note = "Scroll to zoom, drag to pan; the critical path is outlined."
-    meta = arrays.get("metadata", {})
-    if meta.get("capped"):
-        note += f" Only part is shown: {meta['note']}."
+    if tl.metadata.get("capped"):
+        note += f" Only part is shown: {tl.metadata['note']}."
     return {"id": sid, "title": title, "blocks": [{"type": "text", "text": note}, block]}
 
 

@@ -3,9 +3,10 @@
 One core, `build_timeline`, lays every timed node out as a slice: a process per rank (or
 simulated NPU) and a track per thread, GPU stream or resource, and links the members of each
 collective instance, and each send with its receive, by flows. `timeline()` formats it as
-Chrome Trace Event JSON (times in µs, as that format requires); `timeline_arrays()` as plain
-arrays for the HTML report. Everything per node is computed with numpy; Python touches a
-node only to build its output record.
+Chrome Trace Event JSON (times in µs, as that format requires), the one export: `chakra
+timeline` writes it and the HTML report embeds it (its canvas draws from it and its download
+button saves it). Everything per node is computed with numpy; Python touches a node only to
+build its output record.
 
 Perfetto wants the slices of one track properly nested (two slices either disjoint or one
 inside the other), so slices that partially overlap on a track (recorded times are rounded
@@ -34,7 +35,7 @@ from ..schema.groups import group_rows
 from ..schema.resources import KIND_NAMES
 from ..schema.trace import Trace
 
-__all__ = ["Timeline", "assign_lanes", "build_timeline", "timeline", "timeline_arrays", "write_timeline"]
+__all__ = ["Timeline", "assign_lanes", "build_timeline", "timeline", "timeline_json", "write_timeline"]
 
 RESOURCES = KIND_NAMES  # the tracks of a rank without threads or streams: the simulator's resources
 COMPUTE, CPU, COMM, OTHER = range(4)
@@ -172,41 +173,6 @@ class Timeline:
             )
         return {"traceEvents": events, "displayTimeUnit": "ns", "metadata": dict(self.metadata)}
 
-    def to_arrays(self) -> dict[str, Any]:
-        """Compact form for embedding: ``tracks``, ``names``, ``kinds``, ``events`` as
-        [track, ts_us, dur_us, name, kind] and ``flows`` as [track_a, ts_a, track_b, ts_b, name]."""
-        with _no_gc():
-            return self._arrays()
-
-    def _arrays(self) -> dict[str, Any]:
-        events = [
-            list(x)
-            for x in zip(
-                self.track.tolist(), _us(self.start_ns), _us(self.dur_ns), self.name.tolist(), self.kind.tolist()
-            )
-        ]
-        flows = [
-            list(x)
-            for x in zip(
-                self.track[self.flow_src].tolist(),
-                _us(self.flow_src_ns),
-                self.track[self.flow_dst].tolist(),
-                _us(self.flow_dst_ns),
-                self.flow_name.tolist(),
-            )
-        ]
-        return {
-            "tracks": self.tracks,
-            "names": self.names,
-            "kinds": self.kinds,
-            "events": events,
-            "flows": flows,
-            "metadata": dict(self.metadata),
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_arrays()
-
     def to_pandas(self):
         """One row per slice: pid, track, ts_us, dur_us, name, kind, node_id."""
         import pandas as pd
@@ -256,11 +222,10 @@ def timeline(
     return build_timeline(workload, result, align=align, flows=flows, max_events=max_events).to_chrome()
 
 
-def timeline_arrays(
-    workload, result=None, *, align: str = "auto", flows: bool = True, max_events: int | None = None
-) -> dict[str, Any]:
-    """The same timeline as `timeline()`, as plain arrays (`Timeline.to_arrays`)."""
-    return build_timeline(workload, result, align=align, flows=flows, max_events=max_events).to_arrays()
+def timeline_json(doc: dict) -> bytes:
+    """A timeline document as the bytes of its file: compact JSON (what `write_timeline` writes
+    and the report's download button saves)."""
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def write_timeline(doc: dict, path: str | os.PathLike) -> Path:
@@ -268,7 +233,7 @@ def write_timeline(doc: dict, path: str | os.PathLike) -> Path:
 
     path = Path(path)
     with atomic_output(path) as f:
-        f.write(json.dumps(doc, separators=(",", ":")).encode())
+        f.write(timeline_json(doc))
     return path
 
 

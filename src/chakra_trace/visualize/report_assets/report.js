@@ -453,8 +453,10 @@
   }
 
   class Timeline {
-    constructor(box, b) {
+    /** `b`: the trace as `readTrace` returns it; `bytes`: the trace's file, what the download saves. */
+    constructor(box, b, bytes) {
       this.b = b;
+      this.bytes = bytes;
       this.prepare(b);
       const kinds = b.kinds.map((k, i) => [k, color(i)]);
       if (b.highlight.length) kinds.push(["critical path", HIGHLIGHT, "outline"]);
@@ -485,11 +487,9 @@
     /** Splits events by track and nesting depth (a stack per track) into start-sorted lanes. */
     prepare(b) {
       const nT = b.tracks.length, ev = b.events, n = ev.length;
-      const order = new Int32Array(n);
+      const order = new Int32Array(n), depth = new Int32Array(n);
       for (let i = 0; i < n; i++) order[i] = i;
       order.sort((i, j) => ev[i][0] - ev[j][0] || ev[i][1] - ev[j][1] || ev[j][2] - ev[i][2]);
-      const hlKeys = new Map();
-      b.highlight.forEach((h) => hlKeys.set(h[0] + ":" + h[1] + ":" + h[2], 0));
       const tracks = [];
       for (let t = 0; t < nT; t++) tracks.push({ lanes: [], depthOf: null });
       let tMin = Infinity, tMax = -Infinity, p = 0;
@@ -501,10 +501,9 @@
           const d = Math.min(stack.length, MAX_LANES - 1);
           stack.push(end);
           (lists[d] = lists[d] || []).push(order[p]);
+          depth[order[p]] = d;
           if (s < tMin) tMin = s;
           if (end > tMax) tMax = end;
-          const key = t + ":" + e[1] + ":" + e[2];
-          if (hlKeys.has(key)) hlKeys.set(key, d);
         }
         for (let d = 0; d < Math.max(1, lists.length); d++) {
           const ids = lists[d] || [], m = ids.length;
@@ -523,9 +522,9 @@
       if (tMax - tMin < 1e-3) tMax = tMin + 1e-3;
       this.tMin = tMin; this.tMax = tMax; this.tracks = tracks;
       this.kindBusy = new Float64Array(Math.max(1, b.kinds.length));
-      this.hlDepth = b.highlight.map((h) => hlKeys.get(h[0] + ":" + h[1] + ":" + h[2]) || 0);
-      const hd = this.hlDepth, hl = b.highlight;
-      this.hlOrder = hl.map((_, i) => i).sort((i, j) => hl[i][0] - hl[j][0] || hd[i] - hd[j] || hl[i][1] - hl[j][1]);
+      // a highlight is [slice, ts, dur]: drawn on its slice's track and lane
+      const hl = this.hl = b.highlight.map((h) => [ev[h[0]][0], h[1], h[2], depth[h[0]]]);
+      this.hlOrder = hl.map((_, i) => i).sort((i, j) => hl[i][0] - hl[j][0] || hl[i][3] - hl[j][3] || hl[i][1] - hl[j][1]);
       // rows: a header per process (first-appearance order), then that process's tracks
       const procs = new Map();
       b.tracks.forEach((tr, i) => { const key = String(tr.pid); if (!procs.has(key)) procs.set(key, []); procs.get(key).push(i); });
@@ -772,13 +771,13 @@
 
     /** Outlines the highlighted events; neighbours closer than 3 px share one outline. */
     drawHighlights(x0, x1, k) {
-      const ctx = this.ctx, t0 = this.view.t0, hl = this.b.highlight;
+      const ctx = this.ctx, t0 = this.view.t0, hl = this.hl;
       let cur = null;
       const flush = () => { if (cur) ctx.rect(cur.a, this.trackY(cur.t, cur.d) - 1, cur.z - cur.a, LANE_H); cur = null; };
       ctx.strokeStyle = HIGHLIGHT; ctx.lineWidth = 2;
       ctx.beginPath();
       for (const i of this.hlOrder) {
-        const h = hl[i], d = this.hlDepth[i];
+        const h = hl[i], d = h[3];
         let a = x0 + (h[1] - t0) * k, z = x0 + (h[1] + h[2] - t0) * k;
         if (z < x0 || a > x1) continue;
         a = Math.max(a, x0 - 2); z = Math.min(z, x1 + 2);
@@ -816,30 +815,9 @@
     }
   }
 
-  // The timeline as Chrome trace JSON (what Perfetto opens): a process per pid, a thread per
-  // track, "X" slices in microseconds, and each flow as an s/f pair bound to its slices.
-  Timeline.prototype.toChrome = function () {
-    const b = this.b, out = [], named = new Set();
-    b.tracks.forEach((t, i) => {
-      if (!named.has(t.pid)) {
-        named.add(t.pid);
-        out.push({ ph: "M", name: "process_name", pid: t.pid, tid: 0, args: { name: t.process } });
-      }
-      out.push({ ph: "M", name: "thread_name", pid: t.pid, tid: i, args: { name: t.name } });
-    });
-    for (const e of b.events) {
-      out.push({ ph: "X", pid: b.tracks[e[0]].pid, tid: e[0], ts: e[1], dur: e[2], name: b.names[e[3]], cat: b.kinds[e[4]] });
-    }
-    b.flows.forEach((f, i) => {
-      const name = b.names[f[4]];
-      out.push({ ph: "s", id: i + 1, pid: b.tracks[f[0]].pid, tid: f[0], ts: f[1], name: name, cat: "flow" });
-      out.push({ ph: "f", bp: "e", id: i + 1, pid: b.tracks[f[2]].pid, tid: f[2], ts: f[3], name: name, cat: "flow" });
-    });
-    return { traceEvents: out, displayTimeUnit: "ns" };
-  };
-
+  /** Saves the embedded trace file unchanged: the bytes `chakra timeline` writes. */
   Timeline.prototype.download = function () {
-    const blob = new Blob([JSON.stringify(this.toChrome())], { type: "application/json" });
+    const blob = new Blob([this.bytes], { type: "application/json" });
     const link = document.createElement("a");
     link.download = "timeline.json";
     const address = URL.createObjectURL(blob);  // a blob in this page: nothing leaves the machine
@@ -848,30 +826,90 @@
     setTimeout(() => URL.revokeObjectURL(address), 1000);
   };
 
-  function renderTimeline(box, b) { if (!empty(box, b.events.length)) report.timelines.push(new Timeline(box, b)); }
+  /** The bytes of a gzip file given in base64, decompressed by the browser (DecompressionStream). */
+  function gunzip(base64) {
+    if (typeof DecompressionStream !== "function") return Promise.reject(new Error("this browser cannot decompress the embedded timeline (it lacks DecompressionStream); open the report in a current browser"));
+    const bin = atob(base64), packed = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) packed[i] = bin.charCodeAt(i);
+    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).arrayBuffer().then((buf) => new Uint8Array(buf));
+  }
+
+  /** What the canvas draws of a Chrome trace: tracks named and ordered by the "M" events (sort
+      indices, then first appearance), the "X" slices as [track, ts, dur, name, kind] in trace
+      order, and each "f" flow step with its flow's "s" as [track_a, ts_a, track_b, ts_b]. */
+  function readTrace(doc, highlight) {
+    const procName = new Map(), procSort = new Map(), threadName = [], threadSort = [], found = new Map(), places = [];
+    const track = (e) => {
+      const key = e.pid + (typeof e.tid === "string" ? " s" : " n") + e.tid;
+      let i = found.get(key);
+      if (i === undefined) { i = places.length; found.set(key, i); places.push(e); }
+      return i;
+    };
+    const names = [], kinds = [], nameIx = new Map(), kindIx = new Map();
+    const intern = (list, ix, v) => { let i = ix.get(v); if (i === undefined) { i = list.length; ix.set(v, i); list.push(v); } return i; };
+    const events = [], starts = new Map(), steps = [];
+    for (const e of doc.traceEvents) {
+      if (e.ph === "X") events.push([track(e), e.ts, e.dur, intern(names, nameIx, e.name), intern(kinds, kindIx, e.cat || "")]);
+      else if (e.ph === "s") starts.set(e.id, e);
+      else if (e.ph === "f") steps.push(e);
+      else if (e.ph === "M" && e.name === "process_name") procName.set(e.pid, e.args.name);
+      else if (e.ph === "M" && e.name === "process_sort_index") procSort.set(e.pid, e.args.sort_index);
+      else if (e.ph === "M" && e.name === "thread_name") threadName[track(e)] = e.args.name;
+      else if (e.ph === "M" && e.name === "thread_sort_index") threadSort[track(e)] = e.args.sort_index;
+    }
+    const flows = [];
+    for (const f of steps) { const s = starts.get(f.id); if (s) flows.push([track(s), s.ts, track(f), f.ts]); }
+    const sortKey = (i) => [procSort.has(places[i].pid) ? procSort.get(places[i].pid) : Infinity, threadSort[i] !== undefined ? threadSort[i] : Infinity, i];
+    const keys = places.map((_, i) => sortKey(i));
+    const order = places.map((_, i) => i).sort((i, j) => keys[i][0] - keys[j][0] || keys[i][1] - keys[j][1] || i - j);
+    const at = new Int32Array(places.length);
+    order.forEach((i, k) => { at[i] = k; });
+    const tracks = order.map((i) => ({ pid: places[i].pid, tid: places[i].tid,
+      name: threadName[i] !== undefined ? threadName[i] : "tid " + places[i].tid,
+      process: procName.has(places[i].pid) ? procName.get(places[i].pid) : "pid " + places[i].pid }));
+    for (const e of events) e[0] = at[e[0]];
+    for (const f of flows) { f[0] = at[f[0]]; f[2] = at[f[2]]; }
+    return { tracks: tracks, names: names, kinds: kinds, events: events, flows: flows, highlight: highlight };
+  }
+
+  // Timelines unpack one after another, so that report.timelines keeps the document's order.
+  let unpacked = Promise.resolve();
+  function renderTimeline(box, b) {
+    const done = unpacked.then(() => gunzip(b.trace_gz)).then((bytes) => {
+      const view = readTrace(JSON.parse(new TextDecoder().decode(bytes)), b.highlight);
+      if (!empty(box, view.events.length)) report.timelines.push(new Timeline(box, view, bytes));
+    });
+    unpacked = done.catch(() => null);
+    return done;
+  }
 
   /* ---------------- document ---------------- */
   const RENDERERS = { text: renderText, kv: renderKv, table: renderTable, bars: renderBars, heatmap: renderHeatmap, timeline: renderTimeline, scatter: renderScatter };
 
-  /** Renders one block into a new box in `parent`; a failure becomes an error box and a console error. */
+  /** Renders one block into a new box in `parent`: a promise of true once drawn (timelines
+      unpack asynchronously), or of false after a failure became an error box and a console error. */
   function renderBlock(parent, block, where) {
     const box = el("div", "block block-" + block.type);
     parent.appendChild(box);
-    try {
-      const fn = RENDERERS[block.type];
-      if (!fn) throw new Error("unknown block type " + JSON.stringify(block.type));
-      fn(box, block);
-      return true;
-    } catch (err) {
+    const fail = (err) => {
       box.replaceChildren(el("div", "block-error", "Could not draw this " + block.type + " block (" + where + "): " + (err && err.message || err)));
       console.error("chakra report: " + where + " (" + block.type + ") failed:", err);
       return false;
+    };
+    try {
+      const fn = RENDERERS[block.type];
+      if (!fn) throw new Error("unknown block type " + JSON.stringify(block.type));
+      return Promise.resolve(fn(box, block)).then(() => true, fail);
+    } catch (err) {
+      return Promise.resolve(fail(err));
     }
   }
   report.renderBlock = renderBlock;
 
+  /** Draws the document; document.body.dataset.rendered says how many blocks drew, once all have. */
   function renderDocument() {
-    let count = 0;
+    const drawn = [];
     try {
       const doc = JSON.parse(document.getElementById("report-data").textContent);
       report.doc = doc;
@@ -890,13 +928,12 @@
         section.id = sec.id;
         section.appendChild(el("h2", "", sec.title));
         main.appendChild(section);
-        sec.blocks.forEach((block, i) => { if (renderBlock(section, block, "section " + JSON.stringify(sec.id) + " block " + i)) count++; });
+        sec.blocks.forEach((block, i) => drawn.push(renderBlock(section, block, "section " + JSON.stringify(sec.id) + " block " + i)));
       }
     } catch (err) {
       console.error("chakra report: rendering failed:", err);
-    } finally {
-      document.body.dataset.rendered = String(count);
     }
+    Promise.all(drawn).then((ok) => { document.body.dataset.rendered = String(ok.filter(Boolean).length); });
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", renderDocument);
