@@ -17,10 +17,9 @@ from .common import (
     json_option,
     open_workload,
     print_json,
-    simulate_one_option,
-    simulated,
     tolerance_option,
 )
+from .systems import simulate_one_option, simulated
 
 
 def _analysis(workload: str, comm_groups=None, system: str | None = None) -> Analysis:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,8 +14,6 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..io.workload import Workload
-from ..simulate import SimulationWarning
-from ..simulate.presets import resolve, simulate_on
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 
@@ -30,29 +27,6 @@ tolerance_option = click.option(
 
 comm_groups_option = click.option(
     "--comm-groups", type=click.Path(exists=True, dir_okay=False), help="Communicator groups JSON (ASTRA-sim format)."
-)
-
-_SYSTEM = (
-    "a preset (ring-8, torus-8x8, dgx-8x8, dgx-8x128, torus-4x4x4) or NETWORK.yaml,SYSTEM.json; a job with "
-    "fewer ranks than the system's NPUs is scaled out data-parallel"
-)
-
-#: One system whose simulated times replace the recorded ones (analyses).
-simulate_one_option = click.option(
-    "--simulate",
-    "system",
-    metavar="SYSTEM",
-    default=None,
-    help=f"Use the times of a simulation on SYSTEM ({_SYSTEM}) instead of the recorded ones.",
-)
-
-#: Any number of systems to simulate beside the recording (the report).
-simulate_many_option = click.option(
-    "--simulate",
-    "systems",
-    multiple=True,
-    metavar="SYSTEM",
-    help=f"Also simulate the job on SYSTEM ({_SYSTEM}). Repeatable.",
 )
 
 
@@ -84,20 +58,3 @@ def progress(label: str, path: str | os.PathLike | None = None) -> Iterator[Call
 def open_workload(path: str, comm_groups: str | None = None) -> Workload:
     """`Workload.open` with a progress bar per file on a terminal: what every command reads."""
     return Workload.open(path, comm_groups, progress=progress)
-
-
-def run_simulations(workload: Workload, systems) -> dict:
-    """{label: SimResult} for each --simulate value; simulation notes are kept in each result's
-    `warnings` (shown once by the caller), not printed as they happen."""
-    out = {}
-    for spec in systems:
-        p = resolve(spec)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SimulationWarning)
-            out[p.name] = simulate_on(workload, p)
-    return out
-
-
-def simulated(workload: Workload, system: str | None):
-    """The SimResult of --simulate SYSTEM, or None without one."""
-    return next(iter(run_simulations(workload, [system]).values())) if system else None

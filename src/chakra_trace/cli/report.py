@@ -8,7 +8,8 @@ import time
 import click
 
 from ..visualize.report import write_report
-from .common import comm_groups_option, console, open_workload, run_simulations, simulate_many_option
+from .common import comm_groups_option, console, open_workload
+from .systems import run_simulations, simulate_many_option
 
 
 @click.command()

@@ -1,0 +1,52 @@
+"""`--simulate SYSTEM` for the commands that take it (analyses and the report): the options and
+running the simulations. Apart from `common` so that commands without it do not load the simulator."""
+
+from __future__ import annotations
+
+import warnings
+
+import click
+
+from ..io.workload import Workload
+from ..simulate import SimResult, SimulationWarning
+from ..simulate.presets import resolve, simulate_on
+
+_SYSTEM = (
+    "a preset (ring-8, torus-8x8, dgx-8x8, dgx-8x128, torus-4x4x4) or NETWORK.yaml,SYSTEM.json; a job with "
+    "fewer ranks than the system's NPUs is scaled out data-parallel"
+)
+
+#: One system whose simulated times replace the recorded ones (analyses).
+simulate_one_option = click.option(
+    "--simulate",
+    "system",
+    metavar="SYSTEM",
+    default=None,
+    help=f"Use the times of a simulation on SYSTEM ({_SYSTEM}) instead of the recorded ones.",
+)
+
+#: Any number of systems to simulate beside the recording (the report).
+simulate_many_option = click.option(
+    "--simulate",
+    "systems",
+    multiple=True,
+    metavar="SYSTEM",
+    help=f"Also simulate the job on SYSTEM ({_SYSTEM}). Repeatable.",
+)
+
+
+def run_simulations(workload: Workload, systems) -> dict:
+    """{label: SimResult} for each --simulate value; simulation notes are kept in each result's
+    `warnings` (shown once by the caller), not printed as they happen."""
+    out = {}
+    for spec in systems:
+        p = resolve(spec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SimulationWarning)
+            out[p.name] = simulate_on(workload, p)
+    return out
+
+
+def simulated(workload: Workload, system: str | None) -> SimResult | None:
+    """The SimResult of --simulate SYSTEM, or None without one."""
+    return next(iter(run_simulations(workload, [system]).values())) if system else None
