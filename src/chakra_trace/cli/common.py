@@ -55,6 +55,6 @@ def progress(label: str, path: str | os.PathLike | None = None) -> Iterator[Call
         yield lambda done: p.update(task, completed=done)
 
 
-def open_workload(path: str, comm_groups: str | None = None) -> Workload:
+def open_workload(path: str, comm_groups: str | None = None, ranks: list[int] | None = None) -> Workload:
     """`Workload.open` with a progress bar per file on a terminal: what every command reads."""
-    return Workload.open(path, comm_groups, progress=progress)
+    return Workload.open(path, comm_groups, ranks=ranks, progress=progress)

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..io.workload import Workload
 from ..visualize.graph import MAX_NODES, export_graph, render
-from .common import console, json_option, print_json, progress
+from .common import console, json_option, open_workload, print_json
 
 _RENDERED = (".svg", ".pdf", ".png")
 
@@ -54,7 +53,7 @@ def graph(
     rendered = suffix in _RENDERED
     target = out_path.with_suffix(".dot") if rendered else out_path
     lone = rank is None and Path(workload).is_file()  # a file is the rank its name says
-    w = Workload.open(workload, ranks=None if lone else [0 if rank is None else rank], progress=progress)
+    w = open_workload(workload, ranks=None if lone else [0 if rank is None else rank])
     ((rank, trace),) = w.traces.items()
     res = export_graph(
         trace,

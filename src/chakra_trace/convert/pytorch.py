@@ -1015,13 +1015,14 @@ def is_collection(path: Path) -> bool:
 def read_collection(folder: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
     """Every rank (or `ranks`) of a `chakra collect` folder, converted in memory one after another.
     What `Workload.open` does with such a folder; `convert_collection` writes the files instead."""
+    files = select_ranks(folder, collection_files(folder), ranks)
     traces = {}
-    for r, (et, kineto) in select_ranks(folder, collection_files(folder), ranks).items():
+    for r, (et, kineto) in files.items():
         with progress(f"converting rank {r}", Path(et)) if progress else nullcontext():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConversionWarning)  # `chakra convert pytorch` shows them
                 traces[r], _ = convert_pytorch(et, kineto, rank=r)
-    return Workload(traces, paths={r: Path(collection_files(folder)[r][0]) for r in traces})
+    return Workload(traces, paths={r: Path(et) for r, (et, _) in files.items()})
 
 
 register_source(is_collection, read_collection)

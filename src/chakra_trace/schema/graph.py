@@ -72,13 +72,6 @@ class DepGraph:
             self_deps=np.bincount(src[self_dep], minlength=n).astype(np.int64),
         )
 
-    def __len__(self) -> int:
-        return self.n
-
-    @property
-    def edges(self) -> int:
-        return int(self.src.size)
-
     # ------------------------------------------------------------------ adjacency
     @cached_property
     def preds(self) -> tuple[np.ndarray, np.ndarray]:
