@@ -86,6 +86,15 @@ def main() -> None:
     w = Workload.open(job)
     recorded = Analysis(w).critical_path()
     print(f"recorded: {recorded.step_ns / 1e6:,.3f} ms per 2 steps on 2 ranks")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SimulationWarning)
+        baseline, ideal = simulate_on(w, "recorded"), simulate_on(w, "ideal")
+    print(
+        f"{'recorded':>10}: the simulator replaying the recording (every node at its recorded time): step "
+        f"{baseline.step_ns / 1e6:,.3f} ms ({(baseline.step_ns / recorded.step_ns - 1) * 100:+.2f}% of the recording)\n"
+        f"{'ideal':>10}: the same job with free communication: step {ideal.step_ns / 1e6:,.3f} ms (a lower bound)"
+    )
+    assert abs(baseline.step_ns / recorded.step_ns - 1) <= 0.01 and ideal.step_ns <= recorded.step_ns + 1000
     for name in SYSTEMS:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SimulationWarning)

@@ -87,7 +87,9 @@ def test_stats_and_breakdown_of_the_converted_ddp_pair():
     rows = breakdown(w).rows
     for row in rows:
         assert abs(row["span_us"] - spans[row["rank"]]) <= 2
-        assert row["compute_us"] + row["comm_us"] - row["overlap_us"] + row["idle_us"] == row["span_us"]
+        assert (
+            row["compute_us"] + row["comm_us"] - row["overlap_us"] + row["other_us"] + row["idle_us"] == row["span_us"]
+        )
         assert row["exposed_comm_us"] == row["comm_us"] - row["overlap_us"] > 0
 
 

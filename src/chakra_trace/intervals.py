@@ -36,8 +36,10 @@ def overlap(a: np.ndarray, b: np.ndarray) -> int:
 
 
 def busy(start: np.ndarray, end: np.ndarray, compute: np.ndarray, comm: np.ndarray) -> dict[str, int]:
-    """Compute, communication, their overlap, exposed communication and idle time of one
-    rank's nodes (masks say which rows are compute and which communication)."""
+    """Compute, communication, their overlap, exposed communication, other busy time (neither
+    compute nor communication: host work while the accelerator waits, memory nodes) and idle
+    time of one rank's nodes (masks say which rows are compute and which communication).
+    compute + comm - overlap + other + idle = finish - start."""
     ran = end >= start
     cu = union(start[ran & compute], end[ran & compute])
     mu = union(start[ran & comm], end[ran & comm])
@@ -52,6 +54,7 @@ def busy(start: np.ndarray, end: np.ndarray, compute: np.ndarray, comm: np.ndarr
         "comm": length(mu),
         "overlap": both,
         "exposed": length(mu) - both,
+        "other": length(allu) - (length(cu) + length(mu) - both),
         "idle": hi - lo - length(allu),
         "compute_sum": int((end[ran & compute] - start[ran & compute]).sum()),
     }

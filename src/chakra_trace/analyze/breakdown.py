@@ -11,18 +11,19 @@ import numpy as np
 from ..errors import ChakraError
 from ..intervals import busy
 from ..io.workload import Workload
-from ..schema.enums import Attr, NodeType
+from ..schema.resources import comm_mask, compute_mask
 from ..schema.trace import Trace
 
-_COMM = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
-COLUMNS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")
+COLUMNS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "other_us", "idle_us")
 
 
 @dataclass
 class Breakdown:
     """Per rank (µs): span (first start to last end), compute, comm, overlap (both at once),
-    exposed comm (comm not hidden behind compute), idle (nothing running). Compute is the
-    accelerator's COMP nodes when the trace has any (GPU traces), else every COMP node."""
+    exposed comm (comm not hidden behind compute), other (busy with neither: host work while
+    the accelerator waits, memory nodes), idle (nothing running); compute + exposed comm +
+    other + idle = span. Compute is the accelerator's COMP nodes when the trace has any (GPU
+    traces), else every COMP node (`schema.resources.compute_mask`), recorded and simulated alike."""
 
     rows: list[dict] = field(default_factory=list)
 
@@ -38,6 +39,7 @@ class Breakdown:
             result.comm_ns,
             result.overlap_ns,
             result.exposed_comm_ns,
+            result.other_ns,
             result.idle_ns,
         )
         return cls(
@@ -51,18 +53,15 @@ class Breakdown:
 
 
 def rank_breakdown(trace: Trace) -> dict[str, int]:
-    comp = trace.types == NodeType.COMP_NODE
-    gpu = comp & trace.has(Attr.IS_CPU_OP) & ~trace.is_cpu_op
-    compute = gpu if gpu.any() else comp
-    comm = np.isin(trace.types, _COMM)
     start = trace.start.astype(np.int64)
-    b = busy(start, start + trace.duration.astype(np.int64), compute, comm)
+    b = busy(start, start + trace.duration.astype(np.int64), compute_mask(trace), comm_mask(trace))
     return {
         "span_us": b["finish"] - b["start"],
         "compute_us": b["compute"],
         "comm_us": b["comm"],
         "overlap_us": b["overlap"],
         "exposed_comm_us": b["exposed"],
+        "other_us": b["other"],
         "idle_us": b["idle"],
     }
 

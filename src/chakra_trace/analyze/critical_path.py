@@ -17,7 +17,7 @@ from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.enums import NodeType, node_type_name
 from ..schema.groups import group_rows
-from ..schema.resources import KIND_NAMES, node_kinds
+from ..schema.resources import FREE, KIND_NAMES, node_kinds, node_slots
 from ..schema.trace import Trace
 from .align import rank_offsets_ns
 
@@ -162,22 +162,26 @@ class _RankTimes:
     visits one node at a time, so what it reads is turned into Python lists once, on the
     first visit (ranks the path never reaches cost nothing)."""
 
-    def __init__(self, trace: Trace, start: np.ndarray, end: np.ndarray, kind: np.ndarray, cache: dict):
+    def __init__(self, trace: Trace, start: np.ndarray, end: np.ndarray, kind: np.ndarray, cache: dict, lanes: bool):
         self.t, self.start, self.end, self.kind = trace, start, end, kind
         self.cache = cache
+        self.by_lane = lanes  # the one-at-a-time rule per recorded thread/stream (else per kind)
         self.lists: bool | None = None
 
     def _prepare(self) -> None:
-        t, start, end, kind = self.t, self.start, self.end, self.kind
-        if ("csr", id(t)) not in self.cache:
+        t, start, end = self.t, self.start, self.end
+        key = ("csr", id(t), self.by_lane)
+        if key not in self.cache:
             indptr, preds = t.graph().preds
-            self.cache[("csr", id(t))] = (indptr.tolist(), preds.tolist(), kind.tolist())
-        self.indptr, self.preds, self.kind_l = self.cache[("csr", id(t))]
+            slot, slot_kind = node_slots(t, self.by_lane)
+            free = slot_kind[slot] == FREE
+            self.cache[key] = (indptr.tolist(), preds.tolist(), np.where(free, -1, slot).tolist(), slot)
+        self.indptr, self.preds, self.slot_l, slot = self.cache[key]
         self.end_l, self.start_l = end.tolist(), start.tolist()
         ran = np.flatnonzero(end >= 0)
         self.lanes = {}
-        for k in np.unique(kind[ran]).tolist():
-            rows = ran[kind[ran] == k]
+        for k in np.unique(slot[ran]).tolist():
+            rows = ran[slot[ran] == k]
             rows = rows[np.lexsort((start[rows], end[rows]))]
             self.lanes[k] = (end[rows].tolist(), rows.tolist())
         self.lists = True
@@ -193,8 +197,8 @@ class _RankTimes:
             e = end[p]
             if 0 <= e <= limit and e > best_end and p not in seen:
                 best, how, best_end = p, 1, e
-        k = self.kind_l[v]
-        if k != 3 and k in self.lanes:  # the resource: the same-kind row that freed it last
+        k = self.slot_l[v]
+        if k >= 0 and k in self.lanes:  # the resource: the row of the same slot that freed it last
             ends, rows = self.lanes[k]
             i = bisect.bisect_right(ends, limit) - 1
             while i >= 0 and (rows[i] == v or rows[i] in seen):
@@ -248,8 +252,9 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
     ranks: dict[int, _RankTimes] = {}
     if result is not None:
         traces = result.traces or _traces_per_npu(workload, len(result.nodes))
+        lanes = not result.mode.startswith("astra")
         for npu, (start, end, kind) in result.nodes.items():
-            ranks[npu] = _RankTimes(traces[npu], start, end, kind, cache)
+            ranks[npu] = _RankTimes(traces[npu], start, end, kind, cache, lanes)
         tol, source = 0, "simulated"
     else:
         workload = Workload.of(workload)
@@ -264,7 +269,7 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
             start = t.start.astype(np.int64) * 1000 + offsets[r]
             if id(t) not in kinds:
                 kinds[id(t)] = node_kinds(t)
-            ranks[r] = _RankTimes(t, start, start + t.duration.astype(np.int64) * 1000, kinds[id(t)], cache)
+            ranks[r] = _RankTimes(t, start, start + t.duration.astype(np.int64) * 1000, kinds[id(t)], cache, True)
         tol, source = 1000, "recorded"  # recorded times are whole µs
     partners = _partners(traces, {})
     # start from the operation that ends last (lowest rank on a tie)

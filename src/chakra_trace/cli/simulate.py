@@ -60,9 +60,17 @@ def _print(res, timeline) -> None:
         f"simulated in {res.wall_s:.3f} s ({res.events:,} events)"
     )
     t = Table(title="per NPU (ns)" if f.size <= 16 else "per NPU (ns): min / median / max")
-    for col in ("", "finish", "compute", "comm", "overlap", "exposed comm", "idle"):
+    for col in ("", "finish", "compute", "comm", "overlap", "exposed comm", "other", "idle"):
         t.add_column(col, justify="right")
-    arrays = (res.finish_ns, res.compute_ns, res.comm_ns, res.overlap_ns, res.exposed_comm_ns, res.idle_ns)
+    arrays = (
+        res.finish_ns,
+        res.compute_ns,
+        res.comm_ns,
+        res.overlap_ns,
+        res.exposed_comm_ns,
+        res.other_ns,
+        res.idle_ns,
+    )
 
     if f.size <= 16:
         for i in range(f.size):

@@ -36,6 +36,7 @@ from ..io.et import write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.builder import global_metadata
 from ..schema.enums import TIME_ORIGIN, NodeType, collective_name
+from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
@@ -306,6 +307,8 @@ class _Converter:
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
             comm -= self.gpu.hosts_of_comm_kernels()
+        sync, issuers = self._async_work(comm)
+        comm -= sync | issuers
         unknown = [
             i
             for i, k in kinds.items()
@@ -315,13 +318,14 @@ class _Converter:
             self.r.warn(f"node id {int(h.ids[i])}: unknown collective {names[i]!r} converted as a COMP node")
         # an op is descended into when it is an annotation or holds communication in its subtree
         holds = np.zeros(len(h), bool)
-        for i in comm:
+        for i in comm | issuers:  # (an op that queued async work stays a node of its own)
             j = parent[i]
             while j >= 0 and not holds[j]:
                 holds[j] = True
                 j = parent[j]
         descend = _name_mask(h.names, h.name, lambda s: s.startswith(_ANNOTATION_PREFIXES))
         descend |= self.user_annotation | holds
+        descend[list(comm)] = False  # a backend op (gloo:all_reduce is a user annotation) is the node
         # each op folds into the outermost op above it (or itself) that is not descended into
         levels = _levels(parent, rows)
         folded_into = np.full(len(h), -1, np.int64)
@@ -421,24 +425,43 @@ class _Converter:
         nbytes[rows[own]] = b_rows[own]
         return flops, known, nbytes
 
+    def _async_work(self, comm: set[int]) -> tuple[set[int], set[int]]:
+        """Backend ops (gloo:all_reduce, ...) that ran on another thread than their c10d op:
+        (those the c10d op waited for, the c10d ops that only queued theirs). A c10d op that
+        returned before its work ended is a CPU node and the backend op is the collective,
+        with the time the transfer took; one that returned with its work is the collective."""
+        sync, issuers = set(), set()
+        for i in comm:
+            if not self.names[i].startswith("c10d::") and self.names[i] != "record_param_comms":
+                c = self._issuer(i, comm)
+                if c >= 0 and c != i and c in comm and self.tid[c] != self.tid[i]:
+                    if 0 <= self.end[c] + _JOIN_NS < self.end[i]:
+                        issuers.add(c)
+                    else:
+                        sync.add(i)
+        return sync, issuers
+
     def _issuer(self, i: int, comm: set[int]) -> int:
         """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET parent."""
         h, names = self.h, self.names
         if names[i].startswith("c10d::") or names[i] == "record_param_comms":
             return i
         t = h.tensors
-        if not hasattr(self, "_c10d_by_tensor"):  # tensor id -> c10d rows using it, ascending, built once
-            self._c10d_by_tensor: dict[int, list[int]] = {}
-            for j in sorted(comm):
+        # the latest c10d op before it that used one of its tensors: latest by start time when
+        # timed (a worker thread's op can come first in the file), else by position
+        when = self.start if self.timed else np.arange(len(h), dtype=np.int64)
+        if not hasattr(self, "_c10d_by_tensor"):  # tensor id -> (when, row) of c10d ops using it, sorted
+            self._c10d_by_tensor: dict[int, list[tuple[int, int]]] = {}
+            for j in sorted(comm, key=lambda j: (int(when[j]), j)):
                 if names[j].startswith("c10d::"):
                     for tid in set(t.tensor_id[t.of(j)].tolist()):
-                        self._c10d_by_tensor.setdefault(tid, []).append(j)
-        best = -1
+                        self._c10d_by_tensor.setdefault(tid, []).append((int(when[j]), j))
+        best, best_when = -1, None
         for tid in set(t.tensor_id[t.of(i)].tolist()):
             rows = self._c10d_by_tensor.get(tid, [])
-            k = bisect.bisect_left(rows, i)
-            if k:
-                best = max(best, rows[k - 1])
+            k = bisect.bisect_left(rows, (int(when[i]), i))
+            if k and (best_when is None or rows[k - 1] > (best_when, best)):
+                best_when, best = rows[k - 1]
         p, hops = i, 0
         while best < 0 and h.parent[p] >= 0 and hops < 4:  # nccl:* -> record_param_comms -> c10d::*
             p, hops = h.row(int(h.parent[p])), hops + 1
@@ -634,7 +657,7 @@ class _Converter:
         name_src = np.zeros(N, np.int64)  # codes into names_all below
         kin = self.gpu.kin if self.gpu is not None else None
         k_off = len(h.names)
-        names_all = list(h.names) + (list(kin.names) if kin is not None else []) + ["[host]", "process_groups"]
+        names_all = list(h.names) + (list(kin.names) if kin is not None else []) + [HOST_GAP, "process_groups"]
         host_name = len(names_all) - 2
         name_src[ev_ids[host]] = h.name[src[host]]
         if tl.n_gpu:
@@ -669,13 +692,13 @@ class _Converter:
         start = np.zeros(tl.n, np.int64)
         dur = np.zeros(tl.n, np.int64)
         if self.timed:
-            start[ev_ids] = _us(s - lo)
+            start[ev_ids] = _us(s) - _us(lo)  # (not _us(s - lo): a node ends where the next starts)
             dur[ev_ids] = _us(e) - _us(s)
-            start[gap_ids] = _us(tl.prev_end[gap] - lo)
+            start[gap_ids] = _us(tl.prev_end[gap]) - _us(lo)
             dur[gap_ids] = _us(s[gap]) - _us(tl.prev_end[gap])
             if tl.tail:
                 last_end = e[tl.main_ev[-1]]
-                start[tl.n_ids], dur[tl.n_ids] = _us(last_end - lo), _us(hi) - _us(last_end)
+                start[tl.n_ids], dur[tl.n_ids] = _us(last_end) - _us(lo), _us(hi) - _us(last_end)
         return start, dur
 
     def _order_edges(self, tl: _Timeline, folded_into) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -738,10 +761,10 @@ class _Converter:
                 issuer = self._issuer(i, comm)
                 if issuer >= 0 and issuer != i:
                     p = host_pos[issuer]
-                    dep = (
+                    dep = (  # the issuer, or what ran before it when the work started inside it
                         ev_ids[p]
-                        if 0 <= p < k
-                        else threads.last_before(int(self.tid[issuer]), k, int(self.start[issuer]))
+                        if 0 <= p < k and self.end[issuer] <= s[k]
+                        else threads.last_before(int(self.tid[issuer]), k, int(min(self.start[issuer], s[k])))
                     )
                     if dep is not None:
                         extra_src.append(nk)
@@ -749,7 +772,7 @@ class _Converter:
                 attrs = self._comm_attrs(i, issuer, kind)
                 issuing_thread = int(self.tid[issuer]) if issuer >= 0 else int(th[k])
                 if issuing_thread != th[k] and self.timed:  # the issuing thread joins it when it is done
-                    target = threads.first_from(issuing_thread, k, int(e[k]))
+                    target = threads.joiner(issuing_thread, k, int(e[k]))
                     if target is not None:
                         extra_src.append(int(target))
                         extra_dst.append(nk)
@@ -855,6 +878,9 @@ class _Converter:
                         out_dst.append(int(ev_ids[pos[j]]))
 
 
+_JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it
+
+
 class _ThreadIndex:
     """Host events of each thread in time order, for the few lookups communication needs."""
 
@@ -875,13 +901,20 @@ class _ThreadIndex:
         j = int(np.searchsorted(self.e[pos[:n]], t, "right"))  # a thread's nodes do not overlap
         return int(self.ids[pos[j - 1]]) if j else None
 
-    def first_from(self, thread: int, k: int, t: int) -> int | None:
-        """The first node on `thread` after position k that starts at or after time t."""
+    def joiner(self, thread: int, k: int, t: int) -> int | None:
+        """The node on `thread` (after position k) that waited for work ending at time t: the
+        first one that starts at or after t, when it starts within `_JOIN_NS` of t (the thread
+        sat waiting); otherwise the thread was busy and joins the work only at its last node
+        (DDP waits for its buckets at the end of backward, not where each happened to end)."""
         pos = self.by.get(thread)
         if pos is None:
             return None
         j = max(int(np.searchsorted(pos, k, "right")), int(np.searchsorted(self.s[pos], t, "left")))
-        return int(self.ids[pos[j]]) if j < pos.size else None
+        if j >= pos.size:
+            return None
+        if self.s[pos[j]] - t > _JOIN_NS:
+            j = pos.size - 1
+        return int(self.ids[pos[j]])
 
 
 def _sparse(values: dict[int, Any], n: int) -> tuple[np.ndarray, np.ndarray]:

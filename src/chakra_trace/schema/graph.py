@@ -126,10 +126,11 @@ class DepGraph:
     def _order(self) -> np.ndarray:
         return self.kahn()
 
-    def order(self) -> np.ndarray:
-        """Every row in topological order (lowest id first among ready rows); ChakraError on a cycle."""
+    def order(self, partial: bool = False) -> np.ndarray:
+        """Every row in topological order (lowest id first among ready rows); ChakraError on a
+        cycle (``partial``: the rows that can run, without the ones on or behind a cycle)."""
         out = self._order
-        if out.size < self.n:
+        if out.size < self.n and not partial:
             stuck = np.ones(self.n, bool)
             stuck[out] = False
             ids = np.sort(self.ids[stuck])

@@ -20,14 +20,19 @@ from .simulator import simulate
 
 @dataclass(frozen=True)
 class SystemPreset:
+    """A named system. ``comm`` "recorded" or "ideal" (no network): the job's own ranks, every
+    node at its recorded time, communication as recorded or free (`simulator.COMM_MODELS`)."""
+
     name: str
     description: str
-    network: Network
+    network: Network | None
     system: SystemConfig
+    comm: str = "network"
 
     @property
-    def npus(self) -> int:
-        return self.network.npus
+    def npus(self) -> int | None:
+        """NPUs of the system (None: as many as the job has ranks)."""
+        return self.network.npus if self.network is not None else None
 
 
 def _system(algorithms: list[str]) -> SystemConfig:
@@ -89,6 +94,22 @@ def _presets() -> dict[str, SystemPreset]:
                 [300, 300, 300],
                 ["ring", "ring", "ring"],
             ),
+            SystemPreset(
+                "recorded",
+                "the job as recorded: its own ranks, every node (collectives included) takes its recorded "
+                "time; the baseline the other systems compare with",
+                None,
+                _system(["ring"]),
+                comm="recorded",
+            ),
+            SystemPreset(
+                "ideal",
+                "the job's own ranks on an ideal network: compute as recorded, communication free once "
+                "every member is there (a lower bound no network beats)",
+                None,
+                _system(["ring"]),
+                comm="ideal",
+            ),
         )
     }
 
@@ -120,6 +141,9 @@ def simulate_on(workload, system: str | SystemPreset, **kw):
     SimResult; its ``traces`` say which recorded rank each NPU ran."""
 
     p = resolve(system)
-    if len(workload) not in (1, p.npus):
-        workload = data_parallel(workload, p.npus)
+    if p.network is None:  # the job's own ranks, as recorded
+        n = max(workload.ranks) + 1 if len(workload) else 1
+        return simulate(workload, Network.simple("FullyConnected", n, 1, 0), p.system, comm=p.comm, **kw)
+    if len(workload) not in (1, p.network.npus):
+        workload = data_parallel(workload, p.network.npus)
     return simulate(workload, p.network, p.system, **kw)

@@ -30,10 +30,11 @@ class CollectiveRecord:
 
 @dataclass
 class SimResult:
-    """Per NPU (arrays indexed by NPU): ``finish_ns``; ``compute_ns`` (accelerator compute,
-    union of its busy time); ``comm_ns`` (time with a collective, send or receive in flight);
-    ``overlap_ns`` (both at once); ``exposed_comm_ns``; ``idle_ns`` (finish minus time
-    anything ran). In ASTRA-sim compatibility mode ``exposed_comm_ns`` is what ASTRA-sim
+    """Per NPU (arrays indexed by NPU): ``finish_ns``; ``compute_ns`` (union of compute busy
+    time: accelerator compute, or every COMP node of a CPU-only trace, as
+    `schema.resources.compute_mask`); ``comm_ns`` (time with a collective, send or receive in
+    flight); ``overlap_ns`` (both at once); ``exposed_comm_ns``; ``other_ns`` (busy with
+    neither); ``idle_ns`` (nothing running); compute + comm - overlap + other + idle = finish. In ASTRA-sim compatibility mode ``exposed_comm_ns`` is what ASTRA-sim
     prints: finish minus the sum of compute durations; otherwise communication time not
     hidden behind compute.
 
@@ -50,6 +51,7 @@ class SimResult:
     compute_ns: np.ndarray
     comm_ns: np.ndarray
     overlap_ns: np.ndarray
+    other_ns: np.ndarray
     idle_ns: np.ndarray
     collectives: list[CollectiveRecord] = field(default_factory=list)
     nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
@@ -69,7 +71,7 @@ class SimResult:
     def to_dict(self) -> dict[str, Any]:
         out = {
             k: getattr(self, k).tolist()
-            for k in ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns", "idle_ns")
+            for k in ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns", "other_ns", "idle_ns")
         }
         out.update(
             step_ns=self.step_ns,
@@ -110,7 +112,7 @@ class SimResult:
         return pd.DataFrame(
             {
                 k: getattr(self, k)
-                for k in ("finish_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "idle_ns")
+                for k in ("finish_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "other_ns", "idle_ns")
             }
         ).rename_axis("npu")
 

@@ -2,9 +2,11 @@
 
 A node is ready when every dependency (data, and control ones that name an existing node)
 has finished. Per NPU at most one accelerator compute node, one CPU node and one
-collective or send run at a time; ready nodes are issued lowest id first (a node whose
-resource is busy does not hold back nodes of other resources). Receives, metadata and memory
-nodes have no such limit.
+collective or send run at a time on each lane (the thread or stream the node was recorded
+on), in one topological order per lane (lowest id first among equals). In ASTRA-sim
+compatibility mode an NPU has one lane per kind and issues whichever ready node has the
+lowest id. A node whose slot is busy does not hold back nodes of other slots. Receives,
+metadata and memory nodes have no such limit.
 """
 
 from __future__ import annotations
@@ -17,17 +19,22 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..schema.enums import Attr, CollectiveType
-from ..schema.resources import ACCEL, COMM, CPU, FREE, node_kinds
+from ..schema.resources import FREE, node_kinds, node_slots
 
-LIMITS = (1, 1, 1, 1 << 62)  # nodes in flight per resource (ACCEL, CPU, COMM, FREE)
+UNLIMITED = 1 << 62
 
 
 class Static:
     """What the scheduler needs of one trace, computed once however many NPUs run it."""
 
-    def __init__(self, trace, durations: np.ndarray):
+    def __init__(self, trace, durations: np.ndarray, lanes: bool = True, recorded_waits: bool = False):
+        """``lanes`` False: ASTRA-sim's rule (one slot per kind, the lowest ready id first);
+        True: a slot per recorded lane, run in order (`Npu.issue`)."""
         self.dur = durations
         self.kind = node_kinds(trace)
+        slot, slot_kind = node_slots(trace, lanes)
+        self.slot = slot
+        self.limits = [UNLIMITED if k == FREE else 1 for k in slot_kind.tolist()]
         # dependencies on nodes that exist (a missing one is dropped, and counted); a node that
         # depends on itself waits for itself, forever (in compat mode: ASTRA-sim hangs there too)
         g = trace.graph()
@@ -35,8 +42,18 @@ class Static:
         self.waiting = g.indegree + g.self_deps
         self.child_ptr, self.children = g.succs
         self.ids = trace.ids.astype(np.int64)
+        self.slack = _recorded_waits(trace, g.preds) if recorded_waits else None
+        self.key, self.sequence = self.ids, None
+        if lanes:  # each slot runs its nodes in one topological order (lowest id first), as a stream does
+            n = len(trace)
+            order = g.order(partial=True)
+            self.key = n + np.arange(n, dtype=np.int64)  # (rows that can never run: after the rest)
+            self.key[order] = np.arange(order.size)
+            self.sequence = [
+                np.sort(self.key[slot == k]).tolist() if limit == 1 else None for k, limit in enumerate(self.limits)
+            ]
         roots = np.flatnonzero(self.waiting == 0)
-        self.roots = [[(int(self.ids[r]), int(r)) for r in roots[self.kind[roots] == k]] for k in range(4)]
+        self.roots = [[(int(self.key[r]), int(r)) for r in roots[slot[roots] == k]] for k in range(len(self.limits))]
         for heap in self.roots:
             heapq.heapify(heap)
 
@@ -46,22 +63,42 @@ class Npu:
         self.rank = rank
         self.t = trace
         self.sim = sim
-        self.dur, self.kind, self.ids = static.dur, static.kind, static.ids
+        self.dur, self.kind, self.slot, self.ids = static.dur, static.kind, static.slot, static.ids
+        self.key, self.sequence = static.key, static.sequence
+        self.limits = static.limits
+        self.next = [0] * len(self.limits)  # in-order slots: position of the next row to run
         self.children, self.child_ptr = static.children, static.child_ptr
         self.waiting = static.waiting.copy()
         self.missing = static.missing
         self.ready: list[list] = [list(h) for h in static.roots]
-        self.busy = [0, 0, 0, 0]
+        self.slack = static.slack
+        if self.slack is not None:  # roots that started later in the recording wait as long
+            for heap in self.ready:
+                late = [(i, r) for i, r in heap if self.slack[r] > 0]
+                for _, r in late:
+                    sim.engine.at(int(self.slack[r]), self.release, r)
+                if late:
+                    heap[:] = [x for x in heap if self.slack[x[1]] <= 0]
+                    heapq.heapify(heap)
+        self.busy = [0] * len(self.limits)
         n = len(trace)
         self.start = np.full(n, -1, np.int64)
         self.end = np.full(n, -1, np.int64)
         self.done = 0
 
     def issue(self) -> None:
-        """Start every ready node whose resource is free, lowest id first."""
-        for k in (ACCEL, CPU, COMM, FREE):
+        """Start every ready node whose slot is free: lowest id first (ASTRA-sim), or in the
+        slot's order: a node waits for the ones before it on its lane, as on a stream or a
+        thread, so that shorter work never reorders a lane (a faster system is never slower)."""
+        seqs = self.sequence
+        for k, limit in enumerate(self.limits):
             heap = self.ready[k]
-            while heap and self.busy[k] < LIMITS[k]:
+            seq = seqs[k] if seqs is not None else None
+            while heap and self.busy[k] < limit:
+                if seq is not None:
+                    if heap[0][0] != seq[self.next[k]]:
+                        break
+                    self.next[k] += 1
                 _, r = heapq.heappop(heap)
                 self.busy[k] += 1
                 self.start[r] = self.sim.engine.now
@@ -69,13 +106,38 @@ class Npu:
 
     def complete(self, r: int) -> None:
         self.end[r] = self.sim.engine.now
-        self.busy[self.kind[r]] -= 1
+        self.busy[self.slot[r]] -= 1
         self.done += 1
         for c in self.children[self.child_ptr[r] : self.child_ptr[r + 1]].tolist():
             self.waiting[c] -= 1
             if self.waiting[c] == 0:
-                heapq.heappush(self.ready[self.kind[c]], (int(self.ids[c]), c))
+                if self.slack is not None and self.slack[c] > 0:
+                    self.sim.engine.after(int(self.slack[c]), self.release, c)
+                else:
+                    heapq.heappush(self.ready[self.slot[c]], (int(self.key[c]), c))
         self.issue()
+
+    def release(self, r: int) -> None:
+        """Row r is ready (after the wait it had in the recording)."""
+        heapq.heappush(self.ready[self.slot[r]], (int(self.key[r]), r))
+        self.issue()
+
+
+def _recorded_waits(trace, preds: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
+    """How long (ns) each row started after its last dependency ended in the recording (a
+    root: after the trace's first start): launch and queueing delays the `recorded` model keeps.
+    None for a trace without recorded start times."""
+    if not trace.timed or not len(trace):
+        return None
+    start = trace.start.astype(np.int64) * 1000
+    end = start + trace.duration.astype(np.int64) * 1000
+    indptr, src = preds
+    ready = np.full(len(trace), int(start.min()), np.int64)
+    has = np.diff(indptr) > 0
+    if src.size:
+        last = np.maximum.reduceat(end[src.astype(np.int64)], indptr[:-1][has])
+        ready[has] = last
+    return np.maximum(start - ready, 0)
 
 
 @dataclass
@@ -138,9 +200,7 @@ class Matchmaker:
     def send(self, npu: Npu, r: int) -> None:
         t = npu.t
         dst, tag, size = int(t.comm_dst[r]), int(t.comm_tag[r]), int(t.comm_size[r])
-        arrival = int(
-            self.sim.fabric.send(np.array([npu.rank]), np.array([dst]), size, np.array([self.sim.engine.now]))[0]
-        )
+        arrival = self.sim.arrival(npu, r, dst, size)
         self.sim.engine.at(arrival, npu.complete, r)
         key = (npu.rank, dst, tag, size)
         waiting = self.recvs.get(key)

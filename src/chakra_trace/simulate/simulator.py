@@ -13,7 +13,7 @@ from ..intervals import busy
 from ..io.workload import Workload, read_comm_groups
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import declared_groups
-from ..schema.resources import ACCEL
+from ..schema.resources import ACCEL, comm_mask, compute_mask
 from ..schema.trace import Trace
 from ..validate import fix_trace
 from .collectives import Collectives
@@ -36,6 +36,11 @@ COMPAT_DIFFERENCES = {
         "all (the last listed algorithm repeats)",
     ),
     "zero-duration compute": ("1 ns", "0 ns"),
+    "nodes of one resource": (
+        "one slot per NPU and kind; the ready node with the lowest id runs next",
+        "a slot per recorded thread or stream (concurrent threads and streams stay concurrent), "
+        "run in one topological order: shorter work never reorders a lane, so a faster system is never slower",
+    ),
     "exposed communication": (
         "finish minus the sum of compute durations",
         "communication time not overlapped by accelerator compute",
@@ -91,8 +96,14 @@ class Simulator:
         compat: bool = False,
         aware: bool = False,
         comm_groups: dict[str, list[int]] | None = None,
+        comm: str = "network",
     ):
+        if comm not in COMM_MODELS:
+            raise ChakraError(f"unknown communication model {comm!r}; one of {', '.join(COMM_MODELS)}")
+        if comm != "network" and compat:
+            raise ChakraError(f"ASTRA-sim compatibility mode costs communication on the network, not {comm!r}")
         self.compat = compat
+        self.comm = comm
         self.system = system
         self.memory = memory
         self._remote = memory is not None and memory.memory_type != "NO_MEMORY_EXPANSION"
@@ -120,7 +131,7 @@ class Simulator:
         static: dict[int, Static] = {}  # per distinct trace object
         for t in traces.values():
             if id(t) not in static:
-                static[id(t)] = Static(t, self._durations(t))
+                static[id(t)] = Static(t, self._durations(t), lanes=not compat, recorded_waits=comm == "recorded")
         self.npus_state = [Npu(r, traces[r], static[id(traces[r])], self) for r in range(self.npus)]
         missing = sum(n.missing for n in self.npus_state)
         if missing:
@@ -143,9 +154,12 @@ class Simulator:
 
     # ------------------------------------------------------------------ node costs
     def _durations(self, t: Trace) -> np.ndarray:
-        """Time of each compute / memory node in ns (-1 for communication)."""
+        """Time of each node in ns: the recorded one, or the roofline's or the memory model's
+        (communication nodes: the recorded time, used by the `recorded` model only)."""
         s = self.system
         dur = t.duration.astype(np.int64) * 1000
+        if self.comm != "network":
+            return dur
         if self.compat:
             dur = np.maximum(dur, 1)
         if getattr(s, "roofline_enabled", False):
@@ -216,8 +230,17 @@ class Simulator:
         issued = inst.issued
         ranks = np.array(sorted(issued), np.int64)
         start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
-        plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
-        finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
+        if self.comm == "ideal":  # done as the last member issues it
+            finish = np.full(ranks.size, int(start.max()), np.int64)
+            algorithm, chunks = self.comm, 1
+        elif self.comm == "recorded":  # the transfer (the shortest member's time) after the last
+            took = np.array([int(self.npus_state[r].dur[issued[r][1]]) for r in ranks.tolist()], np.int64)
+            finish = np.maximum(int(start.max()) + int(took.min()), start + took)  # one never ends sooner than recorded
+            algorithm, chunks = self.comm, 1
+        else:
+            plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
+            finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
+            algorithm, chunks = plan.algorithms, plan.chunks
         # a member whose part never waited for the last one to issue (no phase links them, e.g.
         # compat mode running fewer dimensions than the network has) is done when the collective runs
         done = np.maximum(finish, self.engine.now)
@@ -231,12 +254,21 @@ class Simulator:
                 type=collective_name(inst.ctype),
                 bytes=inst.bytes,
                 npus=int(ranks.size),
-                algorithm=plan.algorithms,
-                chunks=plan.chunks,
+                algorithm=algorithm,
+                chunks=chunks,
                 start_ns=int(start.min()),
                 end_ns=int(finish.max()),
             )
         )
+
+    def arrival(self, npu: Npu, r: int, dst: int, size: int) -> int:
+        """When a send issued now reaches its receiver."""
+        now = self.engine.now
+        if self.comm == "recorded":
+            return now + int(npu.dur[r])
+        if self.comm == "ideal":
+            return now
+        return int(self.fabric.send(np.array([npu.rank]), np.array([dst]), size, np.array([now]))[0])
 
     def _matrix(self, inst: CollectiveInstance, ranks: np.ndarray) -> np.ndarray | None:
         """All-to-allv: bytes from member i to member j (member order), from each member's
@@ -280,15 +312,16 @@ class Simulator:
     def _result(self, wall: float) -> SimResult:
         n = self.npus
         cols = {
-            k: np.zeros(n, np.int64) for k in ("finish", "compute", "comm", "overlap", "exposed", "idle", "compute_sum")
+            k: np.zeros(n, np.int64)
+            for k in ("finish", "compute", "comm", "overlap", "exposed", "other", "idle", "compute_sum")
         }
         nodes, names = {}, {}
         per_trace: dict[int, tuple] = {}  # NPUs running one trace share its masks and names
         for npu in self.npus_state:
             t = npu.t
             if id(t) not in per_trace:
-                comm = np.isin(t.types, (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE))
-                per_trace[id(t)] = (npu.kind == ACCEL, comm, np.asarray(t.names, dtype=object)[t.name_codes])
+                compute = (npu.kind == ACCEL) if self.compat else compute_mask(t)  # ASTRA-sim: accelerator only
+                per_trace[id(t)] = (compute, comm_mask(t), np.asarray(t.names, dtype=object)[t.name_codes])
             compute, comm, names[npu.rank] = per_trace[id(t)]
             tot = busy(npu.start, np.where(npu.end >= 0, npu.end, npu.start - 1), compute, comm)
             tot["idle"] += tot["start"]  # a simulated step starts at 0
@@ -302,6 +335,7 @@ class Simulator:
             compute_ns=cols["compute"],
             comm_ns=cols["comm"],
             overlap_ns=cols["overlap"],
+            other_ns=cols["other"],
             idle_ns=cols["idle"],
             collectives=self.records,
             nodes=nodes,
@@ -309,12 +343,21 @@ class Simulator:
             traces={npu.rank: npu.t for npu in self.npus_state},
             link_busy_ns=self.fabric.link_busy if self.fabric.aware else None,
             link_info=self.fabric.links() if self.fabric.aware else None,
-            mode=("astra" if self.compat else "default") + ("/aware" if self.fabric.aware else "/unaware"),
+            mode=("astra" if self.compat else "default")
+            + ("/aware" if self.fabric.aware else "/unaware")
+            + ("" if self.comm == "network" else f"/{self.comm}"),
             events=self.engine.events,
             wall_s=wall,
             warnings=self.warnings,
         )
 
+
+#: How communication is costed: on the network model; as recorded (a collective ends the
+#: shortest of its members' recorded times after the last member issues it, the others having
+#: waited for that one, and no member sooner than its own recorded time; a send takes its
+#: recorded time; and every node waits after its dependencies as long as it did in the
+#: recording: launch and queueing delays); or free (an ideal network).
+COMM_MODELS = ("network", "recorded", "ideal")
 
 _ASTRA_TYPES = {
     CollectiveType.ALL_REDUCE,
@@ -330,11 +373,21 @@ def _ranks(traces) -> str:
 
 
 def simulate(
-    workload, network, system, *, memory=None, comm_groups=None, compat: bool = False, aware: bool = False
+    workload,
+    network,
+    system,
+    *,
+    memory=None,
+    comm_groups=None,
+    compat: bool = False,
+    aware: bool = False,
+    comm: str = "network",
 ) -> SimResult:
     """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
     `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
-    or ASTRA-sim system JSON). Raises `SimulationBlocked` when nodes can never run."""
+    or ASTRA-sim system JSON). ``comm`` (`COMM_MODELS`): "recorded" or "ideal" cost
+    communication as recorded or as free instead of on the network, and every node takes its
+    recorded time. Raises `SimulationBlocked` when nodes can never run."""
 
     if isinstance(workload, (str, os.PathLike)):
         workload = Workload.open(workload)
@@ -350,5 +403,5 @@ def simulate(
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = read_comm_groups(comm_groups)
     return Simulator(
-        workload, network, system, memory=memory, compat=compat, aware=aware, comm_groups=comm_groups
+        workload, network, system, memory=memory, compat=compat, aware=aware, comm_groups=comm_groups, comm=comm
     ).run()

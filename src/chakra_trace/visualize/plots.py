@@ -26,7 +26,7 @@ MAX_RANKS = 96  # imbalance heatmap columns
 MAX_SIDE = 512  # communication matrix cells per side before ranks are binned
 MAX_POINTS = 200_000  # roofline dots (the longest ops are kept)
 
-_COLORS = {"compute": "#4c72b0", "overlap": "#8172b3", "exposed": "#dd8452", "idle": "#c8c8c8"}
+_COLORS = {"compute": "#4c72b0", "overlap": "#8172b3", "exposed": "#dd8452", "other": "#55a868", "idle": "#c8c8c8"}
 
 
 def _require():
@@ -91,14 +91,15 @@ def plot_breakdown(breakdown, path: str | os.PathLike, *, max_bars: int = MAX_BA
     if not rows:
         raise ChakraError("plot_breakdown: the breakdown has no ranks to plot")
     col = {
-        k: np.array([float(r[k]) for r in rows])
-        for k in ("span_us", "compute_us", "overlap_us", "exposed_comm_us", "idle_us")
+        k: np.array([float(r.get(k, 0)) for r in rows])
+        for k in ("span_us", "compute_us", "overlap_us", "exposed_comm_us", "other_us", "idle_us")
     }
     ranks = [r.get("rank", i) for i, r in enumerate(rows)]
     parts = [
         ("compute (not overlapped)", np.maximum(col["compute_us"] - col["overlap_us"], 0), _COLORS["compute"]),
         ("overlap (compute + comm)", np.maximum(col["overlap_us"], 0), _COLORS["overlap"]),
         ("exposed comm", np.maximum(col["exposed_comm_us"], 0), _COLORS["exposed"]),
+        ("other (host, memory)", np.maximum(col["other_us"], 0), _COLORS["other"]),
         ("idle", np.maximum(col["idle_us"], 0), _COLORS["idle"]),
     ]
     total = sum(p[1] for p in parts)
