@@ -433,6 +433,17 @@ def test_cli_ddp_torchrun_two_ranks(tmp_path, cli, capfd):
         assert reports[r].collectives == reports[0].collectives
         span = reports[r].span_us
         assert abs(critical_path(w[r]).length_us - span) <= 0.02 * span
+    # the simulator replays the recording (`recorded`) within 1%, and free communication is never slower
+    import warnings
+
+    from chakra_trace.analyze.critical_path import job_critical_path
+    from chakra_trace.simulate.presets import simulate_on
+
+    step = job_critical_path(w).step_ns
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        replayed, ideal = simulate_on(w, "recorded").step_ns, simulate_on(w, "ideal").step_ns
+    assert abs(replayed / step - 1) <= 0.01 and ideal <= step + 1000, (step, replayed, ideal)
 
 
 @pytest.mark.timeout(180)

@@ -20,10 +20,13 @@ from chakra_trace.analyze.critical_path import job_critical_path
 from chakra_trace.convert.pytorch import convert_pytorch
 from chakra_trace.convert.text import text_to_chakra
 from chakra_trace.io.workload import Workload
+from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.enums import NodeType
+from chakra_trace.schema.groups import group_rows
 from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network
 from chakra_trace.simulate.presets import SystemPreset, _system, simulate_on
+from chakra_trace.validate import validate_workload
 
 DATA = Path(__file__).parent / "data"
 K = DATA / "kineto"
@@ -167,3 +170,33 @@ def test_async_gloo_collective_runs_beside_the_training_thread():
         assert all(tids[i] != main for i in async_)
         issuers = np.flatnonzero(t.name_array == "c10d::allreduce_")
         assert all(t.types[i] == NodeType.COMP_NODE for i in issuers)
+
+
+def _out_of_order_pair(seq: bool) -> Workload:
+    """Rank 0's worker threads started its two all-reduces in the other order than it issued
+    them (the 8-byte one first); rank 1 ran them in issue order."""
+    traces = {}
+    for r in (0, 1):
+        b = TraceBuilder()
+        sizes = (8, 1 << 20) if r == 0 else (1 << 20, 8)
+        issue = (1, 0) if r == 0 else (0, 1)
+        for row, (size, k) in enumerate(zip(sizes, issue)):
+            extra = {"comm_seq": k} if seq else {}
+            b.collective("ALL_REDUCE", size, duration=10, tid=100 + row, **extra)  # one worker thread each
+        traces[r] = b.build()
+    return Workload(traces)
+
+
+def test_collectives_meet_in_issue_order_when_workers_reorder_them():
+    with_seq, without = _out_of_order_pair(True), _out_of_order_pair(False)
+    assert [with_seq[0].comm_size[i] for i in group_rows(with_seq[0], "")] == [1 << 20, 8]
+    assert validate_workload(with_seq).ok
+    assert not validate_workload(without).ok  # trace order pairs 8 B with 1 MiB
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = simulate(with_seq, Network.simple("Ring", 2, 50, 500), _system(["ring"]))
+    assert sorted(c.bytes for c in res.collectives) == [8, 1 << 20]
+    for r, t in with_seq.traces.items():  # each rank's 1 MiB all-reduce met the other's 1 MiB one
+        end = res.nodes[r][1]
+        big, small = (int(np.flatnonzero(t.comm_size == size)[0]) for size in (1 << 20, 8))
+        assert end[big] - end[small] > 10_000  # 1 MiB at 50 GB/s takes > 10 µs, 8 B does not

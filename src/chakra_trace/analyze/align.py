@@ -14,14 +14,6 @@ import numpy as np
 from ..io.workload import Workload
 from ..schema.enums import TIME_ORIGIN
 from ..schema.groups import group_rows
-from ..schema.trace import Trace
-
-
-def time_origin_ns(trace: Trace) -> int | None:
-    for a in trace.metadata.attr:
-        if a.name == TIME_ORIGIN:
-            return int(a.int64_val)
-    return None
 
 
 def rank_offsets_ns(workload: Workload, how: str = "auto") -> dict[int, int]:
@@ -31,7 +23,7 @@ def rank_offsets_ns(workload: Workload, how: str = "auto") -> dict[int, int]:
     ranks = workload.ranks
     if how == "none" or len(ranks) <= 1:
         return {r: 0 for r in ranks}
-    origins = {r: time_origin_ns(workload.traces[r]) for r in ranks}
+    origins = {r: workload.traces[r].time_origin_ns for r in ranks}
     if how == "origin" or (how == "auto" and all(o is not None for o in origins.values())):
         if any(o is None for o in origins.values()):
             missing = [r for r, o in origins.items() if o is None]

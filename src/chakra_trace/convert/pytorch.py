@@ -35,7 +35,7 @@ from ..errors import ChakraError
 from ..io.et import write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.builder import global_metadata
-from ..schema.enums import TIME_ORIGIN, NodeType, collective_name
+from ..schema.enums import TIME_ORIGIN, Attr, NodeType, collective_name
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
@@ -739,6 +739,7 @@ class _Converter:
             gpu_kinds = {int(c): classify(kin.names[int(c)]) for c in np.unique(codes).tolist()}
             coll_code = np.array([c for c, k in gpu_kinds.items() if k.collective is not None], np.int64)
             specials += np.flatnonzero(is_gpu)[np.isin(codes, coll_code)].tolist()
+        issued: dict[int, int] = {}  # comm node -> when its issuer started (the issue order)
         for k in sorted(specials):
             nk = int(ev_ids[k])
             if is_gpu[k]:
@@ -747,6 +748,7 @@ class _Converter:
                 issuer = self._issuer(i, comm | {i}) if i >= 0 else -1
                 size = self._comm_size(i, issuer, kind.collective) if i >= 0 else 0
                 self.r.collectives.append((collective_name(kind.collective), size))
+                issued[nk] = int(self.start[issuer]) if issuer >= 0 else int(s[k])
                 attrs = dict(
                     type=NodeType.COMM_COLL_NODE,
                     comm_type=kind.collective,
@@ -770,6 +772,7 @@ class _Converter:
                         extra_src.append(nk)
                         extra_dst.append(int(dep))
                 attrs = self._comm_attrs(i, issuer, kind)
+                issued[nk] = int(self.start[issuer] if issuer >= 0 else s[k])
                 issuing_thread = int(self.tid[issuer]) if issuer >= 0 else int(th[k])
                 if issuing_thread != th[k] and self.timed:  # the issuing thread joins it when it is done
                     target = threads.joiner(issuing_thread, k, int(e[k]))
@@ -781,6 +784,9 @@ class _Converter:
             for name, v in attrs.items():
                 if v is not None:
                     comm_attr.setdefault(name, {})[nk] = v
+        order = sorted(issued, key=lambda nk: (issued[nk], nk))
+        if order != sorted(issued):  # worker threads started collectives out of issue order
+            comm_attr[Attr.COMM_SEQ] = {nk: k for k, nk in enumerate(order)}
         return comm_attr, extra_src, extra_dst
 
     @staticmethod
@@ -810,7 +816,7 @@ class _Converter:
             "num_ops": (flops[rows_c], comp_host & known[rows_c]),
             "tensor_size": (nbytes[rows_c].astype(np.uint64), comp_host & (nbytes[rows_c] != 0)),
         }
-        for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag"):
+        for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", Attr.COMM_SEQ):
             if name in comm_attr:
                 attrs[name] = _sparse(comm_attr[name], N)
         if "pg_name" in comm_attr:

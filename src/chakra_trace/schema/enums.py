@@ -58,6 +58,9 @@ class Attr:
     COMM_TAG = "comm_tag"
     PG_NAME = "pg_name"
     INVOLVED_DIM = "involved_dim"
+    # A collective's position in its group's issue order on its rank (ours): collectives meet
+    # by it across ranks when workers started them out of order (gloo's threads).
+    COMM_SEQ = "comm_seq"
     # Written by the reference PyTorch converter on every node.
     RF_ID = "rf_id"
     FW_PARENT = "fw_parent"
@@ -83,6 +86,7 @@ ATTR_MEMBER: dict[str, str] = {
     Attr.COMM_TAG: "int32_val",
     Attr.PG_NAME: "string_val",
     Attr.INVOLVED_DIM: "bool_list",
+    Attr.COMM_SEQ: "int64_val",
     Attr.RF_ID: "int64_val",
     Attr.FW_PARENT: "int64_val",
     Attr.SEQ_ID: "int64_val",

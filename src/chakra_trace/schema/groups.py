@@ -18,7 +18,8 @@ ALL_RANKS_GROUPS = ("", "0")  # pg_name values that mean "every rank"
 
 
 def group_rows(t: Trace, group: str) -> np.ndarray:
-    """Rows of the typed collectives a rank issues on a group ("" = unnamed), in trace order."""
+    """Rows of the typed collectives a rank issues on a group ("" = unnamed), in issue order:
+    by `comm_seq` where the trace has it, else in trace order."""
     typed = (t.types == NodeType.COMM_COLL_NODE) & t.has(Attr.COMM_TYPE)
     has_pg = t.has(Attr.PG_NAME)
     if group == "":
@@ -29,7 +30,11 @@ def group_rows(t: Trace, group: str) -> np.ndarray:
         m = typed & has_pg & (t.pg_name == t.groups.index(group))
     else:
         m = np.zeros(len(t), bool)
-    return np.flatnonzero(m)
+    rows = np.flatnonzero(m)
+    seq, has = t.attr_array(Attr.COMM_SEQ, np.int64)
+    if has[rows].any():
+        rows = rows[np.lexsort((rows, np.where(has[rows], seq[rows], np.iinfo(np.int64).max)))]
+    return rows
 
 
 def uses_group(t: Trace, pg_name: str) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import codec
 from . import proto as pb
-from .enums import ATTR_MEMBER, Attr, NodeType, collective_name, node_type_name
+from .enums import ATTR_MEMBER, TIME_ORIGIN, Attr, NodeType, collective_name, node_type_name
 from .graph import DepGraph
 from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_to_pb, pb_to_node
 from .wire import I64, Rows, ranges
@@ -208,6 +208,15 @@ class Trace:
         return total
 
     # ------------------------------------------------------------------ derived columns
+    @property
+    def time_origin_ns(self) -> int | None:
+        """Where time 0 lies on the recording's clock (the converter's `time_origin_ns`
+        metadata; ranks on one host share the clock), or None."""
+        for a in self.metadata.attr:
+            if a.name == TIME_ORIGIN:
+                return int(a.int64_val)
+        return None
+
     @property
     def timed(self) -> bool:
         """Whether the nodes carry recorded start times. Converters that record none (the

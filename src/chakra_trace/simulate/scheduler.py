@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..schema.enums import Attr, CollectiveType
+from ..schema.groups import group_rows
 from ..schema.resources import FREE, node_kinds, node_slots
 
 UNLIMITED = 1 << 62
@@ -43,6 +44,14 @@ class Static:
         self.child_ptr, self.children = g.succs
         self.ids = trace.ids.astype(np.int64)
         self.slack = _recorded_waits(trace, g.preds) if recorded_waits else None
+        # collectives meet by their position in their group's issue order (comm_seq) when the
+        # trace records one; otherwise by the order they issue in the simulation
+        self.coll_index: dict[int, int] | None = None
+        if trace.attr_array(Attr.COMM_SEQ, np.int64)[1].any():
+            self.coll_index = {}
+            for g_name in [""] + [x for x in trace.groups if x != ""]:
+                for k, row in enumerate(group_rows(trace, g_name).tolist()):
+                    self.coll_index[row] = k
         self.key, self.sequence = self.ids, None
         if lanes:  # each slot runs its nodes in one topological order (lowest id first), as a stream does
             n = len(trace)
@@ -59,12 +68,13 @@ class Static:
 
 
 class Npu:
-    def __init__(self, rank: int, trace, static: Static, sim):
+    def __init__(self, rank: int, trace, static: Static, sim, offset: int = 0):
         self.rank = rank
         self.t = trace
         self.sim = sim
         self.dur, self.kind, self.slot, self.ids = static.dur, static.kind, static.slot, static.ids
         self.key, self.sequence = static.key, static.sequence
+        self.coll_index = static.coll_index
         self.limits = static.limits
         self.next = [0] * len(self.limits)  # in-order slots: position of the next row to run
         self.children, self.child_ptr = static.children, static.child_ptr
@@ -74,11 +84,11 @@ class Npu:
         self.slack = static.slack
         if self.slack is not None:  # roots that started later in the recording wait as long
             for heap in self.ready:
-                late = [(i, r) for i, r in heap if self.slack[r] > 0]
+                late = [(i, r) for i, r in heap if offset + self.slack[r] > 0]
                 for _, r in late:
-                    sim.engine.at(int(self.slack[r]), self.release, r)
+                    sim.engine.at(offset + int(self.slack[r]), self.release, r)
                 if late:
-                    heap[:] = [x for x in heap if self.slack[x[1]] <= 0]
+                    heap[:] = [x for x in heap if offset + self.slack[x[1]] <= 0]
                     heapq.heapify(heap)
         self.busy = [0] * len(self.limits)
         n = len(trace)
@@ -178,6 +188,8 @@ class Matchmaker:
         pg = t.groups[t.pg_name[r]] if t.has(Attr.PG_NAME)[r] else ""
         k = self.count.get((npu.rank, pg), 0)
         self.count[(npu.rank, pg)] = k + 1
+        if npu.coll_index is not None and r in npu.coll_index:
+            k = npu.coll_index[r]
         key = (pg, k)
         inst = self.open.get(key)
         if inst is None:

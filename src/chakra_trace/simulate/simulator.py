@@ -132,7 +132,8 @@ class Simulator:
         for t in traces.values():
             if id(t) not in static:
                 static[id(t)] = Static(t, self._durations(t), lanes=not compat, recorded_waits=comm == "recorded")
-        self.npus_state = [Npu(r, traces[r], static[id(traces[r])], self) for r in range(self.npus)]
+        offsets = self._recorded_offsets(traces) if comm == "recorded" else {}
+        self.npus_state = [Npu(r, traces[r], static[id(traces[r])], self, offsets.get(r, 0)) for r in range(self.npus)]
         missing = sum(n.missing for n in self.npus_state)
         if missing:
             self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
@@ -146,6 +147,16 @@ class Simulator:
             for c in changes:
                 self.warn(f"trace repaired before simulation: {c}")
         return {r: fixed[id(t)] for r, t in traces.items()}
+
+    @staticmethod
+    def _recorded_offsets(traces: dict[int, Trace]) -> dict[int, int]:
+        """When each rank started in the recording (ns after the first), where every rank
+        records its time origin (ranks of one host share the clock); else all at 0."""
+        origins = {r: t.time_origin_ns for r, t in traces.items()}
+        if len({id(t) for t in traces.values()}) < len(traces) or any(o is None for o in origins.values()):
+            return {}
+        lo = min(o for o in origins.values() if o is not None)
+        return {r: int(o - lo) for r, o in origins.items() if o is not None}
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -233,9 +244,9 @@ class Simulator:
         if self.comm == "ideal":  # done as the last member issues it
             finish = np.full(ranks.size, int(start.max()), np.int64)
             algorithm, chunks = self.comm, 1
-        elif self.comm == "recorded":  # the transfer (the shortest member's time) after the last
+        elif self.comm == "recorded":  # its recorded time, and not before the last member is there
             took = np.array([int(self.npus_state[r].dur[issued[r][1]]) for r in ranks.tolist()], np.int64)
-            finish = np.maximum(int(start.max()) + int(took.min()), start + took)  # one never ends sooner than recorded
+            finish = np.maximum(start + took, int(start.max()))
             algorithm, chunks = self.comm, 1
         else:
             plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
@@ -352,11 +363,10 @@ class Simulator:
         )
 
 
-#: How communication is costed: on the network model; as recorded (a collective ends the
-#: shortest of its members' recorded times after the last member issues it, the others having
-#: waited for that one, and no member sooner than its own recorded time; a send takes its
-#: recorded time; and every node waits after its dependencies as long as it did in the
-#: recording: launch and queueing delays); or free (an ideal network).
+#: How communication is costed: on the network model; as recorded (each member of a collective
+#: takes its recorded time, and none ends before the last member issues it; a send takes its
+#: recorded time; every node waits after its dependencies as long as it did in the recording,
+#: launch and queueing delays, and each rank starts when it did); or free (an ideal network).
 COMM_MODELS = ("network", "recorded", "ideal")
 
 _ASTRA_TYPES = {
