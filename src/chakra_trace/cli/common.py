@@ -11,7 +11,15 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from ..io.workload import Workload
 
@@ -34,8 +42,27 @@ def print_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False))
 
 
+# Wide enough that no table in a pipe or file is squeezed: rich would otherwise lay tables out for
+# 80 columns and cut numbers to "…" (a terminal keeps its own width).
+PIPE_WIDTH = 1000
+
+
 def console() -> Console:
-    return Console()
+    """Where tables go: the terminal at its width, or a pipe/file without truncation or colour."""
+    return Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH, no_color=True, highlight=False)
+
+
+@contextmanager
+def steps(label: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
+    """Yield a callback(advance=1) that drives a rich bar of `total` steps (ranks, ops, systems) on a
+    terminal, None in pipes: long operations show where they are without polluting redirected output."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    cols = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*cols, transient=True, console=Console(stderr=True)) as p:
+        task = p.add_task(label, total=total)
+        yield lambda n=1: p.advance(task, n)
 
 
 @contextmanager
