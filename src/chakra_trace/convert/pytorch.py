@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError
-from ..io.et import write_trace
+from ..io.et import read_trace, write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.builder import global_metadata
 from ..schema.enums import TIME_ORIGIN, Attr, NodeType, collective_name
+from ..schema.groups import resolve_unnamed_groups
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
@@ -87,6 +88,7 @@ class ConversionReport:
     span_us: float = 0.0  # first step start to last step end
     linked: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was inferred across ranks
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -426,17 +428,21 @@ class _Converter:
         return flops, known, nbytes
 
     def _async_work(self, comm: set[int]) -> tuple[set[int], set[int]]:
-        """Backend ops (gloo:all_reduce, ...) that ran on another thread than their c10d op:
-        (those the c10d op waited for, the c10d ops that only queued theirs). A c10d op that
-        returned before its work ended is a CPU node and the backend op is the collective,
-        with the time the transfer took; one that returned with its work is the collective."""
+        """Backend ops (gloo:all_reduce, gloo:send, ...) of a c10d op: (those the c10d op waited
+        for, the c10d ops that only queued theirs). A c10d op that returned before its work ended
+        is a CPU node and the backend op is the collective or send/recv, with the time the
+        transfer took; one that returned with its work is the communication node. Where the
+        backend op runs does not matter: gloo's all-reduce is recorded on its worker thread, its
+        send/recv on the calling thread, from the post to the completion."""
         sync, issuers = set(), set()
+        self.issued_by: dict[int, int] = {}  # backend op -> the c10d op that only queued it
         for i in comm:
             if not self.names[i].startswith("c10d::") and self.names[i] != "record_param_comms":
                 c = self._issuer(i, comm)
-                if c >= 0 and c != i and c in comm and self.tid[c] != self.tid[i]:
+                if c >= 0 and c != i and c in comm:
                     if 0 <= self.end[c] + _JOIN_NS < self.end[i]:
                         issuers.add(c)
+                        self.issued_by[i] = c
                     else:
                         sync.add(i)
         return sync, issuers
@@ -704,9 +710,27 @@ class _Converter:
     def _order_edges(self, tl: _Timeline, folded_into) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Execution-order dependencies (sources, destinations): thread / stream order, through
         the `[host]` gaps, GPU work after the op that launched it, the tail gap last."""
-        ev_ids, gap, prev = tl.ids, tl.gap, tl.prev
-        dep_src = [ev_ids[gap & (prev >= 0)] - 1, ev_ids[gap], ev_ids[~gap & (prev >= 0)]]
-        dep_dst = [ev_ids[prev[gap & (prev >= 0)]], tl.gap_ids, ev_ids[prev[~gap & (prev >= 0)]]]
+        ev_ids, gap, prev = tl.ids, tl.gap, tl.prev.copy()
+        resume_src, resume_dst = [], []
+        for i, c in self.issued_by.items():
+            k, p = tl.host_pos[i], tl.host_pos[c]
+            if k >= 0 and p >= 0 and prev[k] == p:  # work recorded on its issuer's thread, started inside it
+                prev[k] = tl.prev[p]  # runs beside the issuer (`_comm_nodes` orders it after it)
+                after = np.flatnonzero(tl.prev == k)  # the thread goes on after both
+                resume_src += ev_ids[after].tolist()
+                resume_dst += [int(ev_ids[p])] * after.size
+        dep_src = [
+            ev_ids[gap & (prev >= 0)] - 1,
+            ev_ids[gap],
+            ev_ids[~gap & (prev >= 0)],
+            np.array(resume_src, np.int64),
+        ]
+        dep_dst = [
+            ev_ids[prev[gap & (prev >= 0)]],
+            tl.gap_ids,
+            ev_ids[prev[~gap & (prev >= 0)]],
+            np.array(resume_dst, np.int64),
+        ]
         if tl.n_gpu:
             gk = np.flatnonzero(tl.is_gpu)
             launcher = tl.host_pos[folded_into[tl.gpu["hrow"][tl.src[gk]]]]
@@ -1043,7 +1067,22 @@ def convert_collection(
                 reports[rank] = rep
                 if on_rank_done:
                     on_rank_done(rank, rep)
+    _resolve_written_groups({r: t[3] for r, t in zip(files, tasks)}, compress, reports)
     return dict(sorted(reports.items()))
+
+
+def _resolve_written_groups(paths: dict[int, str], compress: bool, reports: dict[int, ConversionReport]) -> None:
+    """Collectives recorded without a process group are matched across the written ranks
+    (`resolve_unnamed_groups`); ranks whose collectives were named are written again."""
+    if len(paths) < 2:
+        return
+    traces = {r: read_trace(p) for r, p in paths.items()}
+    before = {r: (t.present.copy(), t.pg_name.copy()) for r, t in traces.items()}
+    notes = resolve_unnamed_groups(traces)
+    for r, t in traces.items():
+        if not (np.array_equal(before[r][0], t.present) and np.array_equal(before[r][1], t.pg_name)):
+            write_trace(t, paths[r], compress=compress)
+            reports[r].notes.extend(notes)
 
 
 def is_collection(path: Path) -> bool:
@@ -1061,6 +1100,7 @@ def read_collection(folder: Path, progress: Progress | None = None, ranks: list[
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConversionWarning)  # `chakra convert pytorch` shows them
                 traces[r], _ = convert_pytorch(et, kineto, rank=r)
+    resolve_unnamed_groups(traces)
     return Workload(traces, paths={r: Path(et) for r, (et, _) in files.items()})
 
 

@@ -69,3 +69,105 @@ def declared_groups(traces: Iterable[Trace]) -> dict[str, list[int]]:
                     if all(isinstance(x, int) for x in g["ranks"]) and g["ranks"]:
                         out.setdefault(str(g["pg_name"]), sorted(g["ranks"]))
     return out
+
+
+def _declared_by_rank(t: Trace, rank: int) -> dict[str, list[int] | None]:
+    """Groups a rank's own `pg_config` says it is in: name -> ranks (None: every rank)."""
+    out: dict[str, list[int] | None] = {}
+    for r in np.flatnonzero(t.types == NodeType.METADATA_NODE).tolist():
+        raw = t.attr(r, "pg_config")
+        try:
+            cfg = json.loads(raw) if raw else []
+        except (TypeError, ValueError):
+            continue
+        for g in cfg if isinstance(cfg, list) else cfg.values() if isinstance(cfg, dict) else []:
+            if not isinstance(g, dict) or "pg_name" not in g:
+                continue
+            ranks = g.get("ranks")
+            if ranks == [] or ranks is None:
+                out[str(g["pg_name"])] = None
+            elif isinstance(ranks, list) and rank in ranks:
+                out[str(g["pg_name"])] = sorted(int(x) for x in ranks)
+    return out
+
+
+def resolve_unnamed_groups(traces: dict[int, Trace], tolerance_ns: int = 50_000) -> list[str]:
+    """Name the communicator of collectives recorded without one, where a rank is in several
+    groups: CPU gloo collectives carry no process group in PyTorch traces, and reading them all
+    as the all-ranks group pairs one data-parallel group's all-reduce with another's.
+
+    Collectives are matched across ranks as they must have run: repeatedly, the group whose
+    members all have a collective of the same type and size next in issue order, and whose
+    recorded intervals overlap (no member ends before the last one starts: they met); the
+    largest such group wins (an all-ranks collective also looks like one in each subgroup),
+    and among groups, the one that finished first goes first. Without recorded times, the
+    largest group whose next collectives agree. Sets `pg_name` in place; returns what it did
+    (or could not do), one line each."""
+    declared = {r: _declared_by_rank(t, r) for r, t in traces.items()}
+    if not any(len(d) > 1 for d in declared.values()):
+        return []
+    world = sorted(traces)
+    queues: dict[int, list[int]] = {}
+    for r, t in traces.items():
+        rows = group_rows(t, "")
+        if rows.size:
+            queues[r] = rows.tolist()
+    if not queues:
+        return []
+    origin = {r: t.time_origin_ns or 0 for r, t in traces.items()}
+    timed = all(traces[r].timed for r in queues)
+    groups: dict[str, list[int]] = {}
+    for d in declared.values():
+        for name, ranks in d.items():
+            groups.setdefault(name, world if ranks is None else ranks)
+    head = {r: 0 for r in queues}
+    resolved: dict[str, int] = {}
+
+    def sig(r: int) -> tuple[int, int] | None:
+        if r not in queues or head[r] >= len(queues[r]):
+            return None
+        t, row = traces[r], queues[r][head[r]]
+        return int(t.comm_type[row]), int(t.comm_size[row])
+
+    def span(r: int) -> tuple[int, int]:
+        t, row = traces[r], queues[r][head[r]]
+        s = int(t.start[row]) * 1000 + origin[r]
+        return s, s + int(t.duration[row]) * 1000
+
+    while True:
+        found = []  # (did they meet, when the last ended, name, members)
+        for name, members in groups.items():
+            if not all(r in queues and name in declared[r] for r in members):
+                continue
+            sigs = {sig(r) for r in members}
+            if len(sigs) != 1 or None in sigs:
+                continue
+            met, end = True, 0
+            if timed:
+                spans = [span(r) for r in members]
+                met = max(s for s, _ in spans) <= min(e for _, e in spans) + tolerance_ns
+                end = max(e for _, e in spans)
+            found.append((not met, end, name, members))
+        if not found:
+            break
+        first = min(found, key=lambda c: c[:2])
+        best = max((c for c in found if c[0] == first[0] and set(first[3]) <= set(c[3])), key=lambda c: len(c[3]))[1:]
+        _, name, members = best
+        for r in members:
+            if name not in ALL_RANKS_GROUPS:  # (an all-ranks collective stays unnamed, as recorded)
+                traces[r].set_attr(Attr.PG_NAME, name, [queues[r][head[r]]])
+            head[r] += 1
+        if name not in ALL_RANKS_GROUPS:
+            resolved[name] = resolved.get(name, 0) + 1
+    notes = [
+        f"collectives recorded without a process group matched across ranks to group {name!r} "
+        f"({', '.join(map(str, groups[name]))}): {n}"
+        for name, n in sorted(resolved.items())
+    ]
+    left = {r: len(q) - head[r] for r, q in queues.items() if head[r] < len(q)}
+    if left:
+        notes.append(
+            "collectives recorded without a process group that no group's members agree on were left "
+            f"unnamed (the all-ranks group): {', '.join(f'rank {r}: {n}' for r, n in sorted(left.items()))}"
+        )
+    return notes

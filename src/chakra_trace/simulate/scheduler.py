@@ -213,12 +213,12 @@ class Matchmaker:
         t = npu.t
         dst, tag, size = int(t.comm_dst[r]), int(t.comm_tag[r]), int(t.comm_size[r])
         arrival = self.sim.arrival(npu, r, dst, size)
-        self.sim.engine.at(arrival, npu.complete, r)
+        self.sim.engine.at(max(arrival, self.sim.engine.now + self.sim.own_time(npu, r)), npu.complete, r)
         key = (npu.rank, dst, tag, size)
         waiting = self.recvs.get(key)
         if waiting:
-            peer, pr = waiting.popleft()
-            self.sim.engine.at(arrival, peer.complete, pr)
+            peer, pr, posted = waiting.popleft()
+            self.sim.engine.at(max(arrival, posted + self.sim.own_time(peer, pr)), peer.complete, pr)
         else:
             self.sends.setdefault(key, deque()).append(arrival)
 
@@ -226,10 +226,11 @@ class Matchmaker:
         t = npu.t
         key = (int(t.comm_src[r]), npu.rank, int(t.comm_tag[r]), int(t.comm_size[r]))
         sent = self.sends.get(key)
-        if sent:  # a message that arrived before its receive was posted completes the receive now
-            self.sim.engine.at(max(sent.popleft(), self.sim.engine.now), npu.complete, r)
+        now = self.sim.engine.now
+        if sent:  # a message that arrived before its receive was posted: the receive's own time
+            self.sim.engine.at(max(sent.popleft(), now + self.sim.own_time(npu, r)), npu.complete, r)
         else:
-            self.recvs.setdefault(key, deque()).append((npu, r))
+            self.recvs.setdefault(key, deque()).append((npu, r, now))
 
     def blocked(self) -> dict[int, list[str]]:
         """What each NPU still waits for when nothing can happen any more."""
@@ -244,7 +245,7 @@ class Matchmaker:
                     f"NPU(s) {_short(missing)} that never reach it"
                 )
         for (src, dst, tag, size), q in self.recvs.items():
-            for npu, r in q:
+            for npu, r, _posted in q:
                 out.setdefault(dst, []).append(
                     f"node {int(npu.ids[r])}: receive from NPU {src} (tag {tag}, {size} B) has no matching send"
                 )

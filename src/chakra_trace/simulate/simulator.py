@@ -272,12 +272,18 @@ class Simulator:
             )
         )
 
+    def own_time(self, npu: Npu, r: int) -> int:
+        """The least time a send or receive takes once posted: its recorded time in the
+        `recorded` model (never faster than recorded; a receive waits longer for a late sender),
+        else 0 (the network decides when the message arrives)."""
+        return int(npu.dur[r]) if self.comm == "recorded" else 0
+
     def arrival(self, npu: Npu, r: int, dst: int, size: int) -> int:
-        """When a send issued now reaches its receiver."""
+        """When a send issued now reaches its receiver: now in the `recorded` and `ideal`
+        models (a recorded send's own time includes waiting for its receiver, so it is not a
+        transfer time: the receive takes its own recorded time instead)."""
         now = self.engine.now
-        if self.comm == "recorded":
-            return now + int(npu.dur[r])
-        if self.comm == "ideal":
+        if self.comm != "network":
             return now
         return int(self.fabric.send(np.array([npu.rank]), np.array([dst]), size, np.array([now]))[0])
 
