@@ -169,6 +169,9 @@ def _options(cmd: click.Command) -> list[click.Option]:
     return [p for p in cmd.params if isinstance(p, click.Option) and not p.hidden]
 
 
+#: Files written beside a command's main result, each named for what it holds.
+SECOND_OUTPUTS = {"--timeline", "--export", "--fix"}
+
 #: Commands whose only result is a file they write (the command says where, in one line).
 WRITES_ONLY = {"plot breakdown", "plot imbalance", "plot matrix", "plot roofline", "report"}
 
@@ -188,6 +191,8 @@ def test_option_names_agree(path, cmd):
             assert o.is_flag and o.name == "as_json", (name, o.opts)
         if o.name == "comm_groups":
             assert o.opts == ["--comm-groups"], (name, o.opts)
+        if isinstance(o.type, click.Path) and not o.type.exists:  # a path written, not read
+            assert "--output" in o.opts or longs[0] in SECOND_OUTPUTS, f"chakra {name} {longs[0]}: call it -o/--output"
     if name not in WRITES_ONLY:  # a result printed is also there as JSON
         assert any("--json" in o.opts for o in _options(cmd)), f"chakra {name} prints a result but has no --json"
 
