@@ -295,3 +295,19 @@ def test_tables_in_a_pipe_are_not_truncated(demo_job):
         ).stdout
     )
     assert f"{max(sim['finish_ns']):,}" in p.stdout
+
+
+# --------------------------------------------------------------------------- bad values, named
+
+
+def test_bad_values_name_what_is_wrong(demo_job, tmp_path, capsys):
+    cases = [
+        (["analyze", "critical-path", str(demo_job), "--rank", "7"], "no rank 7; the job has ranks [0, 1]"),
+        (["analyze", "imbalance", str(demo_job), "--tolerance", "-1"], "'--tolerance': -1.0 is not in the range"),
+        (["to-json", f"{demo_job}.0.et", str(tmp_path / "no" / "x.json")], f"{tmp_path / 'no' / 'x.json'}: cannot"),
+        (["simulate", str(demo_job), "--system", "ring-8", "--network", "x"], "'--network'"),
+    ]
+    for argv, expected in cases:
+        rc, _, err = _run(argv, capsys)
+        assert rc == 2 and expected in err and len(err.splitlines()) == 1, (argv, err)
+        assert ".tmp" not in err  # the file asked for, not the temporary one beside it
