@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import ChakraError, TraceFormatError
 from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
@@ -124,7 +125,10 @@ def register_source(claims: Callable[[Path], bool], read: Reader) -> None:
     _SOURCES.append((claims, read))
 
 
-def select_ranks(path: str | os.PathLike, found: dict[int, Path], ranks: list[int] | None) -> dict[int, Path]:
+_F = TypeVar("_F")
+
+
+def select_ranks(path: str | os.PathLike, found: dict[int, _F], ranks: list[int] | None) -> dict[int, _F]:
     """The files of `ranks` (all when None); ChakraError naming the ranks there are if one is absent."""
     if ranks is None:
         return found
