@@ -30,7 +30,8 @@ def _analysis(workload: str, comm_groups=None, system: str | None = None) -> Ana
 
 @click.group()
 def analyze() -> None:
-    """Analyses of a workload (WORKLOAD: a `.et` file or the prefix of `<prefix>.<rank>.et`)."""
+    """Analyses of a WORKLOAD: a `.et` file, the prefix of `<prefix>.<rank>.et[.gz]`, a folder holding
+    one job, or a `chakra collect` folder."""
 
 
 def _table(title: str, rows: list[dict], columns: list[str]) -> None:
