@@ -473,12 +473,12 @@ def test_cli_empty_trace(tmp_path, capsys):
     [
         (["from-json", "{bad}", "{out}.et"], "error: {bad}: nodes[0] (node id 5): type: unknown node type 'X'"),
         (["from-json", "{tmp}/missing.json", "{out}.et"], "error: {tmp}/missing.json: No such file or directory"),
-        (["to-json", "{bad}", "{out}.json"], "error: {bad} ("),  # JSON is not a .et file
+        (["to-json", "{bad}", "{out}.json"], "error: {bad}: already JSON"),  # JSON is not a .et file
         (
             ["to-json", "{et}", "{out}.json", "--lines", "--indent", "2"],
-            "Error: --indent cannot be used with JSON Lines output",
+            "error: --indent cannot be used with JSON Lines output",
         ),
-        (["to-json", "{et}", "{out}.jsonl", "--indent", "2"], "Error: --indent cannot be used with JSON Lines output"),
+        (["to-json", "{et}", "{out}.jsonl", "--indent", "2"], "error: --indent cannot be used with JSON Lines output"),
     ],
 )
 def test_cli_errors(tmp_path, capsys, args, expected):

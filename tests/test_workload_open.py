@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -102,6 +103,39 @@ def test_a_collect_folder_is_converted_on_open(collect_folder, ddp_pair):
     for r in (0, 1):
         assert w[r].equals(ddp_pair[r])  # what `chakra convert pytorch` writes
     assert Workload.open(collect_folder, ranks=[1]).ranks == [1]
+
+
+def test_a_collect_folder_is_converted_once(collect_folder, ddp_pair, monkeypatch):
+    from chakra_trace.convert import pytorch
+
+    first = Workload.open(collect_folder)
+    cached = sorted(p.name for p in (collect_folder / ".chakra-cache").iterdir())
+    assert len(cached) == 2 and cached[0].startswith("rank0.") and cached[1].startswith("rank1.")
+
+    def no_conversion(*_a, **_k):
+        raise AssertionError("converted again")
+
+    with monkeypatch.context() as m:
+        m.setattr(pytorch, "convert_pytorch", no_conversion)
+        again = Workload.open(collect_folder)  # from the cache
+        for r in (0, 1):
+            assert again[r].equals(first[r]) and again[r].equals(ddp_pair[r])
+        m.setenv("CHAKRA_TRACE_CACHE", "0")
+        with pytest.raises(AssertionError, match="converted again"):
+            Workload.open(collect_folder)
+        m.delenv("CHAKRA_TRACE_CACHE")
+        src = collect_folder / "rank1.et.json.gz"
+        src.write_bytes(src.read_bytes())  # a new recording (mtime changes): converted afresh
+        os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))
+        with pytest.raises(AssertionError, match="converted again"):
+            Workload.open(collect_folder)
+    assert Workload.open(collect_folder)[1].equals(ddp_pair[1])
+    assert len(list((collect_folder / ".chakra-cache").iterdir())) == 2  # the stale copy is gone
+
+
+def test_a_folder_that_cannot_keep_the_cache_still_opens(collect_folder, ddp_pair):
+    (collect_folder / ".chakra-cache").write_text("a file where the cache folder would go")  # (even for root)
+    assert Workload.open(collect_folder, ranks=[0])[0].equals(ddp_pair[0])
 
 
 def test_every_command_and_api_accepts_the_same_paths(job, collect_folder, capsys):

@@ -99,7 +99,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-
+    """Run the command; every error is one line `error: ...` on stderr with status 2 (a usage
+    error, bad input, or a bug: the last says so and how to see its traceback)."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
@@ -107,17 +108,45 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
-    except click.ClickException as e:
+    except click.exceptions.NoArgsIsHelpError as e:  # `chakra analyze` alone: the help, as click shows it
         e.show()
+        return 2
+    except click.UsageError as e:
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+        click.echo(f"error: {_one_line(e.format_message()).rstrip('.')}{hint}", err=True)
+        return 2
+    except click.ClickException as e:
+        click.echo(f"error: {_one_line(e.format_message())}", err=True)
         return 2
     except click.exceptions.Exit as e:
         return e.exit_code
-    except (ChakraError, OSError, MemoryError) as e:
-        if debug:
-            raise
-        msg = str(e) if isinstance(e, ChakraError) else f"{type(e).__name__}: {e}"
-        click.echo(f"error: {msg}", err=True)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as e:
+        # Bad input is a ChakraError (or an OSError: no such file, no permission); anything else is a
+        # bug, still one line so that scripts and users see one kind of failure, with the way to report it.
+        if debug:
+            raise
+        if isinstance(e, ChakraError):
+            msg = str(e)
+        elif isinstance(e, OSError) and e.filename is not None and e.strerror:
+            msg = f"{e.filename}: {e.strerror}"
+        elif isinstance(e, (OSError, MemoryError)):
+            msg = f"{type(e).__name__}: {e}"
+        else:
+            msg = f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)"
+        click.echo(f"error: {_one_line(msg)}", err=True)
+        return 2
     return rv if isinstance(rv, int) else 0
+
+
+def _one_line(msg: str) -> str:
+    """A message as one line: what follows a newline is joined with '; '. A traceback carried in a
+    message (a worker process's failure) shrinks to its last line, the error itself."""
+    lines = [part.strip() for part in str(msg).splitlines() if part.strip()]
+    for line in lines:
+        if "Traceback (most recent call last)" in line:
+            head = line.split("Traceback (most recent call last)")[0].rstrip(" :")
+            lines = [f"{head}: {lines[-1]}" if head else lines[-1]]
+            break
+    return "; ".join(lines) or "(no message)"

@@ -11,6 +11,7 @@ from rich.table import Table
 from ..analyze import Analysis
 from ..analyze.breakdown import COLUMNS
 from ..analyze.roofline import device_spec
+from ..errors import ChakraError
 from .common import (
     comm_groups_option,
     console,
@@ -29,7 +30,8 @@ def _analysis(workload: str, comm_groups=None, system: str | None = None) -> Ana
 
 @click.group()
 def analyze() -> None:
-    """Analyses of a workload (WORKLOAD: a `.et` file or the prefix of `<prefix>.<rank>.et`)."""
+    """Analyses of a WORKLOAD: a `.et` file, the prefix of `<prefix>.<rank>.et[.gz]`, a folder holding
+    one job, or a `chakra collect` folder."""
 
 
 def _table(title: str, rows: list[dict], columns: list[str]) -> None:
@@ -159,7 +161,7 @@ def _pct(v) -> str:
 )
 @click.option("--peak-tflops", type=float, help="Peak compute in TFLOP/s.")
 @click.option("--mem-bw-gbps", type=float, help="Memory bandwidth in GB/s.")
-@click.option("--top", type=int, default=25, show_default=True, help="Op names shown in the table.")
+@click.option("--top", type=click.IntRange(min=0), default=25, show_default=True, help="Op names shown in the table.")
 @click.option("--ops", is_flag=True, help="With --json: every op, not only the per-name totals.")
 @json_option
 def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: bool, as_json: bool) -> None:
@@ -234,7 +236,7 @@ def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: boo
     help="Absolute change (µs) below which an op counts as the same.",
 )
 @click.option("--by-rank", is_flag=True, help="Compare each rank separately.")
-@click.option("--top", type=int, default=30, show_default=True, help="Changes shown in the table.")
+@click.option("--top", type=click.IntRange(min=0), default=30, show_default=True, help="Changes shown in the table.")
 @json_option
 def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: int, as_json: bool) -> None:
     """Compare two workloads (B against A): whole-run metrics, collectives, and the ops
@@ -276,12 +278,16 @@ def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: in
 @comm_groups_option
 @click.option("--rank", type=int, default=None, help="One rank's dependency chain instead of the whole job's.")
 @simulate_one_option
-@click.option("--top", type=int, default=20, show_default=True, help="Operations listed (longest first).")
+@click.option(
+    "--top", type=click.IntRange(min=0), default=20, show_default=True, help="Operations listed (longest first)."
+)
 @json_option
 def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_json: bool) -> None:
     """The chain of operations across ranks that sets the step time: which rank and which
     ops (through collectives: the last member to arrive), from recorded or simulated times."""
     a = _analysis(workload, comm_groups, system)
+    if rank is not None and rank not in a.workload.traces:
+        raise ChakraError(f"{workload}: no rank {rank}; the job has ranks {a.workload.ranks[:20]}")
     if rank is not None:
         cp = a.critical_path(rank)
         t = a.workload.traces[rank]
@@ -338,7 +344,7 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
 @click.argument("workload")
 @comm_groups_option
 @click.option("--by", type=click.Choice(["total", "exposed", "count"]), default="total", show_default=True)
-@click.option("-n", "--top", "n", type=int, default=20, show_default=True)
+@click.option("-n", "--top", "n", type=click.IntRange(min=1), default=20, show_default=True)
 @simulate_one_option
 @json_option
 def top_cmd(workload: str, comm_groups, by: str, n: int, system, as_json: bool) -> None:

@@ -12,17 +12,19 @@ from rich.table import Table
 from ..collect.launch import collect as run_collect
 from .common import console, json_option, print_json
 
+DEFAULT_DIR = "chakra-collect"
+
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option(
-    "--out",
     "-o",
+    "--output",
     "out_dir",
-    default="chakra-collect",
-    show_default=True,
+    default=None,
     type=click.Path(file_okay=False),
-    help="Output folder (files of an earlier collection there are replaced).",
+    help=f"Output folder (files of an earlier collection there are replaced)  [default: {DEFAULT_DIR}]",
 )
+@click.option("--out", "out_old", default=None, hidden=True, type=click.Path(file_okay=False))
 @click.option(
     "--wait",
     default=1,
@@ -42,7 +44,8 @@ from .common import console, json_option, print_json
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def collect(
-    out_dir: str,
+    out_dir: str | None,
+    out_old: str | None,
     wait: int,
     warmup: int,
     active: int,
@@ -54,7 +57,7 @@ def collect(
     """Run COMMAND unchanged and record, per rank, the host execution trace and the Kineto trace.
 
     \b
-      chakra collect --out traces -- python train.py --epochs 1
+      chakra collect -o traces -- python train.py --epochs 1
       chakra collect -- torchrun --nproc-per-node 2 train.py
 
     Every Python process of the job records the same steps, counted by optimizer steps: step k
@@ -63,7 +66,9 @@ def collect(
     rank<r>.kineto.json.gz and manifest.json. The exit status is the job's. With --json, the
     job's standard output goes to standard error so that standard output holds only the manifest.
     """
-
+    if out_dir is not None and out_old is not None and out_dir != out_old:
+        raise click.UsageError("give the output folder once (-o/--output; --out is its old spelling)")
+    out_dir = out_dir or out_old or DEFAULT_DIR
     res = run_collect(
         list(command),
         out_dir,

@@ -27,7 +27,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print machin
 
 tolerance_option = click.option(
     "--tolerance",
-    type=float,
+    type=click.FloatRange(min=0),
     default=0.0,
     show_default=True,
     help="Relative size difference from the group's median that still counts as equal.",

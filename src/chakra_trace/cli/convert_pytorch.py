@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 
 import click
-from rich.console import Console
-from rich.progress import Progress
 
 from ..convert.pytorch import collection_files, convert_collection, convert_pytorch
 from ..errors import ChakraError
 from ..io.et import write_trace
-from .common import console, json_option, print_json
+from .common import console, json_option, print_json, steps
 
 
 @click.command("pytorch")
@@ -34,8 +31,9 @@ def convert_pytorch_cmd(
 
     if len(inputs) == 1 and os.path.isdir(inputs[0]):
         files = collection_files(inputs[0])
-        done = _rank_progress(len(files), as_json)
-        reports = convert_collection(inputs[0], output, jobs=jobs, compress=compress, on_rank_done=done)
+        with steps("converting ranks", len(files)) as advance:
+            done = (lambda _rank, _report: advance(1)) if advance else None
+            reports = convert_collection(inputs[0], output, jobs=jobs, compress=compress, on_rank_done=done)
     elif 1 <= len(inputs) <= 2 and all(os.path.isfile(p) for p in inputs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -69,20 +67,3 @@ def convert_pytorch_cmd(
         )
         for w in rep.warnings:
             con.print(f"  [yellow]warning:[/yellow] {w}")
-
-
-def _rank_progress(total: int, quiet: bool):
-    """Callback that advances a rich progress bar per converted rank (on a terminal only)."""
-    if quiet or not sys.stderr.isatty():
-        return None
-
-    progress = Progress(console=Console(stderr=True), transient=True)
-    task = progress.add_task("converting ranks", total=total)
-    progress.start()
-
-    def done(rank, report):
-        progress.advance(task)
-        if progress.finished:
-            progress.stop()
-
-    return done

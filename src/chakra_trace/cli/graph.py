@@ -42,7 +42,8 @@ _RENDERED = (".svg", ".pdf", ".png")
 def graph(
     workload: str, out: str, rank: int | None, name: str | None, neighbors: int, max_nodes: int | None, as_json: bool
 ) -> None:
-    """Export the dependency graph of one rank (WORKLOAD: a `.et` file or a job prefix).
+    """Export the dependency graph of one rank of WORKLOAD (a `.et` file, a job prefix, a folder holding
+    one job, or a `chakra collect` folder).
 
     Nodes show name, type, duration and, for communication, collective and bytes; data
     dependencies are solid edges, control dependencies dashed. Big traces: pick a part with

@@ -12,13 +12,13 @@ from .common import console, json_option, open_workload, print_json
 
 
 @click.command()
-@click.argument("path")
+@click.argument("path", metavar="WORKLOAD")
 @json_option
 def info(path: str, as_json: bool) -> None:
     """Counts by node type, edges, collectives by type and group, and time span.
 
-    PATH is a `.et` file (plain or gzip), the prefix of a workload's `<prefix>.<rank>.et` files, or a
-    folder holding one job.
+    WORKLOAD is a `.et` file (plain or gzip), the prefix of a workload's `<prefix>.<rank>.et` files, a
+    folder holding one job, or a `chakra collect` folder.
     """
     w = open_workload(path)
     summaries = {r: summarize(t) for r, t in w.traces.items()}

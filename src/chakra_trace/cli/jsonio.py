@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from ..errors import ChakraError
 from ..io.et import iter_chunks, read_trace, write_trace
-from ..io.jsonio import is_json_lines_path, read_json, write_json
+from ..io.jsonio import is_json_lines_path, is_json_path, read_json, write_json
+from ..io.workload import refuse_pytorch
 from .common import json_option, print_json, progress
 
 
@@ -37,6 +39,9 @@ def to_json(src: str, dst: str, lines: bool, indent: int | None, as_json: bool) 
 
     if indent is not None and (lines or is_json_lines_path(dst)):
         raise click.ClickException("--indent cannot be used with JSON Lines output (one object per line)")
+    refuse_pytorch(src)
+    if is_json_path(src):
+        raise ChakraError(f"{src}: already JSON; to-json reads a .et file (from-json turns Chakra JSON into .et)")
     with progress("reading", src) as cb:
         chunks = iter_chunks(src, progress=cb)
         first = next(chunks, None)
@@ -62,6 +67,7 @@ def from_json(src: str, dst: str, as_json: bool) -> None:
     OUT is gzipped if its name ends in .gz.
     """
 
+    refuse_pytorch(src)
     with progress("reading", src) as cb:
         trace = read_json(src, progress=cb)
     write_trace(trace, dst)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import click
@@ -10,22 +11,24 @@ from rich.table import Table
 
 from ..simulate import SimulationWarning
 from ..simulate import simulate as run
+from ..simulate.presets import PRESETS, SystemPreset, resolve, simulate_on
 from ..visualize.timeline import timeline as build_timeline
 from ..visualize.timeline import write_timeline
-from .common import console, json_option, open_workload, print_json
+from .common import comm_groups_option, console, json_option, open_workload, print_json, steps
+from .systems import SYSTEM_HELP, preset_names
 
 
 @click.command()
+@click.argument("workload", required=False)
+@click.option("--workload", "workload_opt", hidden=True, help="Old spelling of the WORKLOAD argument.")
+@click.option("--system", metavar="PRESET|SYSTEM.json", default=None, help=SYSTEM_HELP)
 @click.option(
-    "--workload",
-    "workload",
-    required=True,
-    help="Prefix of the per-NPU traces (<prefix>.<npu>.et[.gz]), or one .et file run on every NPU.",
+    "--network",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Network YAML (ASTRA-sim's analytical format); goes with a system JSON given to --system.",
 )
-@click.option("--network", required=True, type=click.Path(exists=True, dir_okay=False), help="Network YAML.")
-@click.option("--system", required=True, type=click.Path(exists=True, dir_okay=False), help="System JSON.")
 @click.option("--memory", type=click.Path(exists=True, dir_okay=False), help="Memory JSON (remote memory model).")
-@click.option("--comm-groups", type=click.Path(exists=True, dir_okay=False), help="Communicator groups JSON.")
+@comm_groups_option
 @click.option(
     "--compat",
     type=click.Choice(["none", "astra"]),
@@ -36,19 +39,52 @@ from .common import console, json_option, open_workload, print_json
 @click.option("--congestion-aware", "aware", is_flag=True, help="Per-link queues instead of the unaware model.")
 @click.option("--timeline", type=click.Path(dir_okay=False), help="Write the simulated timeline (Perfetto JSON).")
 @json_option
-def simulate(workload, network, system, memory, comm_groups, compat, aware, timeline, as_json) -> None:
-    """Simulate every NPU's trace on the network and print per-NPU finish and exposed
-    communication times (ns), totals and the collectives."""
+def simulate(workload, workload_opt, system, network, memory, comm_groups, compat, aware, timeline, as_json) -> None:
+    """Simulate WORKLOAD on a system and print per-NPU finish and exposed communication times (ns),
+    totals and the collectives.
+
+    \b
+      chakra simulate out/job --system dgx-8x8
+      chakra simulate out/job --system sys.json --network net.yml
+
+    WORKLOAD is a `.et` file (run on every NPU), the prefix of `<prefix>.<rank>.et[.gz]`, a folder
+    holding one job, or a `chakra collect` folder.
+    """
+    if workload and workload_opt and workload != workload_opt:
+        raise click.UsageError("give the workload once (WORKLOAD, or the old --workload)")
+    workload = workload or workload_opt
+    if not workload:
+        raise click.UsageError("missing WORKLOAD (a .et file, a <prefix> of <prefix>.<rank>.et, or a folder)")
+    preset = _system(system, network)
     wl = open_workload(workload, comm_groups)
-    with warnings.catch_warnings():
+    kw = {"memory": memory, "compat": compat == "astra", "aware": aware}
+    label = preset.name if preset is not None else system
+    with warnings.catch_warnings(), steps(f"simulating on {label}", None):
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
-        res = run(wl, network, system, memory=memory, compat=compat == "astra", aware=aware)
+        res = simulate_on(wl, preset, **kw) if preset is not None else run(wl, network, system, **kw)
     if timeline:
         write_timeline(build_timeline(None, res), timeline)
     if as_json:
         print_json(res.to_dict())
         return
     _print(res, timeline)
+
+
+def _system(system: str | None, network: str | None) -> SystemPreset | None:
+    """The preset `--system` names (None: a system JSON that goes with `--network`)."""
+    if system is None:
+        raise click.UsageError(f"missing --system: a preset ({preset_names()}) or a system JSON with --network")
+    if network is not None:
+        if not os.path.isfile(system):
+            raise click.UsageError(
+                f"--network goes with a system JSON file; {system!r} is not a file (a preset has its own network)"
+            )
+        return None
+    if system.lower() in PRESETS or "," in system:
+        return resolve(system)
+    if os.path.isfile(system):
+        raise click.UsageError(f"--system {system} is a system config: give its network too (--network NET.yml)")
+    return resolve(system)  # unknown preset: the error lists them
 
 
 def _print(res, timeline) -> None:

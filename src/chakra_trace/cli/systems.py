@@ -9,11 +9,24 @@ import click
 
 from ..io.workload import Workload
 from ..simulate import SimResult, SimulationWarning
-from ..simulate.presets import resolve, simulate_on
+from ..simulate.presets import PRESETS, resolve, simulate_on
+from .common import steps
+
+
+def preset_names() -> str:
+    """The presets, as help and errors list them (from `simulate.presets.PRESETS`, never by hand)."""
+    return ", ".join(PRESETS)
+
 
 _SYSTEM = (
-    "a preset (ring-8, torus-8x8, dgx-8x8, dgx-8x128, torus-4x4x4) or NETWORK.yaml,SYSTEM.json; a job with "
+    f"a preset ({preset_names()}) or NETWORK.yaml,SYSTEM.json; a job with "
     "fewer ranks than the system's NPUs is scaled out data-parallel"
+)
+
+#: `chakra simulate --system`: the same presets, or ASTRA-sim's system JSON (with --network).
+SYSTEM_HELP = (
+    f"A preset ({preset_names()}), or a system JSON (ASTRA-sim's format) given with --network, or "
+    "NETWORK.yaml,SYSTEM.json. A job with fewer ranks than a preset's NPUs is scaled out data-parallel."
 )
 
 #: One system whose simulated times replace the recorded ones (analyses).
@@ -39,11 +52,14 @@ def run_simulations(workload: Workload, systems) -> dict:
     """{label: SimResult} for each --simulate value; simulation notes are kept in each result's
     `warnings` (shown once by the caller), not printed as they happen."""
     out = {}
-    for spec in systems:
-        p = resolve(spec)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SimulationWarning)
-            out[p.name] = simulate_on(workload, p)
+    presets = [resolve(spec) for spec in systems]  # every name checked before the first simulation
+    with steps("simulating", len(presets)) as advance:
+        for p in presets:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SimulationWarning)
+                out[p.name] = simulate_on(workload, p)
+            if advance:
+                advance(1)
     return out
 
 

@@ -35,7 +35,8 @@ from .common import comm_groups_option, json_option, open_workload, print_json
 @click.option("--no-flows", is_flag=True, help="Leave out the arrows linking collectives and sends to receives.")
 @json_option
 def timeline(workload: str, output: str, comm_groups, align: str, max_events, no_flows: bool, as_json: bool) -> None:
-    """Write the recorded timeline of WORKLOAD (a `.et` file, a `<prefix>.<rank>.et` prefix or a folder)
+    """Write the recorded timeline of WORKLOAD (a `.et` file, a `<prefix>.<rank>.et` prefix, a folder, a
+    `chakra collect` folder)
     as Chrome Trace Event JSON: a process per rank, a track per thread, stream or resource,
     flows linking each collective's members. (`chakra simulate --timeline` writes simulated ones.)"""
     tl = build_timeline(open_workload(workload, comm_groups), align=align, flows=not no_flows, max_events=max_events)

@@ -57,7 +57,7 @@ def _print_report(con, title: str, report: ValidationReport) -> None:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, required=True, metavar="WORKLOAD...", type=click.Path())
 @json_option
 @click.option(
     "--fix",
@@ -71,14 +71,15 @@ def _print_report(con, title: str, report: ValidationReport) -> None:
 @click.option("--strict", is_flag=True, help="Fail (exit 1) on warnings too.")
 @comm_groups_option
 def validate(paths: tuple[str, ...], as_json: bool, fix_out: str | None, strict: bool, comm_groups: str | None) -> None:
-    """Check `.et` files or workloads (PATH: a file, a prefix of `<prefix>.<rank>.et[.gz]`, a folder).
+    """Check `.et` files or workloads (WORKLOAD: a file, a prefix of `<prefix>.<rank>.et[.gz]`, a folder,
+    a `chakra collect` folder).
 
     A prefix with several ranks is checked per rank and across ranks (collective order per
     communicator group, send/receive matching). Exit status: 0 without errors (warnings
     allowed unless --strict), 1 with errors, 2 on unreadable input.
     """
     if fix_out is not None and len(paths) != 1:
-        raise click.UsageError("--fix takes exactly one PATH")
+        raise click.UsageError("--fix takes exactly one WORKLOAD")
     con = console()
     results: list[dict[str, Any]] = []
     failed = False

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import concurrent.futures as cf
+import functools
 import json
 import multiprocessing as mp
 import os
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.cache import cached_trace
 from ..io.et import read_trace, write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.builder import global_metadata
@@ -1090,17 +1092,33 @@ def is_collection(path: Path) -> bool:
     return path.is_dir() and any(_RANK_FILE.match(e) and ".et." in e for e in os.listdir(path))
 
 
+@functools.cache
+def _converter_stamp() -> str:
+    """Which converter made a cached trace: every source file of the `convert` package, by size and
+    mtime (a new version or an edited checkout converts afresh)."""
+    here = Path(__file__).parent
+    return ";".join(
+        f"{p.relative_to(here)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(here.rglob("*.py"))
+    )
+
+
 def read_collection(folder: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
-    """Every rank (or `ranks`) of a `chakra collect` folder, converted in memory one after another.
-    What `Workload.open` does with such a folder; `convert_collection` writes the files instead."""
+    """Every rank (or `ranks`) of a `chakra collect` folder, converted one after another (and kept in
+    the folder's `.chakra-cache`, so the next open reads `.et`). What `Workload.open` does with such
+    a folder; `convert_collection` writes the files instead."""
     files = select_ranks(folder, collection_files(folder), ranks)
     traces = {}
     for r, (et, kineto) in files.items():
-        with progress(f"converting rank {r}", Path(et)) if progress else nullcontext():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConversionWarning)  # `chakra convert pytorch` shows them
-                traces[r], _ = convert_pytorch(et, kineto, rank=r)
-    resolve_unnamed_groups(traces)
+
+        def convert(r=r, et=et, kineto=kineto) -> Trace:
+            with progress(f"converting rank {r}", Path(et)) if progress else nullcontext():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConversionWarning)  # `chakra convert pytorch` shows them
+                    return convert_pytorch(et, kineto, rank=r)[0]
+
+        sources = [Path(et)] + ([Path(kineto)] if kineto else [])
+        traces[r] = cached_trace(sources, f"rank{r}", convert, stamp=_converter_stamp())
+    resolve_unnamed_groups(traces)  # (after the cache: it matches collectives across the ranks read)
     return Workload(traces, paths={r: Path(et) for r, (et, _) in files.items()})
 
 

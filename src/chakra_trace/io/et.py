@@ -176,7 +176,10 @@ def atomic_output(
     path = Path(path)
     if compress is None:
         compress = path.suffix == ".gz"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    except OSError as e:  # name the file asked for, not the temporary one beside it
+        raise type(e)(e.errno, f"cannot write here ({e.strerror})", str(path)) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions

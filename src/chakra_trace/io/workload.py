@@ -8,13 +8,16 @@ command and API opens workloads through it, so they all accept the same paths.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import ChakraError, TraceFormatError
 from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
@@ -93,6 +96,7 @@ class Workload:
         files = select_ranks(path, locate(path), wanted)
         traces = {}
         for rank, p in files.items():
+            refuse_pytorch(p)
             with progress(f"rank {rank}", p) if progress else nullcontext() as cb:
                 traces[rank] = read_json(p) if is_json_path(str(p)) else read_trace(p, progress=cb, **read_options)
         return cls(traces, groups, files)
@@ -121,7 +125,10 @@ def register_source(claims: Callable[[Path], bool], read: Reader) -> None:
     _SOURCES.append((claims, read))
 
 
-def select_ranks(path: str | os.PathLike, found: dict[int, Path], ranks: list[int] | None) -> dict[int, Path]:
+_F = TypeVar("_F")
+
+
+def select_ranks(path: str | os.PathLike, found: dict[int, _F], ranks: list[int] | None) -> dict[int, _F]:
     """The files of `ranks` (all when None); ChakraError naming the ranks there are if one is absent."""
     if ranks is None:
         return found
@@ -182,6 +189,60 @@ def locate(path: str | os.PathLike) -> dict[int, Path]:
     if not found:
         raise ChakraError(f"{p}: no such file, and no files named {p.name}.<rank>.et[.gz]")
     return found
+
+
+# --------------------------------------------------------------------------- PyTorch files given as Chakra
+
+_SNIFF_BYTES = 4096
+_HOST_KEY = re.compile(rb'"schema"\s*:')
+_KINETO_KEY = re.compile(rb'"(?:schemaVersion|traceEvents)"\s*:')
+_PYTORCH_SUFFIX = re.compile(r"(?:\.et)?(?:\.kineto)?(?:\.pt)?\.json(?:\.gz)?$")
+
+
+def sniff(path: str | os.PathLike) -> str | None:
+    """ "pytorch-host" or "kineto" when a file is one of PyTorch's JSON traces, else None. Reads
+    only the first few KB: host traces open with "schema" (then "nodes"), Kineto ones with
+    "schemaVersion" or "traceEvents"; Chakra JSON has "format" instead."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as g:
+                head = g.read(_SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return None  # unreadable here: the reader says why
+    if not head.lstrip()[:1] == b"{":
+        return None
+    if _KINETO_KEY.search(head):
+        return "kineto"
+    if _HOST_KEY.search(head):
+        return "pytorch-host"
+    return None
+
+
+def refuse_pytorch(path: str | os.PathLike) -> None:
+    """ChakraError naming the command that converts `path` when it is a PyTorch trace, not Chakra."""
+    kind = sniff(path)
+    if kind is None:
+        return
+    p = Path(path)
+    stem = _PYTORCH_SUFFIX.sub("", p.name) or p.name
+    if kind == "pytorch-host":
+        kineto = next((k for k in _kineto_beside(p, stem) if k.is_file()), None)
+        cmd = f"chakra convert pytorch {p}{f' {kineto}' if kineto else ''} -o {p.with_name(stem)}"
+        raise ChakraError(
+            f"{p}: a PyTorch host execution trace (JSON), not a Chakra trace; convert it first: {cmd} "
+            f"(or give the `chakra collect` folder it is in)"
+        )
+    raise ChakraError(
+        f"{p}: a Kineto (PyTorch profiler) trace, not a Chakra trace; it is converted together with its host "
+        f"execution trace: chakra convert pytorch HOST_TRACE.json {p} -o {p.with_name(stem)}"
+    )
+
+
+def _kineto_beside(host: Path, stem: str) -> list[Path]:
+    """Where `chakra collect` (rank<r>.kineto.json[.gz]) and users put a host trace's Kineto trace."""
+    return [host.with_name(f"{stem}.kineto.json{gz}") for gz in (".gz", "")]
 
 
 def read_comm_groups(path: str | os.PathLike) -> dict[str, list[int]]:
