@@ -186,6 +186,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         "steps": rep.steps,
         "coverage": {**rep.coverage.to_dict(), "waits": rep.waits},
         "recorded_step_s": recorded,
+        "recorded_basis": rep.recorded_basis,
     }
     if opts.get("plan"):
         out["plan"] = rep.plan
