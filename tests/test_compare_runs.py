@@ -78,7 +78,7 @@ def test_one_run_per_side_is_not_enough_evidence():
     assert compare(a, b).significant  # what `chakra bench compare` used to say
     c = compare_runs(a, b)
     assert c.status == "not_enough_evidence" and not c.significant and not c.meaningful
-    assert c.verdict.startswith("not enough evidence (1 runs per side; need ≥ 3 per side): B/A = 1.56")
+    assert c.verdict.startswith("not enough evidence (1 run per side; need ≥ 3 per side): B/A = 1.56")
     assert c.a_center == pytest.approx(6.09e-3, rel=0.01) and c.ratio == pytest.approx(9.51 / 6.09, rel=0.01)
     assert math.isnan(c.p_value) and c.ratio_ci is None
     assert compare_runs([a, a], [b, b, b]).status == "not_enough_evidence"  # 2 runs are still too few
@@ -166,7 +166,7 @@ def test_cli_compare_runs(tmp_path, capsys, monkeypatch):
 
     # one file per side: not enough evidence, with the medians and ratio shown
     assert main(["bench", "compare", a_files[0], b_files[0]]) == 0
-    assert "not enough evidence (1 runs per side; need ≥ 3" in capsys.readouterr().out
+    assert "not enough evidence (1 run per side; need ≥ 3" in capsys.readouterr().out
     assert main(["bench", "compare", a_files[0]]) == 2
     assert main(["bench", "compare", a_files[0], "vs"]) == 2
     capsys.readouterr()

@@ -101,8 +101,8 @@ def compare(
 
     \b
     chakra bench compare a.json b.json                 # one run each: not enough evidence
-    chakra bench compare a1.json a2.json a3.json vs b1.json b2.json b3.json
-    chakra bench compare -a a1.json -a a2.json -a a3.json -b b*.json ...
+    chakra bench compare a*.json vs b*.json            # one run per file (e.g. bench.py --json)
+    chakra bench compare -a a1.json -a a2.json -a a3.json -b b1.json -b b2.json -b b3.json
 
     Samples of one process share its memory layout, clock frequency and caches, so they do not
     replicate a benchmark: each run's median counts once, and Welch's t-test on the log run medians

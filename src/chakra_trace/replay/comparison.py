@@ -274,7 +274,7 @@ def compare_runs(
         "b_between_run_sd": _log_sd(mb),
         **base,
     }
-    runs_s = f"{ka} vs {kb} runs" if ka != kb else f"{ka} runs per side"
+    runs_s = f"{ka} vs {kb} runs" if ka != kb else f"{ka} run{'s' if ka != 1 else ''} per side"
     if ka < min_runs or kb < min_runs:
         return RunComparison(
             ratio_ci=None, ratio_ci_bootstrap=None, p_value=nan, t_stat=nan, df=nan, significant=False,
