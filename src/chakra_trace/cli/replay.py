@@ -159,4 +159,7 @@ def replay(
     if output:
         con.print(f"result: {output}")
     if export:
-        con.print(f"benchmark script: {export} (python {export} --json out.json; then chakra bench compare)")
+        con.print(
+            f"benchmark script: {export} (one run per process: python {export} --json a1.json, a2.json, ...; "
+            "then chakra bench compare a*.json vs b*.json)"
+        )

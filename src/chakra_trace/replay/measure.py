@@ -3,7 +3,8 @@
 `measure()` repeats a callable until the 95% confidence interval of its mean time is narrow enough (or a
 repeat/time budget is spent) and returns a `Measurement`: the raw samples, why it stopped, the machine it ran
 on, and the statistics (median with a distribution-free CI, mean with a Student-t CI, outliers).
-`compare()` says whether two measurements differ (Welch's t-test plus a bootstrap CI of the ratio of medians).
+`comparison.compare_runs()` says whether two sets of runs differ (runs, i.e. processes, as the unit);
+`Measurement.runs` lets one measurement hold several runs.
 
 The statistics are pure functions in `statistics.py`; the machine a measurement ran on is described by
 `environment.py`. Only numpy and the standard library are used: the replayer imports this on machines
