@@ -114,6 +114,15 @@ def test_run_longer_than_budget_stops_after_two_and_says_so():
     assert m.stop_reason == "budget" and m.n == 5 and m.note == ""
 
 
+def test_on_sample_counts_the_timed_samples():
+    clock = FakeClock([1.0] * 50)
+    seen: list[int] = []
+    m = measure(
+        clock.fn, timer=clock.timer, warmup=2, max_repeats=7, target_rel_ci=0.0, budget_s=1e9, on_sample=seen.append
+    )
+    assert seen == list(range(1, m.n + 1)) and m.n == 5  # (constant: converged at min_repeats)
+
+
 def test_warmup_is_not_timed_and_sync_wraps_each_clock_read():
     events = []
     clock = FakeClock([100.0, 100.0] + [1.0] * 100)

@@ -102,3 +102,12 @@ def test_cycles_are_repaired_with_a_warning_or_named_in_one_line(tmp_path, capsy
     assert main(["replay", _small(tmp_path, cycle="data"), "--budget-s", "0.3"]) == 2
     [err] = capsys.readouterr().err.strip().splitlines()
     assert err.startswith("error: rank 0 failed: rank 0 (smalldata.et): dependency cycle") and "data" in err
+
+
+@pytest.mark.timeout(120)
+def test_progress_reports_rank_zeros_samples(tmp_path):
+    from chakra_trace.replay.schemaless import replay_workload
+
+    seen: list[int] = []
+    res = replay_workload(_small(tmp_path), budget_s=1.0, progress=seen.append)
+    assert seen and seen == sorted(seen) and 0 < seen[-1] <= res.step.n  # reported at most every 0.1 s

@@ -14,6 +14,18 @@ from ..replay.schemaless import replay_workload
 from .common import console, json_option, print_json, steps
 
 
+def _counter(advance):
+    """progress(n) with absolute counts, on top of steps()' advance(k)."""
+    seen = [0]
+
+    def progress(n: int) -> None:
+        if n > seen[0]:
+            advance(n - seen[0])
+            seen[0] = n
+
+    return progress
+
+
 def _is_host(source: str) -> bool:
     """A `chakra collect` folder or a PyTorch host trace (JSON), rather than Chakra `.et`."""
     return os.path.isdir(source) or ".json" in os.path.basename(source)
@@ -95,7 +107,7 @@ def replay(
         step_list = [int(x) for x in steps_opt.split(",")] if steps_opt else None
         exported = []
 
-        def once():
+        def once(progress):
             res = replay_host(
                 source,
                 world_size=world_size,
@@ -107,6 +119,7 @@ def replay(
                 budget_s=budget_s,
                 target_rel_ci=target_rel_ci,
                 export=None if exported else export,  # (the plan is the same every run)
+                progress=progress,
             )
             exported.append(True)
             return res
@@ -117,14 +130,24 @@ def replay(
         if select or steps_opt or config_path:
             raise click.UsageError("--select, --steps and --config replay operators: use them with PyTorch host traces")
 
-        def once():
+        def once(progress):
             return replay_workload(
-                source, world_size=world_size, mode=mode, device=device, budget_s=budget_s, target_rel_ci=target_rel_ci
+                source,
+                world_size=world_size,
+                mode=mode,
+                device=device,
+                budget_s=budget_s,
+                target_rel_ci=target_rel_ci,
+                progress=progress,
             )
 
-    with warnings.catch_warnings(), steps("replaying (runs)", runs) as advance:
+    # on a terminal: a bar over the runs, or over one run's timed samples (their number is not known ahead)
+    label = f"replaying {runs} runs" if runs > 1 else "replaying: timed samples"
+    with warnings.catch_warnings(), steps(label, runs if runs > 1 else None) as advance:
         warnings.simplefilter("ignore", ReplayWarning)  # printed once below (res.warnings)
-        res = repeat_runs(once, runs, on_run=(lambda _i: advance()) if advance else None)
+        on_sample = _counter(advance) if advance is not None and runs == 1 else None
+        on_run = (lambda _i: advance()) if advance is not None and runs > 1 else None
+        res = repeat_runs(lambda: once(on_sample), runs, on_run=on_run)
     for w in res.warnings:
         click.echo(f"warning: {w}", err=True)
     if output:

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ChakraError
@@ -35,6 +36,7 @@ _BOOT = (
     "sys.exit(_worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))"
 )
 _LOG_TAIL = 4000
+_PROGRESS_ENV = "CHAKRA_TRACE_PROGRESS_FILE"
 
 
 class RankFailed(ChakraError):
@@ -176,6 +178,7 @@ def run_ranks(
     timeout_s: float = 300,
     env: dict | None = None,
     init_group: bool = True,
+    progress: Callable[[int], Any] | None = None,
 ) -> list:
     """Run ``target`` ("package.module:function") as ``function(rank, world_size, *args, **kwargs)`` on
     `world_size` local ranks joined in a torch.distributed process group; returns the results by rank.
@@ -215,9 +218,12 @@ def run_ranks(
             for r in range(world_size):
                 log = open(os.path.join(tmp, f"rank{r}.log"), "wb")
                 try:
+                    renv = rank_env(r, world_size, port, env)
+                    if progress is not None and r == 0:
+                        renv[_PROGRESS_ENV] = os.path.join(tmp, "progress")
                     procs[r] = subprocess.Popen(
                         [sys.executable, "-c", _BOOT, spec_path, str(r), str(os.getpid())],
-                        env=rank_env(r, world_size, port, env),
+                        env=renv,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
@@ -225,15 +231,51 @@ def run_ranks(
                     )
                 finally:
                     log.close()
-            return _wait(procs, tmp, float(timeout_s))
+            return _wait(procs, tmp, float(timeout_s), progress)
         finally:
             _kill(procs)
 
 
-def _wait(procs: dict[int, subprocess.Popen], tmp: str, timeout_s: float) -> list:
+def progress_reporter(every_s: float = 0.1) -> Callable[[int], None] | None:
+    """In a rank of `run_ranks(..., progress=...)`: a callback(count) that tells the launcher how far
+    this rank is (at most every `every_s`); None where nobody is listening."""
+    path = os.environ.get(_PROGRESS_ENV)
+    if not path:
+        return None
+    last = [0.0]
+
+    def report(n: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < every_s:
+            return
+        last[0] = now
+        with open(path + ".part", "w") as f:
+            f.write(str(int(n)))
+        os.replace(path + ".part", path)
+
+    return report
+
+
+def _read_progress(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read() or 0)
+    except (OSError, ValueError):
+        return None
+
+
+def _wait(
+    procs: dict[int, subprocess.Popen], tmp: str, timeout_s: float, progress: Callable[[int], Any] | None = None
+) -> list:
     deadline = time.monotonic() + timeout_s
     results: dict[int, Any] = {}
+    shown = None
     while True:
+        if progress is not None:
+            n = _read_progress(os.path.join(tmp, "progress"))
+            if n is not None and n != shown:
+                progress(n)
+                shown = n
         failed: dict[int, tuple[float, str]] = {}
         for r, p in procs.items():
             if r in results:

@@ -324,6 +324,7 @@ def measure(
     sync: Callable[[], Any] | None = None,
     decide: Callable[[bool], bool] | None = None,
     timer: Callable[[], float] = time.perf_counter,
+    on_sample: Callable[[int], Any] | None = None,
 ) -> Measurement:
     """Time `fn()` until the 95% CI of the mean is within `target_rel_ci` of it, or a limit is reached.
 
@@ -332,6 +333,8 @@ def measure(
     `budget_s` seconds since the start, warm-up included, have passed ("budget"). At least `min_repeats`
     samples are always taken, unless one run alone is longer than the budget: then it stops after
     min(2, min_repeats) and says so in `note`. A warm-up run past the budget also ends the warm-up early.
+
+    `on_sample(n)` is called after the n-th timed sample (progress), outside the timed region.
 
     `sync()` is called right before each clock reading (e.g. `torch.cuda.synchronize`), so asynchronous work
     lands in the sample that launched it. `timer` reads the clock (seconds) for the samples and the budget.
@@ -372,6 +375,8 @@ def measure(
         t1 = now()
         dt = t1 - t0
         samples.append(dt)
+        if on_sample is not None:
+            on_sample(len(samples))
         n += 1
         delta = dt - mean
         mean += delta / n

@@ -51,7 +51,7 @@ from ..schema.enums import Attr, CollectiveType, NodeType, node_type_name
 from ..validate import fix_trace
 from .environment import environment
 from .kernels import Kernel
-from .launch import run_ranks, stop_together
+from .launch import progress_reporter, run_ranks, stop_together
 from .measure import Measurement, measure
 from .process_groups import build_process_groups
 from .result import ReplayResult, ReplayWarning, step_measurement
@@ -500,6 +500,7 @@ def replay_rank(
         budget_s=budget_s,
         sync=sync,
         decide=decide,
+        on_sample=progress_reporter() if rank == 0 else None,
     )
     m.warmup = max(warmup, 1)
 
@@ -550,6 +551,7 @@ def replay_workload(
     timeout_s: float | None = None,
     env: dict | None = None,
     yield_cpu: bool = True,
+    progress=None,
     **measure_opts,
 ) -> ReplayResult:
     """Replay a workload on one process per rank (`run_ranks`) and measure its step time.
@@ -558,7 +560,8 @@ def replay_workload(
     default, all running that trace), or a `Workload` (saved to a temporary folder first). `backend`:
     gloo on CPU, nccl on CUDA by default. `measure_opts`: warmup, min_repeats, max_repeats, target_rel_ci,
     budget_s (see `measure()`). `comm_groups`: an ASTRA-sim group file or {name: ranks}. `yield_cpu`: see
-    `kernels.Kernel`. `timeout_s` (default 300 s + 3 budgets) bounds the whole job.
+    `kernels.Kernel`. `timeout_s` (default 300 s + 3 budgets) bounds the whole job. `progress(n)`: called
+    as rank 0 takes its timed samples.
     """
 
     if mode not in MODES:
@@ -601,6 +604,7 @@ def replay_workload(
             device=device,
             timeout_s=timeout,
             env=env,
+            progress=progress,
         )
     per_rank = {r["rank"]: Measurement.from_dict(r["measurement"]) for r in results}
     notes = [f"trace repaired before replay: {c}" for r in results for c in r.get("repairs", [])]
