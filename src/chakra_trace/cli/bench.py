@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ChakraError
-from ..replay.comparison import compare as compare_ms
-from ..replay.measure import format_time, load_measurements, unit_for
+from ..replay.comparison import MIN_RUNS, THRESHOLD, compare_runs
+from ..replay.measure import Measurement, format_time, load_measurements, unit_for
 from .common import console, json_option, print_json
 
 
@@ -17,69 +19,140 @@ def bench() -> None:
     """Saved benchmark results (JSON written by `Measurement.save` or `save_measurements`)."""
 
 
-def _ci(ci, unit: str) -> str:
+def _sides(files: tuple[str, ...], a_opt: tuple[str, ...], b_opt: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """A's and B's files: positional `A B` or `A... vs B...`, plus any -a / -b."""
+    files_l = list(files)
+    if "vs" in files_l:
+        k = files_l.index("vs")
+        a, b = files_l[:k], files_l[k + 1 :]
+        if not a or not b:
+            raise click.UsageError("give files on both sides of 'vs': A... vs B...")
+    elif len(files_l) == 2:
+        a, b = files_l[:1], files_l[1:]
+    elif files_l:
+        raise click.UsageError(f"{len(files_l)} files: give A B, or A... vs B... (or -a/-b per file)")
+    else:
+        a, b = [], []
+    a, b = a + list(a_opt), b + list(b_opt)
+    if not a or not b:
+        raise click.UsageError("need result files for A and for B (A B, A... vs B..., or -a FILE -b FILE)")
+    for f in a + b:
+        if not os.path.isfile(f):
+            raise click.UsageError(f"{f}: no such file")
+    return a, b
 
-    if ci is None:
-        return "-"
-    return f"{format_time(ci[0], unit).split()[0]}–{format_time(ci[1], unit)}"
+
+def _pairs(a: list[str], b: list[str]) -> list[tuple[str, list[Measurement], list[Measurement]]]:
+    """(name, A's runs, B's runs) per benchmark: files of one measurement each pair whatever their names;
+    otherwise the names both sides have, each name's measurements from every file of a side."""
+    la, lb = [load_measurements(f) for f in a], [load_measurements(f) for f in b]
+    if all(len(m) == 1 for m in la + lb):
+        xa = [next(iter(m.values())) for m in la]
+        xb = [next(iter(m.values())) for m in lb]
+        names = list(dict.fromkeys(m.name for m in xa + xb))
+        return [(" / ".join(names), xa, xb)]
+    out = []
+    names_b = {k for m in lb for k in m}
+    for k in dict.fromkeys(k for m in la for k in m):
+        if k in names_b:
+            out.append((k, [m[k] for m in la if k in m], [m[k] for m in lb if k in m]))
+    if not out:
+        raise ChakraError(f"{', '.join(a)} and {', '.join(b)} have no benchmark names in common")
+    return out
 
 
 @bench.command()
-@click.argument("a", type=click.Path(exists=True, dir_okay=False))
-@click.argument("b", type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, metavar="A B | A... vs B...")
+@click.option("-a", "a_opt", multiple=True, metavar="FILE", help="A result file of A (repeatable).")
+@click.option("-b", "b_opt", multiple=True, metavar="FILE", help="A result file of B (repeatable).")
 @click.option(
     "--alpha",
     type=click.FloatRange(0.0, 1.0, min_open=True, max_open=True),
     default=0.05,
     show_default=True,
-    help="Significance level of the t-test.",
+    help="Significance level of the t-test (and 1 - the CI level).",
+)
+@click.option(
+    "--min-runs",
+    type=click.IntRange(2),
+    default=MIN_RUNS,
+    show_default=True,
+    help="Runs (processes) per side needed before anything is called significant.",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0.0),
+    default=THRESHOLD,
+    show_default=True,
+    help="Relative differences smaller than this are 'no meaningful difference'.",
 )
 @json_option
-def compare(a: str, b: str, alpha: float, as_json: bool) -> None:
-    """Is B different from A? Compares every benchmark name the two files share.
+def compare(
+    files: tuple[str, ...],
+    a_opt: tuple[str, ...],
+    b_opt: tuple[str, ...],
+    alpha: float,
+    min_runs: int,
+    threshold: float,
+    as_json: bool,
+) -> None:
+    """Is B different from A? Runs (processes) are the unit: each result file is one run, or several
+    when it holds them (`chakra replay --runs N`, `Measurement.merge_runs`).
 
-    Two files of one measurement each are compared whatever their names. The exit status is 0 whatever the
-    verdict (2 for unreadable files): this reports, it does not gate.
+    \b
+    chakra bench compare a.json b.json                 # one run each: not enough evidence
+    chakra bench compare a*.json vs b*.json            # one run per file (e.g. bench.py --json)
+    chakra bench compare -a a1.json -a a2.json -a a3.json -b b1.json -b b2.json -b b3.json
+
+    Samples of one process share its memory layout, clock frequency and caches, so they do not
+    replicate a benchmark: each run's median counts once, and Welch's t-test on the log run medians
+    decides (see `chakra_trace.replay.comparison.compare_runs`). Fewer than --min-runs runs on a side
+    give "not enough evidence". Every benchmark name the two sides share is compared (files of one
+    measurement each pair whatever their names). The exit status is 0 whatever the verdict (2 for
+    unreadable files): this reports, it does not gate.
     """
-
-    ma, mb = load_measurements(a), load_measurements(b)
-    if len(ma) == 1 and len(mb) == 1:
-        (ka, xa), (kb, xb) = next(iter(ma.items())), next(iter(mb.items()))
-        pairs = [(ka if ka == kb else f"{ka} / {kb}", xa, xb)]
-    else:
-        pairs = [(k, ma[k], mb[k]) for k in ma if k in mb]
-        if not pairs:
-            raise ChakraError(f"{a} and {b} have no benchmark names in common")
-    results = [(k, x, y, compare_ms(x, y, alpha=alpha)) for k, x, y in pairs]
+    a, b = _sides(files, a_opt, b_opt)
+    results = [
+        (k, compare_runs(xa, xb, alpha=alpha, min_runs=min_runs, threshold=threshold, name=k))
+        for k, xa, xb in _pairs(a, b)
+    ]
     if as_json:
-        print_json([{"name": k, **c.to_dict(), "a": x.stats(), "b": y.stats()} for k, x, y, c in results])
+        print_json([c.to_dict() for _, c in results])
         return
 
-    t = Table(title=f"A = {escape(a)}   B = {escape(b)}")
-    for col in ("name", "A median", "A 95% CI", "B median", "B 95% CI", "B/A", "B/A 95% CI", "p", "verdict"):
+    title = f"A = {escape(', '.join(a))}   B = {escape(', '.join(b))}"
+    t = Table(title=title, caption="A, B: geometric mean of the run medians; spread: between-run sd (log)")
+    level = f"{100 * (1 - alpha):g}%"
+    cols = ("name", "A runs", "A", "A spread", "B runs", "B", "B spread", "B/A", f"B/A {level} CI", "p", "verdict")
+    for col in cols:
         t.add_column(
             col,
             justify="left" if col in ("name", "verdict") else "right",
             overflow="fold" if col in ("name", "verdict") else "ellipsis",
         )
-    for k, x, y, c in results:
-        unit = unit_for(x.median) if x.n else "s"
-        ratio_ci = "-" if c.ratio_ci95 is None else f"{c.ratio_ci95[0]:.3f}–{c.ratio_ci95[1]:.3f}"
+    for k, c in results:
+        unit = unit_for(c.a_center) if c.a_center == c.a_center else "s"
+        ratio_ci = "-" if c.ratio_ci is None else f"{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}"
         p = "-" if c.p_value != c.p_value else f"{c.p_value:.2g}"
-        style = "bold" if c.significant else ""
         t.add_row(
             escape(k),
-            format_time(x.median, unit),
-            _ci(x.ci95_median, unit),
-            format_time(y.median, unit),
-            _ci(y.ci95_median, unit),
-            f"{c.ratio:.3f}",
+            str(c.a_runs),
+            format_time(c.a_center, unit),
+            _spread(c.a_between_run_sd),
+            str(c.b_runs),
+            format_time(c.b_center, unit),
+            _spread(c.b_between_run_sd),
+            "-" if c.ratio != c.ratio else f"{c.ratio:.3f}",
             ratio_ci,
             p,
             escape(c.verdict),
-            style=style,
+            style="bold" if c.meaningful else "",
         )
     console().print(t)
+
+
+def _spread(sd: float) -> str:
+    return "-" if sd != sd else f"{100 * sd:.1f}%"
 
 
 @bench.command()

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import click
 
 from ..replay.job import replay_host
 from ..replay.operators import ReplayConfig
+from ..replay.result import ReplayWarning, repeat_runs
 from ..replay.schemaless import replay_workload
-from .common import console, json_option, print_json
+from .common import console, json_option, print_json, steps
+
+
+def _counter(advance):
+    """progress(n) with absolute counts, on top of steps()' advance(k)."""
+    seen = [0]
+
+    def progress(n: int) -> None:
+        if n > seen[0]:
+            advance(n - seen[0])
+            seen[0] = n
+
+    return progress
 
 
 def _is_host(source: str) -> bool:
@@ -29,7 +43,9 @@ def _is_host(source: str) -> bool:
 )
 @click.option("--world-size", type=int, default=None, help="Ranks (default: one per trace, or the recorded group).")
 @click.option("--device", default="cpu", show_default=True, help="cpu or cuda (one GPU per rank, NCCL).")
-@click.option("--steps", default=None, help="Profiler steps to replay, e.g. 2 or 2,3 (default: all recorded).")
+@click.option(
+    "--steps", "steps_opt", default=None, help="Profiler steps to replay, e.g. 2 or 2,3 (default: all recorded)."
+)
 @click.option("--select", default=None, help="Regex: only ops named so, or under an op named so.")
 @click.option(
     "--config",
@@ -46,6 +62,14 @@ def _is_host(source: str) -> bool:
     show_default=True,
     help="Stop when the 95% CI of the mean is within this fraction.",
 )
+@click.option(
+    "--runs",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Replay this many times, each in fresh processes; the result holds every run "
+    "(`chakra bench compare` needs >= 3 runs per side to call a difference).",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON here.")
 @click.option("--export", type=click.Path(dir_okay=False), help="Also write a standalone benchmark script (ops).")
 @json_option
@@ -54,44 +78,78 @@ def replay(
     mode,
     world_size,
     device,
-    steps,
+    steps_opt,
     select,
     config_path,
     threads,
     budget_s,
     target_rel_ci,
+    runs,
     output,
     export,
     as_json,
 ) -> None:
     """Replay SOURCE on this machine and measure its step time: a `chakra collect` folder or a
     PyTorch host trace (operators replayed), or Chakra `.et` traces (a file or a job prefix;
-    compute as calibrated kernels). Multi-rank jobs run one process per rank on 127.0.0.1."""
+    compute as calibrated kernels). Multi-rank jobs run one process per rank on 127.0.0.1.
+
+    \b
+    With --select, "recorded" is the sum of the selected ops' recorded durations per step (the
+    Kineto trace beside the host trace), what the replay runs; without it, the recorded profiler step.
+    --runs N replays N times in fresh processes, so that `chakra bench compare` has runs to compare.
+    Errors are one line (exit 2; `chakra --debug replay ...` shows a failing rank's traceback)."""
     host = _is_host(source)
     mode = mode or ("ops" if host else "duration")
     if mode == "ops":
         if not host:
             raise click.UsageError("--mode ops needs PyTorch host traces (a collect folder or .et.json[.gz])")
+        cfg = ReplayConfig.load(config_path) if config_path else None
+        step_list = [int(x) for x in steps_opt.split(",")] if steps_opt else None
+        exported = []
 
-        res = replay_host(
-            source,
-            world_size=world_size,
-            device=device,
-            steps=[int(x) for x in steps.split(",")] if steps else None,
-            select=select,
-            config=ReplayConfig.load(config_path) if config_path else None,
-            threads=threads,
-            budget_s=budget_s,
-            target_rel_ci=target_rel_ci,
-            export=export,
-        )
+        def once(progress):
+            res = replay_host(
+                source,
+                world_size=world_size,
+                device=device,
+                steps=step_list,
+                select=select,
+                config=cfg,
+                threads=threads,
+                budget_s=budget_s,
+                target_rel_ci=target_rel_ci,
+                export=None if exported else export,  # (the plan is the same every run)
+                progress=progress,
+            )
+            exported.append(True)
+            return res
+
     else:
         if export:
             raise click.UsageError("--export replays operators: use it with PyTorch host traces")
+        if select or steps_opt or config_path:
+            raise click.UsageError("--select, --steps and --config replay operators: use them with PyTorch host traces")
 
-        res = replay_workload(
-            source, world_size=world_size, mode=mode, device=device, budget_s=budget_s, target_rel_ci=target_rel_ci
-        )
+        def once(progress):
+            return replay_workload(
+                source,
+                world_size=world_size,
+                mode=mode,
+                device=device,
+                budget_s=budget_s,
+                target_rel_ci=target_rel_ci,
+                progress=progress,
+            )
+
+    # on a terminal: a bar over the runs, or over one run's timed samples (their number is not known ahead)
+    label = f"replaying {runs} runs" if runs > 1 else "replaying: timed samples"
+    with warnings.catch_warnings(), steps(label, runs if runs > 1 else None) as advance:
+        warnings.simplefilter("ignore", ReplayWarning)  # printed once below (res.warnings)
+        on_sample = _counter(advance) if advance is not None and runs == 1 else None
+        on_run = (lambda _i: advance()) if advance is not None and runs > 1 else None
+        res = repeat_runs(lambda: once(on_sample), runs, on_run=on_run)
+    for w in res.warnings:
+        click.echo(f"warning: {w}", err=True)
     if output:
         res.save(output)
     if as_json:
@@ -106,6 +164,8 @@ def replay(
         con.print(
             f"recorded: {res.recorded_step_us / 1e3:,.3f} ms ({res.recorded_basis}); replay/recorded {res.ratio:.3f}"
         )
+    elif select:
+        con.print("recorded: no Kineto trace beside the host trace, so no recorded time of the selected ops")
     for r, c in sorted(res.coverage.items()):
         line = f"rank {r}: {c['replayed']:,} of {c['total']:,} replayed ({c['share']:.1%})"
         if c.get("reasons"):
@@ -122,4 +182,7 @@ def replay(
     if output:
         con.print(f"result: {output}")
     if export:
-        con.print(f"benchmark script: {export} (python {export} --json out.json; then chakra bench compare)")
+        con.print(
+            f"benchmark script: {export} (one run per process: python {export} --json a1.json, a2.json, ...; "
+            "then chakra bench compare a*.json vs b*.json)"
+        )

@@ -18,7 +18,7 @@ from ..errors import ChakraError
 from . import _standalone as rt
 from .environment import environment
 from .export import export_script
-from .launch import run_ranks, stop_together
+from .launch import progress_reporter, run_ranks, stop_together
 from .measure import measure
 from .operators import HostReplay, ReplayConfig
 from .result import ReplayResult
@@ -94,11 +94,13 @@ def replay_host(
     min_repeats: int = 5,
     warmup_s: float = 1.0,
     export: str | os.PathLike | None = None,
+    progress=None,
 ):
     """Replay recorded host traces (see `host_traces`) as a benchmark; returns a ReplayResult
     whose ``step`` is the time per recorded step (the slowest rank's, ranks in lockstep).
     ``warmup_s``: untimed passes for about this long first (then ``warmup`` more inside
-    `measure`). ``export``: also write the replay as a standalone benchmark script."""
+    `measure`). ``export``: also write the replay as a standalone benchmark script.
+    ``progress(n)``: called as rank 0 takes its timed samples (see `run_ranks`)."""
 
     traces = host_traces(source)
     paths = [traces[r] for r in sorted(traces)]
@@ -130,6 +132,7 @@ def replay_host(
         timeout_s=timeout_s,
         env={"OMP_NUM_THREADS": str(threads)},
         init_group=world_size > 1 or lone is None or lone[1],
+        progress=progress,
     )
     label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
     if export is not None:
@@ -176,6 +179,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         min_repeats=int(opts["min_repeats"]),
         sync=sync,
         decide=decide,
+        on_sample=progress_reporter(),
     )
     m.env = environment(device)
     recorded = rep.recorded_step_s()
@@ -186,6 +190,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         "steps": rep.steps,
         "coverage": {**rep.coverage.to_dict(), "waits": rep.waits},
         "recorded_step_s": recorded,
+        "recorded_basis": rep.recorded_basis,
     }
     if opts.get("plan"):
         out["plan"] = rep.plan

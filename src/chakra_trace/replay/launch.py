@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ChakraError
@@ -35,6 +36,30 @@ _BOOT = (
     "sys.exit(_worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))"
 )
 _LOG_TAIL = 4000
+_PROGRESS_ENV = "CHAKRA_TRACE_PROGRESS_FILE"
+
+
+class RankFailed(ChakraError):
+    """A rank of `run_ranks` failed. The message is one line (the rank and its error); the rank's
+    traceback or output is `detail`, and the cause (`__cause__`) of this error, which `--debug` shows."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
+class WorkerTraceback(Exception):
+    """The text of a rank's traceback or output, chained under `RankFailed`."""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """The line of an error text that says what went wrong: for a traceback its last line (the
+    exception), otherwise its first non-empty line, cut to `limit` characters."""
+    lines = [x.strip() for x in str(text).strip().splitlines() if x.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def free_port() -> int:
@@ -153,12 +178,14 @@ def run_ranks(
     timeout_s: float = 300,
     env: dict | None = None,
     init_group: bool = True,
+    progress: Callable[[int], Any] | None = None,
 ) -> list:
     """Run ``target`` ("package.module:function") as ``function(rank, world_size, *args, **kwargs)`` on
     `world_size` local ranks joined in a torch.distributed process group; returns the results by rank.
     ``init_group=False`` lets a single rank that runs no collectives go without a group.
 
-    A rank that raises (or dies) makes the others be killed and raises ChakraError("rank N failed: <traceback>");
+    A rank that raises (or dies) makes the others be killed and raises `RankFailed` ("rank N failed: <its
+    error, one line>", the traceback chained as its cause);
     past `timeout_s` every rank is killed and the error names the ranks still running. `device="cuda"` puts
     rank r on cuda:r (with nccl, the process group is bound to it). `env` adds variables for the workers.
     """
@@ -191,9 +218,12 @@ def run_ranks(
             for r in range(world_size):
                 log = open(os.path.join(tmp, f"rank{r}.log"), "wb")
                 try:
+                    renv = rank_env(r, world_size, port, env)
+                    if progress is not None and r == 0:
+                        renv[_PROGRESS_ENV] = os.path.join(tmp, "progress")
                     procs[r] = subprocess.Popen(
                         [sys.executable, "-c", _BOOT, spec_path, str(r), str(os.getpid())],
-                        env=rank_env(r, world_size, port, env),
+                        env=renv,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
@@ -201,33 +231,78 @@ def run_ranks(
                     )
                 finally:
                     log.close()
-            return _wait(procs, tmp, float(timeout_s))
+            return _wait(procs, tmp, float(timeout_s), progress)
         finally:
             _kill(procs)
 
 
-def _wait(procs: dict[int, subprocess.Popen], tmp: str, timeout_s: float) -> list:
+def progress_reporter(every_s: float = 0.1) -> Callable[[int], None] | None:
+    """In a rank of `run_ranks(..., progress=...)`: a callback(count) that tells the launcher how far
+    this rank is (at most every `every_s`); None where nobody is listening."""
+    path = os.environ.get(_PROGRESS_ENV)
+    if not path:
+        return None
+    last = [0.0]
+
+    def report(n: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < every_s:
+            return
+        last[0] = now
+        with open(path + ".part", "w") as f:
+            f.write(str(int(n)))
+        os.replace(path + ".part", path)
+
+    return report
+
+
+def _read_progress(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read() or 0)
+    except (OSError, ValueError):
+        return None
+
+
+def _wait(
+    procs: dict[int, subprocess.Popen], tmp: str, timeout_s: float, progress: Callable[[int], Any] | None = None
+) -> list:
     deadline = time.monotonic() + timeout_s
     results: dict[int, Any] = {}
+    shown = None
     while True:
+        if progress is not None:
+            n = _read_progress(os.path.join(tmp, "progress"))
+            if n is not None and n != shown:
+                progress(n)
+                shown = n
         failed: dict[int, tuple[float, str]] = {}
         for r, p in procs.items():
-            if r in results or p.poll() is None:
+            if r in results:
+                continue
+            if p.poll() is None:
+                # a rank that reported its error may still be exiting (torch's teardown) while the peers it
+                # left already failed too: its report names the cause
+                res = _read_result(os.path.join(tmp, f"rank{r}.pkl"))
+                if res is not None and not res["ok"]:
+                    failed[r] = (res["time"], one_line(res["error"]), res.get("traceback") or res["error"])
                 continue
             res = _read_result(os.path.join(tmp, f"rank{r}.pkl"))
             if res is not None and res["ok"] and p.returncode == 0:
                 results[r] = res["result"]
             elif res is not None and not res["ok"]:
-                failed[r] = (res["time"], res["error"])
+                failed[r] = (res["time"], one_line(res["error"]), res.get("traceback") or res["error"])
             else:
                 why = f"exited with status {p.returncode}" if p.returncode >= 0 else f"killed by signal {-p.returncode}"
                 log = _tail(os.path.join(tmp, f"rank{r}.log"))
-                failed[r] = (time.time(), f"{why} without a result; its output ends:\n{log}")
+                last = one_line(log)
+                failed[r] = (time.time(), f"{why} without a result" + (f" ({last})" if last else ""), log)
         if failed:
             # ranks may fail together (one's exit breaks the others' connections): the earliest is the cause
             r = min(failed, key=lambda k: failed[k][0])
             _kill(procs)
-            raise ChakraError(f"rank {r} failed: {failed[r][1]}")
+            _, msg, detail = failed[r]
+            raise RankFailed(f"rank {r} failed: {msg}", detail) from WorkerTraceback(detail)
         if len(results) == len(procs):
             return [results[r] for r in sorted(results)]
         if time.monotonic() > deadline:
@@ -283,6 +358,7 @@ def _worker(spec_path: str, rank: int, parent: int) -> int:
     ).start()
     tmp = spec["dir"]
     world_size = spec["world_size"]
+    failed_at = None
     try:
         import torch
         import torch.distributed as dist
@@ -307,14 +383,27 @@ def _worker(spec_path: str, rank: int, parent: int) -> int:
             )
         try:
             result = fn(rank, world_size, *spec["args"], **spec["kwargs"])
+        except BaseException:
+            failed_at = time.time()  # before the teardown below breaks the peers' connections
+            raise
         finally:
             try:
                 if group:
                     dist.destroy_process_group()
             except Exception:  # noqa: BLE001 - teardown after another error
                 pass
-    except BaseException:  # noqa: BLE001 - report everything, including SystemExit
-        _write_result(tmp, rank, {"ok": False, "time": time.time(), "error": traceback.format_exc()})
+    except BaseException as e:  # noqa: BLE001 - report everything, including SystemExit
+        error = str(e) if isinstance(e, ChakraError) else f"{type(e).__name__}: {e}"
+        _write_result(
+            tmp,
+            rank,
+            {
+                "ok": False,
+                "time": failed_at or time.time(),
+                "error": one_line(error),
+                "traceback": traceback.format_exc(),
+            },
+        )
         return 1
     _write_result(tmp, rank, {"ok": True, "result": result})
     return 0

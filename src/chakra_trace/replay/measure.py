@@ -3,7 +3,8 @@
 `measure()` repeats a callable until the 95% confidence interval of its mean time is narrow enough (or a
 repeat/time budget is spent) and returns a `Measurement`: the raw samples, why it stopped, the machine it ran
 on, and the statistics (median with a distribution-free CI, mean with a Student-t CI, outliers).
-`compare()` says whether two measurements differ (Welch's t-test plus a bootstrap CI of the ratio of medians).
+`comparison.compare_runs()` says whether two sets of runs differ (runs, i.e. processes, as the unit);
+`Measurement.runs` lets one measurement hold several runs.
 
 The statistics are pure functions in `statistics.py`; the machine a measurement ran on is described by
 `environment.py`. Only numpy and the standard library are used: the replayer imports this on machines
@@ -82,6 +83,11 @@ class Measurement:
     `mean` with a Student-t 95% CI (`ci95_mean`), `rel_ci` = t half-width / mean (what `measure()` drives
     below its target), and `outliers`: indices of samples outside Tukey's fences [Q1 - 1.5 IQR, Q3 + 1.5 IQR]
     (quartiles by linear interpolation). Outliers are reported, never dropped: a slow run is a real run.
+
+    `runs`: which run (process) took each sample, when the measurement holds several (`merge_runs`,
+    `chakra replay --runs N`); empty means one run. Samples of one process are not independent
+    replications (memory layout, clock frequency and cache state are shared by the whole process), so
+    comparisons use runs as the unit (`comparison.compare_runs`); the statistics above pool the samples.
     """
 
     name: str = ""
@@ -91,6 +97,7 @@ class Measurement:
     env: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     note: str = ""  # why the measurement is weaker than asked for (e.g. a run longer than the budget)
+    runs: list[int] = field(default_factory=list)  # run (process) of each sample; empty: all one run
 
     def _a(self) -> np.ndarray:
         return np.asarray(self.samples, dtype=np.float64)
@@ -149,6 +156,53 @@ class Measurement:
         """Indices of samples outside Tukey's fences (1.5 IQR beyond the quartiles); none below 4 samples."""
         return tukey_outliers(self._a())
 
+    @property
+    def run_count(self) -> int:
+        """How many runs (processes) the samples come from: 1 unless `runs` says otherwise."""
+        return len(set(self.runs)) if self.runs else (1 if self.n else 0)
+
+    def split_runs(self) -> list[Measurement]:
+        """One measurement per run, in order of first appearance (itself, alone, when it holds one run)."""
+        if not self.runs or self.run_count == 1:
+            return [self]
+        ids = np.asarray(self.runs)
+        a = self._a()
+        out = []
+        for r in dict.fromkeys(self.runs):
+            m = Measurement(self.name, a[ids == r].tolist(), self.warmup, self.stop_reason, self.env, self.extra)
+            m.note = self.note
+            out.append(m)
+        return out
+
+    @classmethod
+    def merge_runs(cls, runs: Iterable[Measurement], *, name: str | None = None) -> Measurement:
+        """One measurement holding several runs (each given one is one run, or several by its own `runs`):
+        the samples concatenated, `runs` numbering them 0, 1, ... The first run's environment is kept."""
+        ms = list(runs)
+        if not ms:
+            raise ChakraError("merge_runs: no measurements")
+        samples: list[float] = []
+        ids: list[int] = []
+        k = 0
+        for m in ms:
+            for part in m.split_runs():
+                samples.extend(float(x) for x in part.samples)
+                ids.extend([k] * part.n)
+                k += 1
+        first = ms[0]
+        notes = "; ".join(dict.fromkeys(m.note for m in ms if m.note))
+        reasons = ",".join(dict.fromkeys(m.stop_reason for m in ms if m.stop_reason))
+        return cls(
+            name=first.name if name is None else name,
+            samples=samples,
+            warmup=first.warmup,
+            stop_reason=reasons,
+            env=dict(first.env),
+            extra=dict(first.extra),
+            note=notes,
+            runs=ids if k > 1 else [],
+        )
+
     def stats(self) -> dict:
         return {
             "n": self.n,
@@ -162,11 +216,13 @@ class Measurement:
             "ci95_median": json_pair(self.ci95_median),
             "rel_ci": json_number(self.rel_ci),
             "outliers": self.outliers,
+            "runs": self.run_count,
         }
 
     def to_dict(self) -> dict:
-        """JSON-able: identity, statistics (derived, for readers) and the raw samples (what `from_dict` uses)."""
-        return {
+        """JSON-able: identity, statistics (derived, for readers) and the raw samples (what `from_dict` uses);
+        ``runs`` (the run of each sample) only when there are several runs, so one-run files stay as before."""
+        d = {
             "name": self.name,
             "unit": "s",
             "stop_reason": self.stop_reason,
@@ -177,6 +233,9 @@ class Measurement:
             "env": self.env,
             "extra": self.extra,
         }
+        if self.run_count > 1:
+            d["runs"] = [int(r) for r in self.runs]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict, *, source: str = "<dict>") -> Measurement:
@@ -188,8 +247,12 @@ class Measurement:
             raise ChakraError(
                 f"{source}: 'samples' of measurement {d.get('name', '')!r} must be numbers (seconds)"
             ) from None
+        runs = d.get("runs") or []
+        if not isinstance(runs, list) or (runs and len(runs) != len(samples)):
+            raise ChakraError(f"{source}: 'runs' must list the run of each of the {len(samples)} samples")
         try:
             return cls(
+                runs=[int(r) for r in runs],
                 name=str(d.get("name", "")),
                 samples=samples,
                 warmup=int(d.get("warmup", 0) or 0),
@@ -223,6 +286,8 @@ class Measurement:
         ci = self.ci95_median
         ci_s = f"95% CI {format_time(ci[0], unit).split()[0]}–{format_time(ci[1], unit)}" if ci else "95% CI n/a"
         parts = [f"median {format_time(self.median, unit)} ({ci_s})", f"n={self.n}"]
+        if self.run_count > 1:
+            parts.append(f"{self.run_count} runs")
         if self.n >= 2:
             parts.append(f"cv {100 * self.cv:.1f}%")
         k = len(self.outliers)
@@ -259,6 +324,7 @@ def measure(
     sync: Callable[[], Any] | None = None,
     decide: Callable[[bool], bool] | None = None,
     timer: Callable[[], float] = time.perf_counter,
+    on_sample: Callable[[int], Any] | None = None,
 ) -> Measurement:
     """Time `fn()` until the 95% CI of the mean is within `target_rel_ci` of it, or a limit is reached.
 
@@ -267,6 +333,8 @@ def measure(
     `budget_s` seconds since the start, warm-up included, have passed ("budget"). At least `min_repeats`
     samples are always taken, unless one run alone is longer than the budget: then it stops after
     min(2, min_repeats) and says so in `note`. A warm-up run past the budget also ends the warm-up early.
+
+    `on_sample(n)` is called after the n-th timed sample (progress), outside the timed region.
 
     `sync()` is called right before each clock reading (e.g. `torch.cuda.synchronize`), so asynchronous work
     lands in the sample that launched it. `timer` reads the clock (seconds) for the samples and the budget.
@@ -307,6 +375,8 @@ def measure(
         t1 = now()
         dt = t1 - t0
         samples.append(dt)
+        if on_sample is not None:
+            on_sample(len(samples))
         n += 1
         delta = dt - mean
         mean += delta / n

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..convert.kineto import read_kineto
+from ..convert.link import link
 from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
 from . import _standalone as rt
@@ -193,6 +194,8 @@ class HostReplay:
         parent = _parent_rows(h)
         top = has_schema & ~_ancestor_flag(parent, has_schema) & ~h.synthetic
         step, step_rows = _step_of(h)
+        self._row_step = step
+        self.select = select
         self.recorded_steps = sorted(step_rows)
         if steps is not None:
             missing = sorted(set(steps) - set(step_rows))
@@ -379,10 +382,30 @@ class HostReplay:
         return max(len(self.steps), 1)
 
     def recorded_step_s(self) -> list[float]:
-        """Durations of the replayed profiler steps in the Kineto trace (profiling included)."""
+        """What the trace recorded for what this replay runs, per replayed step (seconds; see
+        `recorded_basis`): the profiler step's duration in the Kineto trace (profiling included), or,
+        with `select`, the sum of the selected ops' recorded (Kineto CPU) durations in that step: the
+        ops the replay runs one after another, not the rest of the step around them."""
         if self.kineto is None:
             return []
-        return [(e - s) / 1e9 for n, s, e in self.kineto.steps() if n in self.steps]
+        if not self.select:
+            return [(e - s) / 1e9 for n, s, e in self.kineto.steps() if n in self.steps]
+        h, rows = self.h, self.rows
+        lk = link(h.ids[rows], h.rf_id[rows], h.name_array[rows].astype(object), self.kineto)
+        hit = lk.event >= 0
+        if not hit.any():
+            return []
+        dur = np.where(hit, np.maximum(lk.duration, 0), 0).astype(np.float64)
+        step = self._row_step[rows]
+        if not self.steps:  # a trace without profiler steps: the selection as a whole
+            return [float(dur.sum()) / 1e9]
+        return [float(dur[step == n].sum()) / 1e9 for n in self.steps if (hit & (step == n)).any()]
+
+    @property
+    def recorded_basis(self) -> str:
+        if self.select:
+            return f"sum of the recorded durations of the ops selected by {self.select!r}, per step (Kineto)"
+        return "Kineto profiler steps (profiling overhead included)"
 
 
 _TENSORS = StoragePlan()  # (tensor_spec needs no state)

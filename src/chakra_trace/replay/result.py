@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..io.et import atomic_output
 from .measure import Measurement
+
+
+class ReplayWarning(UserWarning):
+    """Something the replay changed or could not do that the user should know (e.g. a repaired trace)."""
 
 
 @dataclass
@@ -31,6 +36,7 @@ class ReplayResult:
     calibration: dict[int, dict] = field(default_factory=dict)
     recorded_us: dict[int, float] = field(default_factory=dict)
     recorded_basis: str = "span"
+    warnings: list[str] = field(default_factory=list)  # what was changed to replay (also warned)
 
     @property
     def recorded_step_us(self) -> float:
@@ -68,7 +74,7 @@ class ReplayResult:
             per_rank=per_rank,
             coverage={r: o["coverage"] for r, o in enumerate(outs)},
             recorded_us=recorded,
-            recorded_basis="Kineto profiler steps (profiling overhead included)",
+            recorded_basis=outs[0].get("recorded_basis", "Kineto profiler steps (profiling overhead included)"),
         )
 
     def to_dict(self) -> dict:
@@ -88,6 +94,7 @@ class ReplayResult:
             "recorded_step_us": self.recorded_step_us,
             "ratio": ratio if math.isfinite(ratio) else None,
             "fully_replayed": self.fully_replayed,
+            "warnings": list(self.warnings),
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -140,3 +147,37 @@ def step_measurement(per_rank: dict[int, Any]):
         extra={"aggregate": "per-sample max over ranks", "ranks": len(ms)},
         note=first.note,
     )
+
+
+def merge_runs(results: list[ReplayResult]) -> ReplayResult:
+    """Several replays of one source, each a run (fresh processes), as one result: the step and every
+    rank's measurement hold all the runs' samples with the run of each (`Measurement.runs`), so
+    `chakra bench compare` treats them as separate runs. Coverage, calibration and the recorded time
+    are the first run's (every run replays the same trace)."""
+    if not results:
+        raise ValueError("merge_runs: no results")
+    first = results[0]
+    per_rank = {r: Measurement.merge_runs([res.per_rank[r] for res in results]) for r in first.per_rank}
+    step = Measurement.merge_runs([res.step for res in results])
+    step.extra = {**first.step.extra, "runs": len(results)}
+    return replace(
+        first,
+        step=step,
+        per_rank=per_rank,
+        warnings=list(dict.fromkeys(w for res in results for w in res.warnings)),
+    )
+
+
+def repeat_runs(
+    replay: Callable[[], ReplayResult], runs: int, *, on_run: Callable[[int], Any] | None = None
+) -> ReplayResult:
+    """Call `replay()` `runs` times (each call starts fresh processes: a run) and merge the results
+    (`merge_runs`). `on_run(i)` is called after run i (progress)."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, got {runs}")
+    out = []
+    for i in range(runs):
+        out.append(replay())
+        if on_run is not None:
+            on_run(i)
+    return out[0] if runs == 1 else merge_runs(out)

@@ -37,6 +37,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,12 +48,13 @@ from ..errors import ChakraError
 from ..io.et import read_trace
 from ..io.workload import Workload, locate, read_comm_groups, select_ranks
 from ..schema.enums import Attr, CollectiveType, NodeType, node_type_name
+from ..validate import fix_trace
 from .environment import environment
 from .kernels import Kernel
-from .launch import run_ranks, stop_together
+from .launch import progress_reporter, run_ranks, stop_together
 from .measure import Measurement, measure
 from .process_groups import build_process_groups
-from .result import ReplayResult, step_measurement
+from .result import ReplayResult, ReplayWarning, step_measurement
 
 MODES = ("duration", "flops")
 
@@ -68,6 +70,23 @@ def topological_order(trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """
     g = trace.graph()
     return g.order(), g.src, g.dst
+
+
+def without_cycles(trace, label: str = "trace"):
+    """(`trace`, []) when its dependencies are acyclic; else the copy `chakra validate --fix` makes
+    (the control dependencies on a cycle dropped, as `simulate` does) and what changed. A cycle
+    through data dependencies has no choice-free repair: ChakraError, one line."""
+    if trace.graph().order(partial=True).size == len(trace):
+        return trace, []
+    fixed, changes = fix_trace(trace)
+    if fixed.graph().order(partial=True).size < len(fixed):
+        try:
+            fixed.graph().order()
+        except ChakraError as e:
+            raise ChakraError(
+                f"{label}: {e}; it cannot be repaired (the cycle runs through data dependencies)"
+            ) from None
+    return fixed, [f"{label}: {c}" for c in changes]
 
 
 # ------------------------------------------------------------------------------------------------ replay
@@ -441,7 +460,7 @@ def replay_rank(
     import torch.distributed as dist
 
     path = _rank_file(source, rank)
-    trace = read_trace(path)
+    trace, repairs = without_cycles(read_trace(path), f"rank {rank} ({Path(path).name})")
     cuda = str(device).startswith("cuda")
     # decisions and barriers go through gloo on the CPU: cheap, and they never queue behind NCCL work
     ctrl = None
@@ -481,6 +500,7 @@ def replay_rank(
         budget_s=budget_s,
         sync=sync,
         decide=decide,
+        on_sample=progress_reporter() if rank == 0 else None,
     )
     m.warmup = max(warmup, 1)
 
@@ -512,6 +532,7 @@ def replay_rank(
         "calibration": cal,
         "recorded_us": rec,
         "recorded_basis": basis,
+        "repairs": repairs,
     }
     if ctrl is not None:
         dist.destroy_process_group(ctrl)
@@ -530,6 +551,7 @@ def replay_workload(
     timeout_s: float | None = None,
     env: dict | None = None,
     yield_cpu: bool = True,
+    progress=None,
     **measure_opts,
 ) -> ReplayResult:
     """Replay a workload on one process per rank (`run_ranks`) and measure its step time.
@@ -538,7 +560,8 @@ def replay_workload(
     default, all running that trace), or a `Workload` (saved to a temporary folder first). `backend`:
     gloo on CPU, nccl on CUDA by default. `measure_opts`: warmup, min_repeats, max_repeats, target_rel_ci,
     budget_s (see `measure()`). `comm_groups`: an ASTRA-sim group file or {name: ranks}. `yield_cpu`: see
-    `kernels.Kernel`. `timeout_s` (default 300 s + 3 budgets) bounds the whole job.
+    `kernels.Kernel`. `timeout_s` (default 300 s + 3 budgets) bounds the whole job. `progress(n)`: called
+    as rank 0 takes its timed samples.
     """
 
     if mode not in MODES:
@@ -581,9 +604,14 @@ def replay_workload(
             device=device,
             timeout_s=timeout,
             env=env,
+            progress=progress,
         )
     per_rank = {r["rank"]: Measurement.from_dict(r["measurement"]) for r in results}
+    notes = [f"trace repaired before replay: {c}" for r in results for c in r.get("repairs", [])]
+    for w in notes:
+        warnings.warn(w, ReplayWarning, stacklevel=2)
     return ReplayResult(
+        warnings=notes,
         source=label,
         world_size=ws,
         mode=mode,
@@ -604,5 +632,6 @@ __all__ = [
     "replay_rank",
     "replay_workload",
     "topological_order",
+    "without_cycles",
     "MODES",
 ]
