@@ -13,7 +13,7 @@ import pytest
 from browser import Browser, require_chromium
 from chakra_trace.analyze import Analysis
 from chakra_trace.simulate.presets import simulate_on
-from chakra_trace.visualize.report import build_report, write_report
+from chakra_trace.visualize.report import build_report, report_parts, write_report
 from chakra_trace.visualize.timeline import timeline, timeline_json
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "out" / "test-artifacts"
@@ -35,11 +35,15 @@ def test_report_document_of_the_ddp_pair(ddp_pair, sims):
     ids = [s["id"] for s in doc["sections"]]
     assert ids == [
         "summary",
+        "validation",
+        "steps",
         "breakdown",
         "critical-path",
         "top-ops",
+        "systems",
         "sim0-breakdown",
         "sim0-critical-path",
+        "sim0-network",
         "collectives",
         "matrix",
         "roofline",
@@ -51,7 +55,7 @@ def test_report_document_of_the_ddp_pair(ddp_pair, sims):
     sim_row = _blocks(doc, "summary")[1]["rows"][0]
     assert sim_row["npus"] == 64 and sim_row["step_us"] == sims["torus-8x8"].step_ns / 1000
     # the simulated critical path accounts for the whole simulated step
-    kv = dict(_blocks(doc, "sim0-critical-path")[1]["items"])
+    kv = next(dict(b["items"]) for b in _blocks(doc, "sim0-critical-path") if b["type"] == "kv")
     assert kv["length"] == kv["job step"] and kv["unexplained waits"] == "0.0 µs"
     heat = next(b for b in _blocks(doc, "collectives") if b["type"] == "heatmap")
     assert len(heat["y"]) == 8 and heat["x"] == ["0", "1"] and {v for row in heat["values"] for v in row} == {1.0}
@@ -68,6 +72,7 @@ def test_report_document_of_the_ddp_pair(ddp_pair, sims):
     for i, ts, dur in tl["highlight"]:
         assert xs[i]["ts"] - 1e-6 <= ts and ts + dur <= xs[i]["ts"] + xs[i]["dur"] + 1e-6
     sim = _blocks(doc, "sim0-timeline")[1]["trace"]
+    assert len(build_report(ddp_pair, simulations=sims, device="cpu")["sections"]) == report_parts(ddp_pair, sims) + 2
     assert sim == timeline(ddp_pair, sims["torus-8x8"], max_events=60_000)
     json.dumps(doc)  # plain data
 
