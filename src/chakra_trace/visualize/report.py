@@ -265,7 +265,7 @@ def _path_section(sid: str, title: str, a: Analysis) -> dict:
     by_rank = path.by_rank()
     items = [
         ["length", _us(path.length_ns / 1000)],
-        ["job step", _us(path.step_ns / 1000)],
+        ["job span (whole recording)", _us(path.step_ns / 1000)],
         ["unexplained waits", _us(path.wait_ns / 1000)],
         ["operations on the path", len(path)],
         ["rank that finishes last", path.last_rank],
