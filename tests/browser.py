@@ -410,3 +410,29 @@ class Page:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         return path
+
+    def screenshot_element(self, selector: str, path: str | os.PathLike, max_height: int = 8000) -> Path:
+        """A PNG of the element `selector` (the page laid out at the browser's width)."""
+        width = self.browser.width
+        height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))
+        self.set_viewport(width, max(100, min(height, 16000)))
+        self.next_frame()
+        box = self.evaluate(
+            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect(); "
+            "return [r.x, r.y + window.scrollY, r.width, r.height]; })()"
+        )
+        clip = {
+            "x": box[0],
+            "y": box[1],
+            "width": max(1, box[2]),
+            "height": max(1, min(box[3], max_height)),
+            "scale": 1,
+        }
+        data = self.send("Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True})[
+            "data"
+        ]
+        self.set_viewport(self.browser.width, self.browser.height)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path

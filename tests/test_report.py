@@ -4,6 +4,7 @@ headless Chromium with no console errors (the screenshot is kept under out/test-
 from __future__ import annotations
 
 import json
+import os
 import re
 import warnings
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from browser import Browser, require_chromium
 from chakra_trace.analyze import Analysis
 from chakra_trace.simulate.presets import simulate_on
-from chakra_trace.visualize.report import build_report, write_report
+from chakra_trace.visualize.report import build_report, report_parts, write_report
 from chakra_trace.visualize.timeline import timeline, timeline_json
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "out" / "test-artifacts"
@@ -35,11 +36,15 @@ def test_report_document_of_the_ddp_pair(ddp_pair, sims):
     ids = [s["id"] for s in doc["sections"]]
     assert ids == [
         "summary",
+        "validation",
+        "steps",
         "breakdown",
         "critical-path",
         "top-ops",
+        "systems",
         "sim0-breakdown",
         "sim0-critical-path",
+        "sim0-network",
         "collectives",
         "matrix",
         "roofline",
@@ -51,8 +56,8 @@ def test_report_document_of_the_ddp_pair(ddp_pair, sims):
     sim_row = _blocks(doc, "summary")[1]["rows"][0]
     assert sim_row["npus"] == 64 and sim_row["step_us"] == sims["torus-8x8"].step_ns / 1000
     # the simulated critical path accounts for the whole simulated step
-    kv = dict(_blocks(doc, "sim0-critical-path")[1]["items"])
-    assert kv["length"] == kv["job step"] and kv["unexplained waits"] == "0.0 µs"
+    kv = next(dict(b["items"]) for b in _blocks(doc, "sim0-critical-path") if b["type"] == "kv")
+    assert kv["length"] == kv["job span (whole recording)"] and kv["unexplained waits"] == "0.0 µs"
     heat = next(b for b in _blocks(doc, "collectives") if b["type"] == "heatmap")
     assert len(heat["y"]) == 8 and heat["x"] == ["0", "1"] and {v for row in heat["values"] for v in row} == {1.0}
     matrix = _blocks(doc, "matrix")[1]
@@ -68,10 +73,12 @@ def test_report_document_of_the_ddp_pair(ddp_pair, sims):
     for i, ts, dur in tl["highlight"]:
         assert xs[i]["ts"] - 1e-6 <= ts and ts + dur <= xs[i]["ts"] + xs[i]["dur"] + 1e-6
     sim = _blocks(doc, "sim0-timeline")[1]["trace"]
+    assert len(build_report(ddp_pair, simulations=sims, device="cpu")["sections"]) == report_parts(ddp_pair, sims) + 2
     assert sim == timeline(ddp_pair, sims["torus-8x8"], max_events=60_000)
     json.dumps(doc)  # plain data
 
 
+@pytest.mark.browser
 def test_report_renders_in_headless_chromium(ddp_pair, sims, tmp_path):
     """Must-show: the report opens offline in a browser with no console errors."""
     require_chromium()
@@ -89,6 +96,7 @@ def test_report_renders_in_headless_chromium(ddp_pair, sims, tmp_path):
         page.screenshot(ARTIFACTS / "report_ddp.png")
 
 
+@pytest.mark.browser
 def test_report_downloads_the_python_timeline(ddp_pair, sims, tmp_path):
     """Each timeline's "Perfetto JSON" button saves the file `chakra timeline` / `timeline()`
     writes for the same workload, simulation and event cap: byte for byte, recorded and
@@ -154,3 +162,205 @@ def _check_chrome_trace(doc: dict, *, slices: int, flows: int | None = None, pro
             assert any(a <= e["ts"] <= b for a, b in tracks[(e["pid"], e["tid"])]), e
     names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
     assert names == (processes or {"rank 0", "rank 1"})
+
+
+# ---------------------------------------------------------------- sections of issue 12
+
+
+def test_steps_add_up_to_the_whole_recording(ddp_pair):
+    """Each step's parts add up to its span, and the steps to the whole (= the breakdown)."""
+    a = Analysis(ddp_pair)
+    sb = a.steps()
+    keys = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "other_us", "idle_us")
+    assert sb.steps >= 1 and set(sb.methods) == set(ddp_pair.ranks)
+    whole = {r["rank"]: r for r in a.breakdown().rows}
+    for rank in ddp_pair.ranks:
+        rows = [r for r in sb.rows if r["rank"] == rank and r["step"] != "all"]
+        total = next(r for r in sb.rows if r["rank"] == rank and r["step"] == "all")
+        for r in rows:
+            assert r["compute_us"] + r["comm_us"] - r["overlap_us"] + r["other_us"] + r["idle_us"] == r["span_us"]
+        for k in keys:
+            assert sum(r[k] for r in rows) == total[k] == whole[rank][k], k
+
+
+def test_steps_are_found_from_repeating_ops():
+    from chakra_trace.analyze.steps import find_steps
+    from chakra_trace.schema.builder import TraceBuilder
+
+    b = TraceBuilder()
+    t = 0
+    for _step in range(3):
+        for name, dur in (("fwd", 5), ("bwd", 9), ("opt", 2)):
+            b.comp(name, dur, start=t)
+            t += dur + 1
+    steps = find_steps(b.build())
+    assert len(steps) == 3 and steps.bounds.tolist() == [0, 19, 38, 56]
+    b2 = TraceBuilder()
+    for i, name in enumerate(("a", "b", "c")):
+        b2.comp(name, 1, start=i * 2)
+    assert len(find_steps(b2.build())) == 1
+
+
+def test_identical_ranks_are_one_row_with_their_count(ddp_pair, sims):
+    from chakra_trace.visualize.report_sections import group_ranks
+
+    doc = build_report(ddp_pair, simulations=sims)
+    table = next(b for b in _blocks(doc, "sim0-breakdown") if b["type"] == "table")
+    assert sum(r["count"] for r in table["rows"]) == 64 and len(table["rows"]) < 64
+    bars = next(b for b in _blocks(doc, "sim0-breakdown") if b["type"] == "bars")
+    assert len(bars["categories"]) == len(table["rows"])
+    rows = [{"rank": i, "x": 100.0 + (0.05 if i % 2 else 0), "y": 1.0} for i in range(10)] + [
+        {"rank": 10, "x": 200.0, "y": 1}
+    ]
+    groups = group_ranks(rows, ("x", "y"))
+    assert [g["count"] for g in groups] == [10, 1] and groups[0]["ranks"] == "0-9" and groups[1]["ranks"] == "10"
+    assert [g["count"] for g in group_ranks(rows, ("x", "y"), tol=1e-6)] == [5, 5, 1]
+
+
+def test_every_table_and_chart_states_its_unit(ddp_pair, sims):
+    """No unit in a header over cells that carry their own (the old "per rank (µs)" over ms)."""
+    doc = build_report(ddp_pair, simulations=sims)
+    for sec in doc["sections"]:
+        for b in sec["blocks"]:
+            if b["type"] == "table":
+                assert "µs" not in (b.get("caption") or ""), sec["id"]
+                for c in b["columns"]:
+                    if c["format"] in ("us", "ns", "bytes", "pct"):
+                        assert not re.search(r"µs|\bms\b|\bns\b|\(bytes\)|\(%\)", c["label"]), (sec["id"], c)
+            if b["type"] == "bars":
+                assert b["unit"], (sec["id"], b["title"])
+            if b["type"] == "scatter":
+                assert b["x_label"] and b["y_label"], sec["id"]
+
+
+def test_systems_beside_the_recording(ddp_pair, sims):
+    from chakra_trace.simulate.presets import preset
+
+    doc = build_report(ddp_pair, simulations=sims, systems={"torus-8x8": preset("torus-8x8")})
+    blocks = _blocks(doc, "systems")
+    dims = next(b for b in blocks if b["type"] == "table" and "per dimension" in b["caption"])
+    assert [(r["topology"], r["npus"], r["bandwidth"], r["latency_ns"]) for r in dims["rows"]] == [
+        ("Ring", 8, 100, 500)
+    ] * 2
+    steps = next(b for b in blocks if b["type"] == "table" and b["caption"].startswith("step"))
+    assert [r["system"] for r in steps["rows"]] == ["recorded", "torus-8x8"]
+    rec_row, sim_row = steps["rows"]
+    assert sim_row["vs"] == pytest.approx(sim_row["step_us"] / rec_row["step_us"])
+    n = Analysis(ddp_pair).steps().steps
+    assert rec_row["per_step_us"] == pytest.approx(rec_row["step_us"] / n)
+    classes = next(b for b in blocks if b["type"] == "bars")
+    assert [s["name"] for s in classes["series"]] == ["recorded", "torus-8x8"] and "[host]" in classes["categories"]
+    assert any(b["type"] == "text" and b["text"].startswith("[host]:") for b in blocks)  # explained where shown
+    assert any(b["type"] == "text" and b["text"].startswith("[host]:") for b in _blocks(doc, "top-ops"))
+
+
+def test_network_section_utilization_per_dimension(ddp_pair, sims):
+    from chakra_trace.simulate.presets import preset
+    from chakra_trace.simulate.result import CollectiveRecord
+    from chakra_trace.simulate.utilization import dimension_utilization, phase_bytes
+
+    rec = CollectiveRecord(
+        "all", 0, "ALL_REDUCE", 8 << 20, 64, "reduce_scatter:ring@d0+all_reduce:ring@d1+all_gather:ring@d0", 4, 0, 1
+    )
+    b = phase_bytes(rec, (8, 8))
+    D = 8 << 20
+    assert b[0] == pytest.approx(2 * D * 7 / 8) and b[1] == pytest.approx(2 * 7 / 8 * D / 8)
+    p = preset("torus-8x8")
+    res = sims["torus-8x8"]
+    util = dimension_utilization(res, p.network)
+    expect = sum(phase_bytes(c, (8, 8)).get(0, 0) * c.npus / 64 for c in res.collectives)
+    assert util[0]["bytes_per_npu"] == pytest.approx(expect)
+    assert util[0]["utilization"] == pytest.approx(expect / (100e9 * res.step_ns / 1e9))
+    doc = build_report(ddp_pair, simulations=sims, systems={"torus-8x8": p})
+    blocks = _blocks(doc, "sim0-network")
+    scatters = [b for b in blocks if b["type"] == "scatter"]
+    assert len(scatters) == 2 and len(scatters[0]["points"]) == len(res.collectives)
+    assert scatters[1]["lines"][0]["points"][0][1] == 100  # the peak: the link bandwidth
+    assert [r["dim"] for r in next(b for b in blocks if b["type"] == "table")["rows"]] == [0, 1]
+
+
+def test_sections_say_why_they_are_missing(ddp_pair):
+    """No start times, no device, an unknown device: the section is there and says why."""
+    untimed = ddp_pair.__class__({r: t.copy() for r, t in ddp_pair.traces.items()})
+    for t in untimed.traces.values():
+        t.start[:] = 0
+    doc = build_report(untimed)
+    ids = [s["id"] for s in doc["sections"]]
+    assert "breakdown" in ids and "roofline" in ids
+    assert _blocks(doc, "breakdown")[0]["text"].startswith("Not shown: the workload has no recorded start times")
+    bad = build_report(ddp_pair, device="nope")
+    assert _blocks(bad, "roofline")[0]["text"].startswith("Not shown: no roofline device: unknown device 'nope'")
+    for sec in doc["sections"] + bad["sections"]:
+        assert sec["blocks"], sec["id"]
+
+
+def test_roofline_names_the_cpu_that_is_there():
+    from chakra_trace.analyze.roofline import DEVICES, host_cpu
+
+    epyc = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\ncpu MHz\t\t: 2450.000\nflags\t\t: fpu avx avx2 fma\n"
+    dev = host_cpu(epyc * 1 + epyc.replace(": 0", ": 1"))
+    assert "AMD EPYC 7B13" in dev.name and "Xeon" not in dev.name
+    assert dev.peak_flops == pytest.approx(2 * 2.45e9 * 32) and "assumed" in dev.name
+    assert host_cpu("processor : 0\nmodel name : Intel(R) Xeon(R) Platinum 8380 CPU\n") is DEVICES["xeon-8380x2"]
+    assert host_cpu("") is DEVICES["cpu"] and "generic CPU" in DEVICES["cpu"].name
+    model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), None)
+    if model:
+        assert model in host_cpu().name or host_cpu().name in {d.name for d in DEVICES.values()}
+
+
+def test_plot_and_report_share_the_device_options():
+    from chakra_trace.cli.plot import roofline
+    from chakra_trace.cli.report import report
+
+    def opts(cmd):
+        return {
+            p.name: (p.opts, p.help, p.default)
+            for p in cmd.params
+            if p.name in ("device", "peak_tflops", "mem_bw_gbps")
+        }
+
+    assert opts(roofline) == opts(report) and len(opts(report)) == 3
+
+
+@pytest.mark.browser
+def test_report_sections_in_headless_chromium(ddp_pair, sims, tmp_path):
+    """The new sections render without errors; their screenshots are kept as test artifacts
+    ($CHAKRA_TEST_ARTIFACTS, default test-artifacts/report/ under the repository)."""
+    from chakra_trace.simulate.presets import preset
+
+    require_chromium()
+    out = Path(
+        os.environ.get("CHAKRA_TEST_ARTIFACTS") or Path(__file__).resolve().parent.parent / "test-artifacts" / "report"
+    )
+    path = write_report(
+        ddp_pair, tmp_path / "report.html", simulations=sims, systems={"torus-8x8": preset("torus-8x8")}
+    )
+    want = [
+        "validation",
+        "steps",
+        "breakdown",
+        "critical-path",
+        "systems",
+        "sim0-breakdown",
+        "sim0-network",
+        "roofline",
+        "sim0-timeline",
+    ]
+    with Browser() as b:
+        page = b.open(path)
+        assert page.errors == [] and page.evaluate("document.querySelectorAll('.block-error').length") == 0
+        for sid in want:
+            assert page.evaluate(
+                f"!!document.getElementById('{sid}') && document.getElementById('{sid}').children.length > 1"
+            ), sid
+            page.screenshot_element(f"#{sid}", out / f"{sid}.png")
+        # the critical-path table fits the page: no column cut off at 1,400 px
+        assert page.evaluate(
+            "(() => { const w = document.querySelector('#critical-path .table-wrap'); return w.scrollWidth <= w.clientWidth + 1; })()"
+        )
+        # 64 NPUs: flows off until asked for
+        flows = "document.querySelector('#sim0-timeline .tl-flows')"
+        assert page.evaluate(f"{flows}.textContent").startswith("Show flows")
+        page.evaluate(f"{flows}.click()")
+        assert page.evaluate(f"{flows}.textContent").startswith("Hide flows") and page.errors == []
+    assert all((out / f"{sid}.png").stat().st_size > 1000 for sid in want)

@@ -14,6 +14,7 @@ from .collectives import collective_stats, communication_matrix, imbalance
 from .critical_path import critical_path, job_critical_path
 from .diff import diff
 from .roofline import device_spec, roofline
+from .steps import step_breakdown
 from .top_ops import top_ops
 
 
@@ -46,6 +47,10 @@ class Analysis:
         if self.result is not None:
             return self._once("breakdown", lambda: Breakdown.from_simulation(self.result))
         return self._once("breakdown", lambda: breakdown(self.workload))
+
+    def steps(self):
+        """The recorded steps of each rank and where each one's time goes (`steps.step_breakdown`)."""
+        return self._once("steps", lambda: step_breakdown(self.workload))
 
     def critical_path(self, rank: int | None = None):
         """The job's critical path (through collectives), or one rank's dependency chain."""

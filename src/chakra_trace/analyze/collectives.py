@@ -28,6 +28,11 @@ _BUS_FACTOR = {
 }
 
 
+def bus_factor(ctype: str, n: int) -> float:
+    """Bus bandwidth / algorithm bandwidth of a `ctype` collective over `n` members (NCCL's)."""
+    return _BUS_FACTOR.get(ctype, lambda n: 1.0)(max(n, 1))
+
+
 @dataclass
 class CollectiveStats:
     """One record per (collective instance, rank): group, index, type, rank, bytes,

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType
+from ..schema.resources import ACCEL, node_kinds
 from ..schema.trace import Trace
 from .diff import merge_names
 
@@ -60,24 +61,84 @@ DEVICES: dict[str, DeviceSpec] = {
     "mi300x": DeviceSpec("AMD MI300X", 1307.4 * _T, 5300 * _G),
     # Google Cloud TPU v5e documentation, per chip: 197 TFLOPS bf16, 819 GB/s HBM2.
     "tpu-v5e": DeviceSpec("Google TPU v5e", 197 * _T, 819 * _G),
-    # A CPU varies far more than an accelerator (cores, clocks, vector width, memory
-    # channels), so this is only a rough stand-in: a 2-socket server of Intel Xeon Platinum
-    # 8380 (Intel ARK: 40 cores, 2.3 GHz base, two AVX-512 FMA units, 8 channels DDR4-3200
-    # per socket), FP32: 2 x 40 cores x 2.3 GHz x 64 FLOP/cycle = 11.8 TFLOP/s and
-    # 2 x 8 x 25.6 GB/s = 409.6 GB/s. A laptop or desktop is an order of magnitude lower;
-    # pass your own peak and bandwidth for meaningful efficiencies.
-    "cpu": DeviceSpec("CPU (2-socket Xeon 8380, FP32)", 11.776 * _T, 409.6 * _G),
+    # A 2-socket server of Intel Xeon Platinum 8380 (Intel ARK: 40 cores, 2.3 GHz base, two
+    # AVX-512 FMA units, 8 channels DDR4-3200 per socket), FP32: 2 x 40 cores x 2.3 GHz x 64
+    # FLOP/cycle = 11.8 TFLOP/s and 2 x 8 x 25.6 GB/s = 409.6 GB/s.
+    "xeon-8380x2": DeviceSpec("2-socket Intel Xeon Platinum 8380 (FP32)", 11.776 * _T, 409.6 * _G),
+    # "cpu" resolves to this machine's CPU (`host_cpu`); this is what it falls back to where
+    # /proc/cpuinfo cannot be read: a server-class figure, named as the assumption it is.
+    "cpu": DeviceSpec("generic CPU (assumed 11.8 TFLOP/s FP32, 409.6 GB/s)", 11.776 * _T, 409.6 * _G),
 }
+
+#: Presets of a known CPU by a substring of its /proc/cpuinfo model name.
+_CPU_MODELS = {"Platinum 8380": "xeon-8380x2"}
+_ASSUMED_GBPS_PER_CORE = 10.0  # memory bandwidth is not in /proc/cpuinfo: a round per-core figure
+
+
+def _fp32_flop_per_cycle(flags: set[str]) -> tuple[int, str]:
+    """FP32 FLOP per cycle and core from the vector extensions, two FMA units assumed."""
+    if "avx512f" in flags:
+        return 64, "AVX-512 FMA"
+    if "avx2" in flags and "fma" in flags:
+        return 32, "AVX2 FMA"
+    if "avx" in flags:
+        return 16, "AVX"
+    return 8, "SSE"
+
+
+def host_cpu(cpuinfo: str | None = None) -> DeviceSpec:
+    """This machine's CPU as a roofline device: its preset when /proc/cpuinfo names a CPU that
+    has one, else an estimate named as one (cores x clock x FP32 FLOP/cycle of its vector
+    extensions, a per-core memory bandwidth assumed), so that no report names hardware that
+    is not there. Without /proc/cpuinfo: the generic "cpu" figure."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read()
+        except OSError:
+            return DEVICES["cpu"]
+    model, mhz, cores = "", 0.0, 0
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "processor":
+            cores += 1
+        elif key == "model name" and not model:
+            model = value
+        elif key == "cpu MHz" and not mhz:
+            try:
+                mhz = float(value)
+            except ValueError:
+                pass
+        elif key == "flags" and not flags:
+            flags = set(value.split())
+    for part, name in _CPU_MODELS.items():
+        if part in model:
+            return DEVICES[name]
+    if not (model and mhz > 0 and cores):
+        return DEVICES["cpu"]
+    per_cycle, isa = _fp32_flop_per_cycle(flags)
+    peak = cores * mhz * 1e6 * per_cycle
+    bw = cores * _ASSUMED_GBPS_PER_CORE * _G
+    return DeviceSpec(
+        f"this machine's CPU, {model}: {cores} cores x {mhz / 1000:.2f} GHz x {per_cycle} FP32 FLOP/cycle "
+        f"({isa}) = {peak / _T:.2f} TFLOP/s; memory bandwidth assumed {bw / _G:g} GB/s",
+        peak,
+        bw,
+    )
 
 
 def device_spec(
     spec: str | DeviceSpec | None = None, *, peak_tflops: float | None = None, mem_bw_gbps: float | None = None
 ) -> DeviceSpec:
-    """A preset by name (case-insensitive), a DeviceSpec as is, or one from an explicit peak
-    (TFLOP/s) and bandwidth (GB/s). Given with a preset, an explicit figure overrides it."""
+    """A preset by name (case-insensitive; "cpu": this machine's CPU, `host_cpu`), a DeviceSpec
+    as is, or one from an explicit peak (TFLOP/s) and bandwidth (GB/s). Given with a preset, an explicit figure overrides it."""
     base: DeviceSpec | None
     if isinstance(spec, DeviceSpec):
         base = spec
+    elif spec is not None and str(spec).strip().lower() == "cpu":
+        base = host_cpu()
     elif spec is not None:
         base = DEVICES.get(str(spec).strip().lower())
         if base is None:
@@ -105,6 +166,19 @@ def device_spec(
         base.peak_flops if peak_tflops is None else peak_tflops * _T,
         base.mem_bw if mem_bw_gbps is None else mem_bw_gbps * _G,
     )
+
+
+def default_device(workload: Workload | Trace) -> DeviceSpec:
+    """The device to draw when none is named: this machine's CPU for a CPU-only trace (its
+    compute ran on a CPU, most likely this kind); a trace with accelerator kernels raises
+    ChakraError, since it does not say which accelerator ran them."""
+    traces = workload.traces.values() if isinstance(workload, Workload) else [workload]
+    if any((node_kinds(t) == ACCEL).any() for t in traces):
+        raise ChakraError(
+            "the trace ran on an accelerator it does not name: pass --device (h100, a100, ...) or "
+            "--peak-tflops and --mem-bw-gbps"
+        )
+    return host_cpu()
 
 
 _COLUMNS = (

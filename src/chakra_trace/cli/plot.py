@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..analyze import Analysis
+from ..analyze.roofline import default_device, device_spec
 from ..visualize.plots import plot_breakdown, plot_imbalance, plot_matrix, plot_roofline
 from .common import comm_groups_option, open_workload, tolerance_option
 
@@ -16,6 +17,28 @@ _out_option = click.option(
     type=click.Path(dir_okay=False),
     help="Image file; its suffix (.png, .svg, .pdf) picks the format.",
 )
+
+
+def device_options(f):
+    """--device, --peak-tflops and --mem-bw-gbps: the roofline device, the same options with the
+    same meaning in `chakra plot roofline` and `chakra report` (see `roofline_device`)."""
+    f = click.option("--mem-bw-gbps", type=float, default=None, help="Roofline device memory bandwidth in GB/s.")(f)
+    f = click.option("--peak-tflops", type=float, default=None, help="Roofline device peak compute in TFLOP/s.")(f)
+    return click.option(
+        "--device",
+        default=None,
+        help="Roofline device: a preset (v100, a100, h100, h200, b200, mi300x, tpu-v5e, xeon-8380x2) or cpu "
+        "(this machine's CPU, estimated from /proc/cpuinfo); --peak-tflops/--mem-bw-gbps override its "
+        "figures or, both given, replace it. Omitted: this machine's CPU for a CPU-only trace; a trace "
+        "with accelerator kernels needs one.",
+    )(f)
+
+
+def roofline_device(workload, device, peak_tflops, mem_bw_gbps):
+    """The DeviceSpec the device options name (ChakraError when none fits: `default_device`)."""
+    if device is None and (peak_tflops is None or mem_bw_gbps is None):
+        device = default_device(workload)
+    return device_spec(device, peak_tflops=peak_tflops, mem_bw_gbps=mem_bw_gbps)
 
 
 def _analysis(workload: str, comm_groups: str | None = None) -> Analysis:
@@ -63,7 +86,8 @@ def matrix(workload: str, out: str, comm_groups) -> None:
 @plot.command()
 @click.argument("workload")
 @_out_option
-@click.option("--device", default="h100", show_default=True, help="Device whose roofs to draw (e.g. a100, h100).")
-def roofline(workload: str, out: str, device: str) -> None:
+@device_options
+def roofline(workload: str, out: str, device, peak_tflops, mem_bw_gbps) -> None:
     """Roofline of the compute ops: intensity vs achieved FLOP/s against the device's roofs."""
-    _done(plot_roofline(_analysis(workload).roofline(device), out))
+    a = _analysis(workload)
+    _done(plot_roofline(a.roofline(roofline_device(a.workload, device, peak_tflops, mem_bw_gbps)), out))

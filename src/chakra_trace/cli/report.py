@@ -7,8 +7,10 @@ import time
 
 import click
 
-from ..visualize.report import write_report
-from .common import comm_groups_option, console, open_workload
+from ..simulate.presets import resolve
+from ..visualize.report import report_parts, write_report
+from .common import comm_groups_option, console, open_workload, steps
+from .plot import device_options
 from .systems import run_simulations, simulate_many_option
 
 
@@ -17,21 +19,39 @@ from .systems import run_simulations, simulate_many_option
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
 @comm_groups_option
 @simulate_many_option
-@click.option("--device", default=None, help="Roofline device preset (h100, a100, ...); omitted: no roofline.")
+@device_options
 @click.option("--title", default=None, help="Report title.")
 @click.option(
     "--timeline-events", default=60_000, show_default=True, help="Most events per timeline (the longest are kept)."
 )
-def report(workload, output, comm_groups, systems, device, title, timeline_events) -> None:
+def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_gbps, title, timeline_events) -> None:
     """Write WORKLOAD's report (a `.et` file, a `<prefix>.<rank>.et` prefix or a folder): summary,
     breakdowns, critical path, top operations, collectives and imbalance, communication
     matrix, roofline, and interactive timelines, recorded and simulated."""
     t0 = time.perf_counter()
     wl = open_workload(workload, comm_groups)
-    sims = run_simulations(wl, systems)
+    with steps("simulate", len(systems)) as advance:
+        sims = {}
+        for spec in systems:
+            sims.update(run_simulations(wl, [spec]))
+            if advance:
+                advance(1)
     for label, res in sims.items():
         console().print(
-            f"simulated on {label}: step {res.step_ns / 1e6:,.3f} ms on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
+            f"simulated on {label}: {res.step_ns / 1e6:,.3f} ms (the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
         )
-    path = write_report(wl, output, simulations=sims, title=title, device=device, max_timeline_events=timeline_events)
+    presets = {p.name: p for p in map(resolve, systems)}
+    with steps("report", report_parts(wl, sims)) as advance:
+        path = write_report(
+            wl,
+            output,
+            simulations=sims,
+            systems=presets,
+            title=title,
+            device=device,
+            peak_tflops=peak_tflops,
+            mem_bw_gbps=mem_bw_gbps,
+            max_timeline_events=timeline_events,
+            progress=advance,
+        )
     console().print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")

@@ -9,14 +9,26 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..analyze import Analysis
+from ..analyze.roofline import DeviceSpec, default_device, device_spec
 from ..errors import ChakraError
 from ..io.workload import Workload
+from ..schema.resources import HOST_GAP
 from .html import write_html
+from .report_sections import (
+    group_ranks,
+    host_note,
+    network_section,
+    steps_section,
+    systems_section,
+    validation_section,
+    why_section,
+)
 from .timeline import build_timeline
 
 _MAX_HEAT_ROWS = 120
@@ -28,45 +40,83 @@ def build_report(
     workload: Workload,
     *,
     simulations: dict | None = None,
+    systems: dict | None = None,
     title: str | None = None,
-    device: str | None = None,
+    device: str | DeviceSpec | None = None,
+    peak_tflops: float | None = None,
+    mem_bw_gbps: float | None = None,
     max_timeline_events: int = 60_000,
+    progress: Callable[[int], None] | None = None,
 ) -> dict:
     """The report document. ``simulations``: {label: SimResult} of this workload (or of its
-    data-parallel scale-out) on other systems; ``device``: a roofline preset or None to skip."""
+    data-parallel scale-out) on other systems; ``systems``: {label: SystemPreset} that describe
+    them; ``device``/``peak_tflops``/``mem_bw_gbps``: the roofline device as `device_spec`
+    takes it (none: `default_device`); ``progress``: called with 1 after each section."""
     rec = Analysis(workload)
     timed = any(t.timed for t in workload.traces.values())
     sims = simulations or {}
-    sections = [_summary(rec, timed, sims)]
+    presets = systems or {}
+    tick = progress or (lambda n=1: None)
+    sims_a = {label: Analysis(_workload_of(res, workload), res) for label, res in sims.items()}
+    makers: list[Callable[[], dict]] = [lambda: _summary(rec, timed, sims), lambda: validation_section(workload, sims)]
     if timed:
-        sections.append(_breakdown_section("breakdown", "Breakdown (recorded)", rec.breakdown()))
-        sections.append(_path_section("critical-path", "Critical path (recorded)", rec))
-        sections.append(_top_section("top-ops", "Top operations (recorded)", rec))
-    for i, (label, res) in enumerate(sims.items()):
-        sim = Analysis(_workload_of(res, workload), res)
-        sections.append(_breakdown_section(f"sim{i}-breakdown", f"Breakdown on {label} (simulated)", sim.breakdown()))
-        sections.append(_path_section(f"sim{i}-critical-path", f"Critical path on {label} (simulated)", sim))
-        if not timed and i == 0:
-            sections.append(_top_section("top-ops", f"Top operations on {label} (simulated)", sim))
-    sections.append(_collectives_section(rec))
-    sections.append(_matrix_section(rec))
-    if device:
-        roof = _roofline_section(rec, device)
-        if roof is not None:
-            sections.append(roof)
+        makers += [
+            lambda: steps_section(rec),
+            lambda: _breakdown_section("breakdown", "Breakdown (recorded)", rec.breakdown()),
+            lambda: _path_section("critical-path", "Critical path (recorded)", rec),
+            lambda: _top_section("top-ops", "Top operations (recorded)", rec),
+        ]
+    else:
+        why = "the workload has no recorded start times (all 0); simulate it (--simulate SYSTEM) for times"
+        makers += [lambda: why_section("breakdown", "Breakdown (recorded)", why)]
+    if sims or timed:
+        makers.append(lambda: systems_section(rec, sims, presets, timed))
+    for i, label in enumerate(sims):
+
+        def sim_sections(i=i, label=label) -> list[dict]:
+            sim, res = sims_a[label], sims[label]
+            out = [
+                _breakdown_section(f"sim{i}-breakdown", f"Breakdown on {label} (simulated)", sim.breakdown()),
+                _path_section(f"sim{i}-critical-path", f"Critical path on {label} (simulated)", sim),
+                network_section(f"sim{i}-network", label, res, presets.get(label)),
+            ]
+            if not timed and i == 0:
+                out.append(_top_section("top-ops", f"Top operations on {label} (simulated)", sim))
+            return out
+
+        makers.append(sim_sections)  # type: ignore[arg-type]
+    makers += [
+        lambda: _collectives_section(rec),
+        lambda: _matrix_section(rec),
+        lambda: _roofline_section(rec, device, peak_tflops, mem_bw_gbps),
+    ]
     if timed:
-        sections.append(_timeline_section("timeline", "Timeline (recorded)", rec, None, max_timeline_events))
+        makers.append(lambda: _timeline_section("timeline", "Timeline (recorded)", rec, None, max_timeline_events))
     for i, (label, res) in enumerate(sims.items()):
-        sim = Analysis(_workload_of(res, workload), res)
-        sections.append(
-            _timeline_section(f"sim{i}-timeline", f"Timeline on {label} (simulated)", sim, res, max_timeline_events)
+        makers.append(
+            lambda i=i, label=label, res=res: _timeline_section(
+                f"sim{i}-timeline", f"Timeline on {label} (simulated)", sims_a[label], res, max_timeline_events
+            )
         )
+    sections: list[dict] = []
+    for make in makers:
+        out = make()
+        sections.extend(out if isinstance(out, list) else [out])
+        tick(1)
     return {
         "title": title or "chakra-trace report",
         "subtitle": _describe(workload),
         "generated": _dt.datetime.now().isoformat(timespec="seconds"),
         "sections": sections,
     }
+
+
+def report_parts(workload: Workload, simulations: dict | None = None) -> int:
+    """How many times `build_report` calls ``progress`` (its sections, a system's counting once
+    but for its timeline): the total of a progress bar."""
+    timed = any(t.timed for t in workload.traces.values())
+    n = len(simulations or {})
+    return 2 + (4 if timed else 1) + (1 if n or timed else 0) + n + 3 + (1 if timed else 0) + n
 
 
 def write_report(workload: Workload, path: str | os.PathLike, **kw) -> Path:
@@ -99,9 +149,16 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
     items.append(["collective instances", len({(r["group"], r["index"]) for r in stats.records})])
     items.append(["collective bytes (all ranks)", _bytes(sum(r["bytes"] for r in stats.records))])
     blocks = []
-    if timed:
-        path = rec.critical_path()
-        items.append(["recorded step (job span)", _us(path.step_ns / 1000)])
+    try:
+        path = rec.critical_path() if timed else None
+    except ChakraError as e:
+        path = None
+        items.append(["critical path", f"not computed: {e}"])
+    if path is not None:
+        n = rec.steps().steps
+        items.append([f"recorded time ({n} step{'s' * (n != 1)}, whole job)", _us(path.step_ns / 1000)])
+        if n > 1:
+            items.append(["recorded time per step", _us(path.step_ns / 1000 / n)])
         top = next(iter(path.by_rank().items()), None)
         if top:
             items.append(["rank most on the critical path", f"{top[0]} ({top[1] / max(path.length_ns, 1):.0%})"])
@@ -110,7 +167,7 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
     blocks.append({"type": "kv", "items": items})
     if sims:
         rows = []
-        base = rec.critical_path().step_ns if timed else None
+        base = path.step_ns if path is not None else None
         for label, res in sims.items():
             b = np.asarray(res.exposed_comm_ns)
             rows.append(
@@ -131,8 +188,8 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
                 "columns": [
                     {"key": "system", "label": "system", "format": "str"},
                     {"key": "npus", "label": "NPUs", "format": "int"},
-                    {"key": "step_us", "label": "step", "format": "us"},
-                    {"key": "vs_recorded", "label": "step / recorded", "format": "float"},
+                    {"key": "step_us", "label": "whole recording", "format": "us"},
+                    {"key": "vs_recorded", "label": "vs recorded", "format": "float"},
                     {"key": "exposed_comm_us", "label": "max exposed comm", "format": "us"},
                     {"key": "collectives", "label": "collectives", "format": "int"},
                     {"key": "mode", "label": "model", "format": "str"},
@@ -146,40 +203,55 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
     return {"id": "summary", "title": "Summary", "blocks": blocks}
 
 
+_BD_KEYS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "other_us", "idle_us")
+
+
 def _breakdown_section(sid: str, title: str, bd) -> dict:
-    rows = bd.rows
-    if len(rows) > 64:  # thousands of ranks: the distribution, not one bar each
-        keys = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")
-        arr = {k: np.array([r[k] for r in rows], float) for k in keys}
+    """Stacked bars and a table per rank; ranks whose figures agree within 0.1% are one row
+    with their count (a scaled-out job's 64 identical ranks are one or two rows)."""
+    groups = group_ranks(bd.rows, _BD_KEYS)
+    note = f"{len(bd.rows)} ranks"
+    if len(groups) > 64:  # thousands of distinct ranks: the distribution, not one bar each
+        arr = {k: np.array([r[k] for r in bd.rows], float) for k in _BD_KEYS}
         shown = [
-            {"rank": label, **{k: float(fn(arr[k])) for k in keys}}
+            {"label": label, "ranks": label, "count": len(bd.rows), **{k: float(fn(arr[k])) for k in _BD_KEYS}}
             for label, fn in (("min", np.min), ("median", np.median), ("max", np.max))
         ]
+        note += f" in {len(groups)} distinct groups: their min, median and max"
     else:
-        shown = [dict(r, rank=str(r["rank"])) for r in rows]
+        shown = [dict(g, label=g["ranks"] + (f" (x{g['count']})" if g["count"] > 1 else "")) for g in groups]
+        if len(groups) < len(bd.rows):
+            note += f", {len(groups)} distinct (ranks within 0.1% of each other are one row, with their count)"
     series = [
         ("compute only", [r["compute_us"] - r["overlap_us"] for r in shown]),
         ("compute + comm", [r["overlap_us"] for r in shown]),
         ("exposed comm", [r["exposed_comm_us"] for r in shown]),
+        ("other (busy, neither)", [r["other_us"] for r in shown]),
         ("idle", [r["idle_us"] for r in shown]),
     ]
-    cols = [{"key": "rank", "label": "rank", "format": "str"}] + [
-        {"key": k, "label": k.replace("_us", "").replace("_", " "), "format": "us"}
-        for k in ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "idle_us")
-    ]
+    cols = [
+        {"key": "ranks", "label": "ranks", "format": "str"},
+        {"key": "count", "label": "count", "format": "int"},
+    ] + [{"key": k, "label": k.replace("_us", "").replace("_", " "), "format": "us"} for k in _BD_KEYS]
     return {
         "id": sid,
         "title": title,
         "blocks": [
             {
+                "type": "text",
+                "text": f"{note}. Over the whole recording: compute + comm - overlap + other + idle = span; "
+                '"other" is time busy with neither compute nor communication (host work, memory '
+                "nodes). Each cell carries its own unit.",
+            },
+            {
                 "type": "bars",
-                "title": "where each rank's step goes",
+                "title": "where each rank's time goes",
                 "unit": "µs",
                 "stacked": True,
-                "categories": [str(r["rank"]) for r in shown],
+                "categories": [r["label"] for r in shown],
                 "series": [{"name": n, "values": [float(v) for v in vals]} for n, vals in series],
             },
-            {"type": "table", "caption": "per rank (µs)", "columns": cols, "rows": shown, "max_rows": 32},
+            {"type": "table", "caption": "per rank", "columns": cols, "rows": shown, "max_rows": 32},
         ],
     }
 
@@ -193,7 +265,7 @@ def _path_section(sid: str, title: str, a: Analysis) -> dict:
     by_rank = path.by_rank()
     items = [
         ["length", _us(path.length_ns / 1000)],
-        ["job step", _us(path.step_ns / 1000)],
+        ["job span (whole recording)", _us(path.step_ns / 1000)],
         ["unexplained waits", _us(path.wait_ns / 1000)],
         ["operations on the path", len(path)],
         ["rank that finishes last", path.last_rank],
@@ -232,6 +304,7 @@ def _path_section(sid: str, title: str, a: Analysis) -> dict:
                 "its resource, or the last member to reach a collective).",
             },
             {"type": "kv", "items": items},
+            *([note] if (note := _host_on(path.columns["name"], a.workload)) else []),
             {
                 "type": "bars",
                 "title": "critical path by resource",
@@ -280,6 +353,7 @@ def _top_section(sid: str, title: str, a: Analysis) -> dict:
                 "text": "Exposed time is the part of an operation on the critical path: what the step "
                 "would lose if the operation got faster.",
             },
+            *([note] if (note := host_note(a.workload)) else []),
             {
                 "type": "table",
                 "caption": "by exposed time",
@@ -416,11 +490,25 @@ def _matrix_section(a: Analysis) -> dict:
     }
 
 
-def _roofline_section(a: Analysis, device: str) -> dict | None:
-    roof = a.roofline(device)
+def _roofline_section(a: Analysis, device, peak_tflops: float | None, mem_bw_gbps: float | None) -> dict:
+    title = "Roofline"
+    try:
+        if device is None and (peak_tflops is None or mem_bw_gbps is None):
+            dev = default_device(a.workload)
+            if peak_tflops is not None or mem_bw_gbps is not None:
+                dev = device_spec(dev, peak_tflops=peak_tflops, mem_bw_gbps=mem_bw_gbps)
+        else:
+            dev = device_spec(device, peak_tflops=peak_tflops, mem_bw_gbps=mem_bw_gbps)
+    except ChakraError as e:
+        return why_section("roofline", title, f"no roofline device: {e}")
+    roof = a.roofline(dev)
     ok = np.isfinite(roof.achieved_flops) & (roof.achieved_flops > 0)
     if not ok.any():
-        return None
+        return why_section(
+            "roofline",
+            title,
+            "no compute op has both a FLOP count (num_ops), a byte count (tensor_size) and a recorded duration",
+        )
     x, y = roof.intensity[ok], roof.achieved_flops[ok]
     names, index = np.unique(roof.name[ok].astype(str), return_inverse=True)
     compute = (roof.bound[ok] == "compute").astype(int)
@@ -431,17 +519,18 @@ def _roofline_section(a: Analysis, device: str) -> dict | None:
     cov = roof.coverage
     return {
         "id": "roofline",
-        "title": f"Roofline ({dev.name})",
+        "title": title,
         "blocks": [
             {
                 "type": "text",
-                "text": f"Ops with FLOP and byte counts: {int(ok.sum()):,} timed of "
+                "text": f"Device: {dev.name} (peak {dev.peak_flops / 1e12:,.3g} TFLOP/s, memory "
+                f"{dev.mem_bw / 1e9:,.4g} GB/s; --device, --peak-tflops, --mem-bw-gbps choose it). Ops with FLOP and byte counts: {int(ok.sum()):,} timed of "
                 f"{cov.get('comp_nodes', len(roof)):,} compute nodes. Achieved FLOP/s uses each "
                 "op's recorded duration.",
             },
             {
                 "type": "scatter",
-                "title": f"achieved FLOP/s vs arithmetic intensity on {dev.name}",
+                "title": "achieved FLOP/s vs arithmetic intensity",
                 "x_label": "FLOP / byte",
                 "y_label": "FLOP/s",
                 "log_x": True,
@@ -485,6 +574,11 @@ def _timeline_section(sid: str, title: str, a: Analysis, result, max_events: int
     if tl.metadata.get("capped"):
         note += f" Only part is shown: {tl.metadata['note']}."
     return {"id": sid, "title": title, "blocks": [{"type": "text", "text": note}, block]}
+
+
+def _host_on(names, workload) -> dict | None:
+    """The `[host]` note when the critical path goes through [host] nodes."""
+    return host_note(workload) if HOST_GAP in set(np.asarray(names).tolist()) else None
 
 
 def _us(v: float) -> str:

@@ -466,8 +466,18 @@
       const save = el("button", "tl-reset", "Perfetto JSON");
       save.title = "Download this timeline as Chrome/Perfetto trace JSON (open it in ui.perfetto.dev)";
       save.addEventListener("click", () => this.download());
+      // Flows between many ranks hide the slices under them: off by default past 8 processes.
+      const procs = new Set(b.tracks.map((t) => t.pid)).size;
+      this.showFlows = procs <= 8;
+      const flowsBtn = el("button", "tl-flows");
+      const flowsLabel = () => { flowsBtn.textContent = (this.showFlows ? "Hide" : "Show") + " flows (" + b.flows.length.toLocaleString("en-US") + ")"; };
+      flowsLabel();
+      flowsBtn.title = "Draw the arrows that link each collective across ranks";
+      flowsBtn.addEventListener("click", () => { this.showFlows = !this.showFlows; flowsLabel(); this.draw(); });
       this.info = el("span", "tl-info");
-      tools.append(reset, save, this.info, el("span", "", "wheel: zoom \u00b7 drag: pan \u00b7 shift+wheel: scroll rows \u00b7 double-click: reset"));
+      tools.append(reset, save);
+      if (b.flows.length) tools.append(flowsBtn);
+      tools.append(this.info, el("span", "", "wheel: zoom \u00b7 drag: pan \u00b7 shift+wheel: scroll rows \u00b7 double-click: reset"));
       box.appendChild(tools);
       this.wrap = el("div", "tl-wrap");
       this.canvas = el("canvas", "timeline");
@@ -681,7 +691,7 @@
         for (let d = 0; d < lanes.length; d++) this.drawLane(lanes[d], top + 2 + d * LANE_H, LANE_H - 2, x0, x1, k, stats);
         ctx.restore();
       }
-      this.drawFlows(x0, x1, k);
+      if (this.showFlows) this.drawFlows(x0, x1, k);
       this.drawHighlights(x0, x1, k);
       ctx.restore();
       this.drawAxis(tk, W);

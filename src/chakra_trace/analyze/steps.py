@@ -1,0 +1,121 @@
+"""The training steps inside a recording, and where each step's time goes.
+
+A recording usually holds several steps (the profiler's ProfilerStep#N windows), and the
+converter keeps the ops, not the step annotations. The steps are found back from what
+repeats: the compute ops of one rank, in start order, are the same names once per step. A
+rank's time line is cut at the start of each step's first op (the first step from the rank's
+first start, the last to its last end), so the steps' parts add up to the whole recording.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..intervals import busy
+from ..io.workload import Workload
+from ..schema.resources import comm_mask, compute_mask
+from ..schema.trace import Trace
+from .breakdown import COLUMNS
+
+_STEP_PREFIX = "ProfilerStep#"
+
+
+@dataclass
+class Steps:
+    """One rank's steps: ``bounds`` (µs, k + 1 cut points: step i is [bounds[i], bounds[i+1]))
+    and how they were found (``method``), or a single window and why not (``method``)."""
+
+    bounds: np.ndarray
+    method: str
+
+    def __len__(self) -> int:
+        return max(len(self.bounds) - 1, 0)
+
+
+def find_steps(trace: Trace) -> Steps:
+    """The steps of one timed rank (see the module docstring)."""
+    start = trace.start.astype(np.int64)
+    end = start + trace.duration.astype(np.int64)
+    ran = end > start
+    if not ran.any():
+        return Steps(np.zeros(0, np.int64), "no recorded times")
+    lo, hi = int(start[ran].min()), int(end[ran].max())
+    names = trace.names
+    marked = [i for i, n in enumerate(names) if n.startswith(_STEP_PREFIX)]
+    if marked:
+        rows = np.flatnonzero(np.isin(trace.name_codes, marked) & ran)
+        cuts = np.unique(start[rows])
+        return Steps(np.concatenate([[lo], cuts[cuts > lo], [hi]]), "ProfilerStep annotations")
+    rows = np.flatnonzero(compute_mask(trace) & ran)
+    rows = rows[np.argsort(start[rows], kind="stable")]
+    seq = trace.name_codes[rows]
+    n = len(seq)
+    for k in range(n // 2, 1, -1):  # the most repeats: a step's own repeated layers do not repeat the whole
+        if n % k == 0 and (seq.reshape(k, -1) == seq[: n // k]).all():
+            firsts = start[rows[:: n // k]]
+            return Steps(np.concatenate([[lo], firsts[1:], [hi]]), "the compute ops repeat once per step")
+    return Steps(np.array([lo, hi]), "one window: the compute ops do not repeat as whole steps")
+
+
+@dataclass
+class StepBreakdown:
+    """Per rank and step (µs): the `Breakdown` columns of each step's window, and a row per rank
+    for the whole recording (``step`` "all"), whose parts are the sums of its steps."""
+
+    rows: list[dict] = field(default_factory=list)
+    methods: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        """Steps found on every rank (the fewest, when ranks disagree)."""
+        counts = [sum(1 for r in self.rows if r["rank"] == rank and r["step"] != "all") for rank in self.methods]
+        return min(counts) if counts else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": self.rows, "methods": {str(k): v for k, v in self.methods.items()}}
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows).set_index(["rank", "step"])
+
+
+def step_breakdown(workload: Workload | Trace) -> StepBreakdown:
+    """`find_steps` on every timed rank, and each step's breakdown (nodes clipped to it)."""
+    workload = Workload.of(workload)
+    out = StepBreakdown()
+    for r in workload.ranks:
+        t = workload.traces[r]
+        if not t.timed:
+            continue
+        steps = find_steps(t)
+        out.methods[r] = steps.method
+        if not len(steps):
+            continue
+        start = t.start.astype(np.int64)
+        end = start + t.duration.astype(np.int64)
+        comp, comm = compute_mask(t), comm_mask(t)
+        total = dict.fromkeys(COLUMNS, 0)
+        for i in range(len(steps)):
+            a, b = int(steps.bounds[i]), int(steps.bounds[i + 1])
+            keep = (end > a) & (start < b)
+            s, e = np.maximum(start[keep], a), np.minimum(end[keep], b)
+            parts = busy(s, e, comp[keep], comm[keep])
+            row = {
+                "span_us": b - a,
+                "compute_us": parts["compute"],
+                "comm_us": parts["comm"],
+                "overlap_us": parts["overlap"],
+                "exposed_comm_us": parts["exposed"],
+                "other_us": parts["other"],
+                # before the window's first op or after its last counts as idle too
+                "idle_us": b - a - (parts["compute"] + parts["comm"] - parts["overlap"] + parts["other"]),
+            }
+            for k in COLUMNS:
+                total[k] += row[k]
+            out.rows.append({"rank": r, "step": str(i + 1), **row})
+        out.rows.append({"rank": r, "step": "all", **total})
+    return out
