@@ -35,6 +35,11 @@ def test_cpu_pairs_convert_validate_and_reproduce_the_step(name, tmp_path):
     # every node is timed; host time no op covers is explicit
     assert (trace.duration > 0).sum() > 0.5 * len(trace)
     assert "[host]" in set(trace.name_array.tolist())
+    # the profiler's step windows are kept: one per measured step, on the trace's time line
+    bounds = trace.step_bounds_us
+    assert bounds is not None and len(bounds) == len(report.steps_us) + 1 and bounds[0] == 0
+    assert bounds[-1] == pytest.approx(report.span_us, abs=1)
+    assert (np.diff(bounds) >= np.array(report.steps_us) - 1).all()  # a step and the gap after it
     write_trace(trace, tmp_path / "t.0.et")
     assert read_trace(tmp_path / "t.0.et").equals(trace)
 

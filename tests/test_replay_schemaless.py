@@ -369,7 +369,7 @@ def test_every_collective_type_and_unsupported_ones_reported(tmp_path):
 def test_converted_ddp_pair_replays_with_full_coverage(ddp_pair, tmp_path):
     ddp_pair.save(tmp_path / "ddp")
     res = replay_workload(tmp_path / "ddp", budget_s=1.0, warmup=1, min_repeats=3)
-    assert res.fully_replayed and res.recorded_basis == "span"
+    assert res.fully_replayed and res.recorded_basis == "span of 2 steps"
     for r, c in res.coverage.items():
         t = ddp_pair[r]
         assert c["total"] == len(t) - 1 and c["replayed"] == c["total"] and c["metadata_nodes"] == 1

@@ -1,8 +1,8 @@
 """The training steps inside a recording, and where each step's time goes.
 
-A recording usually holds several steps (the profiler's ProfilerStep#N windows), and the
-converter keeps the ops, not the step annotations. The steps are found back from what
-repeats: the compute ops of one rank, in start order, are the same names once per step. A
+A recording usually holds several steps (the profiler's ProfilerStep#N windows). The PyTorch
+converter keeps their bounds (`Trace.step_bounds_us`); traces without them may hold
+ProfilerStep# nodes; otherwise the steps are found back from what repeats: the compute ops of one rank, in start order, are the same names once per step. A
 rank's time line is cut at the start of each step's first op (the first step from the rank's
 first start, the last to its last end), so the steps' parts add up to the whole recording.
 """
@@ -43,6 +43,10 @@ def find_steps(trace: Trace) -> Steps:
     if not ran.any():
         return Steps(np.zeros(0, np.int64), "no recorded times")
     lo, hi = int(start[ran].min()), int(end[ran].max())
+    recorded = trace.step_bounds_us
+    if recorded is not None and recorded.size >= 2:
+        cuts = recorded[(recorded > lo) & (recorded < hi)]
+        return Steps(np.concatenate([[lo], cuts, [hi]]), "the profiler's step windows (recorded)")
     names = trace.names
     marked = [i for i, n in enumerate(names) if n.startswith(_STEP_PREFIX)]
     if marked:

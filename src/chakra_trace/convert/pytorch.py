@@ -37,7 +37,7 @@ from ..io.cache import cached_trace
 from ..io.et import read_trace, write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.builder import global_metadata
-from ..schema.enums import TIME_ORIGIN, Attr, NodeType, collective_name
+from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN, Attr, NodeType, collective_name
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
@@ -144,6 +144,9 @@ def convert_pytorch(
         trace.metadata.attr.add(name="rank").int64_val = int(rank)
     if base_ns is not None and conv.timed:  # where time 0 lies on the profiler's clock (aligns ranks)
         trace.metadata.attr.add(name=TIME_ORIGIN).int64_val = int(base_ns + conv.window[0])
+        lo = conv.window[0]
+        bounds = sorted({int(_us(s) - _us(lo)) for _, s, _ in conv.steps} | {int(_us(conv.window[1]) - _us(lo))})
+        trace.metadata.attr.add(name=STEP_BOUNDS).int64_list.values.extend(bounds)
     report.nodes = len(trace)
     report.node_types = trace.node_type_counts()
     return trace, report

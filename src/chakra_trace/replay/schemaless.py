@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analyze.steps import find_steps
 from ..errors import ChakraError
 from ..io.et import read_trace
 from ..io.workload import Workload, locate, read_comm_groups, select_ranks
@@ -414,14 +415,16 @@ class SchemaLessReplay:
 
 # ------------------------------------------------------------------------------------------------ per rank
 def recorded_time_us(trace) -> tuple[float, str]:
-    """The trace's own step time: the span of its timed nodes, or the sum of its compute when it has no
-    start times (e.g. built by hand). Returns (µs, "span" | "compute_sum")."""
+    """The trace's own time: the span of its timed nodes (all the steps it recorded), or the sum of its
+    compute when it has no start times (e.g. built by hand). Returns (µs, "span" | "span of K steps" |
+    "compute_sum")."""
     work = trace.types != NodeType.METADATA_NODE
     if not work.any():
         return 0.0, "span"
     start, dur = trace.start[work].astype(np.float64), trace.duration[work].astype(np.float64)
     if trace.timed and (start > 0).any():
-        return float((start + dur).max() - start.min()), "span"
+        steps = len(find_steps(trace))  # a replay runs the whole recording: say how many steps that is
+        return float((start + dur).max() - start.min()), "span" if steps <= 1 else f"span of {steps} steps"
     comp = np.isin(trace.types, [NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE])
     return float(trace.duration[comp].astype(np.float64).sum()), "compute_sum"
 

@@ -42,6 +42,9 @@ COMM_NODE_TYPES = frozenset({NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE, N
 # global-metadata attribute: where a trace's time 0 lies on its profiler's clock (ns); ranks
 # recorded on one host share that clock, so their timelines can be laid side by side
 TIME_ORIGIN = "time_origin_ns"
+# global-metadata attribute: the recorded steps (profiler step windows) as k + 1 cut points in µs on
+# the trace's time line (step i is [b[i], b[i+1])): the converter keeps them, analyses split by them
+STEP_BOUNDS = "step_bounds_us"
 
 
 class Attr:

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import codec
 from . import proto as pb
-from .enums import ATTR_MEMBER, TIME_ORIGIN, Attr, NodeType, collective_name, node_type_name
+from .enums import ATTR_MEMBER, STEP_BOUNDS, TIME_ORIGIN, Attr, NodeType, collective_name, node_type_name
 from .graph import DepGraph
 from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_to_pb, pb_to_node
 from .wire import I64, Rows, ranges
@@ -215,6 +215,15 @@ class Trace:
         for a in self.metadata.attr:
             if a.name == TIME_ORIGIN:
                 return int(a.int64_val)
+        return None
+
+    @property
+    def step_bounds_us(self) -> np.ndarray | None:
+        """The recorded steps as k + 1 cut points (µs on this trace's time line; the converter's
+        `step_bounds_us` metadata, from the profiler's step windows), or None."""
+        for a in self.metadata.attr:
+            if a.name == STEP_BOUNDS:
+                return np.asarray(a.int64_list.values, np.int64)
         return None
 
     @property
