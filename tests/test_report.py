@@ -364,3 +364,17 @@ def test_report_sections_in_headless_chromium(ddp_pair, sims, tmp_path):
         page.evaluate(f"{flows}.click()")
         assert page.evaluate(f"{flows}.textContent").startswith("Hide flows") and page.errors == []
     assert all((out / f"{sid}.png").stat().st_size > 1000 for sid in want)
+
+
+def test_a_system_that_cannot_be_simulated_says_why_in_its_place(tmp_path, capsys):
+    """A job with communicator subgroups does not scale out to a 64-NPU preset: the report still
+    comes, with that system's section saying why, and the systems that run beside it."""
+    from chakra_trace.cli import main
+
+    out = tmp_path / "r.html"
+    job = str(Path(__file__).parent / "data" / "pipeline")
+    assert main(["report", job, "--simulate", "torus-8x8", "--simulate", "recorded", "-o", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "warning: not simulated on torus-8x8: " in cap.err and "simulated on recorded" in cap.out
+    html = out.read_text()
+    assert "Simulation on torus-8x8" in html and "only groups over every rank scale out" in html

@@ -7,6 +7,7 @@ import time
 
 import click
 
+from ..errors import ChakraError
 from ..simulate.presets import resolve
 from ..visualize.report import report_parts, write_report
 from .common import comm_groups_option, console, open_workload, steps
@@ -30,22 +31,24 @@ def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_g
     matrix, roofline, and interactive timelines, recorded and simulated."""
     t0 = time.perf_counter()
     wl = open_workload(workload, comm_groups)
-    with steps("simulate", len(systems)) as advance:
-        sims = {}
-        for spec in systems:
+    presets = {p.name: p for p in map(resolve, systems)}  # every name checked before the first simulation
+    sims, failed = {}, {}
+    for spec, label in zip(systems, presets):
+        try:
             sims.update(run_simulations(wl, [spec]))
-            if advance:
-                advance(1)
+        except ChakraError as e:  # the report says why in that system's place; the others still run
+            failed[label] = str(e)
+            click.echo(f"warning: not simulated on {label}: {e}", err=True)
     for label, res in sims.items():
         console().print(
             f"simulated on {label}: {res.step_ns / 1e6:,.3f} ms (the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
         )
-    presets = {p.name: p for p in map(resolve, systems)}
-    with steps("report", report_parts(wl, sims)) as advance:
+    with steps("report", report_parts(wl, sims, failed)) as advance:
         path = write_report(
             wl,
             output,
             simulations=sims,
+            failed=failed,
             systems=presets,
             title=title,
             device=device,

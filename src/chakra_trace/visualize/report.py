@@ -41,6 +41,7 @@ def build_report(
     *,
     simulations: dict | None = None,
     systems: dict | None = None,
+    failed: dict[str, str] | None = None,
     title: str | None = None,
     device: str | DeviceSpec | None = None,
     peak_tflops: float | None = None,
@@ -50,7 +51,8 @@ def build_report(
 ) -> dict:
     """The report document. ``simulations``: {label: SimResult} of this workload (or of its
     data-parallel scale-out) on other systems; ``systems``: {label: SystemPreset} that describe
-    them; ``device``/``peak_tflops``/``mem_bw_gbps``: the roofline device as `device_spec`
+    them; ``failed``: {label: why} of systems that could not be simulated (each gets a section
+    saying why); ``device``/``peak_tflops``/``mem_bw_gbps``: the roofline device as `device_spec`
     takes it (none: `default_device`); ``progress``: called with 1 after each section."""
     rec = Analysis(workload)
     timed = any(t.timed for t in workload.traces.values())
@@ -85,6 +87,8 @@ def build_report(
             return out
 
         makers.append(sim_sections)  # type: ignore[arg-type]
+    for i, (label, why) in enumerate((failed or {}).items()):
+        makers.append(lambda i=i, label=label, why=why: why_section(f"simfail{i}", f"Simulation on {label}", why))
     makers += [
         lambda: _collectives_section(rec),
         lambda: _matrix_section(rec),
@@ -111,12 +115,12 @@ def build_report(
     }
 
 
-def report_parts(workload: Workload, simulations: dict | None = None) -> int:
+def report_parts(workload: Workload, simulations: dict | None = None, failed: dict | None = None) -> int:
     """How many times `build_report` calls ``progress`` (its sections, a system's counting once
-    but for its timeline): the total of a progress bar."""
+    but for its timeline, a failed system once): the total of a progress bar."""
     timed = any(t.timed for t in workload.traces.values())
     n = len(simulations or {})
-    return 2 + (4 if timed else 1) + (1 if n or timed else 0) + n + 3 + (1 if timed else 0) + n
+    return 2 + (4 if timed else 1) + (1 if n or timed else 0) + n + len(failed or {}) + 3 + (1 if timed else 0) + n
 
 
 def write_report(workload: Workload, path: str | os.PathLike, **kw) -> Path:
