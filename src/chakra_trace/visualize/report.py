@@ -26,6 +26,7 @@ from .report_sections import (
     network_section,
     steps_section,
     systems_section,
+    table,
     validation_section,
     why_section,
 )
@@ -186,20 +187,19 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
                 }
             )
         blocks.append(
-            {
-                "type": "table",
-                "caption": "simulated systems",
-                "columns": [
-                    {"key": "system", "label": "system", "format": "str"},
-                    {"key": "npus", "label": "NPUs", "format": "int"},
-                    {"key": "step_us", "label": "whole recording", "format": "us"},
-                    {"key": "vs_recorded", "label": "vs recorded", "format": "float"},
-                    {"key": "exposed_comm_us", "label": "max exposed comm", "format": "us"},
-                    {"key": "collectives", "label": "collectives", "format": "int"},
-                    {"key": "mode", "label": "model", "format": "str"},
+            table(
+                "simulated systems",
+                [
+                    ("system", "system", "str"),
+                    ("npus", "NPUs", "int"),
+                    ("step_us", "whole recording", "us"),
+                    ("vs_recorded", "vs recorded", "float"),
+                    ("exposed_comm_us", "max exposed comm", "us"),
+                    ("collectives", "collectives", "int"),
+                    ("mode", "model", "str"),
                 ],
-                "rows": rows,
-            }
+                rows,
+            )
         )
         for res in sims.values():
             for msg in res.warnings[:5]:
@@ -234,9 +234,9 @@ def _breakdown_section(sid: str, title: str, bd) -> dict:
         ("idle", [r["idle_us"] for r in shown]),
     ]
     cols = [
-        {"key": "ranks", "label": "ranks", "format": "str"},
-        {"key": "count", "label": "count", "format": "int"},
-    ] + [{"key": k, "label": k.replace("_us", "").replace("_", " "), "format": "us"} for k in _BD_KEYS]
+        ("ranks", "ranks", "str"),
+        ("count", "count", "int"),
+    ] + [(k, k.replace("_us", "").replace("_", " "), "us") for k in _BD_KEYS]
     return {
         "id": sid,
         "title": title,
@@ -255,7 +255,7 @@ def _breakdown_section(sid: str, title: str, bd) -> dict:
                 "categories": [r["label"] for r in shown],
                 "series": [{"name": n, "values": [float(v) for v in vals]} for n, vals in series],
             },
-            {"type": "table", "caption": "per rank", "columns": cols, "rows": shown, "max_rows": 32},
+            table("per rank", cols, shown, max_rows=32),
         ],
     }
 
@@ -317,36 +317,35 @@ def _path_section(sid: str, title: str, a: Analysis) -> dict:
                 "categories": ["path"],
                 "series": [{"name": k, "values": [v / 1000]} for k, v in kinds.items() if v],
             },
-            {
-                "type": "table",
-                "caption": f"operations on the critical path, longest first ({len(rows)} of {len(path)})",
-                "max_rows": 25,
-                "columns": [
-                    {"key": "rank", "label": "rank", "format": "int"},
-                    {"key": "name", "label": "operation", "format": "str"},
-                    {"key": "kind", "label": "resource", "format": "str"},
-                    {"key": "start_us", "label": "start", "format": "us"},
-                    {"key": "time_us", "label": "time on path", "format": "us"},
-                    {"key": "share", "label": "share", "format": "pct"},
-                    {"key": "wait_us", "label": "wait before", "format": "us"},
-                    {"key": "via", "label": "waited for", "format": "str"},
-                    {"key": "gated_by", "label": "last to arrive", "format": "int"},
+            table(
+                f"operations on the critical path, longest first ({len(rows)} of {len(path)})",
+                [
+                    ("rank", "rank", "int"),
+                    ("name", "operation", "str"),
+                    ("kind", "resource", "str"),
+                    ("start_us", "start", "us"),
+                    ("time_us", "time on path", "us"),
+                    ("share", "share", "pct"),
+                    ("wait_us", "wait before", "us"),
+                    ("via", "waited for", "str"),
+                    ("gated_by", "last to arrive", "int"),
                 ],
-                "rows": rows,
-            },
+                rows,
+                max_rows=25,
+            ),
         ],
     }
 
 
 def _top_section(sid: str, title: str, a: Analysis) -> dict:
     cols = [
-        {"key": "name", "label": "operation", "format": "str"},
-        {"key": "type", "label": "type", "format": "str"},
-        {"key": "count", "label": "count", "format": "int"},
-        {"key": "total_us", "label": "total", "format": "us"},
-        {"key": "mean_us", "label": "mean", "format": "us"},
-        {"key": "exposed_us", "label": "exposed", "format": "us"},
-        {"key": "exposed_share", "label": "of step", "format": "pct"},
+        ("name", "operation", "str"),
+        ("type", "type", "str"),
+        ("count", "count", "int"),
+        ("total_us", "total", "us"),
+        ("mean_us", "mean", "us"),
+        ("exposed_us", "exposed", "us"),
+        ("exposed_share", "of step", "pct"),
     ]
     return {
         "id": sid,
@@ -358,20 +357,8 @@ def _top_section(sid: str, title: str, a: Analysis) -> dict:
                 "would lose if the operation got faster.",
             },
             *([note] if (note := host_note(a.workload)) else []),
-            {
-                "type": "table",
-                "caption": "by exposed time",
-                "columns": cols,
-                "rows": a.top_ops(by="exposed", n=30).rows,
-                "max_rows": 15,
-            },
-            {
-                "type": "table",
-                "caption": "by total time",
-                "columns": cols,
-                "rows": a.top_ops(by="total", n=30).rows,
-                "max_rows": 15,
-            },
+            table("by exposed time", cols, a.top_ops(by="exposed", n=30).rows, max_rows=15),
+            table("by total time", cols, a.top_ops(by="total", n=30).rows, max_rows=15),
         ],
     }
 
@@ -382,22 +369,21 @@ def _collectives_section(a: Analysis) -> dict:
     if not stats.records:
         return {"id": "collectives", "title": "Collectives", "blocks": [{"type": "text", "text": "no collectives"}]}
     blocks.append(
-        {
-            "type": "table",
-            "caption": "per group, type and rank",
-            "max_rows": 24,
-            "columns": [
-                {"key": "group", "label": "group", "format": "str"},
-                {"key": "type", "label": "type", "format": "str"},
-                {"key": "rank", "label": "rank", "format": "int"},
-                {"key": "count", "label": "count", "format": "int"},
-                {"key": "bytes", "label": "bytes", "format": "bytes"},
-                {"key": "time_us", "label": "time", "format": "us"},
-                {"key": "algbw_GBps", "label": "algbw GB/s", "format": "float"},
-                {"key": "busbw_GBps", "label": "busbw GB/s", "format": "float"},
+        table(
+            "per group, type and rank",
+            [
+                ("group", "group", "str"),
+                ("type", "type", "str"),
+                ("rank", "rank", "int"),
+                ("count", "count", "int"),
+                ("bytes", "bytes", "bytes"),
+                ("time_us", "time", "us"),
+                ("algbw_GBps", "algbw GB/s", "float"),
+                ("busbw_GBps", "busbw GB/s", "float"),
             ],
-            "rows": [dict(s, group=s["group"] or "all") for s in stats.summary()],
-        }
+            [dict(s, group=s["group"] or "all") for s in stats.summary()],
+            max_rows=24,
+        )
     )
     imb = a.imbalance()
     blocks.append(
@@ -415,17 +401,15 @@ def _collectives_section(a: Analysis) -> dict:
     blocks.append(_imbalance_heatmap(stats, imb))
     if imb.imbalanced:
         blocks.append(
-            {
-                "type": "table",
-                "caption": "imbalanced instances",
-                "max_rows": 20,
-                "columns": [
-                    {"key": "instance", "label": "instance", "format": "str"},
-                    {"key": "outliers", "label": "ranks that differ", "format": "str"},
-                    {"key": "median", "label": "median", "format": "bytes"},
-                    {"key": "spread", "label": "max/min", "format": "float"},
+            table(
+                "imbalanced instances",
+                [
+                    ("instance", "instance", "str"),
+                    ("outliers", "ranks that differ", "str"),
+                    ("median", "median", "bytes"),
+                    ("spread", "max/min", "float"),
                 ],
-                "rows": [
+                [
                     {
                         "instance": f"{x.group or 'all'}#{x.index} {x.type}",
                         "outliers": ", ".join(map(str, x.outliers)),
@@ -434,7 +418,8 @@ def _collectives_section(a: Analysis) -> dict:
                     }
                     for x in imb.imbalanced
                 ],
-            }
+                max_rows=20,
+            )
         )
     return {"id": "collectives", "title": "Collectives and imbalance", "blocks": blocks}
 

@@ -27,6 +27,20 @@ HOST_NOTE = (
 _TOL = 1e-3  # ranks whose every figure agrees within 0.1% are shown as one row
 
 
+def table(caption: str, columns: list[tuple[str, str, str]], rows: list[dict], max_rows: int | None = None) -> dict:
+    """A table block: ``columns`` as (row key, label, format) where the format ("us", "bytes",
+    "pct", ...) says how the page writes the number and so its unit."""
+    block = {
+        "type": "table",
+        "caption": caption,
+        "columns": [{"key": k, "label": label, "format": f} for k, label, f in columns],
+        "rows": rows,
+    }
+    if max_rows is not None:
+        block["max_rows"] = max_rows
+    return block
+
+
 def host_note(workload) -> dict | None:
     """The `[host]` note with its share of the busy time, or None when the trace has none."""
     total = host = 0
@@ -88,9 +102,9 @@ def steps_section(rec: Analysis) -> dict:
     methods = sorted(set(sb.methods.values()))
     keys = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "other_us", "idle_us")
     cols = [
-        {"key": "rank", "label": "rank", "format": "int"},
-        {"key": "step", "label": "step", "format": "str"},
-        *({"key": k, "label": k.replace("_us", "").replace("_", " "), "format": "us"} for k in keys),
+        ("rank", "rank", "int"),
+        ("step", "step", "str"),
+        *((k, k.replace("_us", "").replace("_", " "), "us") for k in keys),
     ]
     steps_of = sorted({r["step"] for r in sb.rows if r["step"] != "all"}, key=int)
     slowest = [max((r["span_us"] for r in sb.rows if r["step"] == s), default=0) for s in steps_of]
@@ -117,7 +131,7 @@ def steps_section(rec: Analysis) -> dict:
                     }
                 ],
             },
-            {"type": "table", "caption": "per rank and step", "columns": cols, "rows": sb.rows, "max_rows": 24},
+            table("per rank and step", cols, sb.rows, max_rows=24),
         ],
     }
 
@@ -130,19 +144,17 @@ def validation_section(workload, sims: dict) -> dict:
     blocks: list[dict] = [{"type": "text", "text": f"chakra validate: {rep.summary_line()}."}]
     if rep.issues:
         blocks.append(
-            {
-                "type": "table",
-                "caption": "findings",
-                "max_rows": 20,
-                "columns": [
-                    {"key": "severity", "label": "severity", "format": "str"},
-                    {"key": "code", "label": "check", "format": "str"},
-                    {"key": "rank", "label": "rank", "format": "int"},
-                    {"key": "count", "label": "count", "format": "int"},
-                    {"key": "fixable", "label": "repaired (--fix)", "format": "str"},
-                    {"key": "message", "label": "what", "format": "str"},
+            table(
+                "findings",
+                [
+                    ("severity", "severity", "str"),
+                    ("code", "check", "str"),
+                    ("rank", "rank", "int"),
+                    ("count", "count", "int"),
+                    ("fixable", "repaired (--fix)", "str"),
+                    ("message", "what", "str"),
                 ],
-                "rows": [
+                [
                     {
                         "severity": i.severity,
                         "code": i.code,
@@ -153,7 +165,8 @@ def validation_section(workload, sims: dict) -> dict:
                     }
                     for i in rep.issues
                 ],
-            }
+                max_rows=20,
+            )
         )
     repaired = sorted({m for res in sims.values() for m in res.warnings if "repaired" in m})
     if repaired:
@@ -231,19 +244,18 @@ def systems_section(rec: Analysis, sims: dict, presets: dict, timed: bool) -> di
         blocks.append({"type": "text", "text": f"{label}: {what}. {res.finish_ns.size} NPUs, model {res.mode}."})
         if dims:
             blocks.append(
-                {
-                    "type": "table",
-                    "caption": f"{label}: network per dimension",
-                    "columns": [
-                        {"key": "dim", "label": "dimension", "format": "str"},
-                        {"key": "topology", "label": "topology", "format": "str"},
-                        {"key": "npus", "label": "NPUs", "format": "int"},
-                        {"key": "bandwidth", "label": "bandwidth per link (GB/s)", "format": "float"},
-                        {"key": "latency_ns", "label": "latency per hop", "format": "ns"},
-                        {"key": "all_reduce", "label": "all-reduce algorithm", "format": "str"},
+                table(
+                    f"{label}: network per dimension",
+                    [
+                        ("dim", "dimension", "str"),
+                        ("topology", "topology", "str"),
+                        ("npus", "NPUs", "int"),
+                        ("bandwidth", "bandwidth per link (GB/s)", "float"),
+                        ("latency_ns", "latency per hop", "ns"),
+                        ("all_reduce", "all-reduce algorithm", "str"),
                     ],
-                    "rows": dims,
-                }
+                    dims,
+                )
             )
     n_steps = rec.steps().steps if timed else 0
     try:
@@ -257,17 +269,16 @@ def systems_section(rec: Analysis, sims: dict, presets: dict, timed: bool) -> di
     for label, res in sims.items():
         rows.append(_step_row(label, res.step_ns / 1000, n_steps, base_step))
     blocks.append(
-        {
-            "type": "table",
-            "caption": "step: recorded and simulated",
-            "columns": [
-                {"key": "system", "label": "system", "format": "str"},
-                {"key": "step_us", "label": "whole recording", "format": "us"},
-                {"key": "per_step_us", "label": "per step", "format": "us"},
-                {"key": "vs", "label": "vs recorded", "format": "float"},
+        table(
+            "step: recorded and simulated",
+            [
+                ("system", "system", "str"),
+                ("step_us", "whole recording", "us"),
+                ("per_step_us", "per step", "us"),
+                ("vs", "vs recorded", "float"),
             ],
-            "rows": rows,
-        }
+            rows,
+        )
     )
     classes = {"recorded": _recorded_classes(rec)} if timed else {}
     classes.update({label: _simulated_classes(res) for label, res in sims.items()})
@@ -368,19 +379,18 @@ def network_section(sid: str, label: str, res, preset) -> dict:
     else:
         util = dimension_utilization(res, net)
         blocks.append(
-            {
-                "type": "table",
-                "caption": "link utilization per dimension (over the simulated step)",
-                "columns": [
-                    {"key": "dim", "label": "dimension", "format": "int"},
-                    {"key": "topology", "label": "topology", "format": "str"},
-                    {"key": "npus", "label": "NPUs", "format": "int"},
-                    {"key": "bandwidth_GBps", "label": "bandwidth (GB/s)", "format": "float"},
-                    {"key": "bytes_per_npu", "label": "sent per NPU", "format": "bytes"},
-                    {"key": "utilization", "label": "utilization", "format": "pct"},
+            table(
+                "link utilization per dimension (over the simulated step)",
+                [
+                    ("dim", "dimension", "int"),
+                    ("topology", "topology", "str"),
+                    ("npus", "NPUs", "int"),
+                    ("bandwidth_GBps", "bandwidth (GB/s)", "float"),
+                    ("bytes_per_npu", "sent per NPU", "bytes"),
+                    ("utilization", "utilization", "pct"),
                 ],
-                "rows": util,
-            }
+                util,
+            )
         )
         blocks.append(
             {
