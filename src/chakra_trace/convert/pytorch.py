@@ -716,14 +716,16 @@ class _Converter:
         """Execution-order dependencies (sources, destinations): thread / stream order, through
         the `[host]` gaps, GPU work after the op that launched it, the tail gap last."""
         ev_ids, gap, prev = tl.ids, tl.gap, tl.prev.copy()
+        nxt = np.full(prev.size, -1, np.int64)  # the event after each on its thread or stream
+        nxt[tl.prev[tl.prev >= 0]] = np.flatnonzero(tl.prev >= 0)
         resume_src, resume_dst = [], []
         for i, c in self.issued_by.items():
             k, p = tl.host_pos[i], tl.host_pos[c]
             if k >= 0 and p >= 0 and prev[k] == p:  # work recorded on its issuer's thread, started inside it
                 prev[k] = tl.prev[p]  # runs beside the issuer (`_comm_nodes` orders it after it)
-                after = np.flatnonzero(tl.prev == k)  # the thread goes on after both
-                resume_src += ev_ids[after].tolist()
-                resume_dst += [int(ev_ids[p])] * after.size
+                if nxt[k] >= 0:  # the thread goes on after both
+                    resume_src.append(int(ev_ids[nxt[k]]))
+                    resume_dst.append(int(ev_ids[p]))
         dep_src = [
             ev_ids[gap & (prev >= 0)] - 1,
             ev_ids[gap],
