@@ -12,6 +12,7 @@ a non-finite float is {"f": "inf"}; the replay device is {"device": 1}.
 """
 
 import math
+import re
 import time
 
 
@@ -77,12 +78,39 @@ def value(spec, storages, device):
     return spec
 
 
-def resolve(name):
-    """torch.ops overload of "ns::op.overload"."""
+OP_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?")
+"""An operator name a plan, trace or config may give: "namespace::op" or "namespace::op.overload"."""
+
+
+def registered(name):
+    """(namespace, op, overload) of a name of an operator in PyTorch's registry; ValueError otherwise.
+    The name is data (a trace, a config, an edited plan): it is matched and looked up in the
+    registry, never walked as attributes (`torch.ops.import_module` would import a module)."""
     torch = _torch()
-    ns, _, rest = name.partition("::")
-    op, _, overload = rest.partition(".")
-    return getattr(getattr(getattr(torch.ops, ns), op), overload or "default")
+    m = OP_NAME.fullmatch(name) if isinstance(name, str) else None
+    if m is None or any(p.startswith("__") for p in m.groups() if p):
+        raise ValueError(f"{name!r} is not an operator name ('namespace::op' or 'namespace::op.overload')")
+    ns, op, overload = m.group(1), m.group(2), m.group(3) or "default"
+    try:
+        overloads = torch._C._jit_get_operation(f"{ns}::{op}")[1] or []
+    except (RuntimeError, TypeError, IndexError):
+        overloads = []
+    if ("" if overload == "default" else overload) not in overloads:
+        raise ValueError(f"{name} is not a registered operator in this PyTorch")
+    return ns, op, overload
+
+
+def resolve(name):
+    """The torch.ops overload of a registered "ns::op" or "ns::op.overload" (see `registered`)."""
+    torch = _torch()
+    ns, op, overload = registered(name)
+    packet = getattr(torch.ops, ns)
+    if not isinstance(packet, torch._ops._OpNamespace):  # (a method of torch.ops, e.g. load_library)
+        raise ValueError(f"{name} is not a registered operator in this PyTorch")
+    fn = getattr(getattr(packet, op), overload)
+    if not isinstance(fn, torch._ops.OpOverload):
+        raise ValueError(f"{name} is not a registered operator in this PyTorch")
+    return fn
 
 
 def busy_wait(seconds):

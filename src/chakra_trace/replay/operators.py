@@ -27,16 +27,49 @@ from . import _standalone as rt
 from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
 from .waits import wait_points
 
+MAX_DELAY_US = 10_000_000.0
+"""The longest ``delay_us`` a config may ask for one op (10 s): a config is data from someone
+else, and a busy wait of 1e300 µs would never end."""
+
+_ACCEPTED = "accepted: 'namespace::op' or 'namespace::op.overload' naming an operator registered in this PyTorch"
+
 
 @dataclass
 class ReplayConfig:
     """What to leave out or change: ``skip`` regexes on op names; ``substitute`` op name ->
     another overload called with the same arguments ("aten::foo" -> "aten::bar.default");
-    ``delay_us`` op name -> a busy wait of that many µs instead of the op."""
+    ``delay_us`` op name -> a busy wait of that many µs instead of the op.
+
+    A config is data (it may come with a trace from someone else): every entry is checked on
+    construction; a substitute must name an operator in PyTorch's registry, never a path of
+    attributes (see `_standalone.registered`). ``source`` names the config in errors."""
 
     skip: list[str] = field(default_factory=list)
     substitute: dict[str, str] = field(default_factory=dict)
     delay_us: dict[str, float] = field(default_factory=dict)
+    source: str = "replay config"
+
+    def __post_init__(self) -> None:
+        src = self.source
+        if not isinstance(self.skip, list) or not all(isinstance(x, str) for x in self.skip):
+            raise ChakraError(f"{src}: 'skip' must be a list of regexes (strings), got {_short(self.skip)}")
+        for x in self.skip:
+            try:
+                re.compile(x)
+            except re.error as e:
+                raise ChakraError(f"{src}: skip {_short(x)} is not a regex: {e}") from None
+        if not isinstance(self.substitute, dict):
+            raise ChakraError(f"{src}: 'substitute' must map op names to op names, got {_short(self.substitute)}")
+        for k, v in self.substitute.items():
+            _check_substitute(src, k, v)
+        if not isinstance(self.delay_us, dict):
+            raise ChakraError(f"{src}: 'delay_us' must map op names to µs, got {_short(self.delay_us)}")
+        for k, v in self.delay_us.items():
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_DELAY_US
+            if not ok:
+                raise ChakraError(
+                    f"{src}: delay_us {_short(k)}: {_short(v)} is not a number of µs from 0 to {MAX_DELAY_US:g}"
+                )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ReplayConfig:
@@ -44,11 +77,34 @@ class ReplayConfig:
             with open(path) as f:
                 d = json.load(f)
         except (OSError, ValueError) as e:
-            raise ChakraError(f"{path}: cannot read the replay config: {e}") from None
+            raise ChakraError(f"{path}: cannot read the replay config: {_short(str(e))}") from None
+        if not isinstance(d, dict):
+            raise ChakraError(f"{path}: a replay config is a JSON object with skip, substitute, delay_us")
         unknown = set(d) - {"skip", "substitute", "delay_us"}
-        if unknown or not isinstance(d, dict):
+        if unknown:
             raise ChakraError(f"{path}: unknown keys {sorted(unknown)}; expected skip, substitute, delay_us")
-        return cls(list(d.get("skip", [])), dict(d.get("substitute", {})), dict(d.get("delay_us", {})))
+        return cls(d.get("skip", []), d.get("substitute", {}), d.get("delay_us", {}), source=str(path))
+
+
+def _short(v, n: int = 120) -> str:
+    s = repr(v)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def _check_substitute(src: str, key, value) -> None:
+    """A substitute target names a registered operator (checked against the registry when torch
+    is there; without it nothing is replayed anyway)."""
+    where = f"{src}: substitute {_short(key)}: {_short(value)}"
+    if not isinstance(key, str) or not isinstance(value, str) or not rt.OP_NAME.fullmatch(value):
+        raise ChakraError(f"{where} is not an operator name; {_ACCEPTED}")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return
+    try:
+        rt.registered(value)
+    except ValueError:
+        raise ChakraError(f"{where} is not a registered operator; {_ACCEPTED}") from None
 
 
 @dataclass
@@ -481,6 +537,8 @@ def _resolve(overload: str):
 
     try:
         return rt.resolve(overload.split("(")[0])
+    except ValueError:  # (a name from the trace: not a registered operator, or no operator name at all)
+        raise Unreplayable(f"{overload.split('(')[0]!r} is not a registered operator in this PyTorch") from None
     except (AttributeError, RuntimeError) as e:
         raise Unreplayable(
             f"{overload.split('(')[0]} is not a registered operator in this PyTorch ({_first_line(e)})"
