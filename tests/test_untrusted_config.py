@@ -135,3 +135,87 @@ def test_good_substitutes_still_load_and_bad_shapes_are_named(tmp_path):
         with pytest.raises(ChakraError, match=what) as e:
             ReplayConfig.load(p)
         assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------------ sizes a trace asks for
+def _with_relu_input(tmp_path, value, shape, stride=None) -> str:
+    d = json.loads(gzip.open(DATA / "mlp_rank0.et.json.gz").read())
+    node = next(n for n in d["nodes"] if n["name"] == "aten::relu")
+    node["inputs"] = {"values": [value], "shapes": [shape], "types": ["Tensor(float)"], "strides": [stride or []]}
+    path = tmp_path / "big.et.json"
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+@pytest.mark.timeout(300)
+def test_a_huge_recorded_tensor_is_refused_before_allocation(tmp_path, capsys):
+    """A recorded [10**12] float tensor (4 TB): one line naming the trace and the limit, exit 2, nothing
+    allocated (the rank would otherwise be killed for memory or take the machine with it)."""
+    trace = _with_relu_input(tmp_path, [21, 22, 0, 10**12, 4, "cpu"], [10**12])
+    with pytest.raises(
+        ChakraError, match=r"big\.et\.json: replaying it needs 3\.73e\+03 GiB .*CHAKRA_REPLAY_MAX_BYTES"
+    ):
+        HostReplay(trace)
+    assert main(["replay", trace, "--budget-s", "0.2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "over the limit" in err[0] and "Traceback" not in err[0]
+
+
+def test_the_storage_limit_is_overridable(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHAKRA_REPLAY_MAX_BYTES", "1000")
+    with pytest.raises(ChakraError, match="over the limit of 9.31e-07 GiB"):
+        HostReplay(DATA / "mlp_rank0.et.json.gz")
+    monkeypatch.setenv("CHAKRA_REPLAY_MAX_BYTES", "lots")
+    with pytest.raises(ChakraError, match="CHAKRA_REPLAY_MAX_BYTES='lots': expected a positive number"):
+        HostReplay(DATA / "mlp_rank0.et.json.gz")
+    monkeypatch.setenv("CHAKRA_REPLAY_MAX_BYTES", "1e9")
+    assert HostReplay(DATA / "mlp_rank0.et.json.gz").coverage.share == 1.0
+
+
+@pytest.mark.parametrize(
+    "value, shape, stride",
+    [
+        ([21, 22, -8, 8192, 4, "cpu"], [32, 256], None),  # negative offset
+        ([21, 22, 0, 8192, 4, "cpu"], [-32, 256], None),  # negative size
+        ([21, 22, 0, 8192, 4, "cpu"], [32, 256], [-256, 1]),  # negative stride
+        ([21, 22, 0, "8192", 4, "cpu"], [32, 256], None),  # a string numel
+        ([21, 22, 0, 8192, 8, "cpu"], [32, 256], None),  # itemsize not the dtype's
+    ],
+)
+def test_nonsense_tensor_records_are_not_replayed_rather_than_allocated(tmp_path, value, shape, stride):
+    r = HostReplay(_with_relu_input(tmp_path, value, shape, stride))
+    relu = [o for o in r.coverage.outcomes if o.name == "aten::relu"]
+    assert relu[0].status == "failed" and all(o.status == "replayed" for o in relu[1:])
+    r.run_step()
+
+
+def test_a_recorded_world_size_over_the_limit_starts_no_process(tmp_path, monkeypatch, capsys):
+    d = json.loads(gzip.open(DATA / "ddp_rank0.et.json.gz").read())
+    init = next(n for n in d["nodes"] if n["name"] == "## process_group:init ##")
+    init["inputs"]["values"] = [json.dumps([{"pg_name": "0", "group_size": 10**6, "ranks": []}])]
+    path = tmp_path / "wide.et.json"
+    path.write_text(json.dumps(d))
+    monkeypatch.setattr("chakra_trace.replay.job.run_ranks", lambda *a, **k: pytest.fail("started ranks"))
+    assert main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "1000000 ranks, over the limit of 64 processes (CHAKRA_REPLAY_MAX_RANKS)" in err[0]
+    init["inputs"]["values"] = [json.dumps([{"pg_name": "0", "group_size": "2; rm -rf /", "ranks": []}])]
+    path.write_text(json.dumps(d))
+    assert main(["replay", str(path)]) == 2
+    assert "group_size '2; rm -rf /'" in capsys.readouterr().err
+
+
+def test_a_collection_folder_link_out_of_it_is_refused(tmp_path, capsys):
+    folder = tmp_path / "collected"
+    folder.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not a trace")
+    (folder / "rank0.et.json").symlink_to(secret)
+    assert main(["replay", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"links to {secret}, not a file in {folder}" in err[0]
+    (folder / "rank0.et.json").unlink()
+    (folder / "rank0.et.json").write_bytes((DATA / "mlp_rank0.et.json.gz").read_bytes())  # (gzip either way)
+    (folder / "rank0.kineto.json").symlink_to("/dev/zero")
+    assert main(["replay", str(folder)]) == 2
+    assert "links to /dev/zero" in capsys.readouterr().err

@@ -60,7 +60,9 @@ def value(spec, storages, device):
     if isinstance(spec, dict):
         if "t" in spec:
             sid, shape, stride, offset, dtype, rng, fresh = spec["t"]
-            dt = getattr(torch, dtype)
+            dt = getattr(torch, dtype) if isinstance(dtype, str) and dtype.isidentifier() else None
+            if not isinstance(dt, torch.dtype):  # (a plan is data: a dtype name, no other attribute)
+                raise ValueError(f"{dtype!r} is not a torch dtype")
             if fresh:
                 t = torch.empty_strided(shape, stride, dtype=dt, device=device)
                 _fill(t, rng)

@@ -24,6 +24,20 @@ from .operators import HostReplay, ReplayConfig
 from .result import ReplayResult
 
 _RANK_FILE = re.compile(r"rank(\d+)\.et\.json(\.gz)?$")
+MAX_RANKS_ENV = "CHAKRA_REPLAY_MAX_RANKS"
+MAX_RANKS = 64
+"""The most ranks (one process each) a replay starts when the world size comes from the traces
+(recorded group size, rank files) rather than --world-size: a trace is data, and a recorded
+group_size of 10**6 must not start a million processes. `MAX_RANKS_ENV` overrides it."""
+
+
+def max_ranks() -> int:
+    raw = os.environ.get(MAX_RANKS_ENV, "").strip()
+    if not raw:
+        return MAX_RANKS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ChakraError(f"{MAX_RANKS_ENV}={raw!r}: expected a positive integer")
+    return int(raw)
 
 
 def host_traces(source) -> dict[int, str]:
@@ -36,7 +50,7 @@ def host_traces(source) -> dict[int, str]:
         for p in glob.glob(os.path.join(source, "*.et.json*")):
             m = _RANK_FILE.search(os.path.basename(p))
             if m:
-                found[int(m.group(1))] = p
+                found[int(m.group(1))] = _inside(source, p)
         if not found:
             raise ChakraError(f"{source}: no rank<r>.et.json[.gz] host traces (a `chakra collect` folder)")
         return dict(sorted(found.items()))
@@ -50,8 +64,19 @@ def kineto_for(et_path: str) -> str | None:
     base = re.sub(r"\.et\.json(\.gz)?$", "", et_path)
     for suffix in (".kineto.json.gz", ".kineto.json"):
         if os.path.exists(base + suffix):
-            return base + suffix
+            return _inside(os.path.dirname(et_path) or ".", base + suffix)
     return None
+
+
+def _inside(folder: str, path: str) -> str:
+    """`path`, when it is a regular file that resolves inside `folder`: a collection folder is data
+    from someone else, and a link in it to ~/.ssh/id_rsa or /dev/zero is not a trace to read."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    if os.path.commonpath([real, top]) != top or not os.path.isfile(real):
+        raise ChakraError(
+            f"{path}: links to {real}, not a file in {folder}; a collection folder's traces must be in it"
+        )
+    return path
 
 
 def recorded_world_size(et_path: str) -> int:
@@ -72,7 +97,12 @@ def _recorded(et_path: str) -> tuple[int, bool]:
                 continue
             for g in groups if isinstance(groups, list) else []:
                 if isinstance(g, dict) and str(g.get("pg_name")) == "0":
-                    size = max(size, int(g.get("group_size") or 1))
+                    n = g.get("group_size") or 1
+                    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                        raise ChakraError(
+                            f"{et_path}: process group 0 has group_size {n!r}; expected a positive integer"
+                        )
+                    size = max(size, n)
     return size, any(str(n).startswith("c10d::") for n in h.names)
 
 
@@ -107,6 +137,13 @@ def replay_host(
     lone = _recorded(paths[0]) if len(paths) == 1 else None  # (world size, collectives?) read once
     if world_size is None:
         world_size = len(paths) if lone is None else lone[0]
+        if world_size > max_ranks():
+            where = f"{len(paths)} rank traces" if lone is None else "a recorded world size"
+            raise ChakraError(
+                f"{os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]}: {where} of "
+                f"{world_size} ranks, over the limit of {max_ranks()} processes ({MAX_RANKS_ENV}); "
+                "give --world-size to replay it on that many ranks anyway"
+            )
     backend = backend or ("nccl" if device.startswith("cuda") else "gloo")
     cfg = vars(config) if config is not None else None
     opts = {

@@ -294,6 +294,7 @@ class HostReplay:
             specs.append((out, inputs, ranges))
             for k, (v, shp, t) in enumerate(zip(inputs["values"], inputs["shapes"], inputs["types"])):
                 _reserve(storages, v, shp, _at(inputs["strides"], k), t)
+        storages.check_size(str(h.path))
         self.plan = {"device": self.device, "seed": seed, "storages": storages.storages, "ops": []}
         self._storages = rt.make_storages(self.plan, self.device, seed)
         planned = []

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+
+from ..errors import ChakraError
 
 _DTYPES = {
     "float": "float32",
@@ -81,6 +84,29 @@ def contiguous_strides(shape) -> list[int]:
     return out[::-1]
 
 
+MAX_BYTES_ENV = "CHAKRA_REPLAY_MAX_BYTES"
+"""Environment variable: the most bytes of tensor storage a replay may allocate per rank
+(default: this machine's physical memory). A trace is data: a recorded shape of [1e12] must be
+refused before anything is allocated, not take the machine down."""
+
+
+def storage_limit() -> int:
+    """Bytes of tensor storage a replay may allocate per rank (see `MAX_BYTES_ENV`)."""
+    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
+    if raw:
+        try:
+            v = float(raw)
+        except ValueError:
+            v = -1.0
+        if not (math.isfinite(v) and v > 0):
+            raise ChakraError(f"{MAX_BYTES_ENV}={raw!r}: expected a positive number of bytes")
+        return int(v)
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return 64 << 30
+
+
 class StoragePlan:
     """Sizes of the storages a replay needs: `reserve` every recorded tensor, then `specs`
     says how to rebuild each one (see `_standalone.value`)."""
@@ -93,12 +119,27 @@ class StoragePlan:
         if dtype is None or not isinstance(value, list) or len(value) < 6:
             return
         _tid, sid, offset, numel, itemsize, _dev = value[:6]
+        _check_ints(value, dtype)
         shape, stride = _shape_stride(shape, stride)
+        if any(d < 0 for d in shape) or any(s < 0 for s in stride):
+            raise Unreplayable(f"negative shape {shape} or stride {stride}")
         extent = 0 if any(d == 0 for d in shape) else 1 + sum((d - 1) * s for d, s in zip(shape, stride))
         need = (int(offset) + max(extent, int(numel))) * int(itemsize)
         st = self.storages.setdefault(str(sid), [0, False])
         st[0] = max(st[0], need, int(itemsize))
         st[1] = st[1] or not (dtype.is_floating_point or dtype.is_complex)
+
+    def check_size(self, source: str) -> None:
+        """ChakraError before allocation when the storages are over `storage_limit()`."""
+        total = sum(n for n, _ in self.storages.values())
+        limit = storage_limit()
+        if total > limit:
+            sid, (big, _) = max(self.storages.items(), key=lambda kv: kv[1][0])
+            raise ChakraError(
+                f"{source}: replaying it needs {total / 2**30:,.3g} GiB of tensor storage (the largest, storage "
+                f"{sid}, {big / 2**30:,.3g} GiB), over the limit of {limit / 2**30:,.3g} GiB per rank (this "
+                f"machine's memory unless {MAX_BYTES_ENV} says otherwise); select fewer ops (--select, --steps)"
+            )
 
     def tensor_spec(self, value, shape, stride, type_str: str, value_range=None, fresh: bool = False):
         """The plan entry of one recorded tensor (None for an undefined tensor)."""
@@ -108,11 +149,23 @@ class StoragePlan:
         if not isinstance(value, list) or len(value) < 6:
             raise Unreplayable(f"tensor value {value!r} is not [id, storage, offset, numel, itemsize, device]")
         _tid, sid, offset, _numel, itemsize, _dev = value[:6]
-        if dtype.itemsize != int(itemsize):
-            raise Unreplayable(f"itemsize {itemsize} does not match dtype {dtype}")
+        _check_ints(value, dtype)
         shape, stride = _shape_stride(shape, stride)
+        if any(d < 0 for d in shape) or any(s < 0 for s in stride):
+            raise Unreplayable(f"negative shape {shape} or stride {stride}")
         rng = list(value_range) if value_range is not None else None
         return {"t": [str(sid), shape, stride, int(offset), str(dtype).replace("torch.", ""), rng, bool(fresh)]}
+
+
+def _check_ints(value: list, dtype) -> None:
+    """A recorded tensor's offset, numel and itemsize are non-negative integers, and the itemsize
+    is its dtype's (a trace is data: anything else is not replayed rather than allocated)."""
+    _tid, _sid, offset, numel, itemsize = value[:5]
+    for what, v in (("offset", offset), ("numel", numel), ("itemsize", itemsize)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise Unreplayable(f"tensor {what} {v!r} is not a non-negative integer")
+    if dtype.itemsize != itemsize:
+        raise Unreplayable(f"itemsize {itemsize} does not match dtype {dtype}")
 
 
 def _shape_stride(shape, stride) -> tuple[list[int], list[int]]:
