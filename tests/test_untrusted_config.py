@@ -219,3 +219,22 @@ def test_a_collection_folder_link_out_of_it_is_refused(tmp_path, capsys):
     (folder / "rank0.kineto.json").symlink_to("/dev/zero")
     assert main(["replay", str(folder)]) == 2
     assert "links to /dev/zero" in capsys.readouterr().err
+
+
+def test_a_file_name_cannot_put_code_in_the_exported_script(tmp_path, monkeypatch):
+    """The exported script names its source in its docstring: a folder name holding three double
+    quotes ended the docstring there, and what followed ran as code when the script ran."""
+    import subprocess
+    import sys
+
+    from chakra_trace.replay.export import export_script
+
+    marker = _plant(tmp_path, monkeypatch)
+    evil = f'x"""+__import__("{MODULE}")+"""\\'
+    script = tmp_path / f"{evil}.py"
+    plan = {"device": "cpu", "seed": 0, "storages": {}, "ops": []}
+    export_script([plan], script, name=f"replay of {evil}", source=str(tmp_path / evil), steps_per_run=1)
+    run = subprocess.run([sys.executable, str(script), "--help"], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert not marker.exists()
+    assert run.stdout.count(evil) >= 1  # (the docstring's first line is the --help description)

@@ -99,11 +99,12 @@ def export_script(plans: list[dict], path: str | os.PathLike, *, name: str, sour
 
     packed = base64.b64encode(zlib.compress(json.dumps(plans, separators=(",", ":")).encode(), 9)).decode()
     ops = sum(len(p["ops"]) for p in plans)
+    src, me = _docstring_text(Path(source).name), _docstring_text(Path(path).name)
     header = (
-        f'"""Standalone benchmark exported by chakra-trace from {Path(source).name}: {ops} ops on '
+        f'"""Standalone benchmark exported by chakra-trace from {src}: {ops} ops on '
         f"{len(plans)} rank(s), {steps_per_run} recorded step(s) per pass. Needs torch only.\n\n"
-        f"    python {Path(path).name} [--repeats N] [--json out.json]\n"
-        f'    torchrun --nproc-per-node {len(plans)} {Path(path).name}   (several ranks)\n"""\n'
+        f"    python {me} [--repeats N] [--json out.json]\n"
+        f'    torchrun --nproc-per-node {len(plans)} {me}   (several ranks)\n"""\n'
     )
     runtime = inspect.getsource(_standalone).split('"""', 2)[2]  # the runtime without its docstring
     body = (
@@ -120,3 +121,10 @@ def export_script(plans: list[dict], path: str | os.PathLike, *, name: str, sour
         f.write(body.encode())
     os.chmod(path, 0o755)
     return path
+
+
+def _docstring_text(s: str) -> str:
+    """A file name as text inside the script's docstring: a name is data (a collection folder from
+    someone else), and one holding three double quotes would otherwise end the docstring and put
+    code in the script."""
+    return s.replace("\\", "\\\\").replace('"', '\\"')
