@@ -424,3 +424,155 @@ def test_gzip_bomb_is_refused_even_with_a_hard_cap(tmp_path):
     with pytest.raises(TraceFormatError) as ei:
         read_trace(p, limits=Limits(max_bytes=1 << 20))
     check_error(ei.value, p, offset_range=(1 << 20, 20 << 20), words=("limit",))
+
+
+# --------------------------------------------------------------------------- hostile JSON / YAML / semantics
+# Each input once made Python's readers raise (ValueError over 4,300 digits, RecursionError, IndexError,
+# KeyError, ...) and the CLI print "internal error"; each must now be one line naming the file.
+
+BIG_INT = "9" * 5000
+DEEP = "[" * 100_000 + "]" * 100_000
+HOST = Path(__file__).parent / "data" / "linear_et.json.gz"
+KINETO = Path(__file__).parent / "data" / "kineto" / "linear_kineto_head.json.gz"
+
+
+def one_line_error(capsys, args: list[str], *words: str) -> str:
+    rc = cli_main([str(a) for a in args])
+    _, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith("error: ") and "internal error" not in line and "Traceback" not in line, line
+    for w in words:
+        assert w in line, line
+    return line
+
+
+def _host_text() -> str:
+    return gzip.decompress(HOST.read_bytes()).decode()
+
+
+def _kineto() -> dict:
+    return json.loads(gzip.decompress(KINETO.read_bytes()))
+
+
+@pytest.fixture(scope="module")
+def good_et(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("et") / "good.0.et"
+    write_trace(valid_trace(), p)
+    return p
+
+
+def test_host_trace_integer_over_the_digit_limit(tmp_path, capsys):
+    p = tmp_path / "host.json"
+    text = _host_text().replace('"pid": 24248', f'"pid": {BIG_INT}')
+    p.write_text(text)
+    line = one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), "5000 digits", "'pid'")
+    assert f"byte offset {text.index(BIG_INT)}" in line
+
+
+def test_host_trace_nested_too_deeply(tmp_path, capsys):
+    p = tmp_path / "host.json"
+    p.write_text(_host_text().replace('"inputs": []', f'"inputs": {DEEP}', 1))
+    one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), "nested too deeply", "offset")
+
+
+def test_host_trace_parent_cycle(tmp_path, capsys):
+    host = json.loads(_host_text())
+    a, b = host["nodes"][1], host["nodes"][2]
+    a["parent"], b["parent"] = b["id"], a["id"]
+    p = tmp_path / "host.json"
+    p.write_text(json.dumps(host))
+    line = one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), "cycle")
+    assert any(f"{x} -> {y} -> {x}" in line for x, y in ((a["id"], b["id"]), (b["id"], a["id"]))), line
+
+
+@pytest.mark.parametrize("rank", ["zero", -1, 1.5, True, [0], BIG_INT])
+def test_kineto_rank_not_an_integer(tmp_path, capsys, rank):
+    k = _kineto()
+    k.setdefault("distributedInfo", {})["rank"] = rank
+    p = tmp_path / "k.json"
+    text = json.dumps(k)
+    p.write_text(text.replace(f'"rank": "{BIG_INT}"', f'"rank": {BIG_INT}'))
+    words = ("5000 digits",) if rank == BIG_INT else ("distributedInfo.rank", "expected a rank number")
+    one_line_error(capsys, ["convert", "pytorch", HOST, p, "-o", tmp_path / "o"], str(p), *words)
+
+
+@pytest.mark.parametrize("text", [f'{{"g": [{BIG_INT}]}}', DEEP, '{"a":' * 100_000 + "1" + "}" * 100_000])
+def test_comm_groups_hostile_json(tmp_path, capsys, good_et, text):
+    p = tmp_path / "groups.json"
+    p.write_text(text)
+    words = ("5000 digits", "offset 7") if BIG_INT in text else ("nested too deeply",)
+    one_line_error(capsys, ["simulate", good_et, "--system", "ring-8", "--comm-groups", p], str(p), *words)
+    one_line_error(capsys, ["analyze", "top", good_et, "--comm-groups", p], str(p), *words)
+
+
+@pytest.mark.parametrize(
+    "name, text, words",
+    [
+        ("net.yml", f"topology: [Ring]\nnpus_count: [{BIG_INT}]\n", (":2:14:", "5000 digits")),
+        ("net.yml", DEEP, ("nested too deeply",)),
+        ("sys.json", f'{{"endpoint-delay": {BIG_INT}}}', (":1:20:", "5000 digits")),
+        ("sys.json", DEEP, ("nested too deeply",)),
+    ],
+)
+def test_system_configs_hostile(tmp_path, name, text, words):
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.simulate.config.files import load_json, load_yaml
+
+    p = tmp_path / name
+    with pytest.raises(ChakraError) as e:
+        (load_yaml if name.endswith("yml") else load_json)(text, str(p))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(str(p)) and all(w in msg for w in words), msg
+
+
+def test_system_config_files_hostile_cli(tmp_path, capsys, good_et):
+    net, sys_ = tmp_path / "net.yml", tmp_path / "sys.json"
+    net.write_text(f"topology: [Ring]\nnpus_count: [{BIG_INT}]\nbandwidth: [1]\nlatency: [1]\n")
+    sys_.write_text("{}")
+    one_line_error(capsys, ["simulate", good_et, "--system", sys_, "--network", net], str(net), "5000 digits")
+    net.write_text(DEEP)
+    one_line_error(capsys, ["simulate", good_et, "--system", sys_, "--network", net], str(net), "nested too deeply")
+
+
+def test_from_json_integer_over_the_digit_limit(tmp_path, capsys):
+    doc, lines = tmp_path / "doc.json", tmp_path / "nodes.jsonl"
+    doc.write_text(f'{{"g": [{BIG_INT}]}}')
+    one_line_error(capsys, ["from-json", doc, tmp_path / "x.et"], str(doc), "5000 digits")
+    lines.write_text(
+        json.dumps({"format": "chakra-trace-json", "version": 1}) + "\n" + f'{{"id": 1, "type": {BIG_INT}}}\n'
+    )
+    with pytest.raises(TraceFormatError, match="5000 digits"):
+        from chakra_trace.io.jsonio import read_json
+
+        read_json(lines)
+
+
+@pytest.mark.parametrize("row", [0, 4])  # row 4 holds the last name: a wrapped key indexed past the names
+def test_node_type_99_in_top_and_report(tmp_path, capsys, good_et, row):
+    t = read_trace(good_et)
+    t.types[row] = 99
+    p = tmp_path / "t.0.et"
+    write_trace(t, p)
+    assert cli_main(["analyze", "top", str(p), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["ops"]
+    assert {(r["name"], r["type"]) for r in rows if "UNKNOWN" in r["type"]} == {
+        (t.names[t.name_codes[row]], "UNKNOWN_NODE_TYPE_99")
+    }
+    assert cli_main(["report", str(p), "-o", str(tmp_path / "r.html")]) == 0
+
+
+@pytest.mark.parametrize("attr, code", [("types", "invalid-node-type"), ("comm_type", "invalid-comm-type")])
+def test_validate_names_unknown_enums_by_node(tmp_path, capsys, good_et, attr, code):
+    t = read_trace(good_et)
+    row = 2  # the collective
+    getattr(t, attr)[row] = 99
+    p = tmp_path / "t.0.et"
+    write_trace(t, p)
+    with pytest.raises(SystemExit) as e:
+        cli_main(["validate", str(p), "--json"])
+    assert e.value.code == 1
+    issues = json.loads(capsys.readouterr().out)["report"]["issues"]
+    bad = [i for i in issues if i["code"] == code]
+    assert bad and bad[0]["severity"] == "error" and bad[0]["node_ids"] == [int(t.ids[row])]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import ChakraError, TraceFormatError
+from ..errors import ChakraError, TraceFormatError, reader_limit
 from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
 from ..schema.trace import Trace
 from .et import read_trace, write_trace
@@ -250,9 +250,17 @@ def read_comm_groups(path: str | os.PathLike) -> dict[str, list[int]]:
     path = os.fspath(path)
     try:
         with open(path) as f:
-            raw = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+            text = f.read()
+        raw = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TraceFormatError(path, f"cannot read communicator groups: {e}") from None
+    except (ValueError, RecursionError) as e:
+        limit = reader_limit(e, text)
+        if limit is None:
+            raise
+        raise TraceFormatError(
+            path, f"cannot read communicator groups: {limit[0]}", offset=limit[1], offset_kind="character"
+        ) from None
     if not isinstance(raw, dict):
         raise TraceFormatError(path, "expected an object mapping group id to a list of ranks")
     groups = {}

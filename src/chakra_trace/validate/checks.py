@@ -141,9 +141,9 @@ def _check_deps(c: _Checker, kinds: dict[str, Edges]) -> None:
             missing_targets=int(targets.size),
             missing_ids=sample_ids(targets),
         )
-    for code, attr, what in (
-        ("self-dep", "self_dep", "of a node on itself (a simulator that resolves them waits forever)"),
-        ("duplicate-dep", "duplicate", "repeat an earlier entry of the same node"),
+    for code, severity, attr, what in (  # a self-dependency never resolves: an error that --fix repairs
+        ("self-dep", ERROR, "self_dep", "of a node on itself (a simulator that resolves them waits forever)"),
+        ("duplicate-dep", WARNING, "duplicate", "repeat an earlier entry of the same node"),
     ):
         masks = {
             k: getattr(e, attr) & ~e.missing & (~e.self_dep if attr == "duplicate" else True) for k, e in kinds.items()
@@ -158,7 +158,7 @@ def _check_deps(c: _Checker, kinds: dict[str, Edges]) -> None:
         if code == "duplicate-dep":
             noun = "dependency entry" if total == 1 else "dependency entries"
             what = ("repeats" if total == 1 else "repeat") + " an earlier entry of the same node"
-        c.add(WARNING, code, total, f"{parts} {noun} {what}", t.ids[rows], fixable=True, **by)
+        c.add(severity, code, total, f"{parts} {noun} {what}", t.ids[rows], fixable=True, **by)
 
 
 def _check_cycles(c: _Checker) -> None:
