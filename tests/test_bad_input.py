@@ -576,3 +576,20 @@ def test_validate_names_unknown_enums_by_node(tmp_path, capsys, good_et, attr, c
     issues = json.loads(capsys.readouterr().out)["report"]["issues"]
     bad = [i for i in issues if i["code"] == code]
     assert bad and bad[0]["severity"] == "error" and bad[0]["node_ids"] == [int(t.ids[row])]
+
+
+def test_memory_error_is_one_line_naming_the_command(monkeypatch, capsys, good_et):
+    import chakra_trace.cli.info as info_cmd
+
+    def boom(*a, **k):
+        raise MemoryError()
+
+    monkeypatch.setattr(info_cmd, "open_workload", boom)
+    line = one_line_error(capsys, ["info", good_et], "out of memory", str(good_et), "SECURITY.md")
+    assert "MemoryError" not in line
+
+
+def test_a_folder_named_like_a_trace_is_not_read_as_one(tmp_path, capsys):
+    (tmp_path / "job.0.et").mkdir()
+    one_line_error(capsys, ["info", tmp_path / "job"], "no such file")
+    one_line_error(capsys, ["info", tmp_path], "a folder that holds no workload")

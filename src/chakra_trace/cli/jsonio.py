@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ChakraError
-from ..io.et import iter_chunks, read_trace, write_trace
+from ..io.et import iter_chunks, write_trace
 from ..io.jsonio import is_json_lines_path, is_json_path, read_json, write_json
 from ..io.workload import refuse_pytorch
 from .common import json_option, print_json, progress
@@ -43,12 +43,8 @@ def to_json(src: str, dst: str, lines: bool, indent: int | None, as_json: bool) 
     if is_json_path(src):
         raise ChakraError(f"{src}: already JSON; to-json reads a .et file (from-json turns Chakra JSON into .et)")
     with progress("reading", src) as cb:
-        chunks = iter_chunks(src, progress=cb)
-        first = next(chunks, None)
-        if first is None:  # no nodes: read_trace still brings the metadata
-            n = write_json(read_trace(src), dst, lines=lines, indent=indent)
-        else:
-            n = write_json(_chain(first, chunks), dst, lines=lines, indent=indent)
+        chunks = iter_chunks(src, progress=cb, empty=True)  # read once: IN may be a pipe
+        n = write_json(_chain(next(chunks), chunks), dst, lines=lines, indent=indent)
     _report(n, dst, as_json)
 
 
