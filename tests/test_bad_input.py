@@ -593,3 +593,14 @@ def test_a_folder_named_like_a_trace_is_not_read_as_one(tmp_path, capsys):
     (tmp_path / "job.0.et").mkdir()
     one_line_error(capsys, ["info", tmp_path / "job"], "no such file")
     one_line_error(capsys, ["info", tmp_path], "a folder that holds no workload")
+
+
+def test_host_io_length_mismatch_names_the_list_that_differs(tmp_path, capsys):
+    host = json.loads(gzip.decompress((HOST.parent / "allgather_host_1.0.2.json.gz").read_bytes()))
+    node = next(n for n in host["nodes"] if len(n["inputs"]["types"]) >= 2)
+    node["inputs"]["shapes"] = node["inputs"]["shapes"][:1]
+    p = tmp_path / "host.json"
+    p.write_text(json.dumps(host))
+    k = len(node["inputs"]["types"])
+    line = one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), f"node id {node['id']}")
+    assert f"'inputs.shapes' has 1 entries but 'inputs.types' has {k}" in line, line
