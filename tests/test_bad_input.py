@@ -604,3 +604,53 @@ def test_host_io_length_mismatch_names_the_list_that_differs(tmp_path, capsys):
     k = len(node["inputs"]["types"])
     line = one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), f"node id {node['id']}")
     assert f"'inputs.shapes' has 1 entries but 'inputs.types' has {k}" in line, line
+
+
+# --------------------------------------------------------------------------- corrupt nested node data (item 7)
+
+_IO_BAD_UTF8 = b"\x0a\x02\xff\xfe"  # IOInfo.values = ff fe
+_GARBAGE = b"\x0a\x05\xff"  # a length that runs past the end of the sub-message
+
+
+@pytest.mark.parametrize(
+    "field_tag, sub, field",
+    [
+        (b"\x42", _IO_BAD_UTF8, "inputs.values"),  # inputs (8), bad UTF-8 in a string
+        (b"\x4a", _GARBAGE, "outputs"),  # outputs (9), a corrupt sub-message
+        (b"\x52", b"\x0a\x02\xff\xfe", "attr[0].name"),  # attr (10) whose name is bad UTF-8
+        (b"\x52", b"\x0a\x01a\x22\x03\x0a\x01\xff", "attr[0].double_list"),  # a garbage list inside an attribute
+    ],
+)
+def test_corrupt_nested_node_data_is_found_by_every_command(tmp_path, capsys, field_tag, sub, field):
+    meta = frame(pb.GlobalMetadata(version="1.0.2-chakra.0.0.4").SerializeToString())
+    first = frame(node_msg(1))
+    head = node_msg(7)
+    p = tmp_path / "bad.0.et"
+    p.write_bytes(meta + first + frame(head + field_tag + varint(len(sub)) + sub))
+    payload_at = len(meta) + len(first) + 1
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    at = payload_at + len(head)
+    check_error(e.value, p, message_index=2, node_id=7, offset_range=(at, at + 2 + len(sub)))
+    assert field in str(e.value)
+    for cmd in (["info", p], ["validate", p], ["to-json", p, tmp_path / "out.json"]):
+        line = one_line_error(capsys, cmd, str(p), "node id 7", f"byte offset {e.value.offset}", field)
+        assert "<input>" not in line
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_nested_check_finds_the_bad_row_among_many(tmp_path):
+    """The bulk check narrows a failure in one block of 300,000 nodes to its node and byte."""
+    meta = frame(pb.GlobalMetadata(version="1.0.2-chakra.0.0.4").SerializeToString())
+    msgs = [frame(node_msg(i) + b"\x42\x04\x0a\x02ab") for i in range(300_000)]
+    bad = 212_345
+    msgs[bad] = msgs[bad].replace(b"\x0a\x02ab", b"\x0a\x02\xff\xfe")
+    p = tmp_path / "many.0.et"
+    p.write_bytes(meta + b"".join(msgs))
+    at = len(meta) + sum(map(len, msgs[:bad])) + len(msgs[bad]) - 4  # IOInfo.values' tag
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    check_error(e.value, p, offset=at, message_index=bad + 1, node_id=bad, words=("utf-8",))
+    msgs[bad] = msgs[0]
+    p.write_bytes(meta + b"".join(msgs))
+    assert len(read_trace(p)) == 300_000

@@ -20,6 +20,7 @@ from ..schema import proto as pb
 from ..schema.codec import node_payloads
 from ..schema.trace import Trace
 from ..schema.wire import WireError, encode_varint_int, frame
+from .nested import bad_rows, locate
 from .stream import Limits, iter_frame_blocks
 
 Progress = Callable[[int], None]  # called with the number of bytes consumed so far
@@ -88,6 +89,19 @@ def iter_chunks(
                 message_index=index0 + i,
                 node_id=node_id,
             ) from None
+        bad = bad_rows(chunk)
+        if bad:
+            i, exc = bad[0]
+            payload = block.buf[starts[i] : ends[i]].tobytes()
+            off, field = locate(payload)
+            raise TraceFormatError(
+                path,
+                f"node field {field or '?'} does not parse ({exc})",
+                offset=block.base + int(starts[i]) + off,
+                offset_kind=kind,
+                message_index=index0 + i,
+                node_id=int(chunk.ids[i]),
+            )
         yielded = True
         yield chunk
     if metadata is None:
