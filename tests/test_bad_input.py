@@ -654,3 +654,20 @@ def test_nested_check_finds_the_bad_row_among_many(tmp_path):
     msgs[bad] = msgs[0]
     p.write_bytes(meta + b"".join(msgs))
     assert len(read_trace(p)) == 300_000
+
+
+def test_text_workload_integer_over_the_digit_limit():
+    from chakra_trace.convert.text import parse_text_workload
+    from chakra_trace.errors import ChakraError
+
+    with pytest.raises(ChakraError, match="5000 digits"):
+        parse_text_workload(f"DATA\n{BIG_INT}\n", "w.txt")
+
+
+@pytest.mark.parametrize("pg_config", [f'[{{"pg_name": "0", "ranks": [{BIG_INT}]}}]', DEEP])
+def test_hostile_pg_config_declares_no_groups(pg_config):
+    from chakra_trace.schema.groups import declared_groups
+
+    b = TraceBuilder()
+    b.add("## process_group:init ##", "METADATA_NODE", pg_config=pg_config)
+    assert declared_groups([b.build()]) == {}
