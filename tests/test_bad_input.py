@@ -576,6 +576,7 @@ def test_validate_names_unknown_enums_by_node(tmp_path, capsys, good_et, attr, c
     issues = json.loads(capsys.readouterr().out)["report"]["issues"]
     bad = [i for i in issues if i["code"] == code]
     assert bad and bad[0]["severity"] == "error" and bad[0]["node_ids"] == [int(t.ids[row])]
+    assert bad[0]["message"].endswith(f": 99 (node id {int(t.ids[row])})")
 
 
 def test_memory_error_is_one_line_naming_the_command(monkeypatch, capsys, good_et):
