@@ -582,3 +582,11 @@ def test_sigterm_removes_the_partial_output(tmp_path):
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.fifo"]
+
+
+def test_a_bad_stream_limit_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "job.0.et"
+    write_trace(small_trace(), src)
+    monkeypatch.setenv("CHAKRA_MAX_STREAM_BYTES", "lots")
+    assert main(["to-json", str(src), str(tmp_path / "o.json")]) == 2
+    assert capsys.readouterr().err.strip() == "error: CHAKRA_MAX_STREAM_BYTES='lots': expected a number of bytes"

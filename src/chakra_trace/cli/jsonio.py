@@ -35,7 +35,10 @@ def _report(nodes: int, output: str, as_json: bool) -> None:
 )
 @json_option
 def to_json(src: str, dst: str, lines: bool, indent: int | None, as_json: bool) -> None:
-    """Convert a `.et` file (plain or gzip) to lossless JSON; gzip the output if OUT ends in .gz."""
+    """Convert a `.et` file (plain or gzip) to lossless JSON; gzip the output if OUT ends in .gz.
+
+    IN may be a pipe or device, read to at most CHAKRA_MAX_STREAM_BYTES bytes (default 1 GiB).
+    """
 
     if indent is not None and (lines or is_json_lines_path(dst)):
         raise click.ClickException("--indent cannot be used with JSON Lines output (one object per line)")

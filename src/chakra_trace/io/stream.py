@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import TraceFormatError
+from ..errors import ChakraError, TraceFormatError
 from ..schema.wire import _native, decode_varint_at
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -37,7 +37,7 @@ def default_max_stream() -> int:
     try:
         return int(raw) if raw else DEFAULT_MAX_STREAM
     except ValueError:
-        raise TraceFormatError(None, f"{STREAM_LIMIT_ENV}={raw[:40]!r}: expected a number of bytes") from None
+        raise ChakraError(f"{STREAM_LIMIT_ENV}={raw[:40]!r}: expected a number of bytes") from None
 
 
 @dataclass
