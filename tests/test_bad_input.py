@@ -424,3 +424,251 @@ def test_gzip_bomb_is_refused_even_with_a_hard_cap(tmp_path):
     with pytest.raises(TraceFormatError) as ei:
         read_trace(p, limits=Limits(max_bytes=1 << 20))
     check_error(ei.value, p, offset_range=(1 << 20, 20 << 20), words=("limit",))
+
+
+# --------------------------------------------------------------------------- hostile JSON / YAML / semantics
+# Each input once made Python's readers raise (ValueError over 4,300 digits, RecursionError, IndexError,
+# KeyError, ...) and the CLI print "internal error"; each must now be one line naming the file.
+
+BIG_INT = "9" * 5000
+DEEP = "[" * 100_000 + "]" * 100_000
+HOST = Path(__file__).parent / "data" / "linear_et.json.gz"
+KINETO = Path(__file__).parent / "data" / "kineto" / "linear_kineto_head.json.gz"
+
+
+def one_line_error(capsys, args: list[str], *words: str) -> str:
+    rc = cli_main([str(a) for a in args])
+    _, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith("error: ") and "internal error" not in line and "Traceback" not in line, line
+    for w in words:
+        assert w in line, line
+    return line
+
+
+def _host_text() -> str:
+    return gzip.decompress(HOST.read_bytes()).decode()
+
+
+def _kineto() -> dict:
+    return json.loads(gzip.decompress(KINETO.read_bytes()))
+
+
+@pytest.fixture(scope="module")
+def good_et(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("et") / "good.0.et"
+    write_trace(valid_trace(), p)
+    return p
+
+
+def test_host_trace_integer_over_the_digit_limit(tmp_path, capsys):
+    p = tmp_path / "host.json"
+    text = _host_text().replace('"pid": 24248', f'"pid": {BIG_INT}')
+    p.write_text(text)
+    line = one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), "5000 digits", "'pid'")
+    assert f"byte offset {text.index(BIG_INT)}" in line
+
+
+def test_host_trace_nested_too_deeply(tmp_path, capsys):
+    p = tmp_path / "host.json"
+    p.write_text(_host_text().replace('"inputs": []', f'"inputs": {DEEP}', 1))
+    one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), "nested too deeply", "offset")
+
+
+def test_host_trace_parent_cycle(tmp_path, capsys):
+    host = json.loads(_host_text())
+    a, b = host["nodes"][1], host["nodes"][2]
+    a["parent"], b["parent"] = b["id"], a["id"]
+    p = tmp_path / "host.json"
+    p.write_text(json.dumps(host))
+    line = one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), "cycle")
+    assert any(f"{x} -> {y} -> {x}" in line for x, y in ((a["id"], b["id"]), (b["id"], a["id"]))), line
+
+
+@pytest.mark.parametrize("rank", ["zero", -1, 1.5, True, [0], BIG_INT])
+def test_kineto_rank_not_an_integer(tmp_path, capsys, rank):
+    k = _kineto()
+    k.setdefault("distributedInfo", {})["rank"] = rank
+    p = tmp_path / "k.json"
+    text = json.dumps(k)
+    p.write_text(text.replace(f'"rank": "{BIG_INT}"', f'"rank": {BIG_INT}'))
+    words = ("5000 digits",) if rank == BIG_INT else ("distributedInfo.rank", "expected a rank number")
+    one_line_error(capsys, ["convert", "pytorch", HOST, p, "-o", tmp_path / "o"], str(p), *words)
+
+
+@pytest.mark.parametrize("text", [f'{{"g": [{BIG_INT}]}}', DEEP, '{"a":' * 100_000 + "1" + "}" * 100_000])
+def test_comm_groups_hostile_json(tmp_path, capsys, good_et, text):
+    p = tmp_path / "groups.json"
+    p.write_text(text)
+    words = ("5000 digits", "offset 7") if BIG_INT in text else ("nested too deeply",)
+    one_line_error(capsys, ["simulate", good_et, "--system", "ring-8", "--comm-groups", p], str(p), *words)
+    one_line_error(capsys, ["analyze", "top", good_et, "--comm-groups", p], str(p), *words)
+
+
+@pytest.mark.parametrize(
+    "name, text, words",
+    [
+        ("net.yml", f"topology: [Ring]\nnpus_count: [{BIG_INT}]\n", (":2:14:", "5000 digits")),
+        ("net.yml", DEEP, ("nested too deeply",)),
+        ("sys.json", f'{{"endpoint-delay": {BIG_INT}}}', (":1:20:", "5000 digits")),
+        ("sys.json", DEEP, ("nested too deeply",)),
+    ],
+)
+def test_system_configs_hostile(tmp_path, name, text, words):
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.simulate.config.files import load_json, load_yaml
+
+    p = tmp_path / name
+    with pytest.raises(ChakraError) as e:
+        (load_yaml if name.endswith("yml") else load_json)(text, str(p))
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(str(p)) and all(w in msg for w in words), msg
+
+
+def test_system_config_files_hostile_cli(tmp_path, capsys, good_et):
+    net, sys_ = tmp_path / "net.yml", tmp_path / "sys.json"
+    net.write_text(f"topology: [Ring]\nnpus_count: [{BIG_INT}]\nbandwidth: [1]\nlatency: [1]\n")
+    sys_.write_text("{}")
+    one_line_error(capsys, ["simulate", good_et, "--system", sys_, "--network", net], str(net), "5000 digits")
+    net.write_text(DEEP)
+    one_line_error(capsys, ["simulate", good_et, "--system", sys_, "--network", net], str(net), "nested too deeply")
+
+
+def test_from_json_integer_over_the_digit_limit(tmp_path, capsys):
+    doc, lines = tmp_path / "doc.json", tmp_path / "nodes.jsonl"
+    doc.write_text(f'{{"g": [{BIG_INT}]}}')
+    one_line_error(capsys, ["from-json", doc, tmp_path / "x.et"], str(doc), "5000 digits")
+    lines.write_text(
+        json.dumps({"format": "chakra-trace-json", "version": 1}) + "\n" + f'{{"id": 1, "type": {BIG_INT}}}\n'
+    )
+    with pytest.raises(TraceFormatError, match="5000 digits"):
+        from chakra_trace.io.jsonio import read_json
+
+        read_json(lines)
+
+
+@pytest.mark.parametrize("row", [0, 4])  # row 4 holds the last name: a wrapped key indexed past the names
+def test_node_type_99_in_top_and_report(tmp_path, capsys, good_et, row):
+    t = read_trace(good_et)
+    t.types[row] = 99
+    p = tmp_path / "t.0.et"
+    write_trace(t, p)
+    assert cli_main(["analyze", "top", str(p), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["ops"]
+    assert {(r["name"], r["type"]) for r in rows if "UNKNOWN" in r["type"]} == {
+        (t.names[t.name_codes[row]], "UNKNOWN_NODE_TYPE_99")
+    }
+    assert cli_main(["report", str(p), "-o", str(tmp_path / "r.html")]) == 0
+
+
+@pytest.mark.parametrize("attr, code", [("types", "invalid-node-type"), ("comm_type", "invalid-comm-type")])
+def test_validate_names_unknown_enums_by_node(tmp_path, capsys, good_et, attr, code):
+    t = read_trace(good_et)
+    row = 2  # the collective
+    getattr(t, attr)[row] = 99
+    p = tmp_path / "t.0.et"
+    write_trace(t, p)
+    with pytest.raises(SystemExit) as e:
+        cli_main(["validate", str(p), "--json"])
+    assert e.value.code == 1
+    issues = json.loads(capsys.readouterr().out)["report"]["issues"]
+    bad = [i for i in issues if i["code"] == code]
+    assert bad and bad[0]["severity"] == "error" and bad[0]["node_ids"] == [int(t.ids[row])]
+    assert bad[0]["message"].endswith(f": 99 (node id {int(t.ids[row])})")
+
+
+def test_memory_error_is_one_line_naming_the_command(monkeypatch, capsys, good_et):
+    import chakra_trace.cli.info as info_cmd
+
+    def boom(*a, **k):
+        raise MemoryError()
+
+    monkeypatch.setattr(info_cmd, "open_workload", boom)
+    line = one_line_error(capsys, ["info", good_et], "out of memory", str(good_et), "SECURITY.md")
+    assert "MemoryError" not in line
+
+
+def test_a_folder_named_like_a_trace_is_not_read_as_one(tmp_path, capsys):
+    (tmp_path / "job.0.et").mkdir()
+    one_line_error(capsys, ["info", tmp_path / "job"], "no such file")
+    one_line_error(capsys, ["info", tmp_path], "a folder that holds no workload")
+
+
+def test_host_io_length_mismatch_names_the_list_that_differs(tmp_path, capsys):
+    host = json.loads(gzip.decompress((HOST.parent / "allgather_host_1.0.2.json.gz").read_bytes()))
+    node = next(n for n in host["nodes"] if len(n["inputs"]["types"]) >= 2)
+    node["inputs"]["shapes"] = node["inputs"]["shapes"][:1]
+    p = tmp_path / "host.json"
+    p.write_text(json.dumps(host))
+    k = len(node["inputs"]["types"])
+    line = one_line_error(capsys, ["convert", "pytorch", p, "-o", tmp_path / "o"], str(p), f"node id {node['id']}")
+    assert f"'inputs.shapes' has 1 entries but 'inputs.types' has {k}" in line, line
+
+
+# --------------------------------------------------------------------------- corrupt nested node data (item 7)
+
+_IO_BAD_UTF8 = b"\x0a\x02\xff\xfe"  # IOInfo.values = ff fe
+_GARBAGE = b"\x0a\x05\xff"  # a length that runs past the end of the sub-message
+
+
+@pytest.mark.parametrize(
+    "field_tag, sub, field",
+    [
+        (b"\x42", _IO_BAD_UTF8, "inputs.values"),  # inputs (8), bad UTF-8 in a string
+        (b"\x4a", _GARBAGE, "outputs"),  # outputs (9), a corrupt sub-message
+        (b"\x52", b"\x0a\x02\xff\xfe", "attr[0].name"),  # attr (10) whose name is bad UTF-8
+        (b"\x52", b"\x0a\x01a\x22\x03\x0a\x01\xff", "attr[0].double_list"),  # a garbage list inside an attribute
+    ],
+)
+def test_corrupt_nested_node_data_is_found_by_every_command(tmp_path, capsys, field_tag, sub, field):
+    meta = frame(pb.GlobalMetadata(version="1.0.2-chakra.0.0.4").SerializeToString())
+    first = frame(node_msg(1))
+    head = node_msg(7)
+    p = tmp_path / "bad.0.et"
+    p.write_bytes(meta + first + frame(head + field_tag + varint(len(sub)) + sub))
+    payload_at = len(meta) + len(first) + 1
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    at = payload_at + len(head)
+    check_error(e.value, p, message_index=2, node_id=7, offset_range=(at, at + 2 + len(sub)))
+    assert field in str(e.value)
+    for cmd in (["info", p], ["validate", p], ["to-json", p, tmp_path / "out.json"]):
+        line = one_line_error(capsys, cmd, str(p), "node id 7", f"byte offset {e.value.offset}", field)
+        assert "<input>" not in line
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_nested_check_finds_the_bad_row_among_many(tmp_path):
+    """The bulk check narrows a failure in one block of 300,000 nodes to its node and byte."""
+    meta = frame(pb.GlobalMetadata(version="1.0.2-chakra.0.0.4").SerializeToString())
+    msgs = [frame(node_msg(i) + b"\x42\x04\x0a\x02ab") for i in range(300_000)]
+    bad = 212_345
+    msgs[bad] = msgs[bad].replace(b"\x0a\x02ab", b"\x0a\x02\xff\xfe")
+    p = tmp_path / "many.0.et"
+    p.write_bytes(meta + b"".join(msgs))
+    at = len(meta) + sum(map(len, msgs[:bad])) + len(msgs[bad]) - 4  # IOInfo.values' tag
+    with pytest.raises(TraceFormatError) as e:
+        read_trace(p)
+    check_error(e.value, p, offset=at, message_index=bad + 1, node_id=bad, words=("utf-8",))
+    msgs[bad] = msgs[0]
+    p.write_bytes(meta + b"".join(msgs))
+    assert len(read_trace(p)) == 300_000
+
+
+def test_text_workload_integer_over_the_digit_limit():
+    from chakra_trace.convert.text import parse_text_workload
+    from chakra_trace.errors import ChakraError
+
+    with pytest.raises(ChakraError, match="5000 digits"):
+        parse_text_workload(f"DATA\n{BIG_INT}\n", "w.txt")
+
+
+@pytest.mark.parametrize("pg_config", [f'[{{"pg_name": "0", "ranks": [{BIG_INT}]}}]', DEEP])
+def test_hostile_pg_config_declares_no_groups(pg_config):
+    from chakra_trace.schema.groups import declared_groups
+
+    b = TraceBuilder()
+    b.add("## process_group:init ##", "METADATA_NODE", pg_config=pg_config)
+    assert declared_groups([b.build()]) == {}

@@ -510,3 +510,83 @@ def test_cli_entry_point(tmp_path):
         text=True,
     )
     assert r.returncode == 0 and json.loads(r.stdout)["nodes"] == 3
+
+
+# --------------------------------------------------------------------------- pipes, devices, SIGTERM (issue 13)
+
+
+def _frames(n: int, name_len: int = 1000) -> tuple[bytes, bytes]:
+    """(metadata frame, n node frames) of a plain `.et` stream."""
+
+    def frame(b: bytes) -> bytes:
+        n, head = len(b), bytearray()
+        while n > 0x7F:
+            head.append((n & 0x7F) | 0x80)
+            n >>= 7
+        return bytes(head) + bytes([n]) + b
+
+    meta = frame(pb.GlobalMetadata(version="1.0.2-chakra.0.0.4").SerializeToString())
+    body = b"".join(frame(pb.Node(id=i, name="x" * name_len, type=4).SerializeToString()) for i in range(n))
+    return meta, body
+
+
+def test_to_json_from_a_device_stops_at_the_stream_limit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CHAKRA_MAX_STREAM_BYTES", "100000")
+    out = tmp_path / "z.json"
+    assert main(["to-json", "/dev/zero", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: /dev/zero") and "CHAKRA_MAX_STREAM_BYTES" in err and "\n" not in err
+    assert not out.exists() and not list(tmp_path.iterdir())  # nothing written, no .tmp left
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_to_json_reads_a_pipe_once(tmp_path):
+    import threading
+
+    src = tmp_path / "job.0.et"
+    write_trace(small_trace(), src)
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(src.read_bytes()))
+    writer.start()
+    out = tmp_path / "out.json"
+    assert main(["to-json", str(fifo), str(out)]) == 0
+    writer.join()
+    assert read_json(out).equals(read_trace(src))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_sigterm_removes_the_partial_output(tmp_path):
+    """SIGTERM mid-write leaves no `.tmp` file (as Ctrl-C does) and exits 143."""
+    import signal
+    import time
+
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chakra_trace.cli", "to-json", str(fifo), str(out)],
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    meta, body = _frames(9500)  # over one 8 MiB read block: the first block is written out
+    with open(fifo, "wb") as w:
+        w.write(meta + body)
+        w.flush()
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".out.json.*.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(tmp_path.glob(".out.json.*.tmp")), "the output never started"
+        proc.send_signal(signal.SIGTERM)  # the writer still holds the pipe open: to-json waits for more
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.fifo"]
+
+
+def test_a_bad_stream_limit_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "job.0.et"
+    write_trace(small_trace(), src)
+    monkeypatch.setenv("CHAKRA_MAX_STREAM_BYTES", "lots")
+    assert main(["to-json", str(src), str(tmp_path / "o.json")]) == 2
+    assert capsys.readouterr().err.strip() == "error: CHAKRA_MAX_STREAM_BYTES='lots': expected a number of bytes"

@@ -107,8 +107,11 @@ def test_self_and_duplicate_deps():
     r = validate_trace(b.build())
     s = only(r, "self-dep")
     assert (s.count, s.node_ids, s.details) == (2, [1, 2], {"data": 1, "ctrl": 1})
+    assert s.severity == "error" and s.fixable  # it never resolves; --fix drops it
     d = only(r, "duplicate-dep")
     assert (d.count, d.node_ids, d.details) == (3, [1], {"data": 1, "ctrl": 2})
+    assert d.severity == "warning"
+    assert not validate_trace(fix_trace(b.build())[0]).errors
     assert "cycle" not in codes(r)  # self-dependencies are not reported as cycles
 
 
@@ -524,7 +527,7 @@ def test_resnet_sample(resnet):
     assert (c.severity, c.count, c.details["missing_targets"], c.details["dependents"]) == ("warning", 1277, 210, 1277)
     assert c.details["missing_ids"][:4] == [2, 3, 429, 434]
     s = only(r, "self-dep")
-    assert (s.severity, s.count, s.details) == ("warning", 383, {"data": 0, "ctrl": 383})
+    assert (s.severity, s.count, s.details) == ("error", 383, {"data": 0, "ctrl": 383})
     assert resnet.ctrl_deps(resnet.row(3511)).tolist() == [3511]
     h = only(r, "collective-missing-type")
     assert (h.count, h.fixable, h.details["host_side"]) == (14, True, True)
@@ -534,7 +537,7 @@ def test_resnet_sample(resnet):
     assert _is_real_cycle(resnet, cyc.details["cycle"])
     assert cyc.count == 2283
     assert set(codes(r)) == {"missing-ctrl-dep", "self-dep", "collective-missing-type", "cycle"}
-    assert [i.code for i in r.errors] == ["cycle"]
+    assert [i.code for i in r.errors] == ["self-dep", "cycle"]
 
 
 def test_resnet_fixed(resnet, tmp_path):
@@ -567,7 +570,7 @@ def test_resnet_cli_exit_status(tmp_path):
     assert "missing-ctrl-dep" in proc.stdout and "dropped 1,277 control dependencies" in proc.stdout
     assert proc.stdout.rstrip().splitlines()[-1] == "OK: no issues in 3,664 nodes"
     proc = subprocess.run([str(chakra), "validate", str(RESNET)], capture_output=True, text=True)
-    assert proc.returncode == 1 and "INVALID: 1 error, 3 warnings" in proc.stdout
+    assert proc.returncode == 1 and "INVALID: 2 errors, 2 warnings" in proc.stdout
 
 
 def test_fix_breaks_control_cycles_only_when_data_is_acyclic():

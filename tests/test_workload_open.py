@@ -76,10 +76,10 @@ def test_what_is_not_a_job_says_so(tmp_path, job):
         Workload.open(tmp_path / "nothing")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(ChakraError, match="a folder with no <prefix>.<rank>.et files"):
+    with pytest.raises(ChakraError, match="a folder that holds no workload"):
         Workload.open(empty)
     (empty / "trace.et").write_bytes(b"")
-    with pytest.raises(ChakraError, match=r"it has trace.et; name them <prefix>.<rank>.et"):
+    with pytest.raises(ChakraError, match=r"it has trace.et: name them <prefix>.<rank>.et"):
         Workload.open(empty)
     write_trace(_trace(8), job / "other.0.et")
     with pytest.raises(ChakraError, match=r"holds the traces of 2 jobs \(job, other\); give one prefix"):

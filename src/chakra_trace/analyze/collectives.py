@@ -192,7 +192,7 @@ def _peer_bytes(t: Trace, row: int) -> list[float] | None:
     raw = t.attr(row, "in_split_size")
     try:
         split = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, a hostile integer or nesting: no split
         return None
     if not isinstance(split, list) or not split or not all(isinstance(x, (int, float)) for x in split):
         return None

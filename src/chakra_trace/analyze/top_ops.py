@@ -72,14 +72,16 @@ def top_ops(
     agg: dict[tuple[str, int], list] = {}  # (name, type) -> [count, total_ns, max_ns, ranks]
     for t, dur in per_rank.values():
         ran = dur >= 0
-        key = t.name_codes.astype(np.int64) * 64 + t.types.astype(np.int64)
+        # (name, type) pairs: any int32 type, even one outside NodeType, keeps its own key
+        key = t.name_codes.astype(np.int64) << 32 | (t.types.astype(np.int64) & 0xFFFFFFFF)
         keys, inv = np.unique(key[ran], return_inverse=True)
+        inv = inv.reshape(-1)
         count = np.bincount(inv, minlength=keys.size)
         total = np.bincount(inv, weights=dur[ran], minlength=keys.size)
         mx = np.zeros(keys.size, np.int64)
         np.maximum.at(mx, inv, dur[ran])
         for k, c, s, m in zip(keys.tolist(), count.tolist(), total.tolist(), mx.tolist()):
-            a = agg.setdefault((t.names[k // 64], k % 64), [0, 0, 0, 0])
+            a = agg.setdefault((t.names[k >> 32], int(np.int32(np.uint32(k & 0xFFFFFFFF)))), [0, 0, 0, 0])
             a[0] += c
             a[1] += s
             a[2] = max(a[2], m)

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 import platform
+import signal
 import sys
+import threading
 
 import click
 from google.protobuf.internal import api_implementation
@@ -98,7 +101,39 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that half-written outputs (`atomic_output`'s
+    `.tmp` files) are removed on the way out instead of left behind by a killed process."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    if os.getpid() != _MAIN_PID:  # a forked worker: die as it would have
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    raise Terminated()
+
+
+_MAIN_PID = os.getpid()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command (see `_main`), with SIGTERM cleaning up as Ctrl-C does (status 143)."""
+    global _MAIN_PID
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    _MAIN_PID = os.getpid()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    except Terminated:
+        click.echo("terminated", err=True)
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None = None) -> int:
     """Run the command; every error is one line `error: ...` on stderr with status 2 (a usage
     error, bad input, or a bug: the last says so and how to see its traceback)."""
     args = sys.argv[1:] if argv is None else argv
@@ -127,17 +162,29 @@ def main(argv: list[str] | None = None) -> int:
         # bug, still one line so that scripts and users see one kind of failure, with the way to report it.
         if debug:
             raise
-        if isinstance(e, ChakraError):
+        if isinstance(e, MemoryError):  # its message is empty: say what ran out, and why it may have
+            msg = (
+                f"out of memory while reading/processing {_what(args)} (the input may be too large or hostile; "
+                "see SECURITY.md)"
+            )
+        elif isinstance(e, ChakraError):
             msg = str(e)
         elif isinstance(e, OSError) and e.filename is not None and e.strerror:
             msg = f"{e.filename}: {e.strerror}"
-        elif isinstance(e, (OSError, MemoryError)):
+        elif isinstance(e, OSError):
             msg = f"{type(e).__name__}: {e}"
         else:
             msg = f"internal error: {type(e).__name__}: {e} (run with --debug for the traceback)"
         click.echo(f"error: {_one_line(msg)}", err=True)
         return 2
     return rv if isinstance(rv, int) else 0
+
+
+def _what(args: list[str]) -> str:
+    """The command and what it was given, shortened, for an error that carries no message."""
+    words = [a for a in args if a != "--debug"]
+    text = " ".join(words)
+    return f"`chakra {text if len(text) <= 200 else text[:197] + '...'}`"
 
 
 def _one_line(msg: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ChakraError
-from ..io.et import iter_chunks, read_trace, write_trace
+from ..io.et import iter_chunks, write_trace
 from ..io.jsonio import is_json_lines_path, is_json_path, read_json, write_json
 from ..io.workload import refuse_pytorch
 from .common import json_option, print_json, progress
@@ -35,7 +35,10 @@ def _report(nodes: int, output: str, as_json: bool) -> None:
 )
 @json_option
 def to_json(src: str, dst: str, lines: bool, indent: int | None, as_json: bool) -> None:
-    """Convert a `.et` file (plain or gzip) to lossless JSON; gzip the output if OUT ends in .gz."""
+    """Convert a `.et` file (plain or gzip) to lossless JSON; gzip the output if OUT ends in .gz.
+
+    IN may be a pipe or device, read to at most CHAKRA_MAX_STREAM_BYTES bytes (default 1 GiB).
+    """
 
     if indent is not None and (lines or is_json_lines_path(dst)):
         raise click.ClickException("--indent cannot be used with JSON Lines output (one object per line)")
@@ -43,12 +46,8 @@ def to_json(src: str, dst: str, lines: bool, indent: int | None, as_json: bool) 
     if is_json_path(src):
         raise ChakraError(f"{src}: already JSON; to-json reads a .et file (from-json turns Chakra JSON into .et)")
     with progress("reading", src) as cb:
-        chunks = iter_chunks(src, progress=cb)
-        first = next(chunks, None)
-        if first is None:  # no nodes: read_trace still brings the metadata
-            n = write_json(read_trace(src), dst, lines=lines, indent=indent)
-        else:
-            n = write_json(_chain(first, chunks), dst, lines=lines, indent=indent)
+        chunks = iter_chunks(src, progress=cb, empty=True)  # read once: IN may be a pipe
+        n = write_json(_chain(next(chunks), chunks), dst, lines=lines, indent=indent)
     _report(n, dst, as_json)
 
 

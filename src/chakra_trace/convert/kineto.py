@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from .._native import load as load_native
-from ..errors import TraceFormatError
+from ..errors import TraceFormatError, reader_limit
 from ..io.stream import Limits, open_binary
 
 _native = load_native("chakra_trace.convert._kineto")  # optional C kernels; None: the numpy/Python path
@@ -303,7 +303,22 @@ class KinetoTrace:
 
     @property
     def rank(self) -> int | None:
-        return (self.distributed_info or {}).get("rank")
+        """``distributedInfo.rank``: a rank number (a string of digits is taken too), else an error."""
+        info = self.distributed_info
+        if info is None:
+            return None
+        if not isinstance(info, dict):
+            raise TraceFormatError(self.path, f"distributedInfo: expected an object, got {type(info).__name__}")
+        r = info.get("rank")
+        if r is None:
+            return None
+        if isinstance(r, str) and r.strip().isdigit() and len(r.strip()) < 19:
+            r = int(r)
+        if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r < 1 << 31:
+            raise TraceFormatError(
+                self.path, f"distributedInfo.rank: expected a rank number (0 or more), got {r!r:.40}"
+            )
+        return r
 
     @property
     def world_size(self) -> int | None:
@@ -435,8 +450,11 @@ class _Text:
             except json.JSONDecodeError as e:
                 err_pos, msg = e.pos, e.msg
                 cut = msg.startswith("Unterminated string") or e.pos >= len(self.buf) - 6
-            except RecursionError:
-                raise self.fail(pos, f"{what} is nested too deeply") from None
+            except (ValueError, RecursionError) as e:
+                limit = reader_limit(e, self.buf, pos)
+                if limit is None:
+                    raise
+                raise self.fail(limit[1], f"{what}: {limit[0]}") from None
             if not cut or self.eof:
                 tail = " (truncated file)" if self.eof and cut else ""
                 raise self.fail(err_pos, f"bad JSON in {what}: {msg}{tail}")
@@ -777,7 +795,7 @@ def read_kineto(path: str | os.PathLike, *, limits: Limits | None = None, chunk:
                 if not done:  # one event at a time (buffer ends, odd text, errors)
                     try:
                         e, pos = scan_ev(buf, pos)
-                    except (StopIteration, json.JSONDecodeError):
+                    except (StopIteration, ValueError, RecursionError):  # ValueError: JSONDecodeError, a long int
                         if buf.startswith("]", pos):  # tolerate a trailing comma
                             flush(batch)
                             return pos + 1

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChakraError
+from ..errors import ChakraError, TraceFormatError
 from ..io.cache import cached_trace
 from ..io.et import read_trace, write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
@@ -158,6 +158,24 @@ def _name_mask(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
     return table[codes] if table.size else np.zeros(codes.size, bool)
 
 
+class _Cycle(Exception):
+    """Parent links that loop (a hostile or broken host trace): the rows on the loop."""
+
+    def __init__(self, rows: list[int]):
+        super().__init__(rows)
+        self.rows = rows
+
+
+def _cycle_from(parent: np.ndarray, row: int) -> list[int]:
+    """The loop that the parent chain from `row` ends in (it never reaches a root)."""
+    for _ in range(parent.size):  # after n steps the walk is on the loop
+        row = int(parent[row])
+    loop = [row]
+    while (row := int(parent[row])) != loop[0]:
+        loop.append(row)
+    return loop
+
+
 def _levels(parent: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
     """`rows` grouped by depth in the forest `parent` (-1 at roots), shallowest first, so
     that a level only reads what the levels above it wrote."""
@@ -168,7 +186,7 @@ def _levels(parent: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
     while live.size:
         steps += 1
         if steps > parent.size:
-            raise ValueError("the op call tree has a cycle")
+            raise _Cycle(_cycle_from(parent, int(live[0])))
         depth[live] += 1
         anc = parent[anc]
         keep = anc >= 0
@@ -334,7 +352,16 @@ class _Converter:
         descend |= self.user_annotation | holds
         descend[list(comm)] = False  # a backend op (gloo:all_reduce is a user annotation) is the node
         # each op folds into the outermost op above it (or itself) that is not descended into
-        levels = _levels(parent, rows)
+        try:
+            levels = _levels(parent, rows)
+        except _Cycle as c:
+            loop = [int(h.ids[r]) for r in c.rows]
+            shown = " -> ".join(map(str, loop[:8])) + (" -> ..." if len(loop) > 8 else f" -> {loop[0]}")
+            raise TraceFormatError(
+                h.path,
+                f"the parent links form a cycle ({shown}); each op's parent must lead to a root",
+                node_id=loop[0],
+            ) from None
         folded_into = np.full(len(h), -1, np.int64)
         for lv in levels:
             p = parent[lv]

@@ -291,6 +291,8 @@ def _int(tok: str, err, line: int, what: str, *, minimum: int | None = None) -> 
     if not _INT_RE.match(tok):
         kind = "a non-negative integer" if minimum == 0 else "an integer"
         raise err(line, f"{what}: expected {kind}, got {tok!r}")
+    if len(tok) > 40:  # beyond any count or size (and int() refuses over 4,300 digits)
+        raise err(line, f"{what}: {tok[:20]}... ({len(tok)} digits) does not fit in 64 bits")
     v = int(tok)
     if minimum is not None and v < minimum:
         raise err(line, f"{what}: expected a non-negative integer, got {tok!r}")

@@ -6,6 +6,7 @@ import ctypes
 import gzip
 import io
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from ..schema import proto as pb
 from ..schema.codec import node_payloads
 from ..schema.trace import Trace
 from ..schema.wire import WireError, encode_varint_int, frame
+from .nested import bad_rows, locate
 from .stream import Limits, iter_frame_blocks
 
 Progress = Callable[[int], None]  # called with the number of bytes consumed so far
@@ -39,25 +41,34 @@ def _metadata(path: str, block, kind: str):
 
 
 def _kind(path: str) -> str:
-    with open(path, "rb") as f:
-        return "decompressed byte" if f.read(2) == b"\x1f\x8b" else "byte"
+    """What offsets count in an empty file's error (a pipe is not opened twice: "byte")."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "byte"
+        with open(path, "rb") as f:
+            return "decompressed byte" if f.read(2) == b"\x1f\x8b" else "byte"
+    except OSError:
+        return "byte"
 
 
 def iter_chunks(
-    path: str | os.PathLike, *, limits: Limits | None = None, progress: Progress | None = None
+    path: str | os.PathLike, *, limits: Limits | None = None, progress: Progress | None = None, empty: bool = False
 ) -> Iterator[Trace]:
-    """Stream a `.et` file as columnar chunks (one per I/O block), in bounded memory.
+    """Stream a `.et` file as columnar chunks (one per I/O block), in bounded memory. With
+    ``empty``, a file without nodes yields one empty chunk that carries its metadata (a pipe
+    cannot be read again for it).
 
     Chunks share string tables, so codes are comparable across chunks.
     """
     path = os.fspath(path)
-    kind = _kind(path)
     metadata = None
+    yielded = False
     names: tuple[list[str], dict] = ([""], {b"": 0})
     groups: tuple[list[str], dict] = ([], {})
     for block in iter_frame_blocks(path, limits):
         starts, ends = block.starts, block.ends
         index0 = block.index0
+        kind = block.kind
         if metadata is None:
             metadata = _metadata(path, block, kind)
             starts, ends, index0 = starts[1:], ends[1:], 1
@@ -78,9 +89,27 @@ def iter_chunks(
                 message_index=index0 + i,
                 node_id=node_id,
             ) from None
+        bad = bad_rows(chunk)
+        if bad:
+            i, exc = bad[0]
+            payload = block.buf[starts[i] : ends[i]].tobytes()
+            off, field = locate(payload)
+            raise TraceFormatError(
+                path,
+                f"node field {field or '?'} does not parse ({exc})",
+                offset=block.base + int(starts[i]) + off,
+                offset_kind=kind,
+                message_index=index0 + i,
+                node_id=int(chunk.ids[i]),
+            )
+        yielded = True
         yield chunk
     if metadata is None:
-        raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0, offset_kind=kind)
+        raise TraceFormatError(
+            path, "empty file: expected a GlobalMetadata message first", offset=0, offset_kind=_kind(path)
+        )
+    if empty and not yielded:
+        yield Trace(0, metadata=metadata)
 
 
 def _peek_id(buf: np.ndarray, start: int, end: int) -> int | None:
@@ -97,13 +126,7 @@ def _peek_id(buf: np.ndarray, start: int, end: int) -> int | None:
 
 def read_trace(path: str | os.PathLike, *, limits: Limits | None = None, progress: Progress | None = None) -> Trace:
     """Load a whole `.et` file (plain or gzip) into a columnar Trace."""
-    chunks = list(iter_chunks(path, limits=limits, progress=progress))
-    if not chunks:
-        meta = None
-        for block in iter_frame_blocks(os.fspath(path), limits):
-            meta = _metadata(os.fspath(path), block, _kind(os.fspath(path)))
-            break
-        return Trace(0, metadata=meta)
+    chunks = list(iter_chunks(path, limits=limits, progress=progress, empty=True))
     if len(chunks) == 1:
         return chunks[0]
     trace = Trace.concat(chunks, consume=True)
@@ -130,10 +153,10 @@ _malloc_trim: Any = None  # libc's malloc_trim, False where there is none, None 
 def iter_nodes(path: str | os.PathLike, *, limits: Limits | None = None) -> Iterator:
     """Stream protobuf Node messages one at a time, in constant memory."""
     path = os.fspath(path)
-    kind = _kind(path)
     first = True
     for block in iter_frame_blocks(path, limits):
         raw = block.buf
+        kind = block.kind
         for i, (s, e) in enumerate(zip(block.starts.tolist(), block.ends.tolist())):
             if first:
                 first = False
@@ -149,13 +172,15 @@ def iter_nodes(path: str | os.PathLike, *, limits: Limits | None = None) -> Iter
                     message_index=block.index0 + i,
                 ) from None
     if first:
-        raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0, offset_kind=kind)
+        raise TraceFormatError(
+            path, "empty file: expected a GlobalMetadata message first", offset=0, offset_kind=_kind(path)
+        )
 
 
 def read_metadata(path: str | os.PathLike, *, limits: Limits | None = None):
     path = os.fspath(path)
     for block in iter_frame_blocks(path, limits):
-        return _metadata(path, block, _kind(path))
+        return _metadata(path, block, block.kind)
     raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0)
 
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import io
 import os
 import queue
+import stat
 import threading
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import TraceFormatError
+from ..errors import ChakraError, TraceFormatError
 from ..schema.wire import _native, decode_varint_at
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -26,6 +27,17 @@ BLOCK = 8 << 20
 DEFAULT_MAX_MESSAGE = 256 << 20  # protobuf's own hard limit is 2 GiB
 DEFAULT_MAX_RATIO = 500  # real traces compress 5-50x; a zero-filled bomb ~1000x
 RATIO_GRACE = 1 << 20  # ratio is only checked past this many decompressed bytes
+STREAM_LIMIT_ENV = "CHAKRA_MAX_STREAM_BYTES"
+DEFAULT_MAX_STREAM = 1 << 30  # a pipe or device (/dev/zero never ends); regular files have their size
+
+
+def default_max_stream() -> int:
+    """The byte limit on input that is not a regular file: CHAKRA_MAX_STREAM_BYTES, else 1 GiB."""
+    raw = os.environ.get(STREAM_LIMIT_ENV, "").strip()
+    try:
+        return int(raw) if raw else DEFAULT_MAX_STREAM
+    except ValueError:
+        raise ChakraError(f"{STREAM_LIMIT_ENV}={raw[:40]!r}: expected a number of bytes") from None
 
 
 @dataclass
@@ -35,6 +47,8 @@ class Limits:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE
     max_ratio: float = DEFAULT_MAX_RATIO
     max_bytes: int | None = None  # hard cap on decompressed bytes
+    #: bytes read from a pipe or character device (a regular file is read to its end); None: no limit
+    max_stream_bytes: int | None = field(default_factory=default_max_stream)
 
 
 class _GuardedGzip(io.RawIOBase):
@@ -212,19 +226,54 @@ class Prefetch(io.RawIOBase):
         super().close()
 
 
+class _Capped(io.RawIOBase):
+    """A pipe or device read to at most `limit` bytes: such input has no size, and /dev/zero no end."""
+
+    def __init__(self, raw: BinaryIO, path: str, limit: int):
+        self._raw = raw
+        self._path = path
+        self._limit = limit
+        self.read_raw = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self._raw.readinto(b)  # type: ignore[attr-defined]
+        self.read_raw += n or 0
+        if self.read_raw > self._limit:
+            raise TraceFormatError(
+                self._path,
+                f"more than {self._limit} bytes from a pipe or device (the limit on input that is not a regular "
+                f"file; set {STREAM_LIMIT_ENV} or Limits.max_stream_bytes to read more)",
+                offset=self._limit,
+            )
+        return n or 0
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
 def open_binary(path: str | os.PathLike, limits: Limits | None = None) -> tuple[BinaryIO, bool]:
-    """Open a file for reading, transparently gunzipping it if it starts with the gzip magic."""
+    """Open a file for reading, transparently gunzipping it if it starts with the gzip magic. A
+    pipe or character device is read to at most `Limits.max_stream_bytes`; a folder is refused."""
     path = os.fspath(path)
     limits = limits or Limits()
     try:
-        raw = open(path, "rb")
+        raw = open(path, "rb", buffering=0)
+        mode = os.fstat(raw.fileno()).st_mode
+    except IsADirectoryError:
+        raise TraceFormatError(path, "a folder, not a trace file (expected a .et or .et.gz file)") from None
     except OSError as e:
         raise TraceFormatError(path, e.strerror or str(e)) from None
-    head = raw.read(2)
-    raw.seek(0)
-    if head == GZIP_MAGIC:
-        return io.BufferedReader(_GuardedGzip(raw, path, limits), BLOCK), True
-    return raw, False
+    src: Any = raw
+    if not stat.S_ISREG(mode) and limits.max_stream_bytes is not None:
+        src = _Capped(raw, path, limits.max_stream_bytes)
+    f = io.BufferedReader(src, BLOCK)
+    if f.peek(2)[:2] == GZIP_MAGIC:
+        return io.BufferedReader(_GuardedGzip(f, path, limits), BLOCK), True
+    return f, False
 
 
 @dataclass
@@ -236,6 +285,7 @@ class FrameBlock:
     ends: np.ndarray
     base: int  # stream offset of buf[0]
     index0: int  # message index of the first frame (0 = GlobalMetadata)
+    kind: str = "byte"  # what offsets count: "byte", or "decompressed byte" in a gzip file
 
 
 class _FrameError(Exception):
@@ -317,7 +367,7 @@ def iter_frame_blocks(
                     message_index=index + _count_before(data, e.pos),
                 ) from None
             if starts.size:
-                yield FrameBlock(np.frombuffer(data, np.uint8), starts, ends, base, index)
+                yield FrameBlock(np.frombuffer(data, np.uint8), starts, ends, base, index, kind)
                 index += len(starts)
             if not chunk:
                 if stop < len(data):

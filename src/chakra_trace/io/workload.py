@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import re
+import stat
 import zlib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import ChakraError, TraceFormatError
+from ..errors import ChakraError, TraceFormatError, reader_limit
 from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
 from ..schema.trace import Trace
 from .et import read_trace, write_trace
@@ -150,7 +151,7 @@ def discover(prefix: str | os.PathLike) -> dict[int, Path]:
         return found
     for p in parent.iterdir():
         m = _RANK_RE.match(p.name)
-        if m and m.group("prefix") == prefix.name:
+        if m and m.group("prefix") == prefix.name and not p.is_dir():  # a folder named like a trace is none
             rank = int(m.group("rank"))
             if rank in found:
                 raise TraceFormatError(str(p), f"rank {rank} appears twice (also {found[rank].name})")
@@ -171,10 +172,10 @@ def locate(path: str | os.PathLike) -> dict[int, Path]:
     `<prefix>.<rank>.et` files, or a folder holding the files of exactly one such prefix.
     """
     p = Path(path)
-    if p.is_file():
+    if p.is_file() or (p.exists() and not p.is_dir()):  # a pipe or device too: read with a size limit
         return {rank_of(p) or 0: p}
     if p.is_dir():
-        prefixes = sorted({m.group("prefix") for q in p.iterdir() if (m := _RANK_RE.match(q.name))})
+        prefixes = sorted({m.group("prefix") for q in p.iterdir() if (m := _RANK_RE.match(q.name)) and not q.is_dir()})
         if len(prefixes) == 1:
             return discover(p / prefixes[0])
         if prefixes:
@@ -183,8 +184,11 @@ def locate(path: str | os.PathLike) -> dict[int, Path]:
                 f"{p}: holds the traces of {len(prefixes)} jobs ({shown}); give one prefix, e.g. {p / prefixes[0]}"
             )
         others = sorted(q.name for q in p.iterdir() if _ET_RE.search(q.name) or is_json_path(q.name))
-        hint = f" (it has {', '.join(others[:4])}; name them <prefix>.<rank>.et)" if others else ""
-        raise ChakraError(f"{p}: a folder with no <prefix>.<rank>.et files{hint}")
+        hint = f"; it has {', '.join(others[:4])}: name them <prefix>.<rank>.et" if others else ""
+        raise ChakraError(
+            f"{p}: a folder that holds no workload (expected <prefix>.<rank>.et[.gz] files or a "
+            f"`chakra collect` folder{hint})"
+        )
     found = discover(p)
     if not found:
         raise ChakraError(f"{p}: no such file, and no files named {p.name}.<rank>.et[.gz]")
@@ -204,6 +208,8 @@ def sniff(path: str | os.PathLike) -> str | None:
     only the first few KB: host traces open with "schema" (then "nodes"), Kineto ones with
     "schemaVersion" or "traceEvents"; Chakra JSON has "format" instead."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # a pipe is read once, by the reader; a folder or device is no PyTorch trace
         with open(path, "rb") as f:
             head = f.read(_SNIFF_BYTES)
         if head[:2] == b"\x1f\x8b":
@@ -250,9 +256,17 @@ def read_comm_groups(path: str | os.PathLike) -> dict[str, list[int]]:
     path = os.fspath(path)
     try:
         with open(path) as f:
-            raw = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+            text = f.read()
+        raw = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TraceFormatError(path, f"cannot read communicator groups: {e}") from None
+    except (ValueError, RecursionError) as e:
+        limit = reader_limit(e, text)
+        if limit is None:
+            raise
+        raise TraceFormatError(
+            path, f"cannot read communicator groups: {limit[0]}", offset=limit[1], offset_kind="character"
+        ) from None
     if not isinstance(raw, dict):
         raise TraceFormatError(path, "expected an object mapping group id to a list of ranks")
     groups = {}

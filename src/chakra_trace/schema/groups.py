@@ -62,7 +62,7 @@ def declared_groups(traces: Iterable[Trace]) -> dict[str, list[int]]:
                 continue
             try:
                 cfg = json.loads(raw)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, RecursionError):  # hostile text: no groups from it
                 continue
             for g in cfg if isinstance(cfg, list) else cfg.values() if isinstance(cfg, dict) else []:
                 if isinstance(g, dict) and "pg_name" in g and isinstance(g.get("ranks"), list):
@@ -78,7 +78,7 @@ def _declared_by_rank(t: Trace, rank: int) -> dict[str, list[int] | None]:
         raw = t.attr(r, "pg_config")
         try:
             cfg = json.loads(raw) if raw else []
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             continue
         for g in cfg if isinstance(cfg, list) else cfg.values() if isinstance(cfg, dict) else []:
             if not isinstance(g, dict) or "pg_name" not in g:

@@ -141,9 +141,9 @@ def _check_deps(c: _Checker, kinds: dict[str, Edges]) -> None:
             missing_targets=int(targets.size),
             missing_ids=sample_ids(targets),
         )
-    for code, attr, what in (
-        ("self-dep", "self_dep", "of a node on itself (a simulator that resolves them waits forever)"),
-        ("duplicate-dep", "duplicate", "repeat an earlier entry of the same node"),
+    for code, severity, attr, what in (  # a self-dependency never resolves: an error that --fix repairs
+        ("self-dep", ERROR, "self_dep", "of a node on itself (a simulator that resolves them waits forever)"),
+        ("duplicate-dep", WARNING, "duplicate", "repeat an earlier entry of the same node"),
     ):
         masks = {
             k: getattr(e, attr) & ~e.missing & (~e.self_dep if attr == "duplicate" else True) for k, e in kinds.items()
@@ -158,7 +158,7 @@ def _check_deps(c: _Checker, kinds: dict[str, Edges]) -> None:
         if code == "duplicate-dep":
             noun = "dependency entry" if total == 1 else "dependency entries"
             what = ("repeats" if total == 1 else "repeat") + " an earlier entry of the same node"
-        c.add(WARNING, code, total, f"{parts} {noun} {what}", t.ids[rows], fixable=True, **by)
+        c.add(severity, code, total, f"{parts} {noun} {what}", t.ids[rows], fixable=True, **by)
 
 
 def _check_cycles(c: _Checker) -> None:
@@ -191,13 +191,18 @@ def _check_cycles(c: _Checker) -> None:
     )
 
 
+def _ids_note(ids: np.ndarray) -> str:
+    """Which nodes, as ' (node id 7)' or ' (node ids 7, 9, ...)': for errors a simulator cannot run past."""
+    return f" (node id{'s' if ids.size > 1 else ''} {format_ids(sample_ids(ids), ids.size)})"
+
+
 def _check_types(c: _Checker) -> None:
     t = c.t
     types = t.types.astype(np.int64)
     reserved = (types >= min(RESERVED_NODE_TYPES)) & (types <= max(RESERVED_NODE_TYPES))
     bad = ((types < _NODE_TYPES[0]) | (types > _NODE_TYPES[-1])) & ~reserved
     for code, sev, m, what in (
-        ("invalid-node-type", ERROR, bad, "a type outside NodeType: {}"),
+        ("invalid-node-type", ERROR, bad, "a type outside NodeType: {}{ids}"),
         (
             "reserved-node-type",
             WARNING,
@@ -218,7 +223,8 @@ def _check_types(c: _Checker) -> None:
                 sev,
                 code,
                 k,
-                f"{count_noun(k, 'node', 'have')} " + what.format(", ".join(str(v) for v in vals[:10])),
+                f"{count_noun(k, 'node', 'have')} "
+                + what.format(", ".join(str(v) for v in vals[:10]), ids=_ids_note(t.ids[m])),
                 t.ids[m],
                 values=[int(v) for v in vals[:SAMPLE]],
             )
@@ -240,7 +246,7 @@ def _check_comm(c: _Checker, extra: ExtraAttrs) -> None:
             "invalid-comm-type",
             k,
             f"{count_noun(k, 'node', 'have')} a comm_type outside CollectiveCommType: "
-            f"{', '.join(str(v) for v in vals[:10])}",
+            f"{', '.join(str(v) for v in vals[:10])}{_ids_note(t.ids[bad])}",
             t.ids[bad],
             values=[int(v) for v in vals[:SAMPLE]],
         )

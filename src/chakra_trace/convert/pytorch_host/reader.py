@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..._native import load as load_native
-from ...errors import TraceFormatError
+from ...errors import TraceFormatError, reader_limit
 from ...io.stream import Limits, Prefetch, open_binary
 from ...schema.wire import ranges
 from .columns import assemble
@@ -182,6 +182,11 @@ class _Reader:
                 epos, reason = e.value, f"expected {what}"
             except json.JSONDecodeError as e:
                 epos, reason = e.pos, e.msg
+            except (ValueError, RecursionError) as e:
+                limit = reader_limit(e, self.text(), pos)
+                if limit is None:
+                    raise
+                raise self.error(f"{what}: {limit[0]}", limit[1]) from None
             n = len(self.raw)
             if not self.eof and (epos >= n - _INCOMPLETE_SLACK or reason.startswith("Unterminated string")):
                 if self.more():
@@ -198,6 +203,8 @@ class _Reader:
             epos, reason = e.value, ""
         except json.JSONDecodeError as e:
             epos, reason = e.pos, e.msg
+        except (ValueError, RecursionError):
+            return self.scan(pos, "a node object")[1]  # raises the error naming the place
         if not self.eof and (epos >= len(self.raw) - _INCOMPLETE_SLACK or reason.startswith("Unterminated string")):
             return None
         return self.scan(pos, "a node object")[1]  # raises the error

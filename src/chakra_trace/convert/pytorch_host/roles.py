@@ -342,7 +342,7 @@ class Roles:
                 if lst is not None and type(lst) is not list:
                     raise NodeError(f"expected '{where}{nm_}' to be a list, got {_tname(lst)}", node_id)
             n = len(types)
-            for nm_, lst in zip(names, (vals, shapes, strides)):
+            for nm_, lst in zip((names[0], names[2], names[3]), (vals, shapes, strides)):
                 if lst is not None and len(lst) != n:
                     raise NodeError(f"'{where}{nm_}' has {len(lst)} entries but '{where}{names[1]}' has {n}", node_id)
             for arg, t in enumerate(types):

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ...errors import TraceFormatError
+from ...errors import TraceFormatError, reader_limit
 
 _TEXT_BLOCK = 1 << 20  # characters read from the input at a time
 
@@ -109,6 +109,11 @@ class _Text:
                     self.fill(max(_TEXT_BLOCK, len(self.buf) - self.pos))  # shifts the buffer: parse again
                     continue
                 raise self.error(f"invalid JSON{context}: {e.msg}", e.pos) from None
+            except (ValueError, RecursionError) as e:
+                limit = reader_limit(e, self.buf, self.pos)
+                if limit is None:
+                    raise
+                raise self.error(f"invalid JSON{context}: {limit[0]}", limit[1]) from None
             if not self.eof and (end >= len(self.buf) or (type(v) in (int, float) and end > len(self.buf) - 64)):
                 self.fill(max(_TEXT_BLOCK, len(self.buf) - self.pos))  # a number could go on in the next block
                 continue
@@ -198,6 +203,9 @@ def _events(t: _Text, path: str) -> Iterator[tuple[str, Any]]:
             node = json.loads(s)
         except json.JSONDecodeError as e:
             raise TraceFormatError(path, f"line {line_no} column {e.colno}: invalid JSON: {e.msg}") from None
-        except RecursionError:
-            raise TraceFormatError(path, f"line {line_no}: JSON nested too deeply") from None
+        except (ValueError, RecursionError) as e:
+            limit = reader_limit(e, s)
+            if limit is None:
+                raise
+            raise TraceFormatError(path, f"line {line_no} column {limit[1] + 1}: {limit[0]}") from None
         yield "node", (f"line {line_no}", node)

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from yaml.reader import ReaderError
 
-from ...errors import ChakraError
+from ...errors import ChakraError, reader_limit
 from .values import show
 
 
@@ -49,6 +49,19 @@ def load_json(text: str, source: str) -> Any:
         return json.loads(text, object_pairs_hook=no_duplicates)
     except json.JSONDecodeError as e:
         raise ChakraError(f"{source}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+    except (ValueError, RecursionError) as e:
+        raise _limit_error(e, text, source, "JSON") from None
+
+
+def _limit_error(e: Exception, text: str, source: str, kind: str) -> Exception:
+    """A reader's refusal of an over-long integer or too-deep nesting as one ChakraError line."""
+    limit = reader_limit(e, text)
+    if limit is None:
+        return e
+    reason, at = limit
+    deep = isinstance(e, RecursionError)  # where the reader gave up is not known
+    where = "" if deep else f":{text.count(chr(10), 0, at) + 1}:{at - text.rfind(chr(10), 0, at)}"
+    return ChakraError(f"{source}{where}: not accepted as {kind}: {reason}")
 
 
 _JSON_KEY_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"\s*:')
@@ -97,6 +110,8 @@ def load_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
             loader.dispose()
     except yaml.MarkedYAMLError as e:
         raise ChakraError(_yaml_message(e, source)) from None
+    except (ValueError, RecursionError) as e:
+        raise _limit_error(e, text, source, "YAML") from None
     except ReaderError as e:  # a control character in the text
         line = text.count("\n", 0, e.position) + 1
         column = e.position - text.rfind("\n", 0, e.position)
