@@ -6,6 +6,7 @@ import ctypes
 import gzip
 import io
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from ..schema import proto as pb
 from ..schema.codec import node_payloads
 from ..schema.trace import Trace
 from ..schema.wire import WireError, encode_varint_int, frame
+from .memory import check_nodes
 from .stream import Limits, iter_frame_blocks
 
 Progress = Callable[[int], None]  # called with the number of bytes consumed so far
@@ -48,10 +50,22 @@ def iter_chunks(
 ) -> Iterator[Trace]:
     """Stream a `.et` file as columnar chunks (one per I/O block), in bounded memory.
 
-    Chunks share string tables, so codes are comparable across chunks.
+    Chunks share string tables, so codes are comparable across chunks. Each chunk's node
+    count is checked against `Limits.max_build_ratio` before it is decoded (io.memory).
     """
+    return _chunks(path, limits, progress, whole=False)
+
+
+def _chunks(
+    path: str | os.PathLike, limits: Limits | None, progress: Progress | None, *, whole: bool
+) -> Iterator[Trace]:
+    """`iter_chunks`; `whole`: every chunk is kept, so the running node count is bounded too."""
     path = os.fspath(path)
     kind = _kind(path)
+    limits = limits or Limits()
+    st = os.stat(path)
+    file_bytes = st.st_size if stat.S_ISREG(st.st_mode) else None  # a pipe: bytes read so far instead
+    total = 0  # nodes built so far
     metadata = None
     names: tuple[list[str], dict] = ([""], {b"": 0})
     groups: tuple[list[str], dict] = ([], {})
@@ -65,6 +79,9 @@ def iter_chunks(
             progress(block.base + int(block.ends[-1]))
         if starts.size == 0:
             continue
+        total = total + int(starts.size) if whole else int(starts.size)
+        seen = file_bytes if file_bytes is not None else block.base + int(block.ends[-1])
+        check_nodes(path, total, seen, limits.max_nodes if whole else 1 << 62, limits.max_build_ratio)
         try:
             chunk = Trace.decode(block.buf, starts, ends, metadata=metadata, names=names, groups=groups)
         except WireError as e:
@@ -96,8 +113,12 @@ def _peek_id(buf: np.ndarray, start: int, end: int) -> int | None:
 
 
 def read_trace(path: str | os.PathLike, *, limits: Limits | None = None, progress: Progress | None = None) -> Trace:
-    """Load a whole `.et` file (plain or gzip) into a columnar Trace."""
-    chunks = list(iter_chunks(path, limits=limits, progress=progress))
+    """Load a whole `.et` file (plain or gzip) into a columnar Trace.
+
+    Refused before decoding (TraceFormatError) past `Limits.max_nodes` (default: what half the
+    available memory holds, or $CHAKRA_TRACE_MAX_NODES) or `Limits.max_build_ratio`.
+    """
+    chunks = list(_chunks(path, limits, progress, whole=True))
     if not chunks:
         meta = None
         for block in iter_frame_blocks(os.fspath(path), limits):

@@ -35,6 +35,9 @@ class Limits:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE
     max_ratio: float = DEFAULT_MAX_RATIO
     max_bytes: int | None = None  # hard cap on decompressed bytes
+    # nodes a load may build; None: $CHAKRA_TRACE_MAX_NODES, else half the memory available (io.memory)
+    max_nodes: int | None = None
+    max_build_ratio: float = 64.0  # in-memory bytes per file byte past 64 MiB (an empty node: ~160)
 
 
 class _GuardedGzip(io.RawIOBase):
