@@ -325,3 +325,103 @@ def test_a_group_ring_runs_in_listed_order():
         return simulate(Workload(traces, {"g": order}), Network.simple("Ring", 8, 50, 500), system())
 
     assert run([0, 4, 1, 5]).step_ns > run([0, 1, 4, 5]).step_ns
+
+
+# --------------------------------------------------------------------------- hostile input (issue 13)
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str]:
+    from chakra_trace.cli import main
+
+    rc = main(args)
+    return rc, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize(
+    "net, key",
+    [
+        ("topology: [ Ring ]\nnpus_count: [ 1000000000 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n", "npus_count"),
+        (
+            "topology: [ Ring, Ring ]\nnpus_count: [ 2048, 1024 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 5, 5 ]\n",
+            "npus_count",
+        ),
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 1.0e+19 ]\n", "latency"),
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 1.0e-300 ]\nlatency: [ 5 ]\n", "bandwidth"),
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ .inf ]\nlatency: [ 5 ]\n", "bandwidth"),
+    ],
+)
+def test_network_sizes_and_ranges_are_bounded_with_the_file_and_key(tmp_path, net, key, capsys):
+    (tmp_path / "net.yml").write_text(net)
+    (tmp_path / "sys.json").write_text(json.dumps(system().to_dict()))
+    w = from_spec("train:layers=1:comp_us=10:size=65536", 4)
+    w.save(tmp_path / "job")
+    args = ["simulate", "--workload", str(tmp_path / "job"), "--network", str(tmp_path / "net.yml")]
+    rc, err = _cli([*args, "--system", str(tmp_path / "sys.json")], capsys)
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert f"net.yml:{4 if key == 'latency' else 3 if key == 'bandwidth' else 2}: {key!r}" in err
+
+
+def test_chunk_counts_are_bounded(tmp_path, monkeypatch):
+    from chakra_trace.errors import ChakraError
+
+    for key in ("preferred-dataset-splits", "active-chunks-per-dimension"):
+        with pytest.raises(ChakraError, match=f"'{key}': expected an integer <= 4,096.*CHAKRA_TRACE_MAX_CHUNKS"):
+            system(**{key: 1e9})
+    (tmp_path / "s.json").write_text(json.dumps({**system().to_dict(), "preferred-dataset-splits": 1e9}))
+    with pytest.raises(ChakraError, match=r"s.json:\d+: 'preferred-dataset-splits'"):
+        SystemConfig.from_json(tmp_path / "s.json")
+    monkeypatch.setenv("CHAKRA_TRACE_MAX_CHUNKS", "100000")
+    assert system(**{"preferred-dataset-splits": 50000}).preferred_dataset_splits == 50000
+
+
+def test_npu_count_and_dimensions_are_bounded(monkeypatch):
+    from chakra_trace.errors import ChakraError
+
+    with pytest.raises(ChakraError, match=r"1024 x 1024 x 2 = 2,097,152 NPUs, more than the limit of 1,048,576"):
+        Network.simple("Ring", [1024, 1024, 2], 50, 5)
+    with pytest.raises(ChakraError, match="65 dimensions"):
+        Network.simple("Ring", [1] * 65, 50, 5)
+    monkeypatch.setenv("CHAKRA_TRACE_MAX_NPUS", str(1 << 22))
+    assert Network.simple("Ring", [1024, 1024, 2], 50, 5).npus == 1 << 21
+
+
+def test_slow_links_and_long_durations_overflow_loudly_not_silently():
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.simulate.network import ClockOverflow
+
+    net = Network.simple("Ring", 4, 50, 500)
+    base = simulate(from_spec("train:layers=1:comp_us=10:size=65536", 4), net, system()).finish_ns.max()
+    # the slowest, longest link allowed: a finite, longer time -- never a wrapped, shorter one
+    slow = Network.simple("Ring", 4, 1e-6, 1e12)
+    t = simulate(from_spec("train:layers=1:comp_us=10:size=65536", 4), slow, system()).finish_ns.max()
+    assert t > base
+    for aware in (False, True):
+        traces = {}
+        for r in range(4):
+            b = TraceBuilder()
+            b.collective("ALL_REDUCE", 1 << 62)
+            traces[r] = b.build()
+        with pytest.raises(ClockOverflow, match="overflows the simulated clock"):
+            simulate(Workload(traces), slow, system(), aware=aware)
+    b = TraceBuilder()
+    b.comp("forever", 2**63)  # µs: x1000 wraps int64 (it finished at 0 before)
+    with pytest.raises(ClockOverflow, match=r"node 0 \('forever'\): duration of 9,223,372,036,854,775,808 µs"):
+        simulate(Workload({0: b.build()}), Network.simple("Ring", 1, 50, 5), system())
+    b = TraceBuilder()
+    for i in range(3):  # each below the limit, their sum past it: the clock refuses
+        b.comp(f"long{i}", 2**61 // 1000, deps=[i - 1] if i else [])
+    with pytest.raises(ChakraError, match="past the clock's 2\\^62 ns"):
+        simulate(Workload({0: b.build()}), Network.simple("Ring", 1, 50, 5), system())
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_is_built(monkeypatch):
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.simulate import simulator
+
+    monkeypatch.setattr(simulator, "available_bytes", lambda: 1 << 30)
+    net = Network.simple("FullyConnected", 1 << 15, 50, 5)  # 2^30 links in the aware model
+    w = from_spec("train:layers=1:comp_us=10:size=65536", 1)
+    with pytest.raises(ChakraError, match=r"simulating 32,768 NPUs .*1,073,741,824 links\) needs about 16.1 GiB"):
+        simulate(w, net, system(), aware=True)
+    with pytest.raises(ChakraError, match=r"4096 chunks per collective"):
+        simulate(w, net, system(**{"preferred-dataset-splits": 4096}))

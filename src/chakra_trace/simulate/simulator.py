@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import ChakraError
 from ..intervals import busy
+from ..io.memory import available_bytes
 from ..io.workload import Workload, read_comm_groups
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import declared_groups
@@ -18,8 +19,9 @@ from ..schema.trace import Trace
 from ..validate import fix_trace
 from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
+from .config.values import MAX_NS
 from .engine import Engine
-from .network import Fabric
+from .network import ClockOverflow, Fabric, as_ns
 from .result import CollectiveRecord, SimResult
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
 
@@ -79,6 +81,39 @@ class SimulationBlocked(ChakraError):
         super().__init__(f"simulation blocked at {result.step_ns} ns: " + " | ".join(lines) + more)
 
 
+NPU_BYTES = 4096  # an NPU's scheduler state (measured ~2.3 KB on one-trace scale-outs), with room
+
+
+def _check_memory(network, system, aware: bool) -> None:
+    """Refuse, before building anything, a run whose per-NPU state would not fit in half the
+    memory available: NPUs, each collective's chunks x NPUs arrays, the aware model's links."""
+    n = network.npus
+    chunks = int(getattr(system, "preferred_dataset_splits", 1))
+    slots = int(getattr(system, "active_chunks_per_dimension", 1))
+    per_npu = NPU_BYTES + 8 * (chunks + slots * len(network.dims))
+    links = sum(n * (d.npus if d.topology == "FullyConnected" else 2) for d in network.dims) if aware else 0
+    need = n * per_npu + 16 * links
+    avail = available_bytes()
+    if need > avail // 2:
+        raise ChakraError(
+            f"simulating {n:,} NPUs ({chunks} chunks per collective, {slots} active per dimension"
+            + (f", {links:,} links" if aware else "")
+            + f") needs about {need / 2**30:.1f} GiB, more than half the {avail / 2**30:.1f} GiB available"
+        )
+
+
+def _us_to_ns(t: Trace, us: np.ndarray, what: str) -> np.ndarray:
+    """A recorded µs column in int64 ns, refusing (naming the node) what the clock cannot hold:
+    uint64 µs times 1000 would wrap, and a duration of 2^64 - 1 µs finish at 0."""
+    if us.size and int(us.max()) >= MAX_NS // 1000:
+        row = int(np.argmax(us))
+        raise ClockOverflow(
+            f"node {int(t.ids[row])} ({t.names[t.name_codes[row]]!r}): {what} of {int(us[row]):,} µs overflows the simulated "
+            "clock (int64 ns, at most 2^62 ns, 146 years)"
+        )
+    return us.astype(np.int64) * 1000
+
+
 def _span(npus: list[int]) -> str:
     if len(npus) > 2 and npus == list(range(npus[0], npus[-1] + 1)):
         return f"{npus[0]}-{npus[-1]}"
@@ -109,6 +144,7 @@ class Simulator:
         self._remote = memory is not None and memory.memory_type != "NO_MEMORY_EXPANSION"
         self._mem_free: dict[int, int] = {}
         self.npus = network.npus
+        _check_memory(network, system, aware)
         self.engine = Engine()
         self.fabric = Fabric(network, compat=compat, aware=aware)
         self.coll = Collectives(self.fabric, system, compat=compat)
@@ -168,7 +204,7 @@ class Simulator:
         """Time of each node in ns: the recorded one, or the roofline's or the memory model's
         (communication nodes: the recorded time, used by the `recorded` model only)."""
         s = self.system
-        dur = t.duration.astype(np.int64) * 1000
+        dur = _us_to_ns(t, t.duration, "duration")
         if self.comm != "network":
             return dur
         if self.compat:
@@ -182,7 +218,8 @@ class Simulator:
             with np.errstate(divide="ignore", invalid="ignore"):
                 perf = np.where(size > 0, np.minimum(peak, bw * ops / np.where(size > 0, size, 1)), peak)
                 roof = np.floor(ops / perf)
-            dur = np.where(has & (t.types == NodeType.COMP_NODE), roof.astype(np.int64), dur)
+            roof = as_ns(np.where(has & (t.types == NodeType.COMP_NODE), roof, 0), "a roofline compute time")
+            dur = np.where(has & (t.types == NodeType.COMP_NODE), roof, dur)
         mem = (t.types == NodeType.MEM_LOAD_NODE) | (t.types == NodeType.MEM_STORE_NODE)
         if mem.any():
             dur[mem] = self._memory_time(t.tensor_size[mem].astype(float))
@@ -193,14 +230,16 @@ class Simulator:
         remote bandwidth), or bytes at the local bandwidth without memory expansion."""
         m = self.memory
         if self._remote:
-            return (int(m.remote_mem_latency) + np.floor(nbytes / float(m.remote_mem_bw))).astype(np.int64)
+            return as_ns(
+                int(m.remote_mem_latency) + np.floor(nbytes / float(m.remote_mem_bw)), "a remote-memory access"
+            )
         bw = float(self.system.local_mem_bw)
         if bw <= 0:
             self.warn("memory nodes take no time: the system config gives no local-mem-bw")
             return np.zeros(nbytes.shape, np.int64)
         if self.compat:
             self.warn("memory nodes without memory expansion (ASTRA-sim stops here): costed at local-mem-bw")
-        return np.floor(nbytes / bw).astype(np.int64)
+        return as_ns(np.floor(nbytes / bw), "a memory access")
 
     def _memory_port(self, rank: int) -> int | None:
         """The remote-memory port a node's access queues at (None: no queue)."""
