@@ -10,7 +10,7 @@ import pytest
 
 from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.simulate import SimulationBlocked, simulate
+from chakra_trace.simulate import SimulationBlocked, WorkloadInvalid, simulate
 from chakra_trace.simulate.config import Network, SystemConfig
 from chakra_trace.simulate.engine import Engine
 from chakra_trace.synthesize import from_spec
@@ -56,8 +56,10 @@ def test_a_collective_a_member_never_reaches_is_reported_not_hung():
         else:
             b.comp("busy", 5)
         traces[r] = b.build()
-    with pytest.raises(SimulationBlocked) as e:
+    with pytest.raises(WorkloadInvalid, match=r"\[group-count-mismatch\].*rank 2: 0"):
         simulate(Workload(traces), Network.simple("Ring", 4, 50, 500), system())
+    with pytest.raises(SimulationBlocked) as e:  # unchecked, the run itself still reports it
+        simulate(Workload(traces), Network.simple("Ring", 4, 50, 500), system(), validate=False)
     assert "waits for NPU(s) 2" in str(e.value) and set(e.value.blocked) == {0, 1, 3}
 
 
@@ -70,8 +72,10 @@ def test_a_receive_without_a_send_and_a_cycle_are_reported():
         a = b.add("a", "COMP_NODE", id=10, duration=1, data_deps=[11])
         b.add("b", "COMP_NODE", id=11, duration=1, data_deps=[a])
         traces[r] = b.build()
-    with pytest.raises(SimulationBlocked) as e:
+    with pytest.raises(WorkloadInvalid, match=r"rank 0: \[cycle\].*nodes 10, 11\); and 2 more"):
         simulate(Workload(traces), Network.simple("Ring", 2, 50, 500), system())
+    with pytest.raises(SimulationBlocked) as e:
+        simulate(Workload(traces), Network.simple("Ring", 2, 50, 500), system(), validate=False)
     text = str(e.value)
     assert "no matching send" in text and "never became ready" in text
 
@@ -425,3 +429,78 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_is_built(monkeypat
         simulate(w, net, system(), aware=True)
     with pytest.raises(ChakraError, match=r"4096 chunks per collective"):
         simulate(w, net, system(**{"preferred-dataset-splits": 4096}))
+
+
+def _job(build, n: int = 2) -> Workload:
+    """A job of n ranks; build(b, rank) adds each rank's nodes."""
+    traces = {}
+    for r in range(n):
+        b = TraceBuilder()
+        build(b, r)
+        traces[r] = b.build()
+    return Workload(traces)
+
+
+def _order(b, r):
+    first, second = ("ALL_REDUCE", "ALL_GATHER") if r == 0 else ("ALL_GATHER", "ALL_REDUCE")
+    b.collective(first, 4096)
+    b.collective(second, 4096)
+
+
+@pytest.mark.parametrize(
+    "build, n, match",
+    [
+        (_order, 2, r"\[group-mismatch\] the all-ranks group: collective #0 differs in comm_type"),
+        (lambda b, r: b.collective("ALL_REDUCE", 4096 * (r + 1)), 2, r"collective #0 differs in comm_size"),
+        (
+            lambda b, r: b.send(5, 64) if r == 0 else b.recv(0, 64),
+            2,
+            r"rank 0: \[unknown-peer\] 1 COMM_SEND node to rank 5, not in the workload \(nodes 0\)",
+        ),
+        (lambda b, r: b.collective("ALL_REDUCE", -8), 2, r"\[negative-size\].*comm_size"),
+    ],
+    ids=["order", "size", "unknown-peer", "negative-size"],
+)
+def test_what_validation_rejects_is_not_simulated(build, n, match):
+    from chakra_trace.errors import ChakraError
+
+    w = _job(build, n)
+    with pytest.raises(WorkloadInvalid, match=match):
+        simulate(w, Network.simple("Ring", n, 50, 500), system())
+    try:  # the opt-out runs it as before (to an answer or a report of what blocks)
+        simulate(w, Network.simple("Ring", n, 50, 500), system(), validate=False)
+    except ChakraError as e:
+        assert not isinstance(e, WorkloadInvalid)
+
+
+def test_a_group_naming_npus_that_do_not_exist_is_refused():
+    w = _job(lambda b, r: b.collective("ALL_REDUCE", 4096, pg_name="g"), 4)
+    with pytest.raises(WorkloadInvalid, match=r"group 'g' lists ranks 7, 9, not NPUs of this network \(0..3\)"):
+        simulate(w, Network.simple("Ring", 4, 50, 500), system(), comm_groups={"g": [0, 1, 2, 3, 7, 9]})
+
+
+def test_validation_warnings_are_simulation_warnings():
+    from chakra_trace.simulate import SimulationWarning
+
+    w = _job(lambda b, r: b.collective("ALL_REDUCE", 1 << 51), 2)  # over 1 PiB: a warning, not an error
+    with pytest.warns(SimulationWarning, match="validation: rank 0: .*over 1 PiB"):
+        res = simulate(w, Network.simple("Ring", 2, 50, 500), system())
+    assert any("over 1 PiB" in x for x in res.warnings)
+
+
+def test_cli_refuses_an_invalid_job_in_one_line_and_no_validate_runs_it(tmp_path, capsys):
+    _job(lambda b, r: b.collective("ALL_REDUCE", 4096 * (r + 1)), 2).save(tmp_path / "job")
+    rc, err = _cli(["simulate", str(tmp_path / "job"), "--system", "ring-8"], capsys)
+    assert rc == 2 and len(err.splitlines()) == 1 and "group-mismatch" in err and "nodes 0, 0" in err, err
+    rc, err = _cli(["simulate", str(tmp_path / "job"), "--system", "ring-8", "--no-validate", "--json"], capsys)
+    assert rc == 0, err
+
+
+def test_a_scale_out_validates_each_distinct_trace_once(monkeypatch):
+    from chakra_trace.simulate import checks
+
+    calls = []
+    real = checks.validate_workload
+    monkeypatch.setattr(checks, "validate_workload", lambda w: calls.append(len(w)) or real(w))
+    simulate(from_spec("train:layers=2:comp_us=10:size=65536", 1), Network.simple("Ring", 64, 50, 5), system())
+    assert calls == [1]  # one trace on 64 NPUs: validated once, not 64 times

@@ -17,6 +17,7 @@ from ..schema.groups import declared_groups
 from ..schema.resources import ACCEL, comm_mask, compute_mask
 from ..schema.trace import Trace
 from ..validate import fix_trace
+from .checks import check_workload, refuse_invalid
 from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
 from .config.values import MAX_NS
@@ -132,6 +133,7 @@ class Simulator:
         aware: bool = False,
         comm_groups: dict[str, list[int]] | None = None,
         comm: str = "network",
+        validate: bool = True,
     ):
         if comm not in COMM_MODELS:
             raise ChakraError(f"unknown communication model {comm!r}; one of {', '.join(COMM_MODELS)}")
@@ -158,11 +160,16 @@ class Simulator:
             raise ChakraError(
                 f"the workload has ranks {_ranks(traces)} but the network has {self.npus} NPUs (0..{self.npus - 1})"
             )
-        if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
-            traces = self._repaired(traces)
         groups = declared_groups(traces.values())
         groups.update(workload.groups or {})
         groups.update(comm_groups or {})
+        if validate:  # what `chakra validate` rejects is refused, not run to a silent answer
+            report = check_workload(traces, groups)
+            refuse_invalid(report)
+            for issue in report.warnings:
+                self.warn(f"validation: {'rank %d: ' % issue.rank if issue.rank is not None else ''}{issue.message}")
+        if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
+            traces = self._repaired(traces)
         self.matcher = Matchmaker(self, groups)
         static: dict[int, Static] = {}  # per distinct trace object
         for t in traces.values():
@@ -437,12 +444,14 @@ def simulate(
     compat: bool = False,
     aware: bool = False,
     comm: str = "network",
+    validate: bool = True,
 ) -> SimResult:
     """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
     `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
     or ASTRA-sim system JSON). ``comm`` (`COMM_MODELS`): "recorded" or "ideal" cost
     communication as recorded or as free instead of on the network, and every node takes its
-    recorded time. Raises `SimulationBlocked` when nodes can never run."""
+    recorded time. Raises `SimulationBlocked` when nodes can never run, and `WorkloadInvalid`
+    (before running) on what `validate_workload` rejects; ``validate=False`` skips that check."""
 
     if isinstance(workload, (str, os.PathLike)):
         workload = Workload.open(workload)
@@ -458,5 +467,13 @@ def simulate(
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = read_comm_groups(comm_groups)
     return Simulator(
-        workload, network, system, memory=memory, compat=compat, aware=aware, comm_groups=comm_groups, comm=comm
+        workload,
+        network,
+        system,
+        memory=memory,
+        compat=compat,
+        aware=aware,
+        comm_groups=comm_groups,
+        comm=comm,
+        validate=validate,
     ).run()
