@@ -504,3 +504,45 @@ def test_a_scale_out_validates_each_distinct_trace_once(monkeypatch):
     monkeypatch.setattr(checks, "validate_workload", lambda w: calls.append(len(w)) or real(w))
     simulate(from_spec("train:layers=2:comp_us=10:size=65536", 1), Network.simple("Ring", 64, 50, 5), system())
     assert calls == [1]  # one trace on 64 NPUs: validated once, not 64 times
+
+
+def _pair(b, r, offset=0):
+    """Rank r of a two-rank ping-pong: rank 0 sends, rank 1 answers."""
+    c = b.comp("fwd", 10)
+    me, peer = r % 2, offset + 1 - r % 2
+    if me == 0:
+        s = b.send(peer, 1 << 20, tag=7, deps=[c])
+        b.recv(peer, 1 << 20, tag=8, deps=[s])
+    else:
+        rv = b.recv(peer, 1 << 20, tag=7, deps=[c])
+        b.send(peer, 1 << 20, tag=8, deps=[rv])
+
+
+def test_a_scale_out_keeps_each_replica_talking_to_its_own_peer():
+    from chakra_trace.simulate.presets import preset, simulate_on
+    from chakra_trace.synthesize.scale import data_parallel
+
+    two = _job(_pair, 2)
+    res = simulate_on(two, "ring-8")  # was: a false deadlock (every replica sent to NPU 1)
+    eight = _job(lambda b, r: _pair(b, r, offset=r - r % 2), 8)  # the same four pairs written out
+    p = preset("ring-8")
+    assert res.finish_ns.tolist() == simulate(eight, p.network, p.system).finish_ns.tolist()
+    w = data_parallel(two, 8)
+    assert w.traces[5].comm_dst[0] == 0 and w.traces[5].comm_src[1] == 4  # rank 1 of replica 2: peer NPU 4
+    assert w.traces[5].ids is two.traces[1].ids  # only the peer columns are copied
+    assert w.traces[2] is not two.traces[0] and w.traces[0] is two.traces[0]
+    c = _job(lambda b, r: b.collective("ALL_REDUCE", 4096), 2)
+    assert data_parallel(c, 8).traces[6] is c.traces[0]  # without send/recv: shared as before
+
+
+def test_a_scale_out_refuses_peers_outside_the_recording_and_partial_groups():
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.simulate.presets import simulate_on
+    from chakra_trace.synthesize.scale import data_parallel
+
+    w = _job(lambda b, r: b.send(3, 64) if r == 0 else b.recv(0, 64), 2)
+    with pytest.raises(ChakraError, match="rank 0 node 0 has comm_dst 3, not one of the 2 recorded ranks"):
+        data_parallel(w, 8)
+    pipeline = Workload.open(Path(__file__).parent / "data" / "pipeline")
+    with pytest.raises(ChakraError, match="only groups over every rank scale out"):
+        simulate_on(pipeline, "ring-8")
