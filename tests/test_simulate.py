@@ -546,3 +546,14 @@ def test_a_scale_out_refuses_peers_outside_the_recording_and_partial_groups():
     pipeline = Workload.open(Path(__file__).parent / "data" / "pipeline")
     with pytest.raises(ChakraError, match="only groups over every rank scale out"):
         simulate_on(pipeline, "ring-8")
+
+
+def test_an_unknown_comm_type_is_an_error_not_a_key_error():
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.schema.enums import NodeType
+
+    w = _job(lambda b, r: b.add("odd", NodeType.COMM_COLL_NODE, comm_type=99, comm_size=64), 2)
+    with pytest.raises(WorkloadInvalid, match="invalid-comm-type"):
+        simulate(w, Network.simple("Ring", 2, 50, 5), system())
+    with pytest.raises(ChakraError, match=r"NPU 0 node 0 \('odd'\): comm_type 99 is not a collective type"):
+        simulate(w, Network.simple("Ring", 2, 50, 5), system(), validate=False)

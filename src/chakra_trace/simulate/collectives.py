@@ -119,6 +119,10 @@ class Collectives:
         name = parse_algorithm(impl[min(d, len(impl) - 1)] if impl else "ring")[0]  # direct8 -> direct
         return name[3].lower() + name[4:] if name.startswith("one") else name  # one*: the same per phase
 
+    def knows(self, ctype: int) -> bool:
+        """Whether `plan` has a reading of this comm_type."""
+        return int(ctype) in _OPS
+
     def plan(self, ctype: int, nbytes: int, members: list[int] | None, matrix: np.ndarray | None = None) -> Plan:
         """The phases of one collective. ``matrix`` (all-to-allv): bytes each member sends to
         each other, in member order; the exchange then runs over the members as one ring or

@@ -295,6 +295,13 @@ class Simulator:
             finish = np.maximum(start + took, int(start.max()))
             algorithm, chunks = self.comm, 1
         else:
+            if not self.coll.knows(inst.ctype):  # (validation rejects it first, unless switched off)
+                r0 = int(ranks[0])
+                node = int(self.npus_state[r0].ids[issued[r0][1]])
+                raise ChakraError(
+                    f"NPU {r0} node {node} ({inst.name!r}): comm_type {inst.ctype} is not a collective type "
+                    "the simulator knows"
+                )
             plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
             finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
             algorithm, chunks = plan.algorithms, plan.chunks
