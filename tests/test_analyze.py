@@ -106,7 +106,8 @@ def test_cli_analyze(tmp_path, capsys):
     assert len(json.loads(capsys.readouterr().out)["instances"]) == 4
     assert main(["analyze", "breakdown", str(tmp_path / "job"), "--json"]) == 2  # built untimed: no recorded times
     assert "no recorded start times" in capsys.readouterr().err
-    assert main(["analyze", "breakdown", str(tmp_path / "job"), "--simulate", "ring-8", "--json"]) == 0
+    _allreduces({0: [64, 128], 1: [64, 128]}).save(tmp_path / "even")  # "job" differs across ranks: not simulated
+    assert main(["analyze", "breakdown", str(tmp_path / "even"), "--simulate", "ring-8", "--json"]) == 0
     ranks = json.loads(capsys.readouterr().out)["ranks"]  # 2 ranks scaled out to the preset's 8 NPUs
     assert len(ranks) == 8 and all(r["span_us"] > 0 for r in ranks)
 

@@ -10,7 +10,7 @@ import pytest
 
 from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
-from chakra_trace.simulate import SimulationBlocked, simulate
+from chakra_trace.simulate import SimulationBlocked, WorkloadInvalid, simulate
 from chakra_trace.simulate.config import Network, SystemConfig
 from chakra_trace.simulate.engine import Engine
 from chakra_trace.synthesize import from_spec
@@ -56,8 +56,10 @@ def test_a_collective_a_member_never_reaches_is_reported_not_hung():
         else:
             b.comp("busy", 5)
         traces[r] = b.build()
-    with pytest.raises(SimulationBlocked) as e:
+    with pytest.raises(WorkloadInvalid, match=r"\[group-count-mismatch\].*rank 2: 0"):
         simulate(Workload(traces), Network.simple("Ring", 4, 50, 500), system())
+    with pytest.raises(SimulationBlocked) as e:  # unchecked, the run itself still reports it
+        simulate(Workload(traces), Network.simple("Ring", 4, 50, 500), system(), validate=False)
     assert "waits for NPU(s) 2" in str(e.value) and set(e.value.blocked) == {0, 1, 3}
 
 
@@ -70,8 +72,10 @@ def test_a_receive_without_a_send_and_a_cycle_are_reported():
         a = b.add("a", "COMP_NODE", id=10, duration=1, data_deps=[11])
         b.add("b", "COMP_NODE", id=11, duration=1, data_deps=[a])
         traces[r] = b.build()
-    with pytest.raises(SimulationBlocked) as e:
+    with pytest.raises(WorkloadInvalid, match=r"rank 0: \[cycle\].*nodes 10, 11\); and 2 more"):
         simulate(Workload(traces), Network.simple("Ring", 2, 50, 500), system())
+    with pytest.raises(SimulationBlocked) as e:
+        simulate(Workload(traces), Network.simple("Ring", 2, 50, 500), system(), validate=False)
     text = str(e.value)
     assert "no matching send" in text and "never became ready" in text
 
@@ -325,3 +329,231 @@ def test_a_group_ring_runs_in_listed_order():
         return simulate(Workload(traces, {"g": order}), Network.simple("Ring", 8, 50, 500), system())
 
     assert run([0, 4, 1, 5]).step_ns > run([0, 1, 4, 5]).step_ns
+
+
+# --------------------------------------------------------------------------- hostile input (issue 13)
+
+
+def _cli(args: list[str], capsys) -> tuple[int, str]:
+    from chakra_trace.cli import main
+
+    rc = main(args)
+    return rc, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize(
+    "net, key",
+    [
+        ("topology: [ Ring ]\nnpus_count: [ 1000000000 ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n", "npus_count"),
+        (
+            "topology: [ Ring, Ring ]\nnpus_count: [ 2048, 1024 ]\nbandwidth: [ 50, 50 ]\nlatency: [ 5, 5 ]\n",
+            "npus_count",
+        ),
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 1.0e+19 ]\n", "latency"),
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 1.0e-300 ]\nlatency: [ 5 ]\n", "bandwidth"),
+        ("topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ .inf ]\nlatency: [ 5 ]\n", "bandwidth"),
+    ],
+)
+def test_network_sizes_and_ranges_are_bounded_with_the_file_and_key(tmp_path, net, key, capsys):
+    (tmp_path / "net.yml").write_text(net)
+    (tmp_path / "sys.json").write_text(json.dumps(system().to_dict()))
+    w = from_spec("train:layers=1:comp_us=10:size=65536", 4)
+    w.save(tmp_path / "job")
+    args = ["simulate", "--workload", str(tmp_path / "job"), "--network", str(tmp_path / "net.yml")]
+    rc, err = _cli([*args, "--system", str(tmp_path / "sys.json")], capsys)
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert f"net.yml:{4 if key == 'latency' else 3 if key == 'bandwidth' else 2}: {key!r}" in err
+
+
+def test_chunk_counts_are_bounded(tmp_path, monkeypatch):
+    from chakra_trace.errors import ChakraError
+
+    for key in ("preferred-dataset-splits", "active-chunks-per-dimension"):
+        with pytest.raises(ChakraError, match=f"'{key}': expected an integer <= 4,096.*CHAKRA_TRACE_MAX_CHUNKS"):
+            system(**{key: 1e9})
+    (tmp_path / "s.json").write_text(json.dumps({**system().to_dict(), "preferred-dataset-splits": 1e9}))
+    with pytest.raises(ChakraError, match=r"s.json:\d+: 'preferred-dataset-splits'"):
+        SystemConfig.from_json(tmp_path / "s.json")
+    monkeypatch.setenv("CHAKRA_TRACE_MAX_CHUNKS", "100000")
+    assert system(**{"preferred-dataset-splits": 50000}).preferred_dataset_splits == 50000
+
+
+def test_npu_count_and_dimensions_are_bounded(monkeypatch):
+    from chakra_trace.errors import ChakraError
+
+    with pytest.raises(ChakraError, match=r"1024 x 1024 x 2 = 2,097,152 NPUs, more than the limit of 1,048,576"):
+        Network.simple("Ring", [1024, 1024, 2], 50, 5)
+    with pytest.raises(ChakraError, match="65 dimensions"):
+        Network.simple("Ring", [1] * 65, 50, 5)
+    monkeypatch.setenv("CHAKRA_TRACE_MAX_NPUS", str(1 << 22))
+    assert Network.simple("Ring", [1024, 1024, 2], 50, 5).npus == 1 << 21
+
+
+def test_slow_links_and_long_durations_overflow_loudly_not_silently():
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.simulate.network import ClockOverflow
+
+    net = Network.simple("Ring", 4, 50, 500)
+    base = simulate(from_spec("train:layers=1:comp_us=10:size=65536", 4), net, system()).finish_ns.max()
+    # the slowest, longest link allowed: a finite, longer time -- never a wrapped, shorter one
+    slow = Network.simple("Ring", 4, 1e-6, 1e12)
+    t = simulate(from_spec("train:layers=1:comp_us=10:size=65536", 4), slow, system()).finish_ns.max()
+    assert t > base
+    for aware in (False, True):
+        traces = {}
+        for r in range(4):
+            b = TraceBuilder()
+            b.collective("ALL_REDUCE", 1 << 62)
+            traces[r] = b.build()
+        with pytest.raises(ClockOverflow, match="overflows the simulated clock"):
+            simulate(Workload(traces), slow, system(), aware=aware)
+    b = TraceBuilder()
+    b.comp("forever", 2**63)  # µs: x1000 wraps int64 (it finished at 0 before)
+    with pytest.raises(ClockOverflow, match=r"node 0 \('forever'\): duration of 9,223,372,036,854,775,808 µs"):
+        simulate(Workload({0: b.build()}), Network.simple("Ring", 1, 50, 5), system())
+    b = TraceBuilder()
+    for i in range(3):  # each below the limit, their sum past it: the clock refuses
+        b.comp(f"long{i}", 2**61 // 1000, deps=[i - 1] if i else [])
+    with pytest.raises(ChakraError, match="past the clock's 2\\^62 ns"):
+        simulate(Workload({0: b.build()}), Network.simple("Ring", 1, 50, 5), system())
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_is_built(monkeypatch):
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.simulate import simulator
+
+    monkeypatch.setattr(simulator, "available_bytes", lambda: 1 << 30)
+    net = Network.simple("FullyConnected", 1 << 15, 50, 5)  # 2^30 links in the aware model
+    w = from_spec("train:layers=1:comp_us=10:size=65536", 1)
+    with pytest.raises(ChakraError, match=r"simulating 32,768 NPUs .*1,073,741,824 links\) needs about 16.1 GiB"):
+        simulate(w, net, system(), aware=True)
+    with pytest.raises(ChakraError, match=r"4096 chunks per collective"):
+        simulate(w, net, system(**{"preferred-dataset-splits": 4096}))
+
+
+def _job(build, n: int = 2) -> Workload:
+    """A job of n ranks; build(b, rank) adds each rank's nodes."""
+    traces = {}
+    for r in range(n):
+        b = TraceBuilder()
+        build(b, r)
+        traces[r] = b.build()
+    return Workload(traces)
+
+
+def _order(b, r):
+    first, second = ("ALL_REDUCE", "ALL_GATHER") if r == 0 else ("ALL_GATHER", "ALL_REDUCE")
+    b.collective(first, 4096)
+    b.collective(second, 4096)
+
+
+@pytest.mark.parametrize(
+    "build, n, match",
+    [
+        (_order, 2, r"\[group-mismatch\] the all-ranks group: collective #0 differs in comm_type"),
+        (lambda b, r: b.collective("ALL_REDUCE", 4096 * (r + 1)), 2, r"collective #0 differs in comm_size"),
+        (
+            lambda b, r: b.send(5, 64) if r == 0 else b.recv(0, 64),
+            2,
+            r"rank 0: \[unknown-peer\] 1 COMM_SEND node to rank 5, not in the workload \(nodes 0\)",
+        ),
+        (lambda b, r: b.collective("ALL_REDUCE", -8), 2, r"\[negative-size\].*comm_size"),
+    ],
+    ids=["order", "size", "unknown-peer", "negative-size"],
+)
+def test_what_validation_rejects_is_not_simulated(build, n, match):
+    from chakra_trace.errors import ChakraError
+
+    w = _job(build, n)
+    with pytest.raises(WorkloadInvalid, match=match):
+        simulate(w, Network.simple("Ring", n, 50, 500), system())
+    try:  # the opt-out runs it as before (to an answer or a report of what blocks)
+        simulate(w, Network.simple("Ring", n, 50, 500), system(), validate=False)
+    except ChakraError as e:
+        assert not isinstance(e, WorkloadInvalid)
+
+
+def test_a_group_naming_npus_that_do_not_exist_is_refused():
+    w = _job(lambda b, r: b.collective("ALL_REDUCE", 4096, pg_name="g"), 4)
+    with pytest.raises(WorkloadInvalid, match=r"group 'g' lists ranks 7, 9, not NPUs of this network \(0..3\)"):
+        simulate(w, Network.simple("Ring", 4, 50, 500), system(), comm_groups={"g": [0, 1, 2, 3, 7, 9]})
+
+
+def test_validation_warnings_are_simulation_warnings():
+    from chakra_trace.simulate import SimulationWarning
+
+    w = _job(lambda b, r: b.collective("ALL_REDUCE", 1 << 51), 2)  # over 1 PiB: a warning, not an error
+    with pytest.warns(SimulationWarning, match="validation: rank 0: .*over 1 PiB"):
+        res = simulate(w, Network.simple("Ring", 2, 50, 500), system())
+    assert any("over 1 PiB" in x for x in res.warnings)
+
+
+def test_cli_refuses_an_invalid_job_in_one_line_and_no_validate_runs_it(tmp_path, capsys):
+    _job(lambda b, r: b.collective("ALL_REDUCE", 4096 * (r + 1)), 2).save(tmp_path / "job")
+    rc, err = _cli(["simulate", str(tmp_path / "job"), "--system", "ring-8"], capsys)
+    assert rc == 2 and len(err.splitlines()) == 1 and "group-mismatch" in err and "nodes 0, 0" in err, err
+    rc, err = _cli(["simulate", str(tmp_path / "job"), "--system", "ring-8", "--no-validate", "--json"], capsys)
+    assert rc == 0, err
+
+
+def test_a_scale_out_validates_each_distinct_trace_once(monkeypatch):
+    from chakra_trace.simulate import checks
+
+    calls = []
+    real = checks.validate_workload
+    monkeypatch.setattr(checks, "validate_workload", lambda w: calls.append(len(w)) or real(w))
+    simulate(from_spec("train:layers=2:comp_us=10:size=65536", 1), Network.simple("Ring", 64, 50, 5), system())
+    assert calls == [1]  # one trace on 64 NPUs: validated once, not 64 times
+
+
+def _pair(b, r, offset=0):
+    """Rank r of a two-rank ping-pong: rank 0 sends, rank 1 answers."""
+    c = b.comp("fwd", 10)
+    me, peer = r % 2, offset + 1 - r % 2
+    if me == 0:
+        s = b.send(peer, 1 << 20, tag=7, deps=[c])
+        b.recv(peer, 1 << 20, tag=8, deps=[s])
+    else:
+        rv = b.recv(peer, 1 << 20, tag=7, deps=[c])
+        b.send(peer, 1 << 20, tag=8, deps=[rv])
+
+
+def test_a_scale_out_keeps_each_replica_talking_to_its_own_peer():
+    from chakra_trace.simulate.presets import preset, simulate_on
+    from chakra_trace.synthesize.scale import data_parallel
+
+    two = _job(_pair, 2)
+    res = simulate_on(two, "ring-8")  # was: a false deadlock (every replica sent to NPU 1)
+    eight = _job(lambda b, r: _pair(b, r, offset=r - r % 2), 8)  # the same four pairs written out
+    p = preset("ring-8")
+    assert res.finish_ns.tolist() == simulate(eight, p.network, p.system).finish_ns.tolist()
+    w = data_parallel(two, 8)
+    assert w.traces[5].comm_dst[0] == 0 and w.traces[5].comm_src[1] == 4  # rank 1 of replica 2: peer NPU 4
+    assert w.traces[5].ids is two.traces[1].ids  # only the peer columns are copied
+    assert w.traces[2] is not two.traces[0] and w.traces[0] is two.traces[0]
+    c = _job(lambda b, r: b.collective("ALL_REDUCE", 4096), 2)
+    assert data_parallel(c, 8).traces[6] is c.traces[0]  # without send/recv: shared as before
+
+
+def test_a_scale_out_refuses_peers_outside_the_recording_and_partial_groups():
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.simulate.presets import simulate_on
+    from chakra_trace.synthesize.scale import data_parallel
+
+    w = _job(lambda b, r: b.send(3, 64) if r == 0 else b.recv(0, 64), 2)
+    with pytest.raises(ChakraError, match="rank 0 node 0 has comm_dst 3, not one of the 2 recorded ranks"):
+        data_parallel(w, 8)
+    pipeline = Workload.open(Path(__file__).parent / "data" / "pipeline")
+    with pytest.raises(ChakraError, match="only groups over every rank scale out"):
+        simulate_on(pipeline, "ring-8")
+
+
+def test_an_unknown_comm_type_is_an_error_not_a_key_error():
+    from chakra_trace.errors import ChakraError
+    from chakra_trace.schema.enums import NodeType
+
+    w = _job(lambda b, r: b.add("odd", NodeType.COMM_COLL_NODE, comm_type=99, comm_size=64), 2)
+    with pytest.raises(WorkloadInvalid, match="invalid-comm-type"):
+        simulate(w, Network.simple("Ring", 2, 50, 5), system())
+    with pytest.raises(ChakraError, match=r"NPU 0 node 0 \('odd'\): comm_type 99 is not a collective type"):
+        simulate(w, Network.simple("Ring", 2, 50, 5), system(), validate=False)

@@ -38,8 +38,16 @@ from .systems import SYSTEM_HELP, preset_names
 )
 @click.option("--congestion-aware", "aware", is_flag=True, help="Per-link queues instead of the unaware model.")
 @click.option("--timeline", type=click.Path(dir_okay=False), help="Write the simulated timeline (Perfetto JSON).")
+@click.option(
+    "--no-validate",
+    "no_validate",
+    is_flag=True,
+    help="Run even what `chakra validate` rejects (collectives that differ across ranks, unknown peers, ...).",
+)
 @json_option
-def simulate(workload, workload_opt, system, network, memory, comm_groups, compat, aware, timeline, as_json) -> None:
+def simulate(
+    workload, workload_opt, system, network, memory, comm_groups, compat, aware, timeline, no_validate, as_json
+) -> None:
     """Simulate WORKLOAD on a system and print per-NPU finish and exposed communication times (ns),
     totals and the collectives.
 
@@ -57,7 +65,7 @@ def simulate(workload, workload_opt, system, network, memory, comm_groups, compa
         raise click.UsageError("missing WORKLOAD (a .et file, a <prefix> of <prefix>.<rank>.et, or a folder)")
     preset = _system(system, network)
     wl = open_workload(workload, comm_groups)
-    kw = {"memory": memory, "compat": compat == "astra", "aware": aware}
+    kw = {"memory": memory, "compat": compat == "astra", "aware": aware, "validate": not no_validate}
     label = preset.name if preset is not None else system
     with warnings.catch_warnings(), steps(f"simulating on {label}", None):
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)

@@ -20,6 +20,7 @@ from ..schema import proto as pb
 from ..schema.codec import node_payloads
 from ..schema.trace import Trace
 from ..schema.wire import WireError, encode_varint_int, frame
+from .memory import check_nodes
 from .nested import bad_rows, locate
 from .stream import Limits, iter_frame_blocks
 
@@ -58,9 +59,21 @@ def iter_chunks(
     ``empty``, a file without nodes yields one empty chunk that carries its metadata (a pipe
     cannot be read again for it).
 
-    Chunks share string tables, so codes are comparable across chunks.
+    Chunks share string tables, so codes are comparable across chunks. Each chunk's node
+    count is checked against `Limits.max_build_ratio` before it is decoded (io.memory).
     """
+    return _chunks(path, limits, progress, whole=False, empty=empty)
+
+
+def _chunks(
+    path: str | os.PathLike, limits: Limits | None, progress: Progress | None, *, whole: bool, empty: bool = False
+) -> Iterator[Trace]:
+    """`iter_chunks`; `whole`: every chunk is kept, so the running node count is bounded too."""
     path = os.fspath(path)
+    limits = limits or Limits()
+    st = os.stat(path)
+    file_bytes = st.st_size if stat.S_ISREG(st.st_mode) else None  # a pipe: bytes read so far instead
+    total = 0  # nodes built so far
     metadata = None
     yielded = False
     names: tuple[list[str], dict] = ([""], {b"": 0})
@@ -76,6 +89,9 @@ def iter_chunks(
             progress(block.base + int(block.ends[-1]))
         if starts.size == 0:
             continue
+        total = total + int(starts.size) if whole else int(starts.size)
+        seen = file_bytes if file_bytes is not None else block.base + int(block.ends[-1])
+        check_nodes(path, total, seen, limits.max_nodes if whole else 1 << 62, limits.max_build_ratio)
         try:
             chunk = Trace.decode(block.buf, starts, ends, metadata=metadata, names=names, groups=groups)
         except WireError as e:
@@ -125,8 +141,12 @@ def _peek_id(buf: np.ndarray, start: int, end: int) -> int | None:
 
 
 def read_trace(path: str | os.PathLike, *, limits: Limits | None = None, progress: Progress | None = None) -> Trace:
-    """Load a whole `.et` file (plain or gzip) into a columnar Trace."""
-    chunks = list(iter_chunks(path, limits=limits, progress=progress, empty=True))
+    """Load a whole `.et` file (plain or gzip) into a columnar Trace.
+
+    Refused before decoding (TraceFormatError) past `Limits.max_nodes` (default: what half the
+    available memory holds, or $CHAKRA_TRACE_MAX_NODES) or `Limits.max_build_ratio`.
+    """
+    chunks = list(_chunks(path, limits, progress, whole=True, empty=True))
     if len(chunks) == 1:
         return chunks[0]
     trace = Trace.concat(chunks, consume=True)

@@ -49,6 +49,9 @@ class Limits:
     max_bytes: int | None = None  # hard cap on decompressed bytes
     #: bytes read from a pipe or character device (a regular file is read to its end); None: no limit
     max_stream_bytes: int | None = field(default_factory=default_max_stream)
+    # nodes a load may build; None: $CHAKRA_TRACE_MAX_NODES, else half the memory available (io.memory)
+    max_nodes: int | None = None
+    max_build_ratio: float = 64.0  # in-memory bytes per file byte past 64 MiB (an empty node: ~160)
 
 
 class _GuardedGzip(io.RawIOBase):

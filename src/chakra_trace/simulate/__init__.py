@@ -8,6 +8,7 @@ reproduces ASTRA-sim's analytical backends to the nanosecond, flaws included (se
 `COMPAT_DIFFERENCES`).
 """
 
+from .checks import WorkloadInvalid, check_workload
 from .result import CollectiveRecord, SimResult
 from .simulator import COMPAT_DIFFERENCES, SimulationBlocked, SimulationWarning, Simulator, simulate
 
@@ -18,5 +19,7 @@ __all__ = [
     "SimulationBlocked",
     "SimulationWarning",
     "Simulator",
+    "WorkloadInvalid",
+    "check_workload",
     "simulate",
 ]

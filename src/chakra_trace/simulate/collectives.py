@@ -40,6 +40,7 @@ import numpy as np
 
 from ..schema.enums import CollectiveType
 from .config import parse_algorithm
+from .network import as_ns
 
 RS, AG, AR, A2A, BCAST, BARRIER = "reduce_scatter", "all_gather", "all_reduce", "all_to_all", "broadcast", "barrier"
 
@@ -117,6 +118,10 @@ class Collectives:
         impl = self._impl(op)
         name = parse_algorithm(impl[min(d, len(impl) - 1)] if impl else "ring")[0]  # direct8 -> direct
         return name[3].lower() + name[4:] if name.startswith("one") else name  # one*: the same per phase
+
+    def knows(self, ctype: int) -> bool:
+        """Whether `plan` has a reading of this comm_type."""
+        return int(ctype) in _OPS
 
     def plan(self, ctype: int, nbytes: int, members: list[int] | None, matrix: np.ndarray | None = None) -> Plan:
         """The phases of one collective. ``matrix`` (all-to-allv): bytes each member sends to
@@ -280,7 +285,7 @@ class Collectives:
         return T
 
     def _reduce(self, m: float) -> int:
-        return 3 * int(m // self.mem_bw) if self.mem_bw > 0 else 0
+        return 3 * int(as_ns(m // self.mem_bw, "a reduction's time")) if self.mem_bw > 0 else 0
 
     def _finish(self, T, arrival, m: float, reduce: bool) -> np.ndarray:
         return np.maximum(T, arrival) + self.delta + (self._reduce(m) if reduce else 0)

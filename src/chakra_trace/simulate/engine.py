@@ -9,6 +9,9 @@ import heapq
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ChakraError
+from .config.values import MAX_NS
+
 
 class Engine:
     def __init__(self) -> None:
@@ -21,6 +24,8 @@ class Engine:
         """Run callback(*args) at `time`. A time before now is a bug in the caller (time would
         run backwards), so it raises rather than being moved to now."""
         t = int(time)
+        if t >= MAX_NS:
+            raise ChakraError(f"simulated time reaches {t:,} ns, past the clock's 2^62 ns (146 years)")
         if t < self.now:
             raise ValueError(f"event at {t} ns is in the past: the simulation is at {self.now} ns")
         heapq.heappush(self._queue, (t, self._seq, callback, args))

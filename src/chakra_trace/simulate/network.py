@@ -21,7 +21,35 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ChakraError
+from .config.values import MAX_NS
+
 GIB_PER_GB = 2**30 / 1e9  # ASTRA-sim reads "GB/s" as GiB/s
+
+
+class ClockOverflow(ChakraError):
+    """A simulated time past the int64-ns clock: refused rather than wrapped to garbage."""
+
+
+def as_ns(x, what: str) -> np.ndarray:
+    """Float ns (already floored) as int64, refusing what the clock cannot hold: a cast would
+    wrap (1e19 ns -> negative) and make a slow link look fast."""
+    a = np.asarray(x, float)
+    if a.size and not (np.all(np.isfinite(a)) and float(a.max(initial=0.0)) < MAX_NS):
+        bad = a[~np.isfinite(a) | (a >= MAX_NS)]
+        raise ClockOverflow(
+            f"{what} of {float(bad.flat[0]):.3g} ns overflows the simulated clock (int64 ns, at most 2^62, "
+            "146 years): check the bandwidths, latencies, sizes and durations"
+        )
+    return a.astype(np.int64)
+
+
+def check_clock(t, what: str):
+    """`t` (int64 ns) unchanged, or ClockOverflow when past the clock's range."""
+    a = np.asarray(t)
+    if a.size and int(a.max()) >= MAX_NS:
+        raise ClockOverflow(f"{what} reaches {int(a.max()):,} ns, past the simulated clock's 2^62 ns (146 years)")
+    return t
 
 
 class Fabric:
@@ -108,8 +136,10 @@ class Fabric:
         nbytes = np.broadcast_to(np.asarray(nbytes, float), src.shape)
         t_send = np.broadcast_to(np.asarray(t_send, np.int64), src.shape)
         if self.aware:
-            return self._route(src.ravel(), dst.ravel(), nbytes.ravel(), t_send.ravel()).reshape(src.shape)
-        return t_send + self.delay(src, dst, nbytes)
+            t = self._route(src.ravel(), dst.ravel(), nbytes.ravel(), t_send.ravel()).reshape(src.shape)
+        else:
+            t = t_send + self.delay(src, dst, nbytes)  # both < 2^62: the sum cannot wrap
+        return check_clock(t, "a message's arrival")
 
     def delay(self, src, dst, nbytes) -> np.ndarray:
         """Unaware cost of each message (collective steps repeat the same messages: cached)."""
@@ -134,14 +164,14 @@ class Fabric:
                 m = d == k
                 h[m] = self.hops(k, cs[..., k][m], cd[..., k][m])
             cost = np.floor(h * self.lat[d] + nbytes / self.bw[d])
-            return np.where(any_, cost, 0).astype(np.int64)
+            return as_ns(np.where(any_, cost, 0), "a message's time on the network")
         lat = np.zeros(differ.shape[:-1])
         slow = np.full(differ.shape[:-1], np.inf)
         for k in range(len(self.kind)):
             m = differ[..., k]
             lat = lat + np.where(m, self.hops(k, cs[..., k], cd[..., k]) * self.lat[k], 0)
             slow = np.where(m, np.minimum(slow, self.bw[k]), slow)
-        return np.where(differ.any(axis=-1), np.floor(lat + nbytes / slow), 0).astype(np.int64)
+        return as_ns(np.where(differ.any(axis=-1), np.floor(lat + nbytes / slow), 0), "a message's time on the network")
 
     # ------------------------------------------------------------------ aware model
     def _path(self, src: np.ndarray, dst: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -192,8 +222,10 @@ class Fabric:
     def _route(self, src, dst, nbytes, t_send) -> np.ndarray:
         t = t_send.astype(np.int64).copy()
         for ms, link, dim in self._path(src, dst):
-            busy = np.floor(nbytes[ms] / self.bw[dim]).astype(np.int64)
-            hop = np.floor(self.lat[dim] + nbytes[ms] / self.bw[dim]).astype(np.int64)
+            busy = as_ns(np.floor(nbytes[ms] / self.bw[dim]), "a message's time on a link")
+            hop = as_ns(np.floor(self.lat[dim] + nbytes[ms] / self.bw[dim]), "a message's hop")
+            latest = max(float(t[ms].max(initial=0)), float(self.link_free.max(initial=0)))
+            as_ns(latest + busy.sum(dtype=float) + float(hop.max(initial=0)), "a link's queue")  # bounds _fifo's sums
             start = _fifo(link, t[ms], busy, self.link_free)
             self.link_busy += np.bincount(link, weights=busy, minlength=self.link_busy.size).astype(np.int64)
             t[ms] = start + hop

@@ -139,6 +139,8 @@ def _recorded_waits(trace, preds: tuple[np.ndarray, np.ndarray]) -> np.ndarray |
     None for a trace without recorded start times."""
     if not trace.timed or not len(trace):
         return None
+    if int(trace.start.max()) >= (1 << 62) // 1000 or int(trace.duration.max()) >= (1 << 62) // 1000:
+        return None  # recorded times past the clock: no waits kept (the durations are refused elsewhere)
     start = trace.start.astype(np.int64) * 1000
     end = start + trace.duration.astype(np.int64) * 1000
     indptr, src = preds

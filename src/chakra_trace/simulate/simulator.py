@@ -10,16 +10,19 @@ import numpy as np
 
 from ..errors import ChakraError
 from ..intervals import busy
+from ..io.memory import available_bytes
 from ..io.workload import Workload, read_comm_groups
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import declared_groups
 from ..schema.resources import ACCEL, comm_mask, compute_mask
 from ..schema.trace import Trace
 from ..validate import fix_trace
+from .checks import check_workload, refuse_invalid
 from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
+from .config.values import MAX_NS
 from .engine import Engine
-from .network import Fabric
+from .network import ClockOverflow, Fabric, as_ns
 from .result import CollectiveRecord, SimResult
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
 
@@ -79,6 +82,39 @@ class SimulationBlocked(ChakraError):
         super().__init__(f"simulation blocked at {result.step_ns} ns: " + " | ".join(lines) + more)
 
 
+NPU_BYTES = 4096  # an NPU's scheduler state (measured ~2.3 KB on one-trace scale-outs), with room
+
+
+def _check_memory(network, system, aware: bool) -> None:
+    """Refuse, before building anything, a run whose per-NPU state would not fit in half the
+    memory available: NPUs, each collective's chunks x NPUs arrays, the aware model's links."""
+    n = network.npus
+    chunks = int(getattr(system, "preferred_dataset_splits", 1))
+    slots = int(getattr(system, "active_chunks_per_dimension", 1))
+    per_npu = NPU_BYTES + 8 * (chunks + slots * len(network.dims))
+    links = sum(n * (d.npus if d.topology == "FullyConnected" else 2) for d in network.dims) if aware else 0
+    need = n * per_npu + 16 * links
+    avail = available_bytes()
+    if need > avail // 2:
+        raise ChakraError(
+            f"simulating {n:,} NPUs ({chunks} chunks per collective, {slots} active per dimension"
+            + (f", {links:,} links" if aware else "")
+            + f") needs about {need / 2**30:.1f} GiB, more than half the {avail / 2**30:.1f} GiB available"
+        )
+
+
+def _us_to_ns(t: Trace, us: np.ndarray, what: str) -> np.ndarray:
+    """A recorded µs column in int64 ns, refusing (naming the node) what the clock cannot hold:
+    uint64 µs times 1000 would wrap, and a duration of 2^64 - 1 µs finish at 0."""
+    if us.size and int(us.max()) >= MAX_NS // 1000:
+        row = int(np.argmax(us))
+        raise ClockOverflow(
+            f"node {int(t.ids[row])} ({t.names[t.name_codes[row]]!r}): {what} of {int(us[row]):,} µs overflows the simulated "
+            "clock (int64 ns, at most 2^62 ns, 146 years)"
+        )
+    return us.astype(np.int64) * 1000
+
+
 def _span(npus: list[int]) -> str:
     if len(npus) > 2 and npus == list(range(npus[0], npus[-1] + 1)):
         return f"{npus[0]}-{npus[-1]}"
@@ -97,6 +133,7 @@ class Simulator:
         aware: bool = False,
         comm_groups: dict[str, list[int]] | None = None,
         comm: str = "network",
+        validate: bool = True,
     ):
         if comm not in COMM_MODELS:
             raise ChakraError(f"unknown communication model {comm!r}; one of {', '.join(COMM_MODELS)}")
@@ -109,6 +146,7 @@ class Simulator:
         self._remote = memory is not None and memory.memory_type != "NO_MEMORY_EXPANSION"
         self._mem_free: dict[int, int] = {}
         self.npus = network.npus
+        _check_memory(network, system, aware)
         self.engine = Engine()
         self.fabric = Fabric(network, compat=compat, aware=aware)
         self.coll = Collectives(self.fabric, system, compat=compat)
@@ -122,11 +160,16 @@ class Simulator:
             raise ChakraError(
                 f"the workload has ranks {_ranks(traces)} but the network has {self.npus} NPUs (0..{self.npus - 1})"
             )
-        if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
-            traces = self._repaired(traces)
         groups = declared_groups(traces.values())
         groups.update(workload.groups or {})
         groups.update(comm_groups or {})
+        if validate:  # what `chakra validate` rejects is refused, not run to a silent answer
+            report = check_workload(traces, groups)
+            refuse_invalid(report)
+            for issue in report.warnings:
+                self.warn(f"validation: {'rank %d: ' % issue.rank if issue.rank is not None else ''}{issue.message}")
+        if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
+            traces = self._repaired(traces)
         self.matcher = Matchmaker(self, groups)
         static: dict[int, Static] = {}  # per distinct trace object
         for t in traces.values():
@@ -168,7 +211,7 @@ class Simulator:
         """Time of each node in ns: the recorded one, or the roofline's or the memory model's
         (communication nodes: the recorded time, used by the `recorded` model only)."""
         s = self.system
-        dur = t.duration.astype(np.int64) * 1000
+        dur = _us_to_ns(t, t.duration, "duration")
         if self.comm != "network":
             return dur
         if self.compat:
@@ -182,7 +225,8 @@ class Simulator:
             with np.errstate(divide="ignore", invalid="ignore"):
                 perf = np.where(size > 0, np.minimum(peak, bw * ops / np.where(size > 0, size, 1)), peak)
                 roof = np.floor(ops / perf)
-            dur = np.where(has & (t.types == NodeType.COMP_NODE), roof.astype(np.int64), dur)
+            roof = as_ns(np.where(has & (t.types == NodeType.COMP_NODE), roof, 0), "a roofline compute time")
+            dur = np.where(has & (t.types == NodeType.COMP_NODE), roof, dur)
         mem = (t.types == NodeType.MEM_LOAD_NODE) | (t.types == NodeType.MEM_STORE_NODE)
         if mem.any():
             dur[mem] = self._memory_time(t.tensor_size[mem].astype(float))
@@ -193,14 +237,16 @@ class Simulator:
         remote bandwidth), or bytes at the local bandwidth without memory expansion."""
         m = self.memory
         if self._remote:
-            return (int(m.remote_mem_latency) + np.floor(nbytes / float(m.remote_mem_bw))).astype(np.int64)
+            return as_ns(
+                int(m.remote_mem_latency) + np.floor(nbytes / float(m.remote_mem_bw)), "a remote-memory access"
+            )
         bw = float(self.system.local_mem_bw)
         if bw <= 0:
             self.warn("memory nodes take no time: the system config gives no local-mem-bw")
             return np.zeros(nbytes.shape, np.int64)
         if self.compat:
             self.warn("memory nodes without memory expansion (ASTRA-sim stops here): costed at local-mem-bw")
-        return np.floor(nbytes / bw).astype(np.int64)
+        return as_ns(np.floor(nbytes / bw), "a memory access")
 
     def _memory_port(self, rank: int) -> int | None:
         """The remote-memory port a node's access queues at (None: no queue)."""
@@ -249,6 +295,13 @@ class Simulator:
             finish = np.maximum(start + took, int(start.max()))
             algorithm, chunks = self.comm, 1
         else:
+            if not self.coll.knows(inst.ctype):  # (validation rejects it first, unless switched off)
+                r0 = int(ranks[0])
+                node = int(self.npus_state[r0].ids[issued[r0][1]])
+                raise ChakraError(
+                    f"NPU {r0} node {node} ({inst.name!r}): comm_type {inst.ctype} is not a collective type "
+                    "the simulator knows"
+                )
             plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
             finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
             algorithm, chunks = plan.algorithms, plan.chunks
@@ -398,12 +451,14 @@ def simulate(
     compat: bool = False,
     aware: bool = False,
     comm: str = "network",
+    validate: bool = True,
 ) -> SimResult:
     """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
     `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
     or ASTRA-sim system JSON). ``comm`` (`COMM_MODELS`): "recorded" or "ideal" cost
     communication as recorded or as free instead of on the network, and every node takes its
-    recorded time. Raises `SimulationBlocked` when nodes can never run."""
+    recorded time. Raises `SimulationBlocked` when nodes can never run, and `WorkloadInvalid`
+    (before running) on what `validate_workload` rejects; ``validate=False`` skips that check."""
 
     if isinstance(workload, (str, os.PathLike)):
         workload = Workload.open(workload)
@@ -419,5 +474,13 @@ def simulate(
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = read_comm_groups(comm_groups)
     return Simulator(
-        workload, network, system, memory=memory, compat=compat, aware=aware, comm_groups=comm_groups, comm=comm
+        workload,
+        network,
+        system,
+        memory=memory,
+        compat=compat,
+        aware=aware,
+        comm_groups=comm_groups,
+        comm=comm,
+        validate=validate,
     ).run()

@@ -28,7 +28,7 @@ def training_step(npus: int, layers: int, comp_us: int, nbytes: int) -> Workload
     for i in range(layers):
         prev = b.comp(f"fwd{i}", comp_us, deps=[] if prev is None else [prev])
     for i in reversed(range(layers)):
-        prev = b.comp(f"bwd{i}", 2 * comp_us, deps=[prev])
+        prev = b.comp(f"bwd{i}", 2 * comp_us, deps=[] if prev is None else [prev])
         b.collective("ALL_REDUCE", nbytes, name=f"allreduce{i}", deps=[prev])
     trace = b.build()
     return Workload({r: trace for r in range(npus)})

@@ -10,7 +10,19 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ...errors import ChakraError
 from .files import json_key_lines, load_json, read_text
-from .values import choice, flag, ignored_keys, integer, number, show, string_keyed, where
+from .values import (
+    ENV_MAX_CHUNKS,
+    MAX_LATENCY_NS,
+    choice,
+    flag,
+    ignored_keys,
+    integer,
+    max_chunks,
+    number,
+    show,
+    string_keyed,
+    where,
+)
 
 #: Collective algorithms ASTRA-sim accepts in ``*-implementation`` (exact, case-sensitive
 #: spellings). ``direct`` and ``oneDirect`` may carry a window: ``direct8`` lets at most
@@ -122,6 +134,11 @@ def _algorithms(v: Any, what: str) -> tuple[str, ...]:
 _C = TypeVar("_C", bound="_KeyedConfig")
 
 
+def _chunks(v: Any, what: str) -> int:
+    """A chunk count: each chunk is an array over the NPUs in every collective."""
+    return integer(v, what, minimum=1, maximum=max_chunks(), raise_with=ENV_MAX_CHUNKS)
+
+
 class _KeyedConfig:
     """A frozen config read from ASTRA-sim's JSON key names: from_json / from_dict, each field
     checked by the class's ``_check`` (naming the file, line and key), unknown keys kept."""
@@ -201,9 +218,9 @@ class SystemConfig(_KeyedConfig):
     def _check(values: dict, what: Callable[[str], str], setter: Callable[[str, Any], None]) -> None:
         checks: dict[str, Callable[[Any, str], Any]] = {
             "scheduling_policy": lambda v, w: choice(v, SCHEDULING_POLICIES, w),
-            "endpoint_delay": lambda v, w: integer(v, w, minimum=0),
-            "active_chunks_per_dimension": lambda v, w: integer(v, w, minimum=1),
-            "preferred_dataset_splits": lambda v, w: integer(v, w, minimum=1),
+            "endpoint_delay": lambda v, w: integer(v, w, minimum=0, maximum=int(MAX_LATENCY_NS)),
+            "active_chunks_per_dimension": _chunks,
+            "preferred_dataset_splits": _chunks,
             "all_reduce": _algorithms,
             "reduce_scatter": _algorithms,
             "all_gather": _algorithms,
@@ -274,7 +291,7 @@ class MemoryConfig(_KeyedConfig):
     def _check(values: dict, what: Callable[[str], str], setter: Callable[[str, Any], None]) -> None:
         checks: dict[str, Callable[[Any, str], Any]] = {
             "memory_type": lambda v, w: choice(v, MEMORY_TYPES, w),
-            "remote_mem_latency": lambda v, w: number(v, w),
+            "remote_mem_latency": lambda v, w: number(v, w, maximum=MAX_LATENCY_NS, unit=" ns"),
             "remote_mem_bw": lambda v, w: number(v, w),
             "num_nodes": lambda v, w: integer(v, w, minimum=0),
             "num_npus_per_node": lambda v, w: integer(v, w, minimum=0),

@@ -13,7 +13,19 @@ import numpy as np
 
 from ...errors import ChakraError
 from .files import load_yaml, read_text
-from .values import ignored_keys, integer, number, show, string_keyed, where
+from .values import (
+    ENV_MAX_NPUS,
+    MAX_DIMS,
+    MAX_LATENCY_NS,
+    MIN_BANDWIDTH,
+    ignored_keys,
+    integer,
+    max_npus,
+    number,
+    show,
+    string_keyed,
+    where,
+)
 
 #: Topology building blocks of ASTRA-sim's analytical network, canonical spelling.
 TOPOLOGIES = ("Ring", "FullyConnected", "Switch")
@@ -46,9 +58,35 @@ class Dimension:
 
     def __post_init__(self):
         object.__setattr__(self, "topology", _topology(self.topology, "Dimension.topology"))
-        object.__setattr__(self, "npus", integer(self.npus, "Dimension.npus", minimum=MIN_NPUS_PER_DIM))
-        object.__setattr__(self, "bandwidth", number(self.bandwidth, "Dimension.bandwidth", strict=True))
-        object.__setattr__(self, "latency", number(self.latency, "Dimension.latency"))
+        object.__setattr__(self, "npus", _npus(self.npus, "Dimension.npus"))
+        object.__setattr__(self, "bandwidth", _bandwidth(self.bandwidth, "Dimension.bandwidth"))
+        object.__setattr__(self, "latency", _latency(self.latency, "Dimension.latency"))
+
+
+def _npus(v: Any, what: str) -> int:
+    return integer(v, what, minimum=MIN_NPUS_PER_DIM, maximum=max_npus(), raise_with=ENV_MAX_NPUS)
+
+
+def _bandwidth(v: Any, what: str) -> float:
+    """GB/s per link: below 1 kB/s a message's time overflows the ns clock long before it is useful."""
+    return number(v, what, minimum=MIN_BANDWIDTH, unit=" GB/s")
+
+
+def _latency(v: Any, what: str) -> float:
+    return number(v, what, maximum=MAX_LATENCY_NS, unit=" ns")
+
+
+def _check_size(dims: tuple[Dimension, ...], what: str) -> None:
+    """The whole network: at most MAX_DIMS dimensions and max_npus() NPUs (each NPU's state is built)."""
+    if len(dims) > MAX_DIMS:
+        raise ChakraError(f"{what}: {len(dims)} dimensions, more than the {MAX_DIMS} a network may have")
+    total = math.prod(d.npus for d in dims)
+    limit = max_npus()
+    if total > limit:
+        sizes = " x ".join(str(d.npus) for d in dims)
+        raise ChakraError(
+            f"{what}: {sizes} = {total:,} NPUs, more than the limit of {limit:,} (set {ENV_MAX_NPUS} to allow more)"
+        )
 
 
 @dataclass(frozen=True)
@@ -71,6 +109,7 @@ class Network:
         for i, d in enumerate(dims):
             if not isinstance(d, Dimension):
                 raise ChakraError(f"Network.dims[{i}]: expected a Dimension, got {show(d)}")
+        _check_size(tuple(dims), "Network.dims")
         object.__setattr__(self, "dims", tuple(dims))
         object.__setattr__(self, "ignored", ignored_keys(self.ignored, _NETWORK_KEYS, "Network.ignored"))
 
@@ -158,6 +197,8 @@ class Network:
                 raise ChakraError(f"{where(source, lines, k)}: expected at least one dimension, got an empty list")
             cols[k] = v
         n = len(cols["topology"])
+        if n > MAX_DIMS:
+            raise ChakraError(f"{where(source, lines, 'topology')}: {n} dimensions, more than the {MAX_DIMS} allowed")
         for k in _NETWORK_KEYS[1:]:
             if len(cols[k]) != n:
                 raise ChakraError(
@@ -170,11 +211,12 @@ class Network:
             dims.append(
                 Dimension(
                     _topology(cols["topology"][i], w["topology"]),
-                    integer(cols["npus_count"][i], w["npus_count"], minimum=MIN_NPUS_PER_DIM),
-                    number(cols["bandwidth"][i], w["bandwidth"], strict=True),
-                    number(cols["latency"][i], w["latency"]),
+                    _npus(cols["npus_count"][i], w["npus_count"]),
+                    _bandwidth(cols["bandwidth"][i], w["bandwidth"]),
+                    _latency(cols["latency"][i], w["latency"]),
                 )
             )
+        _check_size(tuple(dims), where(source, lines, "npus_count"))
         ignored = {k: v for k, v in d.items() if k not in _NETWORK_KEYS}
         return cls(tuple(dims), ignored)
 

@@ -12,6 +12,29 @@ from typing import Any
 import numpy as np
 
 from ...errors import ChakraError
+from ...io.memory import env_int
+
+# Ranges every config is held to (issue 13): a value past them is a typo or hostile, and would
+# overflow the int64-ns clock or allocate without bound. The two counts can be raised through
+# the environment for machines that really are that big.
+MAX_NS = 1 << 62  # simulated times are int64 ns; 2^62 ns is 146 years, and two of them still add
+MAX_LATENCY_NS = 1e12  # per hop: 1000 s
+MIN_BANDWIDTH = 1e-6  # GB/s, per link: 1 kB/s
+MAX_DIMS = 64
+DEFAULT_MAX_NPUS = 1 << 20
+ENV_MAX_NPUS = "CHAKRA_TRACE_MAX_NPUS"
+DEFAULT_MAX_CHUNKS = 1 << 12  # preferred-dataset-splits and active-chunks-per-dimension
+ENV_MAX_CHUNKS = "CHAKRA_TRACE_MAX_CHUNKS"
+
+
+def max_npus() -> int:
+    """NPUs a network may have: $CHAKRA_TRACE_MAX_NPUS, else 2^20."""
+    return env_int(ENV_MAX_NPUS) or DEFAULT_MAX_NPUS
+
+
+def max_chunks() -> int:
+    """Chunks a collective may be cut into (and run at once): $CHAKRA_TRACE_MAX_CHUNKS, else 4096."""
+    return env_int(ENV_MAX_CHUNKS) or DEFAULT_MAX_CHUNKS
 
 
 def show(v: Any) -> str:
@@ -33,8 +56,10 @@ def _is_bool(v: Any) -> bool:
     return isinstance(v, (bool, np.bool_))
 
 
-def number(v: Any, what: str, *, minimum: float = 0.0, strict: bool = False) -> float:
-    """A finite real >= minimum (> minimum when strict)."""
+def number(
+    v: Any, what: str, *, minimum: float = 0.0, strict: bool = False, maximum: float | None = None, unit: str = ""
+) -> float:
+    """A finite real >= minimum (> minimum when strict) and <= maximum."""
     if _is_bool(v) or not isinstance(v, numbers.Real):
         raise ChakraError(f"{what}: expected a number, got {show(v)}")
     x = float(v)
@@ -42,12 +67,15 @@ def number(v: Any, what: str, *, minimum: float = 0.0, strict: bool = False) -> 
         raise ChakraError(f"{what}: expected a finite number, got {v!r}")
     if x < minimum or (strict and x == minimum):
         cmp = ">" if strict else ">="
-        raise ChakraError(f"{what}: expected a number {cmp} {minimum:g}, got {v!r}")
+        raise ChakraError(f"{what}: expected a number {cmp} {minimum:g}{unit}, got {v!r}")
+    if maximum is not None and x > maximum:
+        raise ChakraError(f"{what}: expected a number <= {maximum:g}{unit}, got {v!r}")
     return x
 
 
-def integer(v: Any, what: str, *, minimum: int = 0) -> int:
-    """An integer >= minimum; floats with an integral value (4.0) are accepted."""
+def integer(v: Any, what: str, *, minimum: int = 0, maximum: int | None = None, raise_with: str = "") -> int:
+    """An integer >= minimum and <= maximum; floats with an integral value (4.0) are accepted.
+    ``raise_with`` says how to raise the maximum (an environment variable)."""
     if _is_bool(v):
         raise ChakraError(f"{what}: expected an integer, got {show(v)}")
     if isinstance(v, numbers.Integral):
@@ -58,6 +86,9 @@ def integer(v: Any, what: str, *, minimum: int = 0) -> int:
         raise ChakraError(f"{what}: expected an integer, got {show(v)}")
     if n < minimum:
         raise ChakraError(f"{what}: expected an integer >= {minimum}, got {v!r}")
+    if maximum is not None and n > maximum:
+        how = f" (set {raise_with} to allow more)" if raise_with else ""
+        raise ChakraError(f"{what}: expected an integer <= {maximum:,}, got {v!r}{how}")
     return n
 
 
