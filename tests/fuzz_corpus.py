@@ -194,6 +194,8 @@ def _pick(items: list, n: int, rnd: random.Random) -> list:
     """At most n of `items`: all if they fit, else the first (the named cases) and a seeded sample."""
     if len(items) <= n:
         return items
+    if n <= 0:
+        return []
     head = items[: max(1, n // 2)]
     return head + rnd.sample(items[len(head) :], n - len(head))
 
