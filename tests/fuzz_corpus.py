@@ -612,7 +612,7 @@ def semantic_et(d: Path, n: int, seed: int) -> list[Input]:
     # the cases whose defects validate must report (errors, exit 1) and simulate must refuse (exit 2)
     invalid = {
         "comm_type_99", "node_type_99", "negative_comm_size", "order_mismatch", "size_mismatch", "count_mismatch",
-        "send_to_npu_7", "send_negative_dst", "self_data_dep", "self_ctrl_dep", "cycle", "duplicate_ids",
+        "send_to_npu_7", "send_negative_dst", "self_data_dep", "cycle", "duplicate_ids",
     }  # fmt: skip
     return [Input("semantic_et", name, make(), TRACE, invalid=name in invalid) for name, make in chosen]
 
