@@ -143,31 +143,74 @@ def chakra_argv() -> list[str]:
     return [sys.executable, "-m", "chakra_trace.cli"]
 
 
+# The child reports its own peak RSS (VmHWM): a forked child's ru_maxrss starts at its parent's RSS
+# (the pre-exec image counts), so wait4's figure would include this process.
+_CHILD = """
+import os, sys
+from chakra_trace.cli import main
+try:
+    rc = main(sys.argv[1:])
+except SystemExit as e:
+    rc = e.code if isinstance(e.code, int) else 1
+finally:
+    try:
+        with open("/proc/self/status") as f:
+            hwm = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:"))
+        with open(os.environ["CHAKRA_FUZZ_RSS_FILE"], "w") as f:
+            f.write(str(hwm))
+    except (OSError, KeyError, StopIteration):
+        pass
+sys.exit(rc)
+"""
+
+
+def _vm_hwm(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 def run_subprocess(argv: list[str], cwd: Path, timeout: float = TIMEOUT_S) -> Result:
-    """The CLI in a child under the resource limits; its own peak RSS from wait4."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MALLOC_ARENA_MAX="2", COLUMNS="120")
-    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+    """The CLI in a child under the resource limits, with the child's own peak RSS (reported by the
+    child, else the last value polled from /proc when it was killed)."""
+    with tempfile.TemporaryDirectory() as td, tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
+        rss_file = Path(td) / "rss"
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MALLOC_ARENA_MAX="2", COLUMNS="120",
+                   CHAKRA_FUZZ_RSS_FILE=str(rss_file))  # fmt: skip
         t0 = time.perf_counter()
-        p = subprocess.Popen(chakra_argv() + argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
-                             preexec_fn=_limits)  # fmt: skip
+        p = subprocess.Popen([sys.executable, "-c", _CHILD, *argv], stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
+                             cwd=cwd, env=env, preexec_fn=_limits)  # fmt: skip
         fired = threading.Event()
+        done = threading.Event()
+        polled = [0]
 
-        def kill() -> None:
-            fired.set()
-            p.kill()
+        def watch() -> None:  # poll the peak and kill at the deadline
+            deadline = time.monotonic() + timeout
+            while not done.wait(0.05):
+                v = _vm_hwm(p.pid)
+                polled[0] = max(polled[0], v or 0)
+                if time.monotonic() > deadline:
+                    fired.set()
+                    p.kill()
+                    return
 
-        timer = threading.Timer(timeout, kill)
-        timer.start()
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         try:
             _, status, ru = os.wait4(p.pid, 0)
         finally:
-            timer.cancel()
+            done.set()
+            watcher.join()
         p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         secs = time.perf_counter() - t0
         fo.seek(0)
         fe.seek(0)
         out, err = (f.read().decode("utf-8", "replace") for f in (fo, fe))
-    return Result(p.returncode, out, err, maxrss=ru.ru_maxrss * 1024, timed_out=fired.is_set(), seconds=secs)
+        reported = int(rss_file.read_text()) if rss_file.exists() and rss_file.read_text().strip() else None
+    maxrss = reported if reported is not None else (polled[0] or ru.ru_maxrss * 1024)
+    return Result(p.returncode, out, err, maxrss=maxrss, timed_out=fired.is_set(), seconds=secs)
 
 
 def run_inprocess(argv: list[str]) -> Result:
