@@ -308,8 +308,11 @@ def check(inp: Input, comp: dict[str, Path], work: Path, *, only: list[str] | No
             c for c in commands(inp, comp, out, [cmd0.name] if inp.role == TRACE else None) if c.name == cmd0.name
         )
         runs.append((cmd, run(inp, cmd, out, subprocess_always=subprocess_always)))
-    # a file `info` reads is well-formed: an error about what it means (a deadlock) may name nodes, not the file
-    readable = any(c.name == "info" and r.rc == 0 for c, r in runs)
+    # a file `info` reads (a groups file `validate` reads) is well-formed: an error about what it means
+    # (a deadlock, a collective on a group that leaves its rank out) may name nodes and ranks, not the file
+    readable = any(
+        (c.name == "info" and r.rc == 0) or (c.name == "validate-groups" and r.rc in (0, 1)) for c, r in runs
+    )
     outcomes = [Outcome(inp, c, r, problems(inp, c, r, well_formed=readable)) for c, r in runs]
     by = {o.command.name: o for o in outcomes}
     v = by.get("validate") or by.get("validate-groups")
