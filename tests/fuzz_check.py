@@ -126,7 +126,7 @@ def commands(inp: Input, comp: dict[str, Path], out: Path, only: list[str] | Non
             if c.name.startswith("validate"):
                 c.allowed = frozenset({1}) if inp.role == TRACE else frozenset({1, 2})
             elif c.name.startswith("sim"):
-                c.allowed = frozenset({2})
+                c.allowed = frozenset({0} if inp.repaired else {2})
     return cmds
 
 
@@ -318,6 +318,10 @@ def check(inp: Input, comp: dict[str, Path], work: Path, *, only: list[str] | No
     v = by.get("validate") or by.get("validate-groups")
     if v is not None and v.result.rc == 1:
         for o in outcomes:
-            if o.command.name.startswith("sim") and o.result.rc != 2:
+            if not o.command.name.startswith("sim"):
+                continue
+            if inp.repaired and o.result.rc == 0 and "repaired" not in o.result.stderr:
+                o.problems.append("simulate ran a trace validate rejects without saying it repaired it")
+            elif not inp.repaired and o.result.rc != 2:
                 o.problems.append(f"validate rejects it (exit 1) but simulate exits {o.result.rc}")
     return outcomes

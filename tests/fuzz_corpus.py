@@ -43,6 +43,7 @@ class Input:
     role: str
     bomb: bool = False  # may take unbounded memory or time if unguarded: run only in a limited subprocess
     invalid: bool = False  # semantically invalid: `validate` must say so (1) and `simulate` refuse (2)
+    repaired: bool = False  # ... unless it has one reading: `simulate` repairs it and says so (0 + a warning)
     companions: dict[str, Path] = field(default_factory=dict)  # the good files it goes with
 
     @property
@@ -614,7 +615,12 @@ def semantic_et(d: Path, n: int, seed: int) -> list[Input]:
         "comm_type_99", "node_type_99", "negative_comm_size", "order_mismatch", "size_mismatch", "count_mismatch",
         "send_to_npu_7", "send_negative_dst", "self_data_dep", "cycle", "duplicate_ids",
     }  # fmt: skip
-    return [Input("semantic_et", name, make(), TRACE, invalid=name in invalid) for name, make in chosen]
+    # of those, what `validate --fix` and the simulator repair (a self-dependency is dropped), with a warning
+    repaired = {"self_data_dep"}
+    return [
+        Input("semantic_et", name, make(), TRACE, invalid=name in invalid, repaired=name in repaired)
+        for name, make in chosen
+    ]
 
 
 def _raw_job(d: Path, name: str, nodes: list[pb.Node], world: int = 2) -> Path:

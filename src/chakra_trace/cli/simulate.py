@@ -132,7 +132,7 @@ def _print(res, timeline) -> None:
         con.print(c)
         if len(res.collectives) > 20:
             con.print(f"... {len(res.collectives) - 20} more (use --json)")
-    for w in res.warnings:
-        con.print(f"[yellow]warning[/yellow]: {w}")
+    for w in res.warnings:  # (on stderr: stdout holds the result)
+        click.echo(f"warning: {w}", err=True)
     if timeline:
         con.print(f"timeline: {timeline} (open in ui.perfetto.dev)")
