@@ -96,10 +96,16 @@ def locate(payload: bytes, cls=pb.Node) -> tuple[int, str]:
             continue
         sub = field.message_type if field is not None and wt == 2 else None
         if sub is not None:
-            off, inner = locate(payload[pstart:fend], message_factory.GetMessageClass(sub))
+            off, inner = locate(payload[pstart:fend], _message_class(sub))
             return pstart + off, f"{name}.{inner}" if inner else name
         return fstart, name
     return 0, ""
+
+
+def _message_class(descriptor):
+    """The message class of a descriptor: `GetMessageClass` (protobuf >= 4.22), else the factory."""
+    get = getattr(message_factory, "GetMessageClass", None)
+    return get(descriptor) if get is not None else message_factory.MessageFactory().GetPrototype(descriptor)
 
 
 def _repeated(field) -> bool:
