@@ -19,6 +19,7 @@ from chakra_trace.io.et import write_trace
 from chakra_trace.io.jsonio import write_json
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.builder import TraceBuilder
+from chakra_trace.schema.wire import encode_varint_int
 
 # what kind of file an input is: which commands read it and in which place
 TRACE = "trace"  # a `.et` file or a job prefix: every reading command
@@ -535,15 +536,6 @@ def kineto_json(d: Path, n: int, seed: int) -> list[Input]:
     return [Input("kineto_json", name, _put(d, name + ".json", text), KINETO) for name, text in chosen]
 
 
-def varint(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def _raw_node(i: int, **kw) -> pb.Node:
     return pb.Node(id=i, name=kw.pop("name", f"n{i}"), **kw)
 
@@ -553,7 +545,7 @@ def _write_raw(path: Path, nodes: list[pb.Node]) -> None:
 
     def frame(m) -> bytes:
         b = m.SerializeToString()
-        return varint(len(b)) + b
+        return encode_varint_int(len(b)) + b
 
     path.write_bytes(frame(pb.GlobalMetadata(version="1.0.2-chakra.0.0.4")) + b"".join(frame(m) for m in nodes))
 

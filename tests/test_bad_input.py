@@ -24,21 +24,13 @@ from chakra_trace.errors import TraceFormatError
 from chakra_trace.io.et import iter_nodes, read_trace, write_trace
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.builder import TraceBuilder
+from chakra_trace.schema.wire import encode_varint_int
 
 # --------------------------------------------------------------------------- helpers
 
 
-def varint(v: int) -> bytes:
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def frame(payload: bytes) -> bytes:
-    return varint(len(payload)) + payload
+    return encode_varint_int(len(payload)) + payload
 
 
 def frame_positions(data: bytes) -> list[tuple[int, int, int]]:
@@ -131,10 +123,11 @@ def _cases(good: bytes) -> dict[str, Case]:
             good[: p2 + 1], dict(offset=p2, message_index=2, words=("length prefix", "truncated"))
         ),
         "prefix_larger_than_file": Case(
-            meta + varint(10_000_000) + b"\x08\x01", dict(offset=len(meta), message_index=1, words=("length prefix",))
+            meta + encode_varint_int(10_000_000) + b"\x08\x01",
+            dict(offset=len(meta), message_index=1, words=("length prefix",)),
         ),
         "prefix_over_message_limit": Case(
-            meta + varint(1 << 40) + b"\x08\x01", dict(offset=len(meta), message_index=1, words=("limit",))
+            meta + encode_varint_int(1 << 40) + b"\x08\x01", dict(offset=len(meta), message_index=1, words=("limit",))
         ),
         "overlong_varint_prefix": Case(
             meta + b"\xff" * 11 + b"\x01" + b"\x08\x01", dict(offset=len(meta), message_index=1, words=("varint",))
@@ -410,7 +403,7 @@ def test_gzip_bomb_of_zero_bytes(tmp_path):
 def test_gzip_bomb_behind_one_huge_length_prefix(tmp_path):
     """An empty metadata frame, then one node frame announcing ~200 MB of zero bytes."""
     p = tmp_path / "bomb1.0.et.gz"
-    _write_bomb(p, b"\x00" + varint(BOMB_BYTES))
+    _write_bomb(p, b"\x00" + encode_varint_int(BOMB_BYTES))
     _assert_bomb_stopped(p, _probe(p))
 
 
@@ -627,7 +620,7 @@ def test_corrupt_nested_node_data_is_found_by_every_command(tmp_path, capsys, fi
     first = frame(node_msg(1))
     head = node_msg(7)
     p = tmp_path / "bad.0.et"
-    p.write_bytes(meta + first + frame(head + field_tag + varint(len(sub)) + sub))
+    p.write_bytes(meta + first + frame(head + field_tag + encode_varint_int(len(sub)) + sub))
     payload_at = len(meta) + len(first) + 1
     with pytest.raises(TraceFormatError) as e:
         read_trace(p)

@@ -25,6 +25,7 @@ from chakra_trace.errors import TraceFormatError
 from chakra_trace.io.et import read_trace, write_trace
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.builder import TraceBuilder
+from chakra_trace.schema.wire import encode_varint_int
 
 SEED = 13
 
@@ -156,7 +157,7 @@ def _nested_bad(tmp_path: Path, kind: str) -> Path:
     node = pb.Node(id=5, name="aten::mm", type=4).SerializeToString() + b"\x42" + bytes([len(inner)]) + inner
     meta = pb.GlobalMetadata(version="1.0.2-chakra.0.0.4").SerializeToString()
     p = tmp_path / f"nested_{kind}.0.et"
-    p.write_bytes(fc.varint(len(meta)) + meta + fc.varint(len(node)) + node)
+    p.write_bytes(encode_varint_int(len(meta)) + meta + encode_varint_int(len(node)) + node)
     return p
 
 
