@@ -67,6 +67,29 @@ def test_all_to_allv_skew_is_flagged_even_with_equal_totals():
     assert rep.imbalanced[0].peer_bytes[1] == [1 << 20, 7 << 20]
 
 
+def test_all_to_allv_hot_receiver_is_found_though_every_rank_sends_alike():
+    """Every rank sends the same split list (equal totals, alike splits), but all send rank 3
+    their largest part: rank 3 receives 10x the others. Judged by senders alone it looked balanced."""
+    from chakra_trace.analyze.collectives import communication_matrix
+
+    traces = {}
+    for r in range(4):
+        b = TraceBuilder()
+        b.collective("ALL_TO_ALL", 13 << 20, in_split_size=json.dumps([1, 1, 1, 10]))
+        traces[r] = b.build()
+    w = Workload(traces)
+    rep = imbalance(w)
+    assert [x.outliers for x in rep.imbalanced] == [[3]]
+    x = rep.imbalanced[0]
+    assert x.received == {0: 4 << 20, 1: 4 << 20, 2: 4 << 20, 3: 40 << 20}
+    assert set(x.bytes.values()) == {13 << 20}
+    # the matrix agrees in both directions: rows are what each sends, columns what each receives
+    m = communication_matrix(w).bytes
+    assert m.sum(axis=1).tolist() == [12 << 20] * 3 + [3 << 20]  # (less what a rank sends itself)
+    assert m.sum(axis=0).tolist() == [(4 - 1) << 20] * 3 + [(40 - 10) << 20]
+    assert json.loads(json.dumps(rep.to_dict()))["imbalanced"][0]["received"]["3"] == 40 << 20
+
+
 def test_stats_and_breakdown_of_the_converted_ddp_pair():
     from chakra_trace.convert.pytorch import convert_pytorch
 

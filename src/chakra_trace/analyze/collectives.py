@@ -95,6 +95,7 @@ class Imbalance:
     outliers: list[int]  # ranks whose size differs from the group's median
     node_ids: dict[int, int]
     peer_bytes: dict[int, list[float]] | None = None  # all_to_allv: bytes to each peer, per rank
+    received: dict[int, float] | None = None  # all_to_allv: bytes each member receives (its peers' splits)
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(vars(self))
@@ -102,6 +103,8 @@ class Imbalance:
         d["node_ids"] = {str(k): v for k, v in self.node_ids.items()}
         if self.peer_bytes is not None:
             d["peer_bytes"] = {str(k): v for k, v in self.peer_bytes.items()}
+        if self.received is not None:
+            d["received"] = {str(k): v for k, v in self.received.items()}
         d["spread"] = None if self.spread == float("inf") else self.spread
         return d
 
@@ -200,18 +203,38 @@ def _peer_bytes(t: Trace, row: int) -> list[float] | None:
     return [float(x) * int(t.comm_size[row]) / total for x in split] if total else [0.0] * len(split)
 
 
+def _received(members: list[int], peers: dict[int, list[float]]) -> dict[int, float] | None:
+    """Bytes each member of an all_to_allv receives: what every member's split sends it (splits
+    in member order), or None unless every member recorded one split per member."""
+    if set(peers) != set(members) or any(len(peers[r]) != len(members) for r in members):
+        return None
+    return {m: float(sum(peers[s][j] for s in members)) for j, m in enumerate(members)}
+
+
 def imbalance(workload, tolerance: float = 0.0) -> ImbalanceReport:
     """Every collective instance whose members' sizes differ by more than `tolerance`
-    (relative to the median), with the ranks that stand out. For all_to_allv the sizes are
-    each rank's total and ``peer_bytes`` its bytes to every peer, so a skewed split shows."""
+    (relative to the median), with the ranks that stand out. An all_to_allv is judged from
+    both sides: bytes each rank sends (its total, and ``peer_bytes`` to every peer) and bytes
+    each receives (``received``: its peers' splits toward it). A hot receiver (above the
+    median) stands out even when every rank sends the same split list; uneven splits whose totals balance on both sides
+    still flag the ranks that sent them."""
     found, checked = [], 0
+
+    def outside(values: dict[int, float]) -> list[int]:
+        med = float(np.median(list(values.values())))
+        return [r for r, v in values.items() if abs(v - med) > tolerance * max(med, 1)]
+
     for (g, k), rows in sorted(_instances(workload).items()):
         checked += 1
         sizes = {r: int(workload.traces[r].comm_size[row]) for r, row in rows.items()}
         peers = {r: p for r, row in rows.items() if (p := _peer_bytes(workload.traces[r], row)) is not None}
+        received = _received(list(workload.group_ranks(g)), peers) if peers else None
         vals = np.array(list(sizes.values()), float)
         med = float(np.median(vals))
-        off = [r for r, v in sizes.items() if abs(v - med) > tolerance * max(med, 1)]
+        off = set(outside({r: float(v) for r, v in sizes.items()}))
+        if received:  # a hot receiver (a cold one does not slow the collective)
+            rmed = float(np.median(list(received.values())))
+            off |= {r for r in outside(received) if received[r] > rmed}
         skew = [r for r, p in peers.items() if max(p) - min(p) > tolerance * max(float(np.median(p)), 1)]
         if not off and not skew:
             continue
@@ -225,9 +248,10 @@ def imbalance(workload, tolerance: float = 0.0) -> ImbalanceReport:
                 sizes,
                 med,
                 float("inf") if lo == 0 and hi > 0 else (hi / lo if lo else 1.0),
-                sorted(set(off) | set(skew)),
+                sorted(off or set(skew)),
                 {r: int(workload.traces[r].ids[row]) for r, row in rows.items()},
                 peers or None,
+                received,
             )
         )
     return ImbalanceReport(checked, found, tolerance)
