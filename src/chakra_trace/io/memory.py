@@ -58,17 +58,19 @@ def _vm_size() -> int:
     return 0
 
 
-def env_int(name: str) -> int | None:
-    """A positive integer from the environment (``1e6`` and ``1_000_000`` accepted), or None."""
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
+def env_int(name: str, what: str = "a positive integer") -> int | None:
+    """A positive integer from the environment (``1e6`` and ``1_000_000`` accepted), or None when
+    unset: every limit a user overrides by environment reads it here. ``what`` names the unit."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
         return None
+    bad = ChakraError(f"{name}={raw[:40]!r}: expected {what}")
     try:
         v = float(raw.replace("_", "")) if any(c in raw for c in ".eE") else int(raw.replace("_", ""))
     except ValueError:
-        raise ChakraError(f"environment variable {name}={raw!r}: expected a positive integer") from None
+        raise bad from None
     if v != v or v < 1 or v > 1 << 62 or int(v) != v:
-        raise ChakraError(f"environment variable {name}={raw!r}: expected a positive integer")
+        raise bad
     return int(v)
 
 

@@ -19,8 +19,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import ChakraError, TraceFormatError
+from ..errors import TraceFormatError
 from ..schema.wire import _native, decode_varint_at
+from .memory import env_int
 
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK = 8 << 20
@@ -33,11 +34,7 @@ DEFAULT_MAX_STREAM = 1 << 30  # a pipe or device (/dev/zero never ends); regular
 
 def default_max_stream() -> int:
     """The byte limit on input that is not a regular file: CHAKRA_MAX_STREAM_BYTES, else 1 GiB."""
-    raw = os.environ.get(STREAM_LIMIT_ENV, "").strip()
-    try:
-        return int(raw) if raw else DEFAULT_MAX_STREAM
-    except ValueError:
-        raise ChakraError(f"{STREAM_LIMIT_ENV}={raw[:40]!r}: expected a number of bytes") from None
+    return env_int(STREAM_LIMIT_ENV, "a number of bytes") or DEFAULT_MAX_STREAM
 
 
 @dataclass

@@ -15,6 +15,7 @@ import re
 
 from ..convert.pytorch_host import read_host_trace
 from ..errors import ChakraError
+from ..io.memory import env_int
 from . import _standalone as rt
 from .environment import environment
 from .export import export_script
@@ -32,12 +33,7 @@ group_size of 10**6 must not start a million processes. `MAX_RANKS_ENV` override
 
 
 def max_ranks() -> int:
-    raw = os.environ.get(MAX_RANKS_ENV, "").strip()
-    if not raw:
-        return MAX_RANKS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ChakraError(f"{MAX_RANKS_ENV}={raw!r}: expected a positive integer")
-    return int(raw)
+    return env_int(MAX_RANKS_ENV) or MAX_RANKS
 
 
 def host_traces(source) -> dict[int, str]:

@@ -15,6 +15,7 @@ import os
 import re
 
 from ..errors import ChakraError
+from ..io.memory import env_int
 
 _DTYPES = {
     "float": "float32",
@@ -92,15 +93,9 @@ refused before anything is allocated, not take the machine down."""
 
 def storage_limit() -> int:
     """Bytes of tensor storage a replay may allocate per rank (see `MAX_BYTES_ENV`)."""
-    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
-    if raw:
-        try:
-            v = float(raw)
-        except ValueError:
-            v = -1.0
-        if not (math.isfinite(v) and v > 0):
-            raise ChakraError(f"{MAX_BYTES_ENV}={raw!r}: expected a positive number of bytes")
-        return int(v)
+    limit = env_int(MAX_BYTES_ENV, "a positive number of bytes")
+    if limit is not None:
+        return limit
     try:
         return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
