@@ -51,44 +51,42 @@ def named_groups(t: Trace) -> set[str]:
     return names
 
 
-def declared_groups(traces: Iterable[Trace]) -> dict[str, list[int]]:
-    """Process groups declared by METADATA nodes (the PyTorch converter's `pg_config`)."""
-    out: dict[str, list[int]] = {}
-    for t in traces:
-        meta = np.flatnonzero(t.types == NodeType.METADATA_NODE)
-        for r in meta.tolist():
-            raw = t.attr(r, "pg_config")
-            if not raw:
-                continue
-            try:
-                cfg = json.loads(raw)
-            except (TypeError, ValueError, RecursionError):  # hostile text: no groups from it
-                continue
-            for g in cfg if isinstance(cfg, list) else cfg.values() if isinstance(cfg, dict) else []:
-                if isinstance(g, dict) and "pg_name" in g and isinstance(g.get("ranks"), list):
-                    if all(isinstance(x, int) for x in g["ranks"]) and g["ranks"]:
-                        out.setdefault(str(g["pg_name"]), sorted(g["ranks"]))
-    return out
-
-
-def _declared_by_rank(t: Trace, rank: int) -> dict[str, list[int] | None]:
-    """Groups a rank's own `pg_config` says it is in: name -> ranks (None: every rank)."""
-    out: dict[str, list[int] | None] = {}
+def _pg_entries(t: Trace) -> Iterable[tuple[str, list[int] | None]]:
+    """The process groups a trace's METADATA nodes declare (the PyTorch converter's `pg_config`):
+    (name, sorted ranks), ranks None where the entry lists none (the all-ranks group). Hostile
+    text, and entries whose ranks are not integers, declare nothing."""
     for r in np.flatnonzero(t.types == NodeType.METADATA_NODE).tolist():
         raw = t.attr(r, "pg_config")
+        if not raw:
+            continue
         try:
-            cfg = json.loads(raw) if raw else []
-        except (TypeError, ValueError, RecursionError):
+            cfg = json.loads(raw)
+        except (TypeError, ValueError, RecursionError):  # hostile text: no groups from it
             continue
         for g in cfg if isinstance(cfg, list) else cfg.values() if isinstance(cfg, dict) else []:
             if not isinstance(g, dict) or "pg_name" not in g:
                 continue
             ranks = g.get("ranks")
-            if ranks == [] or ranks is None:
-                out[str(g["pg_name"])] = None
-            elif isinstance(ranks, list) and rank in ranks:
-                out[str(g["pg_name"])] = sorted(int(x) for x in ranks)
+            if ranks is None or ranks == []:
+                yield str(g["pg_name"]), None
+            elif isinstance(ranks, list) and all(isinstance(x, int) for x in ranks):
+                yield str(g["pg_name"]), sorted(ranks)
+
+
+def declared_groups(traces: Iterable[Trace]) -> dict[str, list[int]]:
+    """Process groups declared by METADATA nodes (the PyTorch converter's `pg_config`) that list
+    their ranks."""
+    out: dict[str, list[int]] = {}
+    for t in traces:
+        for name, ranks in _pg_entries(t):
+            if ranks is not None:
+                out.setdefault(name, ranks)
     return out
+
+
+def _declared_by_rank(t: Trace, rank: int) -> dict[str, list[int] | None]:
+    """Groups a rank's own `pg_config` says it is in: name -> ranks (None: every rank)."""
+    return {name: ranks for name, ranks in _pg_entries(t) if ranks is None or rank in ranks}
 
 
 def resolve_unnamed_groups(traces: dict[int, Trace], tolerance_ns: int = 50_000) -> list[str]:
