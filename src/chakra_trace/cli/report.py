@@ -7,7 +7,6 @@ import time
 
 import click
 
-from ..errors import ChakraError
 from ..simulate.presets import resolve
 from ..visualize.report import report_parts, write_report
 from .common import comm_groups_option, console, open_workload, steps
@@ -31,14 +30,11 @@ def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_g
     matrix, roofline, and interactive timelines, recorded and simulated."""
     t0 = time.perf_counter()
     wl = open_workload(workload, comm_groups)
-    presets = {p.name: p for p in map(resolve, systems)}  # every name checked before the first simulation
-    sims, failed = {}, {}
-    for spec, label in zip(systems, presets):
-        try:
-            sims.update(run_simulations(wl, [spec]))
-        except ChakraError as e:  # the report says why in that system's place; the others still run
-            failed[label] = str(e)
-            click.echo(f"warning: not simulated on {label}: {e}", err=True)
+    presets = [resolve(spec) for spec in systems]  # (read once: a system may be config files)
+    failed: dict[str, str] = {}  # the report says why in that system's place; the others still run
+    sims = run_simulations(wl, presets, failed)
+    for label, why in failed.items():
+        click.echo(f"warning: not simulated on {label}: {why}", err=True)
     for label, res in sims.items():
         console().print(
             f"simulated on {label}: {res.step_ns / 1e6:,.3f} ms (the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
@@ -49,7 +45,7 @@ def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_g
             output,
             simulations=sims,
             failed=failed,
-            systems=presets,
+            systems={p.name: p for p in presets},
             title=title,
             device=device,
             peak_tflops=peak_tflops,

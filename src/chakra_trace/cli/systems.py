@@ -7,6 +7,7 @@ import warnings
 
 import click
 
+from ..errors import ChakraError
 from ..io.workload import Workload
 from ..simulate import SimResult, SimulationWarning
 from ..simulate.presets import PRESETS, resolve, simulate_on
@@ -48,16 +49,22 @@ simulate_many_option = click.option(
 )
 
 
-def run_simulations(workload: Workload, systems) -> dict:
+def run_simulations(workload: Workload, systems, failed: dict[str, str] | None = None) -> dict:
     """{label: SimResult} for each --simulate value; simulation notes are kept in each result's
-    `warnings` (shown once by the caller), not printed as they happen."""
+    `warnings` (shown once by the caller), not printed as they happen. With ``failed``, a system
+    the job cannot run on is recorded there ({label: why}) and the others still run."""
     out = {}
     presets = [resolve(spec) for spec in systems]  # every name checked before the first simulation
     with steps("simulating", len(presets)) as advance:
         for p in presets:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SimulationWarning)
-                out[p.name] = simulate_on(workload, p)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SimulationWarning)
+                    out[p.name] = simulate_on(workload, p)
+            except ChakraError as e:
+                if failed is None:
+                    raise
+                failed[p.name] = str(e)
             if advance:
                 advance(1)
     return out
