@@ -52,14 +52,19 @@ def node_slots(trace: Trace, lanes: bool = True) -> tuple[np.ndarray, np.ndarray
     return slot.reshape(-1).astype(np.int64), (uniq // (int(code.max(initial=0)) + 1)).astype(np.int8)
 
 
+def host_gap_mask(trace: Trace) -> np.ndarray:
+    """The `[host]` rows: time outside any recorded op, as the PyTorch converter writes it."""
+    if HOST_GAP not in trace.names:
+        return np.zeros(len(trace), bool)
+    return trace.name_codes == trace.names.index(HOST_GAP)
+
+
 def compute_mask(trace: Trace) -> np.ndarray:
     """The rows a breakdown counts as compute: accelerator COMP nodes when the trace has any
     (GPU traces: host ops only launch them), else every COMP node (CPU-only jobs) but the
     `[host]` gaps the PyTorch converter writes for time outside any recorded op (Python,
     the data loader, waiting for a collective: not compute that hides communication)."""
-    comp = trace.types == NodeType.COMP_NODE
-    if HOST_GAP in trace.names:
-        comp &= trace.name_codes != trace.names.index(HOST_GAP)
+    comp = (trace.types == NodeType.COMP_NODE) & ~host_gap_mask(trace)
     accel = comp & ~(trace.has(Attr.IS_CPU_OP) & trace.is_cpu_op)
     return accel if accel.any() else comp
 

@@ -14,7 +14,7 @@ from ..analyze import Analysis
 from ..analyze.collectives import bus_factor
 from ..errors import ChakraError
 from ..schema.enums import NodeType
-from ..schema.resources import HOST_GAP, comm_mask, compute_mask
+from ..schema.resources import HOST_GAP, comm_mask, compute_mask, host_gap_mask
 from ..simulate.utilization import dimension_utilization, phase_bytes
 from ..validate import validate_workload
 
@@ -47,8 +47,7 @@ def host_note(workload) -> dict | None:
     for t in workload.traces.values():
         d = t.duration.astype(np.int64)
         total += int(d.sum())
-        if HOST_GAP in t.names:
-            host += int(d[t.name_codes == t.names.index(HOST_GAP)].sum())
+        host += int(d[host_gap_mask(t)].sum())
     if not host:
         return None
     return {"type": "text", "text": f"{HOST_NOTE} Here {host / max(total, 1):.1%} of all recorded op time."}
@@ -181,10 +180,7 @@ def validation_section(workload, sims: dict) -> dict:
 
 def _op_classes(trace, durations: np.ndarray) -> dict[str, float]:
     """Total duration (µs) of the compute, [host], collective and other nodes of one rank."""
-    comp, comm = compute_mask(trace), comm_mask(trace)
-    host = np.zeros(len(trace), bool)
-    if HOST_GAP in trace.names:
-        host = trace.name_codes == trace.names.index(HOST_GAP)
+    comp, comm, host = compute_mask(trace), comm_mask(trace), host_gap_mask(trace)
     meta = trace.types == NodeType.METADATA_NODE
     d = np.maximum(durations.astype(np.float64), 0)
     return {
