@@ -392,6 +392,17 @@ def test_workload_first_collective_mismatch():
     assert "group-count-mismatch" not in codes(r)
 
 
+def test_workload_all_to_allv_sizes_may_differ_between_members():
+    """An all-to-all's comm_size is what each rank sends: uneven splits (an all_to_allv, such as
+    the DLRM job of tests/data/corpus) make it differ across members; other collectives must agree."""
+    t0 = _coll_trace([("ALL_TO_ALL", 4096), ("ALL_REDUCE", 100)])
+    t1 = _coll_trace([("ALL_TO_ALL", 32768), ("ALL_REDUCE", 100)])
+    assert validate_workload(Workload(traces={0: t0, 1: t1})).issues == []
+    t2 = _coll_trace([("ALL_TO_ALL", 32768), ("ALL_REDUCE", 101)])
+    i = only(validate_workload(Workload(traces={0: t0, 1: t2})), "group-mismatch")
+    assert i.details["position"] == 1 and i.details["differs"] == ["comm_size"]
+
+
 def test_workload_sequence_lengths_and_groups():
     t0 = _coll_trace([("ALL_REDUCE", 100), ("ALL_REDUCE", 100)], pg="tp")
     t1 = _coll_trace([("ALL_REDUCE", 100)], pg="tp")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schema.enums import Attr, NodeType, collective_name
+from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import group_rows
 from ..schema.trace import Trace
 from .checks import validate_trace
@@ -91,7 +91,10 @@ def _check_groups(workload) -> list[Issue]:
         for r in present[1:]:
             t_, s_, _ = seqs[r]
             L = min(rt.size, t_.size)
-            d = np.flatnonzero((rt[:L] != t_[:L]) | (rs[:L] != s_[:L]))
+            # an all-to-all's size is what the rank sends: members of an all_to_allv (uneven
+            # splits) differ, and gloo records no splits to tell it from an even one
+            sized = rt[:L] != CollectiveType.ALL_TO_ALL
+            d = np.flatnonzero((rt[:L] != t_[:L]) | ((rs[:L] != s_[:L]) & sized))
             if d.size and (first is None or d[0] < first):
                 first = int(d[0])
         if first is not None:
@@ -112,7 +115,7 @@ def _check_groups(workload) -> list[Issue]:
                     if first < rt.size:
                         if t_[first] != rt[first]:
                             what.add("comm_type")
-                        if s_[first] != rs[first]:
+                        if s_[first] != rs[first] and rt[first] != CollectiveType.ALL_TO_ALL:
                             what.add("comm_size")
                 else:
                     key = f"nothing (only {count_noun(int(t_.size), 'collective')})"
