@@ -1,0 +1,34 @@
+"""Data parallel: a tiny transformer language model under DistributedDataParallel, 2 ranks.
+
+Exercises DDP's bucketed gradient all-reduces (gloo runs them on its worker thread, overlapping
+the backward pass) and the broadcast of the parameters at construction. gloo, CPU, 127.0.0.1.
+"""
+
+import argparse
+
+import torch
+import torch.distributed as dist
+from _common import TinyLM, batch, finish, lm_loss
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=5)
+    args = ap.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(TinyLM(), bucket_cap_mb=0.1)  # small buckets: several all-reduces per step
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = batch(rank)
+    for _ in range(args.steps):
+        opt.zero_grad(set_to_none=True)
+        lm_loss(model(x), y).backward()
+        opt.step()
+    del model, opt
+    finish()
+
+
+if __name__ == "__main__":
+    main()
