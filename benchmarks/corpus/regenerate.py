@@ -69,7 +69,8 @@ def collect(name: str) -> None:
     cmd = job_command(name, _free_port())
     py = [sys.executable] if cmd[0] == "python" else [sys.executable, "-m", "torch.distributed.run"]
     argv = [sys.executable, "-m", "chakra_trace.cli", "collect", "--num-threads", "1", "-o", str(out), "--", *py]
-    subprocess.run([*argv, *cmd[1:]], cwd=ROOT, check=True)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")  # nothing downloaded
+    subprocess.run([*argv, *cmd[1:]], cwd=ROOT, env=env, check=True)
     for f in out.iterdir():
         if not f.name.startswith(KEEP) or f.name.startswith("manifest.rank"):
             f.unlink()
