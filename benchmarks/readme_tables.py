@@ -214,6 +214,32 @@ def replay_table(r: dict) -> str:
     return table(["trace", "ops replayed"], "lr", rows)
 
 
+# --------------------------------------------------------------------------- tests/data/corpus/index.json
+
+
+def corpus_table(r: dict) -> str:
+    """The corpus of real parallel jobs (benchmarks/corpus/regenerate.py writes the index)."""
+    rows = []
+    for j in r["jobs"]:
+        comm = {**j["collectives"], **j["p2p"]}
+        rows.append(
+            [
+                f"`{j['name']}`",
+                str(j["ranks"]),
+                j["parallelism"],
+                f"{sum(j['nodes'].values()):,}",
+                ", ".join(f"{k} {v}" for k, v in comm.items()) or "none",
+                f"{j['step_ms']:.1f}",
+                f"{j['trace_bytes'] / 1e3:,.0f}",
+            ]
+        )
+    head = ["job", "ranks", "parallelism", "nodes (all ranks)", "collectives, send/recv", "step ms", "kB (gzip)"]
+    return table(head, "lrlrlrr", rows)
+
+
+#: where a "benchmark" that is not in the results folder keeps its JSON
+INPUTS = {"corpus": os.path.join(os.path.dirname(HERE), "tests", "data", "corpus", "index.json")}
+
 #: marker name -> (the benchmark whose JSON it reads, what it writes there)
 GENERATED = {
     "io_bench": ("io_bench", io_table),
@@ -243,7 +269,7 @@ def render(readme: str, results: str) -> str:
 
     def data(bench: str):
         if bench not in loaded:
-            path = os.path.join(results, f"{bench}.json")
+            path = INPUTS.get(bench) or os.path.join(results, f"{bench}.json")
             if not os.path.exists(path):
                 raise SystemExit(f"{path} is missing: run `python benchmarks/{bench}.py --json {path}`")
             with open(path) as f:

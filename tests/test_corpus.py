@@ -53,12 +53,23 @@ def _marked(names: list[str], xfail: dict[str, str]) -> list:
     return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=xfail[n])) if n in xfail else n for n in names]
 
 
-def _regenerate():
-    spec = importlib.util.spec_from_file_location("corpus_regenerate", ROOT / "benchmarks" / "corpus" / "regenerate.py")
+@cache
+def _script(path: str):
+    """A benchmarks/ script as a module (benchmarks/ is no package)."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _regenerate():
+    return _script("benchmarks/corpus/regenerate.py")
+
+
+def test_readme_table_has_a_row_per_job():
+    text = _script("benchmarks/readme_tables.py").corpus_table(INDEX)
+    assert [line.split(" | ")[0] for line in text.splitlines()[2:]] == [f"| `{j}`" for j in JOBS]
 
 
 @cache
@@ -81,7 +92,7 @@ def _collectives(t) -> Counter:
 
 
 def test_index_lists_every_job_of_the_regenerate_script():
-    assert sorted(JOBS) == sorted(_regenerate().JOBS)
+    assert JOBS == list(_regenerate().JOBS)
     assert all((CORPUS / j / "manifest.json").is_file() for j in JOBS)
     sizes = [j["trace_bytes"] for j in INDEX["jobs"]]  # small enough to check in
     assert max(sizes) < 1.5e6 and sum(sizes) < 8e6, sizes
