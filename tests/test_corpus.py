@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from chakra_trace.analyze.breakdown import breakdown
-from chakra_trace.analyze.collectives import imbalance
+from chakra_trace.analyze.collectives import communication_matrix, imbalance
 from chakra_trace.analyze.critical_path import job_critical_path
 from chakra_trace.convert.pytorch import read_collection
 from chakra_trace.io.workload import Workload
-from chakra_trace.schema.enums import NodeType, collective_name
+from chakra_trace.schema.enums import CollectiveType, NodeType, collective_name
 from chakra_trace.simulate.presets import simulate_on
 from chakra_trace.validate import validate_workload
 from test_consistency import assert_adds_up
@@ -176,11 +176,6 @@ def test_dlrm_job_skews_only_the_receiving_side_of_its_forward_all_to_all():
         assert [sum(per_rank[r][k][0]) for r in range(4)] == [64, 64, 512, 64]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="convert/pytorch.py keeps all_to_allv splits only from record_param_comms (NCCL); gloo records "
-    "them as the c10d::alltoall_base_ arguments output_split_sizes/input_split_sizes, which are not kept",
-)
 def test_dlrm_hot_receiver_is_named_where_every_rank_sends_alike():
     """The forward all-to-all: every rank sends the same split list and the same bytes, rank 2
     receives 8x more than the others. Only the receiving side shows it."""
@@ -191,3 +186,28 @@ def test_dlrm_hot_receiver_is_named_where_every_rank_sends_alike():
     for x in forward:
         assert x.outliers == [2] and x.received is not None
         assert x.received[2] == 8 * x.received[0]
+
+
+def test_dlrm_communication_matrix_agrees_with_the_recorded_splits_both_ways():
+    """The all-to-all part of the communication matrix is what the host traces' split arguments
+    say each rank sent each peer (rows) and so what each received (columns)."""
+    w = workload("dlrm")
+    ranks = w.ranks
+    only_a2a = {}
+    for r, t in w.traces.items():  # the other collectives as barriers: they move no bytes
+        t = t.copy()
+        coll = (t.types == NodeType.COMM_COLL_NODE) & (t.comm_type != CollectiveType.ALL_TO_ALL)
+        t.comm_type[coll] = CollectiveType.BARRIER
+        only_a2a[r] = t
+    m = communication_matrix(Workload(only_a2a, w.groups)).bytes
+    row_bytes = 16 * 4  # float32 rows of 16
+    want = np.zeros((4, 4))
+    for r in ranks:
+        for sent, _received in _alltoall_splits(r):
+            for peer, rows in enumerate(sent):
+                if peer != r:
+                    want[r, peer] += rows * row_bytes
+    np.testing.assert_allclose(m, want)
+    got_in = {r: sum(sum(rec) for _s, rec in _alltoall_splits(r)) * row_bytes for r in ranks}
+    self_rows = {r: sum(s[r] for s, _rec in _alltoall_splits(r)) * row_bytes for r in ranks}
+    assert {r: float(m[:, r].sum()) for r in ranks} == {r: float(got_in[r] - self_rows[r]) for r in ranks}

@@ -106,10 +106,14 @@ def imbalance(workload: str, comm_groups, tolerance: float, as_json: bool) -> No
         con.print(f"{res.checked:,} collective instances checked, {len(res.imbalanced):,} imbalanced")
         for x in res.imbalanced[:30]:
             sizes = ", ".join(f"{r}: {b:,}" for r, b in sorted(x.bytes.items()))
-            con.print(
-                f"[bold]{x.group or 'all'}#{x.index} {x.type}[/bold]: ranks {x.outliers} differ from the "
-                f"median {x.median:,.0f} B (max/min {x.spread:.2f}); bytes per rank {{{sizes}}}"
+            line = (
+                f"[bold]{x.group or 'all'}#{x.index} {x.type}[/bold]: ranks {x.outliers} stand out; "
+                f"bytes sent per rank {{{sizes}}} (median {x.median:,.0f} B, max/min {x.spread:.2f})"
             )
+            if x.received:
+                got = ", ".join(f"{r}: {b:,.0f}" for r, b in sorted(x.received.items()))
+                line += f"; bytes received per rank {{{got}}}"
+            con.print(line)
         if res.imbalanced:
             con.print("ranks that stand out (instances): " + ", ".join(f"{r} ({n})" for r, n in res.by_rank().items()))
     if res.imbalanced:

@@ -544,13 +544,26 @@ class _Converter:
         return -1
 
     def _splits(self, issuer: int) -> dict[str, str]:
-        """all_to_allv split sizes (elements per peer) as recorded, e.g. {"in_split_size": "[2, 6]"}."""
+        """all_to_allv split sizes per peer as recorded, e.g. {"in_split_size": "[2, 6]"}: from
+        record_param_comms (NCCL), else the c10d op's own arguments (gloo records no
+        record_param_comms: ``alltoall_base_(output, input, pg, output_split_sizes,
+        input_split_sizes, ...)``). Units are the recorded ones (elements or rows); consumers
+        use them as proportions of comm_size."""
         rpc = self._record_param_comms(issuer) if issuer >= 0 else -1
-        out = {}
+        found: dict[str, Any] = {}
         for key in ("in_split_size", "out_split_size"):
-            v = self.h.attr(rpc, key) if rpc >= 0 else None
-            if v not in (None, "", "[]", []):
-                out[key] = v if isinstance(v, str) else json.dumps(v)
+            found[key] = self.h.attr(rpc, key) if rpc >= 0 else None
+        if issuer >= 0 and rpc < 0 and self.names[issuer].startswith("c10d::alltoall_base"):
+            vals = self.h.io(issuer)[0]["values"]
+            if len(vals) > 4:
+                found = {"in_split_size": vals[4], "out_split_size": vals[3]}
+        out = {}
+        for key, v in found.items():
+            if v in (None, "", "[]", []):
+                continue
+            if isinstance(v, list) and not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                continue  # not a split list (a hostile or unexpected argument): no split
+            out[key] = v if isinstance(v, str) else json.dumps(v)
         return out
 
     def _pg_name(self, issuer: int) -> str | None:
