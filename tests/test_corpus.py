@@ -32,16 +32,11 @@ INDEX = json.loads((CORPUS / "index.json").read_text())
 JOBS = [j["name"] for j in INDEX["jobs"]]
 MULTI = [j["name"] for j in INDEX["jobs"] if j["ranks"] > 1]
 #: cross-rank validation fails on these (a converter finding, see the reason): strict, so a fix shows
-VALIDATE_XFAIL = {
-    "fsdp": "convert/pytorch.py: gloo runs FSDP2's reduce-scatter as gloo:all_reduce on a copy of the input; "
-    "the same collective is REDUCE_SCATTER (c10d op) on one rank and ALL_REDUCE (gloo op) on the other, "
-    "and counted twice where the gloo op's ET parent is not its c10d op",
-}
+VALIDATE_XFAIL: dict[str, str] = {}
 
 
 #: the `recorded` system does not reproduce these jobs' recorded step (findings, see the reasons)
 RECORDED_XFAIL = {
-    "fsdp": "the simulator refuses the job: " + VALIDATE_XFAIL["fsdp"],
     "pp": "convert/pytorch.py chains the async isend/irecv of torch.distributed.pipelining (gloo:send/recv "
     "recorded on the calling thread from post to completion, overlapping each other and the next "
     "micro-batch's compute) in thread order, so the simulation runs them one after another: +73%",

@@ -37,7 +37,7 @@ from ..io.cache import cached_trace
 from ..io.et import read_trace, write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.builder import global_metadata
-from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN, Attr, NodeType, collective_name
+from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN, Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
@@ -49,6 +49,8 @@ from .link import interval_parents, link
 from .pytorch_host import read_host_trace
 
 # Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
+#: collectives gloo runs as an all-reduce on a copy of the input (ProcessGroupGloo)
+_RUN_AS_ALL_REDUCE = frozenset({CollectiveType.REDUCE_SCATTER, CollectiveType.REDUCE_SCATTER_BLOCK})
 _INPUT_ARG = {
     "allreduce": 0,
     "broadcast": 0,
@@ -507,7 +509,42 @@ class _Converter:
                 break
             if names[p].startswith("c10d::"):
                 best = p
+        if best < 0:
+            best = self._queued_issuers(comm).get(i, -1)
         return best
+
+    def _queued_issuers(self, comm: set[int]) -> dict[int, int]:
+        """Issuers of the backend ops that share no tensor with their c10d op and whose ET parent
+        is another op (gloo runs a reduce-scatter as an all-reduce of a copy on its worker thread,
+        which records whatever op was open as its parent): backend ops in start order take the
+        earliest c10d op of a matching kind that started before them and issued nothing else
+        (gloo's work queue is first in, first out)."""
+        if hasattr(self, "_queued"):
+            return self._queued
+        self._queued: dict[int, int] = {}
+        names = self.names
+        when = self.start if self.timed else np.arange(len(self.h), dtype=np.int64)
+        backend = sorted((i for i in comm if names[i].startswith("gloo:")), key=lambda i: (int(when[i]), i))
+        c10d = [j for j in comm if names[j].startswith("c10d::")]
+        if not backend or not c10d:
+            return self._queued
+        claimed, orphans = set(), []
+        for i in backend:  # the direct links first (the recursion ends: _queued exists now)
+            j = self._issuer(i, comm)
+            (claimed.add(j) if j >= 0 else orphans.append(i))
+        free = sorted((j for j in c10d if j not in claimed), key=lambda j: (int(when[j]), j))
+        for i in orphans:
+            ki = classify(names[i])
+            for j in free:
+                if when[j] > when[i]:
+                    break
+                kj = classify(names[j])
+                same = (kj.collective, kj.p2p) == (ki.collective, ki.p2p) and (ki.collective is not None or ki.p2p)
+                if same or (kj.collective in _RUN_AS_ALL_REDUCE and ki.collective == CollectiveType.ALL_REDUCE):
+                    self._queued[i] = j
+                    free.remove(j)
+                    break
+        return self._queued
 
     def _comm_size(self, i: int, issuer: int, ctype: int | None) -> int:
         """Bytes a collective moves (record_param_comms attributes, else the c10d op's tensors)."""
@@ -574,7 +611,13 @@ class _Converter:
         return str(groups[0].get("pg_name", "0")) if len(groups) == 1 else None
 
     def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
-        """Type and attributes of the node of communication op i (a collective or send/recv)."""
+        """Type and attributes of the node of communication op i (a collective or send/recv). The
+        type is the issuing c10d op's (the collective the program asked for), not the one the
+        backend ran it as (gloo's reduce-scatter is an all-reduce)."""
+        if issuer >= 0 and issuer != i:
+            asked = classify(self.names[issuer])
+            if asked.collective is not None and kind.collective is not None:
+                kind = asked
         size = self._comm_size(i, issuer, kind.collective)
         if kind.collective is not None:
             self.r.collectives.append((collective_name(kind.collective), size))
