@@ -36,11 +36,7 @@ VALIDATE_XFAIL: dict[str, str] = {}
 
 
 #: the `recorded` system does not reproduce these jobs' recorded step (findings, see the reasons)
-RECORDED_XFAIL = {
-    "pp": "convert/pytorch.py chains the async isend/irecv of torch.distributed.pipelining (gloo:send/recv "
-    "recorded on the calling thread from post to completion, overlapping each other and the next "
-    "micro-batch's compute) in thread order, so the simulation runs them one after another: +73%",
-}
+RECORDED_XFAIL: dict[str, str] = {}
 
 
 def _marked(names: list[str], xfail: dict[str, str]) -> list:

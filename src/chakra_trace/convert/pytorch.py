@@ -326,14 +326,15 @@ class _Converter:
     def run(self, interval_parents) -> Trace:
         h, names = self.h, self.names
         rows = self._rows_in_scope()
-        parent = np.full(len(h), -1, np.int64)
-        parent[rows] = self._parents(rows, interval_parents)
-        self.parent = parent
         comm_like = rows[_name_mask(h.names, h.name[rows], is_comm_op_name)]
         kinds = {i: classify(names[i]) for i in comm_like.tolist()}
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
             comm -= self.gpu.hosts_of_comm_kernels()
+        self._own_lanes(comm)
+        parent = np.full(len(h), -1, np.int64)
+        parent[rows] = self._parents(rows, interval_parents)
+        self.parent = parent
         sync, issuers = self._async_work(comm)
         comm -= sync | issuers
         unknown = [
@@ -480,6 +481,22 @@ class _Converter:
                     else:
                         sync.add(i)
         return sync, issuers
+
+    def _own_lanes(self, comm: set[int]) -> None:
+        """Give each backend op that outlives its c10d op on the same thread a lane of its own.
+        gloo records an asynchronous send/recv (isend/irecv, batch_isend_irecv in
+        torch.distributed.pipelining) on the calling thread from its post to its completion, so
+        it spans the ops the thread ran meanwhile; nested by time it would swallow them, and
+        chained in thread order it would hold the thread until the peer took the message."""
+        if not self.timed:
+            return
+        lane = -(1 << 40)  # below any thread id either trace uses
+        for i in sorted(comm):
+            if self.names[i].startswith("gloo:"):
+                c = self._issuer(i, comm)
+                if c >= 0 and c != i and self.tid[c] == self.tid[i] and 0 <= self.end[c] + _JOIN_NS < self.end[i]:
+                    self.tid[i] = lane
+                    lane -= 1
 
     def _issuer(self, i: int, comm: set[int]) -> int:
         """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET parent."""
