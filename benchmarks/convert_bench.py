@@ -8,6 +8,10 @@ Measured in a fresh subprocess: wall time of `convert_pytorch` (nodes/s of host 
 its peak RSS growth per host node. Targets from the issue: >= 100,000 nodes/s, <= 1 KB/node.
 Baseline, same run, also a fresh subprocess: only `json.load` of the two files, the first
 step of any converter that parses them with the standard library (the reference one does).
+
+Then every job of the corpus of real parallel jobs (tests/data/corpus: DDP, FSDP, tensor and
+pipeline parallel, DLRM-like, GPT-2), each rank's gzipped pair as checked in: the same two
+measurements per job, so the ratio also holds on traces that are not one pattern repeated.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import _probe as probe
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
+CORPUS = os.path.join(DATA, "corpus")
 
 
 def _write_doc(path: str, doc: dict, key: str, first: list, rest) -> None:
@@ -99,6 +104,58 @@ docs = [json.load(open(p)) for p in sys.argv[1:3]]
 print(json.dumps({"seconds": time.perf_counter() - t, "peak_growth": status("VmHWM") - base}))
 """
 
+CORPUS_PROBE = """
+import gzip, warnings
+from chakra_trace.convert.pytorch import convert_pytorch
+pairs = list(zip(sys.argv[2::2], sys.argv[3::2]))
+t = time.perf_counter()
+if sys.argv[1] == "convert":
+    nodes = collectives = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for et, kin in pairs:
+            trace, report = convert_pytorch(et, kin)
+            nodes, collectives = nodes + len(trace), collectives + len(report.collectives)
+    out = {"chakra_nodes": nodes, "collectives": collectives}
+else:
+    docs = [json.load(gzip.open(p, "rt")) for pair in pairs for p in pair]
+    out = {"host_nodes": sum(len(d["nodes"]) for d in docs[::2])}
+out["seconds"] = time.perf_counter() - t
+print(json.dumps(out))
+"""
+
+
+def corpus() -> list[dict]:
+    """Per corpus job: conversion of every rank's checked-in pair against json.load of them."""
+    index = os.path.join(CORPUS, "index.json")
+    if not os.path.exists(index):
+        return []
+    rows = []
+    for job in json.load(open(index))["jobs"]:
+        folder = os.path.join(CORPUS, job["name"])
+        files = []
+        for r in range(job["ranks"]):
+            files += [os.path.join(folder, f"rank{r}.et.json.gz"), os.path.join(folder, f"rank{r}.kineto.json.gz")]
+        c = probe.run(CORPUS_PROBE, "convert", *files)
+        b = probe.run(CORPUS_PROBE, "load", *files)
+        rows.append(
+            {
+                "job": job["name"],
+                "ranks": job["ranks"],
+                "host_nodes": b["host_nodes"],
+                "chakra_nodes": c["chakra_nodes"],
+                "collectives": c["collectives"],
+                "seconds": c["seconds"],
+                "baseline_json_load_seconds": b["seconds"],
+                "speedup": b["seconds"] / c["seconds"],
+            }
+        )
+        print(
+            f"corpus {job['name']:>5} ({job['ranks']} ranks, {b['host_nodes']:,} host nodes): convert "
+            f"{c['seconds']:.2f} s, json.load alone {b['seconds']:.2f} s ({b['seconds'] / c['seconds']:.1f}x)"
+        )
+    return rows
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -143,6 +200,7 @@ def main() -> None:
         f"{b['peak_growth'] / n:,.0f} bytes/node); full conversion is {b['seconds'] / r['seconds']:.1f}x faster "
         f"and uses {b['peak_growth'] / max(r['peak_growth'], 1):.1f}x less memory"
     )
+    res["corpus"] = corpus()
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(res, f, indent=2)
