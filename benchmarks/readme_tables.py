@@ -251,6 +251,7 @@ GENERATED = {
     "io_rss": ("io_bench", lambda r: f"{r['bytes_per_node']['rss_growth']:.0f}"),
     "io_peak": ("io_bench", lambda r: f"{r['bytes_per_node']['peak_during_load']:.0f}"),
     "convert_bench": ("convert_bench", convert_table),
+    "corpus": ("corpus", corpus_table),
     "host_reader_bench": ("host_reader_bench", host_table),
     "host_reader_ratio": ("host_reader_bench", lambda r: f"{r['speedup_vs_json_load']:.1f}x"),
     "sim_bench": ("sim_bench", sim_table),
