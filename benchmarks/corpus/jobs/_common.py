@@ -49,3 +49,16 @@ def finish() -> None:
     dist.barrier()
     gc.collect()
     dist.destroy_process_group()
+
+
+def train_lm(model: nn.Module, rank: int, steps: int) -> None:
+    """`steps` AdamW steps of a language model on this rank's batch, then `finish` (the caller
+    keeps no other reference to the model)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = batch(rank)
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        lm_loss(model(x), y).backward()
+        opt.step()
+    del model, opt
+    finish()

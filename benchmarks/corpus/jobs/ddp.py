@@ -8,7 +8,7 @@ import argparse
 
 import torch
 import torch.distributed as dist
-from _common import TinyLM, batch, finish, lm_loss
+from _common import TinyLM, train_lm
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
@@ -20,14 +20,7 @@ def main() -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = DDP(TinyLM(), bucket_cap_mb=0.1)  # small buckets: several all-reduces per step
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = batch(rank)
-    for _ in range(args.steps):
-        opt.zero_grad(set_to_none=True)
-        lm_loss(model(x), y).backward()
-        opt.step()
-    del model, opt
-    finish()
+    train_lm(model, rank, args.steps)
 
 
 if __name__ == "__main__":

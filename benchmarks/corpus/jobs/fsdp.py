@@ -10,7 +10,7 @@ import warnings
 
 import torch
 import torch.distributed as dist
-from _common import TinyLM, batch, finish, lm_loss
+from _common import TinyLM, train_lm
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
@@ -28,14 +28,7 @@ def main() -> None:
     for layer in model.encoder.layers:
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x, y = batch(rank)
-    for _ in range(args.steps):
-        opt.zero_grad(set_to_none=True)
-        lm_loss(model(x), y).backward()
-        opt.step()
-    del model, opt
-    finish()
+    train_lm(model, rank, args.steps)
 
 
 if __name__ == "__main__":
