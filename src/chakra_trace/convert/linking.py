@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from . import sequences
 from .kineto import CPU_CATS, KinetoTrace
 from .link import (
     METHOD_ALIGN,
@@ -109,15 +110,11 @@ def dominant_offset(
     return int(vals[best]), int(counts[best])
 
 
-def link_host(
-    host, kineto: KinetoTrace, *, methods: tuple[str, ...] = METHODS, align_max_d: int | None = None
-) -> Link:
+def link_host(host, kineto: KinetoTrace, *, methods: tuple[str, ...] = METHODS, align_max_d: int | None = None) -> Link:
     """Link the ops of a `HostTrace` to ``kineto``'s CPU events by each of ``methods`` in turn
     (see the module docstring), then attach the GPU work. ``counts["methods"]`` has the host ops
     each method linked, ``counts["linked_fraction"]`` the share of the real (not synthetic) host
     ops linked, ``counts["offset"]`` the External id offset used (0: none)."""
-    from . import sequences
-
     bad = [m for m in methods if m not in METHODS]
     if bad:
         raise ValueError(f"unknown link method(s) {bad}; methods: {', '.join(METHODS)}")
@@ -258,4 +255,3 @@ def method_label(counts: dict) -> str:
     n = max(int(counts.get("host_ops", 0)), 1)
     parts = [f"{m} {c / n:.1%}" for m, c in counts.get("methods", {}).items() if c]
     return ", ".join(parts) or "none"
-

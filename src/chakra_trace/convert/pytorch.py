@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChakraError, TraceFormatError
+from ..errors import ChakraError, TraceFormatError, UnrelatedTracesError
 from ..io.cache import cached_trace
 from ..io.et import read_trace, write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
@@ -43,10 +43,13 @@ from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
+from .estimate import estimate_durations, place_unlinked
 from .flops import needs_values, tensor_cost
 from .kineto import read_kineto
-from .link import interval_parents, link
+from .link import interval_parents
+from .linking import link_host, method_label
 from .pytorch_host import read_host_trace
+from .sequences import host_preorder
 
 # Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
 _INPUT_ARG = {
@@ -75,6 +78,13 @@ _ANNOTATION_PREFIXES = (
 )
 
 
+#: Below this share of linked ops (`linking.link_host`'s ``similarity``: the ops linked over
+#: the larger side of the iterations compared) a host trace and a Kineto trace are not taken
+#: for one job: same-job pairs link 98-100% (rf_id, or the order of another iteration), and
+#: a small model's host trace against a larger model's Kineto trace links ~15%.
+MIN_SIMILARITY = 0.5
+
+
 class ConversionWarning(UserWarning):
     """Something in the input could not be converted faithfully (the conversion continues)."""
 
@@ -98,9 +108,19 @@ class ConversionReport:
 
 
 def convert_pytorch(
-    et_path: str | os.PathLike, kineto_path: str | os.PathLike | None = None, *, rank: int | None = None
+    et_path: str | os.PathLike,
+    kineto_path: str | os.PathLike | None = None,
+    *,
+    rank: int | None = None,
+    min_similarity: float | None = MIN_SIMILARITY,
 ) -> tuple[Trace, ConversionReport]:
-    """Convert one rank's host execution trace (and its Kineto trace, for timing) to Chakra."""
+    """Convert one rank's host execution trace (and its Kineto trace, for timing) to Chakra.
+
+    Host ops are linked to Kineto events by every method of `convert.linking.link_host`; one
+    linked to nothing is kept with an estimated time (`convert.estimate`, node attribute
+    ``duration_estimated``). Raises `UnrelatedTracesError` when the two files are clearly not
+    of one job (`check_same_job`; ``min_similarity=None`` converts anyway).
+    """
 
     report = ConversionReport()
     if kineto_path is not None:  # first: its columns are small, the host trace's peak is not
@@ -111,9 +131,11 @@ def convert_pytorch(
     end = np.full(n, -1, np.int64)
     tid = host.tid.copy()
     user_annotation = np.zeros(n, bool)
+    estimated = np.zeros(n, bool)
     if kineto_path is not None:
-        lk = link(host.ids, np.where(host.has("rf_id"), host.rf_id, -1), host.name_array, kin)
-        report.linked = dict(lk.counts)
+        lk = link_host(host, kin)
+        report.linked = _link_summary(lk.counts)
+        check_same_job(lk.counts, et_path, kineto_path, min_similarity)
         matched = lk.event >= 0
         start[matched] = lk.start[matched]
         end[matched] = lk.start[matched] + np.maximum(lk.duration[matched], 0)
@@ -122,17 +144,20 @@ def convert_pytorch(
         steps = kin.steps()
         if not steps and matched.any():  # no ProfilerStep annotations: the span of the linked ops
             steps = [(-1, int(start[matched].min()), int(end[matched].max()))]
-        unlinked = int((~matched & ~host.synthetic).sum())
-        if unlinked > 0:
-            report.warn(
-                f"{et_path}: {unlinked} of {n} host ops have no Kineto event "
-                f"(linked by {lk.counts.get('key')}); they are left out of the timed trace"
-            )
+        estimated = ~matched & ~host.synthetic
         if rank is None:
             rank = kin.rank
     else:
         steps = []
     conv = _Converter(host, start, end, tid, user_annotation, steps, report)
+    if estimated.any():
+        _estimate(conv, host, estimated, lk, et_path, report)
+    if kineto_path is not None and steps:  # a collective outside the profiler steps is still kept
+        comm = np.flatnonzero(_name_mask(host.names, host.name, is_comm_op_name) & (conv.end >= 0) & ~host.synthetic)
+        if comm.size:
+            lo, hi = int(conv.start[comm].min()), int(conv.end[comm].max())
+            c = conv.cover
+            conv.cover = (lo, hi) if c is None else (min(lo, c[0]), max(hi, c[1]))
     base_ns = None
     if kineto_path is not None:
         base_ns = kin.base_time_ns or 0
@@ -150,6 +175,53 @@ def convert_pytorch(
     report.nodes = len(trace)
     report.node_types = trace.node_type_counts()
     return trace, report
+
+
+def check_same_job(counts: dict, et_path, kineto_path, min_similarity: float | None = MIN_SIMILARITY) -> None:
+    """Raise `UnrelatedTracesError` when the link counts say the two files are not of one job."""
+    sim = float(counts.get("similarity", 1.0))
+    if min_similarity is None or sim >= min_similarity or not counts.get("host_ops"):
+        return
+    raise UnrelatedTracesError(
+        f"{et_path} and {kineto_path} are not of the same job: only {sim:.0%} of the ops of the iterations compared "
+        f"correspond (need {min_similarity:.0%}; host ops linked: {method_label(counts)}); convert the host trace alone: "
+        f"chakra convert pytorch {et_path} -o OUT"
+    )
+
+
+def _link_summary(counts: dict) -> dict:
+    """The link counts the report keeps (plain numbers, JSON-ready)."""
+    return {k: v for k, v in counts.items() if not isinstance(v, np.ndarray)}
+
+
+def _estimate(conv, host, estimated: np.ndarray, lk, et_path, report: ConversionReport) -> None:
+    """Give the unlinked host ops a time (`convert.estimate`) so the converter keeps them."""
+    linked = lk.event >= 0
+    dur = np.where(linked, np.maximum(lk.duration, 0), 0)
+    rows = np.flatnonzero(estimated)
+    est = np.zeros(len(host), np.int64)
+    est[rows] = estimate_durations(host.name, linked, dur, rows, lambda r: conv._cost_rows(r))
+    order = host_preorder(host)[0]
+    origin = min((s for _, s, _ in conv.steps), default=0)
+    s, e = place_unlinked(host, order, conv.start, conv.end, linked, est, origin)
+    conv.start[rows], conv.end[rows] = s[rows], e[rows]
+    # an unlinked op runs on the Kineto thread that its host thread's linked ops ran on
+    for t in np.unique(host.tid[rows]).tolist():
+        on = np.flatnonzero(linked & (host.tid == t))
+        if on.size:
+            vals, cnt = np.unique(conv.tid[on], return_counts=True)
+            sel = rows[host.tid[rows] == t]
+            conv.tid[sel] = vals[np.argmax(cnt)]
+    conv.estimated = estimated
+    placed = rows[conv.end[rows] >= 0]
+    conv.cover = (int(conv.start[placed].min()), int(conv.end[placed].max())) if placed.size else None
+    comm = int(np.count_nonzero(_name_mask(host.names, host.name[rows], is_comm_op_name)))
+    report.linked["estimated"] = int(rows.size)
+    report.warn(
+        f"{et_path}: {rows.size:,} of {int((~host.synthetic).sum()):,} host ops have no Kineto event "
+        f"(linked by {method_label(report.linked)}); kept with estimated durations"
+        + (f" ({comm} of them communication)" if comm else "")
+    )
 
 
 def _name_mask(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
@@ -294,6 +366,8 @@ class _Converter:
         self.timed = bool(steps)
         self.window = (0, 0)
         self.gpu: _GpuWork | None = None
+        self.estimated = np.zeros(len(host), bool)  # host ops timed by `convert.estimate`
+        self.cover: tuple[int, int] | None = None  # where they lie: the window stretches over it
 
     # ------------------------------------------------------------------ structure
     def _rows_in_scope(self) -> np.ndarray:
@@ -303,6 +377,8 @@ class _Converter:
             return np.flatnonzero(~synthetic)
         lo = min(s for _, s, _ in self.steps)
         hi = max(e for _, _, e in self.steps)
+        if self.cover is not None:
+            lo, hi = min(lo, self.cover[0]), max(hi, self.cover[1])
         self.window = (lo, hi)
         self.r.steps_us = [(e - s) / 1000 for _, s, e in self.steps]
         self.r.span_us = (hi - lo) / 1000
@@ -331,7 +407,7 @@ class _Converter:
         kinds = {i: classify(names[i]) for i in comm_like.tolist()}
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
-            comm -= self.gpu.hosts_of_comm_kernels()
+            comm -= self.gpu.hosts_of_comm_kernels(self.window if self.timed else None)
         sync, issuers = self._async_work(comm)
         comm -= sync | issuers
         unknown = [
@@ -363,10 +439,12 @@ class _Converter:
                 node_id=loop[0],
             ) from None
         folded_into = np.full(len(h), -1, np.int64)
+        is_comm = np.zeros(len(h), bool)
+        is_comm[list(comm)] = True  # never folded away, even into another collective
         for lv in levels:
             p = parent[lv]
             up = np.where(p >= 0, folded_into[np.maximum(p, 0)], -1)
-            folded_into[lv] = np.where(up >= 0, up, np.where(descend[lv], -1, lv))
+            folded_into[lv] = np.where(is_comm[lv], lv, np.where(up >= 0, up, np.where(descend[lv], -1, lv)))
         node_rows = rows[folded_into[rows] == rows]
         columns = self._emit(node_rows, folded_into, comm, kinds, levels)
         del parent, folded_into, levels, self.parent  # (the per-op working set goes before encoding)
@@ -885,6 +963,8 @@ class _Converter:
         )
         attrs["rf_id"] = (h.rf_id[rows_c], is_host_node & has_rf[rows_c])
         attrs["tid"] = (nodes.thread_of, nodes.has_tid)
+        if self.estimated.any():
+            attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & self.estimated[rows_c])
         if tl.n_gpu:
             on_gpu = np.zeros(N, bool)
             on_gpu[ev_ids[is_gpu]] = True
@@ -1005,10 +1085,15 @@ class _GpuWork:
         self.kin = kin
         self.lk = lk
 
-    def hosts_of_comm_kernels(self) -> set[int]:
+    def hosts_of_comm_kernels(self, window: tuple[int, int] | None = None) -> set[int]:
+        """Host ops whose communication a GPU kernel in the window does (that kernel becomes the
+        collective node; an op whose kernel lies outside keeps its own node)."""
         lk, kin = self.lk, self.kin
         comm_code = _name_mask(kin.names, kin.name[lk.gpu_event], lambda s: classify(s).is_comm)
-        return set(lk.gpu_host[comm_code & (lk.gpu_host >= 0)].tolist())
+        ok = comm_code & (lk.gpu_host >= 0)
+        if window is not None:
+            ok &= (lk.gpu_start >= window[0]) & (lk.gpu_start <= window[1])
+        return set(lk.gpu_host[ok].tolist())
 
     def events(self, folded_into: np.ndarray, window: tuple[int, int]) -> dict[str, np.ndarray]:
         """GPU work launched by converted ops inside the window: start, end, device, stream,
@@ -1159,6 +1244,8 @@ register_source(is_collection, read_collection)
 __all__ = [
     "ConversionReport",
     "ConversionWarning",
+    "MIN_SIMILARITY",
+    "check_same_job",
     "collection_files",
     "convert_collection",
     "convert_pytorch",
