@@ -106,6 +106,29 @@ class ConversionReport:
         self.warnings.append(message)
         warnings.warn(message, ConversionWarning, stacklevel=3)
 
+    def collectives_by_type(self) -> dict[str, int]:
+        """Number of collectives of each type, most frequent first."""
+        out: dict[str, int] = {}
+        for t, _ in self.collectives:
+            out[t] = out.get(t, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def link_summary(self) -> dict[str, Any]:
+        """How the host ops were linked to the Kineto trace ({} without one): host ops, the linked
+        fraction, ops per method, the methods as text, ops kept with estimated times."""
+        lk = self.linked
+        if not lk:
+            return {}
+        return {
+            "host_ops": int(lk.get("host_ops", 0)),
+            "linked_fraction": float(lk.get("linked_fraction", 0.0)),
+            "similarity": float(lk.get("similarity", 0.0)),
+            "methods": dict(lk.get("methods", {})),
+            "by": method_label(lk),
+            "estimated": int(lk.get("estimated", 0)),
+            "external_id_offset": int(lk.get("offset", 0)),
+        }
+
 
 def convert_pytorch(
     et_path: str | os.PathLike,
@@ -222,6 +245,17 @@ def _estimate(conv, host, estimated: np.ndarray, lk, et_path, report: Conversion
         f"(linked by {method_label(report.linked)}); kept with estimated durations"
         + (f" ({comm} of them communication)" if comm else "")
     )
+
+
+def _rows_on_device(h) -> np.ndarray:
+    """Host rows with a tensor on an accelerator (cuda:*, xpu:*, ...; not cpu, meta or none)."""
+    t = h.tensors
+    n = len(h)
+    if not len(t):
+        return np.zeros(n, bool)
+    dev = np.fromiter((d.split(":")[0] not in ("", "cpu", "meta") for d in t.devices), bool, len(t.devices))
+    per_tensor = dev[t.device] if dev.size else np.zeros(len(t), bool)
+    return np.bincount(t.row[per_tensor], minlength=n)[:n] > 0
 
 
 def _name_mask(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
@@ -786,6 +820,11 @@ class _Converter:
         cpu_op = has_tid.copy()  # value of is_cpu_op
         row_of = np.full(N, -1, np.int64)  # host row of each host node
         row_of[ev_ids[host]] = src[host]
+        self.device_nodes = np.zeros(N, bool)
+        if not self.timed:  # no Kineto: an op on device tensors ran on the device, for a time unknown here
+            on_dev = _rows_on_device(h)
+            self.device_nodes[ev_ids[host]] = on_dev[src[host]]
+            cpu_op[self.device_nodes] = False
         thread_of = np.zeros(N, np.int64)
         thread_of[ev_ids[host]] = tl.th[host]
         thread_of[gaps] = tl.main
@@ -965,6 +1004,9 @@ class _Converter:
         attrs["tid"] = (nodes.thread_of, nodes.has_tid)
         if self.estimated.any():
             attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & self.estimated[rows_c])
+        dev = self.device_nodes & comp_host
+        if dev.any():
+            attrs["duration_unknown"] = (np.ones(N, bool), dev)
         if tl.n_gpu:
             on_gpu = np.zeros(N, bool)
             on_gpu[ev_ids[is_gpu]] = True
