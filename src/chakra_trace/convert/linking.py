@@ -163,25 +163,29 @@ def link_host(host, kineto: KinetoTrace, *, methods: tuple[str, ...] = METHODS, 
             found = _join(rf, k.rf_id[cpu_rows], host_code, kin_code, real, free_k)
             by["rf_id"] = take(found, METHOD_RF_ID)
         ext = k.external_id[cpu_rows]
-        if "external_id" in methods:
-            got = 0
-            for key in (rf, ids):
-                got += take(_join(key, ext, host_code, kin_code, real & (pos < 0), free_k), METHOD_EXTERNAL_ID)
-            by["external_id"] = got
-        if "external_id_offset" in methods:
-            got = 0
-            best = (0, 0, rf)
-            for key in (rf, ids):
-                free_h = real & (pos < 0) & (key >= 0)
-                d, votes = dominant_offset(np.where(free_h, key, -1), np.where(free_k, ext, -1), host_code, kin_code)
-                if d and votes > best[1]:
-                    best = (d, votes, key)
-            d, _, key = best
-            if d:
-                shifted = np.where(key >= 0, key + d, -1)
-                got = take(_join(shifted, ext, host_code, kin_code, real & (pos < 0), free_k), METHOD_EXTERNAL_OFFSET)
-                offset = d if got else 0
-            by["external_id_offset"] = got
+        # External id candidates: each host key as is, and under its dominant offset; the one
+        # that names the most ops goes first (so chance hits of one do not take the other's events)
+        cands: list[tuple[int, np.ndarray, int, int]] = []  # (ops named, key, offset, method)
+        free_h = real & (pos < 0)
+        for key in (rf, ids):
+            if "external_id" in methods:
+                hits = _join(key, ext, host_code, kin_code, free_h, free_k)
+                cands.append((int(np.count_nonzero(hits >= 0)), key, 0, METHOD_EXTERNAL_ID))
+            if "external_id_offset" in methods:
+                fk = free_h & (key >= 0)
+                d, _ = dominant_offset(np.where(fk, key, -1), np.where(free_k, ext, -1), host_code, kin_code)
+                if d:
+                    hits = _join(np.where(key >= 0, key + d, -1), ext, host_code, kin_code, free_h, free_k)
+                    cands.append((int(np.count_nonzero(hits >= 0)), key, d, METHOD_EXTERNAL_OFFSET))
+        for m in ("external_id", "external_id_offset"):
+            if m in methods:
+                by[m] = 0
+        for _, key, d, code in sorted(cands, key=lambda c: -c[0]):
+            shifted = np.where(key >= 0, key + d, -1) if d else key
+            got = take(_join(shifted, ext, host_code, kin_code, real & (pos < 0), free_k), code)
+            by[METHOD_NAMES[code]] += got
+            if d and got and not offset:
+                offset = d
         need_align = "align" in methods and bool((real & (pos < 0)).any()) and bool(free_k.any())
         seq = sequence() if need_align or (meth > METHOD_RF_ID).any() else None
         # links by ids that cross the order of the others are coincidences: drop them
@@ -205,6 +209,15 @@ def link_host(host, kineto: KinetoTrace, *, methods: tuple[str, ...] = METHODS, 
                 found = np.full(n, -1, np.int64)
                 found[hrow] = kpos
                 by["align"] = take(found, METHOD_ALIGN)
+                # aligned links that cross the links by ids (each consistent on its own) go too
+                inexact = np.flatnonzero((pos >= 0) & (meth != METHOD_RF_ID))
+                bad = inexact[~sequences.consistent(seq, inexact, pos[inexact])]
+                for m in (METHOD_EXTERNAL_ID, METHOD_EXTERNAL_OFFSET, METHOD_ALIGN):
+                    by[METHOD_NAMES[m]] = by.get(METHOD_NAMES[m], 0) - int(np.count_nonzero(meth[bad] == m))
+                free_k[pos[bad]] = True
+                pos[bad] = -1
+                meth[bad] = METHOD_NONE
+                dropped += int(bad.size)
         return pos, meth, by, offset, dropped, align_info
 
     pos, meth, by, offset, dropped, align_info = run(tuple(methods))

@@ -886,6 +886,12 @@ class _Converter:
             gk = np.flatnonzero(tl.is_gpu)
             launcher = tl.host_pos[folded_into[tl.gpu["hrow"][tl.src[gk]]]]
             ok = (launcher >= 0) & (launcher < gk)
+            # after the launcher when it had returned; else after what ran before it on its thread
+            # (the kernel started inside it: an edge must not make the trace slower than the run)
+            lp = np.maximum(launcher, 0)
+            before = ok & (tl.e[lp] > tl.s[gk])
+            launcher = np.where(before, tl.prev[lp], launcher)
+            ok &= launcher >= 0
             dep_src.append(ev_ids[gk[ok]])
             dep_dst.append(ev_ids[launcher[ok]])
         if tl.tail:
