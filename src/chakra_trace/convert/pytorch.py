@@ -673,7 +673,13 @@ class _Converter:
         return str(groups[0].get("pg_name", "0")) if len(groups) == 1 else None
 
     def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
-        """Type and attributes of the node of communication op i (a collective or send/recv)."""
+        """Type and attributes of the node of communication op i (a collective or send/recv). The
+        c10d op that issued a backend op names the collective (gloo runs some reduce-scatters as
+        an all-reduce of its own: the job did a reduce-scatter)."""
+        if 0 <= issuer != i and kind.collective is not None:
+            by_issuer = classify(self.names[issuer])
+            if by_issuer.collective is not None:
+                kind = by_issuer
         size = self._comm_size(i, issuer, kind.collective)
         if kind.collective is not None:
             self.r.collectives.append((collective_name(kind.collective), size))

@@ -38,41 +38,66 @@ _OPT = "Optimizer.step#"
 
 def host_preorder(host) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Real (not synthetic) host rows in call order, and per row the smallest and largest
-    node id of its subtree (-1 for rows not reached from a root)."""
+    node id of its subtree (-1 for rows not reached from a root, e.g. on a parent loop).
+
+    Vectorized by depth: subtree sizes bottom-up, then each row's place = its parent's + 1 +
+    the sizes of its earlier siblings (by id), top-down; one numpy pass per tree level."""
     n = len(host)
     syn = host.synthetic
     ids = np.asarray(host.ids, np.int64)
     par = np.where(host.parent >= 0, host.rows(np.maximum(host.parent, 0)), -1) if n else np.zeros(0, np.int64)
     par = np.where((par >= 0) & syn[np.maximum(par, 0)], -1, par)
+    par[syn] = -2  # not in any tree
     rows = np.flatnonzero(~syn)
-    o = rows[np.lexsort((ids[rows], par[rows]))]
-    p = par[o]
-    cut = np.flatnonzero(p[1:] != p[:-1]) + 1
-    groups = np.split(o, cut) if o.size else []
-    children = {int(par[g[0]]): g.tolist() for g in groups}
-    roots = children.pop(-1, [])
-    out: list[int] = []
-    stack = roots[::-1]
-    while stack:
-        r = stack.pop()
-        out.append(r)
-        c = children.get(r)
-        if c:
-            stack.extend(c[::-1])
-    order = np.asarray(out, np.int64)
+    depth = np.zeros(n, np.int64)
+    live = rows[par[rows] >= 0]
+    anc = par[live]
+    for _ in range(rows.size + 1):
+        if not live.size:
+            break
+        depth[live] += 1
+        anc = par[anc]
+        keep = anc >= 0
+        live, anc = live[keep], anc[keep]
+    ok = np.zeros(n, bool)
+    ok[rows] = True
+    if live.size:  # on or under a parent loop: reached from no root
+        ok[live] = False
+        bad = np.zeros(n, bool)
+        bad[live] = True
+        for _ in range(n):  # rows below them too
+            more = ok & (par >= 0) & bad[np.maximum(par, 0)]
+            if not more.any():
+                break
+            ok[more] = False
+            bad[more] = True
+    rows = rows[ok[rows]]
+    d = depth[rows]
+    by_depth = np.argsort(d, kind="stable")
+    cuts = np.flatnonzero(np.diff(d[by_depth])) + 1
+    levels = np.split(rows[by_depth], cuts) if rows.size else []
+    size = np.zeros(n, np.int64)
+    size[rows] = 1
     lo = np.full(n, -1, np.int64)
     hi = np.full(n, -1, np.int64)
-    lo[order] = ids[order]
-    hi[order] = ids[order]
-    lo_l, hi_l, par_l = lo.tolist(), hi.tolist(), par.tolist()
-    for r in out[::-1]:  # children before parents: fold subtree extremes upward
-        q = par_l[r]
-        if q >= 0:
-            if lo_l[r] < lo_l[q]:
-                lo_l[q] = lo_l[r]
-            if hi_l[r] > hi_l[q]:
-                hi_l[q] = hi_l[r]
-    return order, np.asarray(lo_l, np.int64), np.asarray(hi_l, np.int64)
+    lo[rows] = ids[rows]
+    hi[rows] = ids[rows]
+    for lv in levels[:0:-1]:  # deepest first; the roots fold into nothing
+        p = par[lv]
+        np.add.at(size, p, size[lv])
+        np.minimum.at(lo, p, lo[lv])
+        np.maximum.at(hi, p, hi[lv])
+    o = rows[np.lexsort((ids[rows], par[rows]))]
+    sz = size[o]
+    cs = np.cumsum(sz) - sz  # sizes before each row overall
+    first = np.r_[True, par[o][1:] != par[o][:-1]] if o.size else np.zeros(0, bool)
+    group_start = np.maximum.accumulate(np.where(first, np.arange(o.size), 0)) if o.size else o
+    off = np.zeros(n, np.int64)
+    off[o] = cs - cs[group_start]
+    place = np.zeros(n, np.int64)
+    for k, lv in enumerate(levels):
+        place[lv] = off[lv] if k == 0 else place[par[lv]] + 1 + off[lv]
+    return rows[np.argsort(place[rows], kind="stable")], lo, hi
 
 
 def _marked(names: list[str], codes: np.ndarray, prefix: str) -> np.ndarray:
@@ -132,21 +157,56 @@ def _pair_threads(hth, hc, kth, kc, size) -> list[tuple[int, int]]:
     return pairs
 
 
+def _groups(keys: np.ndarray) -> dict[int, np.ndarray]:
+    """Positions of each value of ``keys`` (ascending within a value), in one sort."""
+    o = np.argsort(keys, kind="stable")
+    k = keys[o]
+    cut = np.flatnonzero(k[1:] != k[:-1]) + 1
+    return {int(g[0]): p for g, p in zip(np.split(k, cut), np.split(o, cut))} if o.size else {}
+
+
+_MAX_PAIRS_SCORED = 8  # iteration pairs whose names are compared per shift (evenly spaced)
+
+
 def _pair_iterations(hseg, hc, kseg, kc, size, anchors) -> tuple[list[tuple[int, int]], int]:
     """Host iteration i with Kineto iteration i + s: the shift s that keeps the most links
-    already made by ids (``anchors``: (host segment, Kineto segment) of each), then the one
-    whose pairs share the most op names, then the smallest."""
-    hi = sorted(set(np.unique(hseg).tolist()) - {-1})
-    ki = sorted(set(np.unique(kseg).tolist()) - {-1})
+    already made by ids (``anchors``: {(host segment, Kineto segment): links}), else the one
+    whose pairs share the most op names (a few pairs per shift), then the smallest."""
+    hg, kg = _groups(hseg), _groups(kseg)
+    hi = sorted(set(hg) - {-1})
+    ki = sorted(set(kg) - {-1})
+    h_idx = {a: i for i, a in enumerate(hi)}
+    k_idx = {b: j for j, b in enumerate(ki)}
+    votes: dict[int, int] = {}
+    for (a, b), c in anchors.items():
+        if a in h_idx and b in k_idx:
+            d = k_idx[b] - h_idx[a]
+            votes[d] = votes.get(d, 0) + c
+    hist: dict[tuple[int, int], np.ndarray] = {}
+
+    def counts(side: int, x: int) -> np.ndarray:
+        if (side, x) not in hist:
+            g, codes = (hg, hc) if side == 0 else (kg, kc)
+            hist[side, x] = np.bincount(codes[g[x]], minlength=size)
+        return hist[side, x]
+
     best: tuple[tuple[int, int], int, list] = ((-1, -1), 0, [])
-    for s in range(-(len(hi) - 1), len(ki)) if hi and ki else ():
-        pairs = [(hi[i], ki[i + s]) for i in range(len(hi)) if 0 <= i + s < len(ki)]
-        kept = sum(anchors.get(p, 0) for p in pairs)
-        score = (kept, sum(_overlap(hc[hseg == a], kc[kseg == b], size) for a, b in pairs))
+    shifts = range(-(len(hi) - 1), len(ki)) if hi and ki else range(0)
+    if votes:  # the links by ids decide
+        top = max(votes.values())
+        shifts = [d for d in sorted(votes) if votes[d] == top and -(len(hi) - 1) <= d < len(ki)]
+    for s in shifts:
+        pairs = [(hi[i], ki[i + s]) for i in range(max(0, -s), min(len(hi), len(ki) - s))]
+        kept = votes.get(s, 0)
+        pick = pairs
+        if len(pairs) > _MAX_PAIRS_SCORED:
+            pick = [pairs[int(j)] for j in np.linspace(0, len(pairs) - 1, _MAX_PAIRS_SCORED)]
+        shared = sum(int(np.minimum(counts(0, a), counts(1, b)).sum()) for a, b in pick)
+        score = (kept, shared * len(pairs) // len(pick))
         if score > best[0] or (score == best[0] and abs(s) < abs(best[1])):
             best = (score, s, pairs)
     pairs = list(best[2])
-    if (hseg == -1).any() and (kseg == -1).any():
+    if -1 in hg and -1 in kg:
         pairs.append((-1, -1))
     return pairs, best[1]
 
@@ -185,7 +245,11 @@ def build(host, k, cpu_rows: np.ndarray) -> Sequences:
     hth = np.asarray(host.tid, np.int64)[order]
     ktid = k.tid[kp].astype(np.int64)
     same = bool(hth.size) and set(np.unique(hth).tolist()) == set(np.unique(ktid).tolist())
-    kth = ktid if same else (k.thread_keys()[kp] if kp.size else np.zeros(0, np.int64))
+    if same or not kp.size:
+        kth = ktid
+    else:  # one key per (pid, tid) of the CPU ops only (`KinetoTrace.thread_keys` sorts every event)
+        pair = k.pid[kp].astype(np.int64) * (1 << 32) + (ktid & 0xFFFFFFFF)
+        kth = np.unique(pair, return_inverse=True)[1].reshape(-1).astype(np.int64)
     hseg, kseg, marks = _segments(host, order, lo, hi, k, kp)
     hrank = np.full(len(host), -1, np.int64)
     hrank[order] = np.arange(order.size)
@@ -251,20 +315,24 @@ def align_traces(
     ok = (lh >= 0) & (lk_ >= 0)
     anchors: dict[tuple[int, int], int] = {}
     if ok.any():
-        pairs_, counts_ = np.unique(np.stack([hseg[lh[ok]], kseg[lk_[ok]]]), axis=1, return_counts=True)
-        anchors = {(int(a), int(b)): int(c) for (a, b), c in zip(pairs_.T.tolist(), counts_.tolist())}
+        span = int(kseg.max(initial=0)) + 2
+        key, cnt = np.unique((hseg[lh[ok]] + 1) * span + (kseg[lk_[ok]] + 1), return_counts=True)
+        anchors = {(int(x // span) - 1, int(x % span) - 1): int(c) for x, c in zip(key.tolist(), cnt.tolist())}
     threads = _pair_threads(seq.hth, hc, seq.kth, kc, seq.size)
     iters, shift = _pair_iterations(hseg, hc, kseg, kc, seq.size, anchors)
     out_h: list[np.ndarray] = []
     out_k: list[np.ndarray] = []
     complete = True
+    # only the (thread, iteration) pieces that hold host ops still unlinked are aligned
+    todo = (pos[order] < 0) & real[order]
+    nseg = int(max(hseg.max(initial=0), kseg.max(initial=0))) + 2
+    hgrp = _groups(seq.hth * nseg + (hseg + 1)) if order.size else {}
+    kgrp = _groups(seq.kth * nseg + (kseg + 1)) if korder.size else {}
     for a, b in threads:
-        hsel = seq.hth == a
-        ksel = seq.kth == b
         for sa, sb in iters:
-            ha = np.flatnonzero(hsel & (hseg == sa))
-            kb = np.flatnonzero(ksel & (kseg == sb))
-            if ha.size == 0 or kb.size == 0:
+            ha = hgrp.get(a * nseg + sa + 1)
+            kb = kgrp.get(b * nseg + sb + 1)
+            if ha is None or kb is None or not todo[ha].any():
                 continue
             ia, ib, done = align(hc[ha], kc[kb], max_d)
             complete &= done
@@ -274,8 +342,8 @@ def align_traces(
             out_h.append(rows[ok])
             out_k.append(kpos[ok])
     info = {
-        "host_ops_in_iterations": int(np.isin(hseg, [a for a, _ in iters]).sum()),
-        "kineto_ops_in_iterations": int(np.isin(kseg, [b for _, b in iters]).sum()),
+        "host_ops_in_iterations": int(np.isin(hseg, [a for a, _ in iters]).sum()) if iters else 0,
+        "kineto_ops_in_iterations": int(np.isin(kseg, [b for _, b in iters]).sum()) if iters else 0,
         "threads": [[int(a), int(b)] for a, b in threads],
         "iterations": [[int(a), int(b)] for a, b in iters],
         "iteration_marks": seq.marks,
