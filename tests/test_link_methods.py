@@ -78,6 +78,17 @@ def test_align_gives_up_on_pieces_beyond_max_d_and_says_so():
     assert not complete and (a[ia] == b[ib]).all()
 
 
+def test_align_handles_long_sequences_with_differences_spread_over_them():
+    # 150k ops, one extra op every 20 on one side: 7,500 differences, more than one exact
+    # edit script searches; the chunked fallback still pairs every op it can, in order
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 40, 150_000)
+    b = np.insert(a, np.arange(0, a.size, 20), 99)
+    ia, ib, complete = align(a, b)
+    assert not complete and (a[ia] == b[ib]).all() and (np.diff(ia) > 0).all() and (np.diff(ib) > 0).all()
+    assert ia.size >= 0.98 * a.size
+
+
 def test_dominant_offset_votes_among_name_equal_pairs():
     host = np.arange(100, 200)
     names = np.arange(100) % 7

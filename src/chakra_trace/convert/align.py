@@ -100,10 +100,47 @@ def _bisect(a: list, b: list, max_d: int) -> tuple[int, int] | None:
     return None
 
 
-def align(a, b, max_d: int = MAX_D) -> tuple[np.ndarray, np.ndarray, bool]:
+def _chunked(a: np.ndarray, b: np.ndarray, max_d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy order-preserving alignment of long sequences with many differences spread over
+    them (no single edit script within ``max_d``): consecutive chunks of a, each aligned
+    exactly against the stretch of b it should correspond to (same length scaled by
+    len(b)/len(a), plus a margin); the next chunk starts after the last pair found. Not an
+    LCS, but linear in the length for differences spread evenly."""
+    n, m = a.size, b.size
+    size = max(2 * max_d, 256)
+    margin = max(16, size // 16)
+    ratio = m / n if n else 1.0
+    out_a: list[np.ndarray] = []
+    out_b: list[np.ndarray] = []
+    i = j = 0
+    poor = 0  # chunks in a row that hardly match: the sequences are not alike, stop
+    while i < n and j < m and poor < 3:
+        ac = a[i : i + size]
+        bc = b[j : j + int(ac.size * ratio) + margin]
+        ia, ib, _ = align(ac, bc, max(max_d // 4, 16), chunked=False)
+        poor = poor + 1 if ia.size < ac.size // 4 else 0
+        if ia.size == 0:
+            i += ac.size
+            j += int(ac.size * ratio)
+            continue
+        out_a.append(ia + i)
+        out_b.append(ib + j)
+        if i + ac.size >= n:
+            break
+        keep = max(1, ia.size - ia.size // 8)  # the tail of a chunk is retried with the next
+        i += int(ia[keep - 1]) + 1
+        j += int(ib[keep - 1]) + 1
+        out_a[-1], out_b[-1] = out_a[-1][:keep], out_b[-1][:keep]
+    if not out_a:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(out_a), np.concatenate(out_b)
+
+
+def align(a, b, max_d: int = MAX_D, *, chunked: bool = True) -> tuple[np.ndarray, np.ndarray, bool]:
     """Matched positions (ia, ib) of an LCS-style alignment of int sequences a and b
-    (a[ia] == b[ib], both increasing), and whether every piece was solved (False: some
-    piece differed in more than ``max_d`` ops and was left unmatched)."""
+    (a[ia] == b[ib], both increasing), and whether every piece was solved exactly (False:
+    some piece differed in more than ``max_d`` ops; a long one is then aligned chunk by
+    chunk (`_chunked`), a short one left unmatched)."""
     a = np.asarray(a, np.int64)
     b = np.asarray(b, np.int64)
     out_a: list[np.ndarray] = []
@@ -132,6 +169,10 @@ def align(a, b, max_d: int = MAX_D) -> tuple[np.ndarray, np.ndarray, bool]:
         split = _bisect(sa, sb, max_d)
         if split is None or split in ((0, 0), (len(sa), len(sb))):
             complete = False
+            if chunked and (a1 - a0) + (b1 - b0) > 4 * max_d:
+                ca, cb = _chunked(a[a0:a1], b[b0:b1], max_d)
+                out_a.append(ca + a0)
+                out_b.append(cb + b0)
             continue
         x, y = split
         stack.append((a0 + x, a1, b0 + y, b1))
