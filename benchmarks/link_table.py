@@ -4,7 +4,7 @@
 For each pair (the shared pytorch-cpu and param pairs, tests/data/shifted, and every rank of
 every job of a corpus folder) it converts the host trace with its Kineto trace and alone,
 and prints: the methods that linked host ops, the linked fraction, the similarity the
-same-job check reads, the collectives of the host trace alone and those kept with Kineto,
+same-job check reads, the fraction the order alignment links alone (as if no id agreed), the collectives of the host trace alone and those kept with Kineto,
 the ops kept with estimated times, and the conversion time. A pair that is not one job is
 listed with the check's verdict (and converted anyway, for the collective counts).
 
@@ -21,9 +21,15 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-from chakra_trace.convert.linking import method_label
-from chakra_trace.convert.pytorch import MIN_SIMILARITY, collection_files, convert_pytorch
+import numpy as np
 
+from chakra_trace.convert.kineto import read_kineto
+from chakra_trace.convert.linking import link_host, method_label
+from chakra_trace.convert.pytorch import MIN_SIMILARITY, collection_files, convert_pytorch
+from chakra_trace.convert.pytorch_host import read_host_trace
+from chakra_trace.schema.enums import NodeType
+
+P2P = [NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE]
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 SHARED = Path(os.environ.get("CHAKRA_SHARED_TRACES", ROOT.parents[1] / "shared" / "traces"))
@@ -59,9 +65,10 @@ def row(name: str, et: Path, kin: Path) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
-        _, rep = convert_pytorch(et, kin, min_similarity=None)
+        trace, rep = convert_pytorch(et, kin, min_similarity=None)
         secs = time.perf_counter() - t0
-        _, alone = convert_pytorch(et)
+        trace0, alone = convert_pytorch(et)
+        by_order = link_host(read_host_trace(et), read_kineto(kin), methods=("align",)).counts
     lk = rep.linked
     host_c = Counter(t for t, _ in alone.collectives)
     kept_c = Counter(t for t, _ in rep.collectives)
@@ -76,6 +83,9 @@ def row(name: str, et: Path, kin: Path) -> dict:
         "host_collectives": sum(host_c.values()),
         "kept_collectives": sum(kept_c.values()),
         "collectives_equal": host_c == kept_c and sorted(alone.collectives) == sorted(rep.collectives),
+        "p2p": int(np.isin(trace0.types, P2P).sum()),
+        "kept_p2p": int(np.isin(trace.types, P2P).sum()),
+        "align_alone": round(by_order["linked_fraction"], 4),
         "seconds": round(secs, 3),
     }
 
@@ -86,14 +96,18 @@ def main() -> None:
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     rows = [row(*p) for p in pairs(args.corpus)]
-    print("| pair | method(s) | linked | similarity | host ops | estimated | host collectives | kept | s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| pair | method(s) | linked | similarity | by order alone | host ops | estimated "
+        "| host collectives | kept | host send/recv | kept | s |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         verdict = "" if r["same_job"] else " (refused: not one job)"
         kept = f"{r['kept_collectives']}" + ("" if r["collectives_equal"] else " (DIFFERENT)")
         print(
             f"| {r['pair']}{verdict} | {r['methods']} | {r['linked_fraction']:.1%} | {r['similarity']:.1%} | "
-            f"{r['host_ops']:,} | {r['estimated']:,} | {r['host_collectives']} | {kept} | {r['seconds']:.2f} |"
+            f"{r['align_alone']:.1%} | {r['host_ops']:,} | {r['estimated']:,} | {r['host_collectives']} | {kept} | "
+            f"{r['p2p']} | {r['kept_p2p']} | {r['seconds']:.2f} |"
         )
     if args.json_out:
         with open(args.json_out, "w") as f:

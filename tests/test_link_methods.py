@@ -201,3 +201,28 @@ def test_cli_prints_linking_per_rank_and_exits_2_on_two_jobs(tmp_path, capsys):
     assert main(["convert", "pytorch", *bad, "-o", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "chakra convert pytorch" in err[0]
+
+
+# ---------------------------------------------------------------------- the corpus (tests/data/corpus, when present)
+def _corpus_pairs():
+    from chakra_trace.convert.pytorch import collection_files
+
+    root = DATA / "corpus"
+    out = []
+    for job in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        for r, (et, kin) in collection_files(job).items():
+            if kin:
+                out.append(pytest.param(Path(et), Path(kin), id=f"{job.name}-rank{r}"))
+    return out or [pytest.param(None, None, marks=pytest.mark.skip(reason="no corpus in tests/data/corpus"))]
+
+
+@pytest.mark.parametrize("et,kin", _corpus_pairs())
+def test_corpus_pairs_link_fully_and_keep_every_collective(et, kin):
+    trace, rep = _convert(et, kin)
+    _, alone = _convert(et)
+    assert rep.linked["linked_fraction"] == 1.0 and sorted(rep.collectives) == sorted(alone.collectives)
+    p2p = [NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE]
+    assert np.isin(trace.types, p2p).sum() == np.isin(_convert(et)[0].types, p2p).sum()
+    # and if no id agreed, the order alone would still link them
+    by_order = link_host(read_host_trace(et), read_kineto(kin), methods=("align",)).counts
+    assert by_order["linked_fraction"] >= 0.98
