@@ -33,6 +33,10 @@ op that has one.
 
 `interval_parents` (innermost enclosing interval per thread) is also what repairs call-tree
 parents around asynchronous collectives.
+
+`link` is one join on one key; `convert.linking.link_host` runs every method in turn (adding
+External ids under a constant offset and the alignment of the op order, `convert.sequences`)
+and is what the converter uses.
 """
 
 from __future__ import annotations
@@ -199,7 +203,8 @@ class Link:
     """The join of one host trace with its Kineto trace.
 
     Host side (one entry per host row, in the order given to `link`): ``event`` (Kineto row,
-    -1 if unmatched), ``method`` (int8: 0 none, 1 rf_id, 2 external_id), ``start`` and
+    -1 if unmatched), ``method`` (int8: 0 none, 1 rf_id, 2 external_id, 3 external_id under an
+    offset, 4 order alignment; the last two from `convert.linking.link_host`), ``start`` and
     ``duration`` (int64 ns on the Kineto clock, -1 if unmatched).
 
     GPU side (one entry per ``kernel``/``gpu_memcpy``/``gpu_memset`` event, in file order):
