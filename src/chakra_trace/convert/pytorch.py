@@ -580,6 +580,7 @@ class _Converter:
         send/recv on the calling thread, from the post to the completion."""
         sync, issuers = set(), set()
         self.issued_by: dict[int, int] = {}  # backend op -> the c10d op that only queued it
+        self._fifo_issuer(comm)
         for i in comm:
             if not self.names[i].startswith("c10d::") and self.names[i] != "record_param_comms":
                 c = self._issuer(i, comm)
@@ -591,11 +592,38 @@ class _Converter:
                         sync.add(i)
         return sync, issuers
 
+    def _fifo_issuer(self, comm: set[int]) -> None:
+        """Issuers of the backend ops that `_issuer` cannot find (gloo runs a reduce-scatter as an
+        all-reduce of a buffer of its own: no tensor in common, and its worker thread is no child
+        of the caller): a backend runs its work in the order it was queued, so each such op is
+        given the earliest c10d op queued before it that no backend op claims."""
+        names = self.names
+        self._issuer_fifo: dict[int, int] = {}
+        backend = [i for i in comm if not names[i].startswith("c10d::") and names[i] != "record_param_comms"]
+        found = {i: self._issuer(i, comm) for i in backend}
+        orphans = [i for i, c in found.items() if c < 0 or c not in comm]
+        if not orphans:
+            return
+        when = self.start if self.timed else np.arange(len(self.h), dtype=np.int64)
+        claimed = {c for c in found.values() if c >= 0}
+        free = sorted(
+            (c for c in comm if names[c].startswith("c10d::") and c not in claimed), key=lambda c: (int(when[c]), c)
+        )
+        k = 0
+        for i in sorted(orphans, key=lambda i: (int(when[i]), i)):
+            if k < len(free) and when[free[k]] <= when[i]:
+                self._issuer_fifo[i] = free[k]
+                k += 1
+
     def _issuer(self, i: int, comm: set[int]) -> int:
-        """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET parent."""
+        """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET
+        parent, else the order of the queue (`_fifo_issuer`)."""
         h, names = self.h, self.names
         if names[i].startswith("c10d::") or names[i] == "record_param_comms":
             return i
+        fifo = getattr(self, "_issuer_fifo", {})
+        if i in fifo:
+            return fifo[i]
         t = h.tensors
         # the latest c10d op before it that used one of its tensors: latest by start time when
         # timed (a worker thread's op can come first in the file), else by position
@@ -663,6 +691,19 @@ class _Converter:
             v = self.h.attr(rpc, key) if rpc >= 0 else None
             if v not in (None, "", "[]", []):
                 out[key] = v if isinstance(v, str) else json.dumps(v)
+        if not out and issuer >= 0 and classify(self.names[issuer]).key in ("alltoall", "alltoallv"):
+            out = self._c10d_splits(issuer)
+        return out
+
+    def _c10d_splits(self, issuer: int) -> dict[str, str]:
+        """Split sizes from the arguments of c10d::alltoall_base_ (output_split_sizes,
+        input_split_sizes: gloo jobs have no record_param_comms to record them)."""
+        vals = self.h.io(issuer)[0]["values"]
+        out = {}
+        for key, k in (("out_split_size", 3), ("in_split_size", 4)):
+            v = vals[k] if len(vals) > k else None
+            if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+                out[key] = json.dumps(v)
         return out
 
     def _pg_name(self, issuer: int) -> str | None:
