@@ -27,6 +27,12 @@ def convert_pytorch_cmd(
 
     INPUTS is either a host execution trace and optionally its Kineto trace (one rank), or a
     folder written by `chakra collect` (every rank, in parallel).
+
+    Host ops are linked to Kineto events by rf_id, External id (also under a constant offset),
+    then by aligning each thread's op order; each rank prints its host ops, the linked fraction
+    and methods, and its collectives by type. Ops linked to nothing are kept with estimated times.
+    Exit 2 when the two files are clearly not of one job (under 50% of the ops of the compared
+    iterations correspond): convert the host trace alone then.
     """
 
     if len(inputs) == 1 and os.path.isdir(inputs[0]):
