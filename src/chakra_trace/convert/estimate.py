@@ -21,7 +21,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["CPU_BYTES", "CPU_FLOPS", "DEFAULT_NS", "estimate_durations", "place_unlinked"]
+from .sequences import host_preorder
+
+__all__ = ["CPU_BYTES", "CPU_FLOPS", "DEFAULT_NS", "estimate_durations", "place_unlinked", "time_unlinked"]
 
 #: Rates for an op the trace has no timed example of: a conservative single CPU core.
 CPU_FLOPS = 20e9  # FLOP/s
@@ -127,3 +129,26 @@ def _place_siblings(sib: list[int], lo, hi, lk: list, s: np.ndarray, e: np.ndarr
             e[r] = t + d
             t += d
         k = j
+
+
+def time_unlinked(
+    host, start: np.ndarray, end: np.ndarray, tid: np.ndarray, linked: np.ndarray, duration, origin: int, cost
+) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """Time every real host op that is not ``linked``, in place in ``start``/``end``/``tid``:
+    durations by `estimate_durations` (``duration``: ns of the linked ops; ``cost(rows)``: the
+    cost model), places by `place_unlinked`, and the Kineto thread its host thread's linked ops
+    ran on. Returns those rows and the span they cover (None: none placed)."""
+    rows = np.flatnonzero(~linked & ~host.synthetic)
+    dur = np.where(linked, np.maximum(duration, 0), 0)
+    est = np.zeros(len(host), np.int64)
+    est[rows] = estimate_durations(host.name, linked, dur, rows, cost)
+    s, e = place_unlinked(host, host_preorder(host)[0], start, end, linked, est, origin)
+    start[rows], end[rows] = s[rows], e[rows]
+    for t in np.unique(host.tid[rows]).tolist():
+        on = np.flatnonzero(linked & (host.tid == t))
+        if on.size:
+            vals, cnt = np.unique(tid[on], return_counts=True)
+            tid[rows[host.tid[rows] == t]] = vals[np.argmax(cnt)]
+    placed = rows[end[rows] >= 0]
+    cover = (int(start[placed].min()), int(end[placed].max())) if placed.size else None
+    return rows, cover

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UnrelatedTracesError
 from . import sequences
 from .kineto import CPU_CATS, KinetoTrace
 from .link import (
@@ -37,8 +38,13 @@ from .link import (
     finish_link,
 )
 
-__all__ = ["METHODS", "dominant_offset", "link_host", "method_label"]
+__all__ = ["METHODS", "MIN_SIMILARITY", "check_same_job", "dominant_offset", "link_host", "method_label"]
 
+#: Below this share of linked ops (`linking.link_host`'s ``similarity``: the ops linked over
+#: the larger side of the iterations compared) a host trace and a Kineto trace are not taken
+#: for one job: same-job pairs link 98-100% (rf_id, or the order of another iteration), and
+#: a small model's host trace against a larger model's Kineto trace links ~15%.
+MIN_SIMILARITY = 0.5
 METHODS = ("rf_id", "external_id", "external_id_offset", "align")
 #: Names per side (at most) that a name contributes to the offset vote.
 _VOTE_PER_NAME = 4
@@ -192,8 +198,8 @@ def link_host(host, kineto: KinetoTrace, *, methods: tuple[str, ...] = METHODS, 
         by_id = np.flatnonzero((pos >= 0) & (meth != METHOD_RF_ID))
         if by_id.size and seq is not None:
             bad = by_id[~sequences.consistent(seq, by_id, pos[by_id])]
-            for m in (METHOD_EXTERNAL_ID, METHOD_EXTERNAL_OFFSET):
-                by[METHOD_NAMES[m]] = by.get(METHOD_NAMES[m], 0) - int(np.count_nonzero(meth[bad] == m))
+            for c in (METHOD_EXTERNAL_ID, METHOD_EXTERNAL_OFFSET):
+                by[METHOD_NAMES[c]] = by.get(METHOD_NAMES[c], 0) - int(np.count_nonzero(meth[bad] == c))
             free_k[pos[bad]] = True
             pos[bad] = -1
             meth[bad] = METHOD_NONE
@@ -212,8 +218,8 @@ def link_host(host, kineto: KinetoTrace, *, methods: tuple[str, ...] = METHODS, 
                 # aligned links that cross the links by ids (each consistent on its own) go too
                 inexact = np.flatnonzero((pos >= 0) & (meth != METHOD_RF_ID))
                 bad = inexact[~sequences.consistent(seq, inexact, pos[inexact])]
-                for m in (METHOD_EXTERNAL_ID, METHOD_EXTERNAL_OFFSET, METHOD_ALIGN):
-                    by[METHOD_NAMES[m]] = by.get(METHOD_NAMES[m], 0) - int(np.count_nonzero(meth[bad] == m))
+                for c in (METHOD_EXTERNAL_ID, METHOD_EXTERNAL_OFFSET, METHOD_ALIGN):
+                    by[METHOD_NAMES[c]] = by.get(METHOD_NAMES[c], 0) - int(np.count_nonzero(meth[bad] == c))
                 free_k[pos[bad]] = True
                 pos[bad] = -1
                 meth[bad] = METHOD_NONE
@@ -248,6 +254,18 @@ def link_host(host, kineto: KinetoTrace, *, methods: tuple[str, ...] = METHODS, 
     lk = finish_link(k, ids, names, counts["key"], event, meth, counts)
     lk.counts["unmatched_real"] = n_real - linked
     return lk
+
+
+def check_same_job(counts: dict, et_path, kineto_path, min_similarity: float | None = MIN_SIMILARITY) -> None:
+    """Raise `UnrelatedTracesError` when the link counts say the two files are not of one job."""
+    sim = float(counts.get("similarity", 1.0))
+    if min_similarity is None or sim >= min_similarity or not counts.get("host_ops"):
+        return
+    raise UnrelatedTracesError(
+        f"{et_path} and {kineto_path} are not of the same job: only {sim:.0%} of the ops of the iterations compared "
+        f"correspond (need {min_similarity:.0%}; host ops linked: {method_label(counts)}); convert the host trace alone: "
+        f"chakra convert pytorch {et_path} -o OUT"
+    )
 
 
 def _similarity(linked: int, n_real: int, align_info: dict) -> float:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChakraError, TraceFormatError, UnrelatedTracesError
+from ..errors import ChakraError, TraceFormatError
 from ..io.cache import cached_trace
 from ..io.et import read_trace, write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
@@ -43,13 +43,12 @@ from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
-from .estimate import estimate_durations, place_unlinked
+from .estimate import time_unlinked
 from .flops import needs_values, tensor_cost
 from .kineto import read_kineto
 from .link import interval_parents
-from .linking import link_host, method_label
+from .linking import MIN_SIMILARITY, check_same_job, link_host, method_label
 from .pytorch_host import read_host_trace
-from .sequences import host_preorder
 
 # Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
 _INPUT_ARG = {
@@ -76,13 +75,6 @@ _ANNOTATION_PREFIXES = (
     "PyTorch Profiler",
     "record_param_comms",
 )
-
-
-#: Below this share of linked ops (`linking.link_host`'s ``similarity``: the ops linked over
-#: the larger side of the iterations compared) a host trace and a Kineto trace are not taken
-#: for one job: same-job pairs link 98-100% (rf_id, or the order of another iteration), and
-#: a small model's host trace against a larger model's Kineto trace links ~15%.
-MIN_SIMILARITY = 0.5
 
 
 class ConversionWarning(UserWarning):
@@ -200,44 +192,18 @@ def convert_pytorch(
     return trace, report
 
 
-def check_same_job(counts: dict, et_path, kineto_path, min_similarity: float | None = MIN_SIMILARITY) -> None:
-    """Raise `UnrelatedTracesError` when the link counts say the two files are not of one job."""
-    sim = float(counts.get("similarity", 1.0))
-    if min_similarity is None or sim >= min_similarity or not counts.get("host_ops"):
-        return
-    raise UnrelatedTracesError(
-        f"{et_path} and {kineto_path} are not of the same job: only {sim:.0%} of the ops of the iterations compared "
-        f"correspond (need {min_similarity:.0%}; host ops linked: {method_label(counts)}); convert the host trace alone: "
-        f"chakra convert pytorch {et_path} -o OUT"
-    )
-
-
 def _link_summary(counts: dict) -> dict:
     """The link counts the report keeps (plain numbers, JSON-ready)."""
     return {k: v for k, v in counts.items() if not isinstance(v, np.ndarray)}
 
 
 def _estimate(conv, host, estimated: np.ndarray, lk, et_path, report: ConversionReport) -> None:
-    """Give the unlinked host ops a time (`convert.estimate`) so the converter keeps them."""
-    linked = lk.event >= 0
-    dur = np.where(linked, np.maximum(lk.duration, 0), 0)
-    rows = np.flatnonzero(estimated)
-    est = np.zeros(len(host), np.int64)
-    est[rows] = estimate_durations(host.name, linked, dur, rows, lambda r: conv._cost_rows(r))
-    order = host_preorder(host)[0]
+    """Give the unlinked host ops a time (`convert.estimate.time_unlinked`) so the converter keeps them."""
     origin = min((s for _, s, _ in conv.steps), default=0)
-    s, e = place_unlinked(host, order, conv.start, conv.end, linked, est, origin)
-    conv.start[rows], conv.end[rows] = s[rows], e[rows]
-    # an unlinked op runs on the Kineto thread that its host thread's linked ops ran on
-    for t in np.unique(host.tid[rows]).tolist():
-        on = np.flatnonzero(linked & (host.tid == t))
-        if on.size:
-            vals, cnt = np.unique(conv.tid[on], return_counts=True)
-            sel = rows[host.tid[rows] == t]
-            conv.tid[sel] = vals[np.argmax(cnt)]
+    rows, conv.cover = time_unlinked(
+        host, conv.start, conv.end, conv.tid, lk.event >= 0, lk.duration, origin, conv._cost_rows
+    )
     conv.estimated = estimated
-    placed = rows[conv.end[rows] >= 0]
-    conv.cover = (int(conv.start[placed].min()), int(conv.end[placed].max())) if placed.size else None
     comm = int(np.count_nonzero(_name_mask(host.names, host.name[rows], is_comm_op_name)))
     report.linked["estimated"] = int(rows.size)
     report.warn(

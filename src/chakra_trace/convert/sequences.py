@@ -191,7 +191,7 @@ def _pair_iterations(hseg, hc, kseg, kc, size, anchors) -> tuple[list[tuple[int,
         return hist[side, x]
 
     best: tuple[tuple[int, int], int, list] = ((-1, -1), 0, [])
-    shifts = range(-(len(hi) - 1), len(ki)) if hi and ki else range(0)
+    shifts = list(range(-(len(hi) - 1), len(ki))) if hi and ki else []
     if votes:  # the links by ids decide
         top = max(votes.values())
         shifts = [d for d in sorted(votes) if votes[d] == top and -(len(hi) - 1) <= d < len(ki)]
