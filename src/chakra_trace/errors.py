@@ -10,6 +10,10 @@ class ChakraError(Exception):
     """Base class: every error the library raises on bad input or bad use."""
 
 
+class UnrelatedTracesError(ChakraError):
+    """A host trace and a Kineto trace given as a pair that are clearly not of the same job."""
+
+
 class TraceFormatError(ChakraError):
     """Input that is not a well-formed trace. The message is one line and says where."""
 

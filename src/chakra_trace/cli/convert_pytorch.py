@@ -27,6 +27,12 @@ def convert_pytorch_cmd(
 
     INPUTS is either a host execution trace and optionally its Kineto trace (one rank), or a
     folder written by `chakra collect` (every rank, in parallel).
+
+    Host ops are linked to Kineto events by rf_id, External id (also under a constant offset),
+    then by aligning each thread's op order; each rank prints its host ops, the linked fraction
+    and methods, and its collectives by type. Ops linked to nothing are kept with estimated times.
+    Exit 2 when the two files are clearly not of one job (under 50% of the ops of the compared
+    iterations correspond): convert the host trace alone then.
     """
 
     if len(inputs) == 1 and os.path.isdir(inputs[0]):
@@ -52,6 +58,8 @@ def convert_pytorch_cmd(
                     "nodes": rep.nodes,
                     "node_types": rep.node_types,
                     "collectives": len(rep.collectives),
+                    "collectives_by_type": rep.collectives_by_type(),
+                    "link": rep.link_summary(),
                     "span_us": rep.span_us,
                     "warnings": rep.warnings,
                 }
@@ -61,9 +69,17 @@ def convert_pytorch_cmd(
         return
     con = console()
     for r, rep in reports.items():
+        by_type = ", ".join(f"{k} {v}" for k, v in rep.collectives_by_type().items()) or "none"
         con.print(
             f"rank {r}: {rep.nodes:,} nodes ({', '.join(f'{k} {v:,}' for k, v in rep.node_types.items())}), "
-            f"{len(rep.collectives)} collectives, {rep.span_us:,.0f} µs recorded -> {output}.{r}{suffix}"
+            f"{rep.span_us:,.0f} µs recorded -> {output}.{r}{suffix}"
         )
+        link = rep.link_summary()
+        if link:
+            con.print(
+                f"  host ops {link['host_ops']:,}, linked {link['linked_fraction']:.1%} "
+                f"({link['by'] or 'none'})" + (f", {link['estimated']:,} estimated" if link["estimated"] else "")
+            )
+        con.print(f"  collectives {len(rep.collectives)}: {by_type}")
         for w in rep.warnings:
             con.print(f"  [yellow]warning:[/yellow] {w}")

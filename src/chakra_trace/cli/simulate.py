@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 
@@ -11,6 +12,8 @@ from rich.table import Table
 
 from ..simulate import SimulationWarning
 from ..simulate import simulate as run
+from ..simulate.config import SystemConfig
+from ..simulate.devices import with_device
 from ..simulate.presets import PRESETS, SystemPreset, resolve, simulate_on
 from ..visualize.timeline import timeline as build_timeline
 from ..visualize.timeline import write_timeline
@@ -36,6 +39,15 @@ from .systems import SYSTEM_HELP, preset_names
     show_default=True,
     help="astra: reproduce ASTRA-sim's numbers exactly, flaws included.",
 )
+@click.option(
+    "--device",
+    "device_name",
+    metavar="NAME",
+    default=None,
+    help="Cost compute nodes by the roofline of a device preset (h100, h200, a100, v100, cpu): "
+    "for host-only traces of GPU jobs, whose device ops have FLOPs and bytes but no time. "
+    "Without --system: the job's own ranks, communication as recorded.",
+)
 @click.option("--congestion-aware", "aware", is_flag=True, help="Per-link queues instead of the unaware model.")
 @click.option("--timeline", type=click.Path(dir_okay=False), help="Write the simulated timeline (Perfetto JSON).")
 @click.option(
@@ -46,7 +58,18 @@ from .systems import SYSTEM_HELP, preset_names
 )
 @json_option
 def simulate(
-    workload, workload_opt, system, network, memory, comm_groups, compat, aware, timeline, no_validate, as_json
+    workload,
+    workload_opt,
+    system,
+    network,
+    memory,
+    comm_groups,
+    compat,
+    aware,
+    device_name,
+    timeline,
+    no_validate,
+    as_json,
 ) -> None:
     """Simulate WORKLOAD on a system and print per-NPU finish and exposed communication times (ns),
     totals and the collectives.
@@ -54,6 +77,7 @@ def simulate(
     \b
       chakra simulate out/job --system dgx-8x8
       chakra simulate out/job --system sys.json --network net.yml
+      chakra simulate host_only.0.et --device h100
 
     WORKLOAD is a `.et` file (run on every NPU), the prefix of `<prefix>.<rank>.et[.gz]`, a folder
     holding one job, or a `chakra collect` folder.
@@ -63,10 +87,19 @@ def simulate(
     workload = workload or workload_opt
     if not workload:
         raise click.UsageError("missing WORKLOAD (a .et file, a <prefix> of <prefix>.<rank>.et, or a folder)")
+    if device_name is not None and system is None and network is None:
+        system = "recorded"
     preset = _system(system, network)
+    if device_name is not None:
+        if preset is not None:
+            preset = dataclasses.replace(preset, system=with_device(preset.system, device_name))
+        else:
+            system = with_device(SystemConfig.from_json(system), device_name)
     wl = open_workload(workload, comm_groups)
     kw = {"memory": memory, "compat": compat == "astra", "aware": aware, "validate": not no_validate}
-    label = preset.name if preset is not None else system
+    label = preset.name if preset is not None else str(system)
+    if device_name is not None:
+        label += f" with {device_name}"
     with warnings.catch_warnings(), steps(f"simulating on {label}", None):
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
         res = simulate_on(wl, preset, **kw) if preset is not None else run(wl, network, system, **kw)

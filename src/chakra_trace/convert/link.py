@@ -33,6 +33,10 @@ op that has one.
 
 `interval_parents` (innermost enclosing interval per thread) is also what repairs call-tree
 parents around asynchronous collectives.
+
+`link` is one join on one key; `convert.linking.link_host` runs every method in turn (adding
+External ids under a constant offset and the alignment of the op order, `convert.sequences`)
+and is what the converter uses.
 """
 
 from __future__ import annotations
@@ -51,16 +55,25 @@ __all__ = [
     "GPU_ENCLOSING",
     "GPU_EXTERNAL_ID",
     "Link",
+    "METHOD_ALIGN",
     "METHOD_EXTERNAL_ID",
+    "METHOD_EXTERNAL_OFFSET",
     "METHOD_NAMES",
     "METHOD_NONE",
     "METHOD_RF_ID",
+    "finish_link",
     "interval_parents",
     "link",
 ]
 
-METHOD_NONE, METHOD_RF_ID, METHOD_EXTERNAL_ID = 0, 1, 2
-METHOD_NAMES = {METHOD_NONE: "", METHOD_RF_ID: "rf_id", METHOD_EXTERNAL_ID: "external_id"}
+METHOD_NONE, METHOD_RF_ID, METHOD_EXTERNAL_ID, METHOD_EXTERNAL_OFFSET, METHOD_ALIGN = 0, 1, 2, 3, 4
+METHOD_NAMES = {
+    METHOD_NONE: "",
+    METHOD_RF_ID: "rf_id",
+    METHOD_EXTERNAL_ID: "external_id",
+    METHOD_EXTERNAL_OFFSET: "external_id_offset",
+    METHOD_ALIGN: "align",
+}
 #: How a GPU event's runtime call was attached to a CPU op.
 GPU_EXTERNAL_ID, GPU_ENCLOSING = 1, 2
 GPU_METHOD_NAMES = {0: "", GPU_EXTERNAL_ID: "external_id", GPU_ENCLOSING: "enclosing"}
@@ -190,7 +203,8 @@ class Link:
     """The join of one host trace with its Kineto trace.
 
     Host side (one entry per host row, in the order given to `link`): ``event`` (Kineto row,
-    -1 if unmatched), ``method`` (int8: 0 none, 1 rf_id, 2 external_id), ``start`` and
+    -1 if unmatched), ``method`` (int8: 0 none, 1 rf_id, 2 external_id, 3 external_id under an
+    offset, 4 order alignment; the last two from `convert.linking.link_host`), ``start`` and
     ``duration`` (int64 ns on the Kineto clock, -1 if unmatched).
 
     GPU side (one entry per ``kernel``/``gpu_memcpy``/``gpu_memset`` event, in file order):
@@ -334,17 +348,6 @@ def link(
     matched = has_cand & name_ok
     event = np.where(matched, cand, -1).astype(np.int64)
     meth = np.where(matched, code, METHOD_NONE).astype(np.int8)
-    start = _take(k.ts, event)
-    duration = _take(k.dur, event)
-
-    host_of_event = np.full(len(k), -1, np.int64)
-    m_rows = np.flatnonzero(matched)
-    # first host row wins if several point at one event
-    host_of_event[event[m_rows][::-1]] = m_rows[::-1]
-    shared = int(m_rows.size - np.unique(event[m_rows]).size)
-
-    unmatched_names = Counter(host_names[~matched].tolist())
-    cpu_matched = int(np.count_nonzero(host_of_event[cpu_rows] >= 0))
     counts: dict[str, Any] = {
         "key": method,
         "host_rows": int(n),
@@ -355,19 +358,48 @@ def link(
         "unmatched_no_key": int(np.count_nonzero(host_key < 0)),
         "unmatched_not_in_kineto": int(np.count_nonzero((host_key >= 0) & ~has_cand)),
         "unmatched_name_mismatch": int(np.count_nonzero(has_cand & ~name_ok)),
-        "host_rows_sharing_an_event": shared,
-        "kineto_cpu_events": int(cpu_rows.size),
-        "kineto_cpu_matched": cpu_matched,
-        "kineto_cpu_unmatched": int(cpu_rows.size - cpu_matched),
         "kineto_duplicate_keys": kin_dups,
     }
+    return finish_link(k, host_ids, host_names, method, event, meth, counts)
 
+
+def finish_link(
+    k: KinetoTrace, host_ids: Any, host_names: np.ndarray, key: str, event: np.ndarray, meth: np.ndarray, counts: dict
+) -> Link:
+    """The `Link` of host rows already matched to Kineto CPU events (``event``, -1: none; ``meth``
+    the method of each): times, the reverse map and the GPU work attached to host ops. Shared by
+    `link` (one key) and `convert.linking.link_host` (every method in turn)."""
+    host_ids = np.asarray(host_ids)
+    n = event.size
+    matched = event >= 0
+    is_x = k.ph == ord("X")
+    cpu_rows = np.flatnonzero(k.mask(CPU_CATS) & is_x)
+    start = _take(k.ts, event)
+    duration = _take(k.dur, event)
+    host_of_event = np.full(len(k), -1, np.int64)
+    m_rows = np.flatnonzero(matched)
+    # first host row wins if several point at one event
+    host_of_event[event[m_rows][::-1]] = m_rows[::-1]
+    shared = int(m_rows.size - np.unique(event[m_rows]).size)
+    unmatched_names = Counter(host_names[~matched].tolist())
+    cpu_matched = int(np.count_nonzero(host_of_event[cpu_rows] >= 0))
+    counts.update(
+        {
+            "host_rows": int(n),
+            "matched": int(matched.sum()),
+            "unmatched": int(n - matched.sum()),
+            "host_rows_sharing_an_event": shared,
+            "kineto_cpu_events": int(cpu_rows.size),
+            "kineto_cpu_matched": cpu_matched,
+            "kineto_cpu_unmatched": int(cpu_rows.size - cpu_matched),
+        }
+    )
     gpu = _attach_gpu(k, cpu_rows, is_x, host_of_event, counts)
     return Link(
         kineto=k,
         host_ids=host_ids,
         host_names=host_names,
-        key=method,
+        key=key,
         event=event,
         method=meth,
         start=start.astype(np.int64),

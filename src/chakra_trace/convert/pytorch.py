@@ -37,20 +37,20 @@ from ..io.cache import cached_trace
 from ..io.et import read_trace, write_trace
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.builder import global_metadata
-from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN, Attr, CollectiveType, NodeType, collective_name
+from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN, Attr, NodeType, collective_name
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
 from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
+from .estimate import time_unlinked
 from .flops import needs_values, tensor_cost
 from .kineto import read_kineto
-from .link import interval_parents, link
+from .link import interval_parents
+from .linking import MIN_SIMILARITY, check_same_job, link_host, method_label
 from .pytorch_host import read_host_trace
 
 # Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
-#: collectives gloo runs as an all-reduce on a copy of the input (ProcessGroupGloo)
-_RUN_AS_ALL_REDUCE = frozenset({CollectiveType.REDUCE_SCATTER, CollectiveType.REDUCE_SCATTER_BLOCK})
 _INPUT_ARG = {
     "allreduce": 0,
     "broadcast": 0,
@@ -98,11 +98,44 @@ class ConversionReport:
         self.warnings.append(message)
         warnings.warn(message, ConversionWarning, stacklevel=3)
 
+    def collectives_by_type(self) -> dict[str, int]:
+        """Number of collectives of each type, most frequent first."""
+        out: dict[str, int] = {}
+        for t, _ in self.collectives:
+            out[t] = out.get(t, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def link_summary(self) -> dict[str, Any]:
+        """How the host ops were linked to the Kineto trace ({} without one): host ops, the linked
+        fraction, ops per method, the methods as text, ops kept with estimated times."""
+        lk = self.linked
+        if not lk:
+            return {}
+        return {
+            "host_ops": int(lk.get("host_ops", 0)),
+            "linked_fraction": float(lk.get("linked_fraction", 0.0)),
+            "similarity": float(lk.get("similarity", 0.0)),
+            "methods": dict(lk.get("methods", {})),
+            "by": method_label(lk),
+            "estimated": int(lk.get("estimated", 0)),
+            "external_id_offset": int(lk.get("offset", 0)),
+        }
+
 
 def convert_pytorch(
-    et_path: str | os.PathLike, kineto_path: str | os.PathLike | None = None, *, rank: int | None = None
+    et_path: str | os.PathLike,
+    kineto_path: str | os.PathLike | None = None,
+    *,
+    rank: int | None = None,
+    min_similarity: float | None = MIN_SIMILARITY,
 ) -> tuple[Trace, ConversionReport]:
-    """Convert one rank's host execution trace (and its Kineto trace, for timing) to Chakra."""
+    """Convert one rank's host execution trace (and its Kineto trace, for timing) to Chakra.
+
+    Host ops are linked to Kineto events by every method of `convert.linking.link_host`; one
+    linked to nothing is kept with an estimated time (`convert.estimate`, node attribute
+    ``duration_estimated``). Raises `UnrelatedTracesError` when the two files are clearly not
+    of one job (`check_same_job`; ``min_similarity=None`` converts anyway).
+    """
 
     report = ConversionReport()
     if kineto_path is not None:  # first: its columns are small, the host trace's peak is not
@@ -113,9 +146,11 @@ def convert_pytorch(
     end = np.full(n, -1, np.int64)
     tid = host.tid.copy()
     user_annotation = np.zeros(n, bool)
+    estimated = np.zeros(n, bool)
     if kineto_path is not None:
-        lk = link(host.ids, np.where(host.has("rf_id"), host.rf_id, -1), host.name_array, kin)
-        report.linked = dict(lk.counts)
+        lk = link_host(host, kin)
+        report.linked = _link_summary(lk.counts)
+        check_same_job(lk.counts, et_path, kineto_path, min_similarity)
         matched = lk.event >= 0
         start[matched] = lk.start[matched]
         end[matched] = lk.start[matched] + np.maximum(lk.duration[matched], 0)
@@ -124,17 +159,20 @@ def convert_pytorch(
         steps = kin.steps()
         if not steps and matched.any():  # no ProfilerStep annotations: the span of the linked ops
             steps = [(-1, int(start[matched].min()), int(end[matched].max()))]
-        unlinked = int((~matched & ~host.synthetic).sum())
-        if unlinked > 0:
-            report.warn(
-                f"{et_path}: {unlinked} of {n} host ops have no Kineto event "
-                f"(linked by {lk.counts.get('key')}); they are left out of the timed trace"
-            )
+        estimated = ~matched & ~host.synthetic
         if rank is None:
             rank = kin.rank
     else:
         steps = []
     conv = _Converter(host, start, end, tid, user_annotation, steps, report)
+    if estimated.any():
+        _estimate(conv, host, estimated, lk, et_path, report)
+    if kineto_path is not None and steps:  # a collective outside the profiler steps is still kept
+        comm = np.flatnonzero(_name_mask(host.names, host.name, is_comm_op_name) & (conv.end >= 0) & ~host.synthetic)
+        if comm.size:
+            lo, hi = int(conv.start[comm].min()), int(conv.end[comm].max())
+            c = conv.cover
+            conv.cover = (lo, hi) if c is None else (min(lo, c[0]), max(hi, c[1]))
     base_ns = None
     if kineto_path is not None:
         base_ns = kin.base_time_ns or 0
@@ -152,6 +190,38 @@ def convert_pytorch(
     report.nodes = len(trace)
     report.node_types = trace.node_type_counts()
     return trace, report
+
+
+def _link_summary(counts: dict) -> dict:
+    """The link counts the report keeps (plain numbers, JSON-ready)."""
+    return {k: v for k, v in counts.items() if not isinstance(v, np.ndarray)}
+
+
+def _estimate(conv, host, estimated: np.ndarray, lk, et_path, report: ConversionReport) -> None:
+    """Give the unlinked host ops a time (`convert.estimate.time_unlinked`) so the converter keeps them."""
+    origin = min((s for _, s, _ in conv.steps), default=0)
+    rows, conv.cover = time_unlinked(
+        host, conv.start, conv.end, conv.tid, lk.event >= 0, lk.duration, origin, conv._cost_rows
+    )
+    conv.estimated = estimated
+    comm = int(np.count_nonzero(_name_mask(host.names, host.name[rows], is_comm_op_name)))
+    report.linked["estimated"] = int(rows.size)
+    report.warn(
+        f"{et_path}: {rows.size:,} of {int((~host.synthetic).sum()):,} host ops have no Kineto event "
+        f"(linked by {method_label(report.linked)}); kept with estimated durations"
+        + (f" ({comm} of them communication)" if comm else "")
+    )
+
+
+def _rows_on_device(h) -> np.ndarray:
+    """Host rows with a tensor on an accelerator (cuda:*, xpu:*, ...; not cpu, meta or none)."""
+    t = h.tensors
+    n = len(h)
+    if not len(t):
+        return np.zeros(n, bool)
+    dev = np.fromiter((d.split(":")[0] not in ("", "cpu", "meta") for d in t.devices), bool, len(t.devices))
+    per_tensor = dev[t.device] if dev.size else np.zeros(len(t), bool)
+    return np.bincount(t.row[per_tensor], minlength=n)[:n] > 0
 
 
 def _name_mask(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
@@ -296,6 +366,8 @@ class _Converter:
         self.timed = bool(steps)
         self.window = (0, 0)
         self.gpu: _GpuWork | None = None
+        self.estimated = np.zeros(len(host), bool)  # host ops timed by `convert.estimate`
+        self.cover: tuple[int, int] | None = None  # where they lie: the window stretches over it
 
     # ------------------------------------------------------------------ structure
     def _rows_in_scope(self) -> np.ndarray:
@@ -305,6 +377,8 @@ class _Converter:
             return np.flatnonzero(~synthetic)
         lo = min(s for _, s, _ in self.steps)
         hi = max(e for _, _, e in self.steps)
+        if self.cover is not None:
+            lo, hi = min(lo, self.cover[0]), max(hi, self.cover[1])
         self.window = (lo, hi)
         self.r.steps_us = [(e - s) / 1000 for _, s, e in self.steps]
         self.r.span_us = (hi - lo) / 1000
@@ -330,7 +404,7 @@ class _Converter:
         kinds = {i: classify(names[i]) for i in comm_like.tolist()}
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
-            comm -= self.gpu.hosts_of_comm_kernels()
+            comm -= self.gpu.hosts_of_comm_kernels(self.window if self.timed else None)
         self._own_lanes(comm)
         parent = np.full(len(h), -1, np.int64)
         parent[rows] = self._parents(rows, interval_parents)
@@ -366,10 +440,12 @@ class _Converter:
                 node_id=loop[0],
             ) from None
         folded_into = np.full(len(h), -1, np.int64)
+        is_comm = np.zeros(len(h), bool)
+        is_comm[list(comm)] = True  # never folded away, even into another collective
         for lv in levels:
             p = parent[lv]
             up = np.where(p >= 0, folded_into[np.maximum(p, 0)], -1)
-            folded_into[lv] = np.where(up >= 0, up, np.where(descend[lv], -1, lv))
+            folded_into[lv] = np.where(is_comm[lv], lv, np.where(up >= 0, up, np.where(descend[lv], -1, lv)))
         node_rows = rows[folded_into[rows] == rows]
         columns = self._emit(node_rows, folded_into, comm, kinds, levels)
         del parent, folded_into, levels, self.parent  # (the per-op working set goes before encoding)
@@ -471,6 +547,7 @@ class _Converter:
         send/recv on the calling thread, from the post to the completion."""
         sync, issuers = set(), set()
         self.issued_by: dict[int, int] = {}  # backend op -> the c10d op that only queued it
+        self._fifo_issuer(comm)
         for i in comm:
             if not self.names[i].startswith("c10d::") and self.names[i] != "record_param_comms":
                 c = self._issuer(i, comm)
@@ -498,11 +575,38 @@ class _Converter:
                     self.tid[i] = lane
                     lane -= 1
 
+    def _fifo_issuer(self, comm: set[int]) -> None:
+        """Issuers of the backend ops that `_issuer` cannot find (gloo runs a reduce-scatter as an
+        all-reduce of a buffer of its own: no tensor in common, and its worker thread is no child
+        of the caller): a backend runs its work in the order it was queued, so each such op is
+        given the earliest c10d op queued before it that no backend op claims."""
+        names = self.names
+        self._issuer_fifo: dict[int, int] = {}
+        backend = [i for i in comm if not names[i].startswith("c10d::") and names[i] != "record_param_comms"]
+        found = {i: self._issuer(i, comm) for i in backend}
+        orphans = [i for i, c in found.items() if c < 0 or c not in comm]
+        if not orphans:
+            return
+        when = self.start if self.timed else np.arange(len(self.h), dtype=np.int64)
+        claimed = {c for c in found.values() if c >= 0}
+        free = sorted(
+            (c for c in comm if names[c].startswith("c10d::") and c not in claimed), key=lambda c: (int(when[c]), c)
+        )
+        k = 0
+        for i in sorted(orphans, key=lambda i: (int(when[i]), i)):
+            if k < len(free) and when[free[k]] <= when[i]:
+                self._issuer_fifo[i] = free[k]
+                k += 1
+
     def _issuer(self, i: int, comm: set[int]) -> int:
-        """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET parent."""
+        """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET
+        parent, else the order of the queue (`_fifo_issuer`)."""
         h, names = self.h, self.names
         if names[i].startswith("c10d::") or names[i] == "record_param_comms":
             return i
+        fifo = getattr(self, "_issuer_fifo", {})
+        if i in fifo:
+            return fifo[i]
         t = h.tensors
         # the latest c10d op before it that used one of its tensors: latest by start time when
         # timed (a worker thread's op can come first in the file), else by position
@@ -526,42 +630,7 @@ class _Converter:
                 break
             if names[p].startswith("c10d::"):
                 best = p
-        if best < 0:
-            best = self._queued_issuers(comm).get(i, -1)
         return best
-
-    def _queued_issuers(self, comm: set[int]) -> dict[int, int]:
-        """Issuers of the backend ops that share no tensor with their c10d op and whose ET parent
-        is another op (gloo runs a reduce-scatter as an all-reduce of a copy on its worker thread,
-        which records whatever op was open as its parent): backend ops in start order take the
-        earliest c10d op of a matching kind that started before them and issued nothing else
-        (gloo's work queue is first in, first out)."""
-        if hasattr(self, "_queued"):
-            return self._queued
-        self._queued: dict[int, int] = {}
-        names = self.names
-        when = self.start if self.timed else np.arange(len(self.h), dtype=np.int64)
-        backend = sorted((i for i in comm if names[i].startswith("gloo:")), key=lambda i: (int(when[i]), i))
-        c10d = [j for j in comm if names[j].startswith("c10d::")]
-        if not backend or not c10d:
-            return self._queued
-        claimed, orphans = set(), []
-        for i in backend:  # the direct links first (the recursion ends: _queued exists now)
-            j = self._issuer(i, comm)
-            (claimed.add(j) if j >= 0 else orphans.append(i))
-        free = sorted((j for j in c10d if j not in claimed), key=lambda j: (int(when[j]), j))
-        for i in orphans:
-            ki = classify(names[i])
-            for j in free:
-                if when[j] > when[i]:
-                    break
-                kj = classify(names[j])
-                same = (kj.collective, kj.p2p) == (ki.collective, ki.p2p) and (ki.collective is not None or ki.p2p)
-                if same or (kj.collective in _RUN_AS_ALL_REDUCE and ki.collective == CollectiveType.ALL_REDUCE):
-                    self._queued[i] = j
-                    free.remove(j)
-                    break
-        return self._queued
 
     def _comm_size(self, i: int, issuer: int, ctype: int | None) -> int:
         """Bytes a collective moves (record_param_comms attributes, else the c10d op's tensors)."""
@@ -599,25 +668,27 @@ class _Converter:
 
     def _splits(self, issuer: int) -> dict[str, str]:
         """all_to_allv split sizes per peer as recorded, e.g. {"in_split_size": "[2, 6]"}: from
-        record_param_comms (NCCL), else the c10d op's own arguments (gloo records no
-        record_param_comms: ``alltoall_base_(output, input, pg, output_split_sizes,
-        input_split_sizes, ...)``). Units are the recorded ones (elements or rows); consumers
-        use them as proportions of comm_size."""
+        record_param_comms (NCCL), else the c10d op's own arguments. Units are the recorded
+        ones (elements or rows); consumers use them as proportions of comm_size."""
         rpc = self._record_param_comms(issuer) if issuer >= 0 else -1
-        found: dict[str, Any] = {}
-        for key in ("in_split_size", "out_split_size"):
-            found[key] = self.h.attr(rpc, key) if rpc >= 0 else None
-        if issuer >= 0 and rpc < 0 and self.names[issuer].startswith("c10d::alltoall_base"):
-            vals = self.h.io(issuer)[0]["values"]
-            if len(vals) > 4:
-                found = {"in_split_size": vals[4], "out_split_size": vals[3]}
         out = {}
-        for key, v in found.items():
-            if v in (None, "", "[]", []):
-                continue
-            if isinstance(v, list) and not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                continue  # not a split list (a hostile or unexpected argument): no split
-            out[key] = v if isinstance(v, str) else json.dumps(v)
+        for key in ("in_split_size", "out_split_size"):
+            v = self.h.attr(rpc, key) if rpc >= 0 else None
+            if v not in (None, "", "[]", []):
+                out[key] = v if isinstance(v, str) else json.dumps(v)
+        if not out and issuer >= 0 and classify(self.names[issuer]).key in ("alltoall", "alltoallv"):
+            out = self._c10d_splits(issuer)
+        return out
+
+    def _c10d_splits(self, issuer: int) -> dict[str, str]:
+        """Split sizes from the arguments of c10d::alltoall_base_ (output_split_sizes,
+        input_split_sizes: gloo jobs have no record_param_comms to record them)."""
+        vals = self.h.io(issuer)[0]["values"]
+        out = {}
+        for key, k in (("out_split_size", 3), ("in_split_size", 4)):
+            v = vals[k] if len(vals) > k else None
+            if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                out[key] = json.dumps(v)
         return out
 
     def _pg_name(self, issuer: int) -> str | None:
@@ -629,12 +700,12 @@ class _Converter:
 
     def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
         """Type and attributes of the node of communication op i (a collective or send/recv). The
-        type is the issuing c10d op's (the collective the program asked for), not the one the
-        backend ran it as (gloo's reduce-scatter is an all-reduce)."""
-        if issuer >= 0 and issuer != i:
-            asked = classify(self.names[issuer])
-            if asked.collective is not None and kind.collective is not None:
-                kind = asked
+        c10d op that issued a backend op names the collective (gloo runs some reduce-scatters as
+        an all-reduce of its own: the job did a reduce-scatter)."""
+        if 0 <= issuer != i and kind.collective is not None:
+            by_issuer = classify(self.names[issuer])
+            if by_issuer.collective is not None:
+                kind = by_issuer
         size = self._comm_size(i, issuer, kind.collective)
         if kind.collective is not None:
             self.r.collectives.append((collective_name(kind.collective), size))
@@ -781,6 +852,11 @@ class _Converter:
         cpu_op = has_tid.copy()  # value of is_cpu_op
         row_of = np.full(N, -1, np.int64)  # host row of each host node
         row_of[ev_ids[host]] = src[host]
+        self.device_nodes = np.zeros(N, bool)
+        if not self.timed:  # no Kineto: an op on device tensors ran on the device, for a time unknown here
+            on_dev = _rows_on_device(h)
+            self.device_nodes[ev_ids[host]] = on_dev[src[host]]
+            cpu_op[self.device_nodes] = False
         thread_of = np.zeros(N, np.int64)
         thread_of[ev_ids[host]] = tl.th[host]
         thread_of[gaps] = tl.main
@@ -842,6 +918,12 @@ class _Converter:
             gk = np.flatnonzero(tl.is_gpu)
             launcher = tl.host_pos[folded_into[tl.gpu["hrow"][tl.src[gk]]]]
             ok = (launcher >= 0) & (launcher < gk)
+            # after the launcher when it had returned; else after what ran before it on its thread
+            # (the kernel started inside it: an edge must not make the trace slower than the run)
+            lp = np.maximum(launcher, 0)
+            before = ok & (tl.e[lp] > tl.s[gk])
+            launcher = np.where(before, tl.prev[lp], launcher)
+            ok &= launcher >= 0
             dep_src.append(ev_ids[gk[ok]])
             dep_dst.append(ev_ids[launcher[ok]])
         if tl.tail:
@@ -958,6 +1040,11 @@ class _Converter:
         )
         attrs["rf_id"] = (h.rf_id[rows_c], is_host_node & has_rf[rows_c])
         attrs["tid"] = (nodes.thread_of, nodes.has_tid)
+        if self.estimated.any():
+            attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & self.estimated[rows_c])
+        dev = self.device_nodes & comp_host
+        if dev.any():
+            attrs["duration_unknown"] = (np.ones(N, bool), dev)
         if tl.n_gpu:
             on_gpu = np.zeros(N, bool)
             on_gpu[ev_ids[is_gpu]] = True
@@ -1078,10 +1165,15 @@ class _GpuWork:
         self.kin = kin
         self.lk = lk
 
-    def hosts_of_comm_kernels(self) -> set[int]:
+    def hosts_of_comm_kernels(self, window: tuple[int, int] | None = None) -> set[int]:
+        """Host ops whose communication a GPU kernel in the window does (that kernel becomes the
+        collective node; an op whose kernel lies outside keeps its own node)."""
         lk, kin = self.lk, self.kin
         comm_code = _name_mask(kin.names, kin.name[lk.gpu_event], lambda s: classify(s).is_comm)
-        return set(lk.gpu_host[comm_code & (lk.gpu_host >= 0)].tolist())
+        ok = comm_code & (lk.gpu_host >= 0)
+        if window is not None:
+            ok &= (lk.gpu_start >= window[0]) & (lk.gpu_start <= window[1])
+        return set(lk.gpu_host[ok].tolist())
 
     def events(self, folded_into: np.ndarray, window: tuple[int, int]) -> dict[str, np.ndarray]:
         """GPU work launched by converted ops inside the window: start, end, device, stream,
@@ -1232,6 +1324,8 @@ register_source(is_collection, read_collection)
 __all__ = [
     "ConversionReport",
     "ConversionWarning",
+    "MIN_SIMILARITY",
+    "check_same_job",
     "collection_files",
     "convert_collection",
     "convert_pytorch",

@@ -208,25 +208,32 @@ class Simulator:
 
     # ------------------------------------------------------------------ node costs
     def _durations(self, t: Trace) -> np.ndarray:
-        """Time of each node in ns: the recorded one, or the roofline's or the memory model's
+        """Time of each node in ns: the recorded one, or the roofline's (compute nodes with
+        FLOPs, in every comm model: a device preset costs them) or the memory model's
         (communication nodes: the recorded time, used by the `recorded` model only)."""
         s = self.system
         dur = _us_to_ns(t, t.duration, "duration")
-        if self.comm != "network":
-            return dur
-        if self.compat:
-            dur = np.maximum(dur, 1)
         if getattr(s, "roofline_enabled", False):
             ops = t.num_ops.astype(float)
             size = t.tensor_size.astype(float)
+            comp = t.types == NodeType.COMP_NODE
             has = t.has(Attr.NUM_OPS) & (ops > 0)
             peak = float(s.peak_perf) * 1e3  # TFLOPS -> FLOP per ns
             bw = float(s.local_mem_bw)  # GB/s -> bytes per ns
             with np.errstate(divide="ignore", invalid="ignore"):
                 perf = np.where(size > 0, np.minimum(peak, bw * ops / np.where(size > 0, size, 1)), peak)
                 roof = np.floor(ops / perf)
-            roof = as_ns(np.where(has & (t.types == NodeType.COMP_NODE), roof, 0), "a roofline compute time")
-            dur = np.where(has & (t.types == NodeType.COMP_NODE), roof, dur)
+            roof = as_ns(np.where(has & comp, roof, 0), "a roofline compute time")
+            dur = np.where(has & comp, roof, dur)
+            # a device op of a host-only trace that moves data but does no arithmetic (copies, fills)
+            unknown = t.attr_array("duration_unknown")[1]
+            if unknown.any():
+                mem_only = unknown & comp & ~has & (size > 0) & (dur == 0)
+                dur = np.where(mem_only, as_ns(np.floor(size / bw), "a memory-bound device time"), dur)
+        if self.comm != "network":
+            return dur
+        if self.compat:
+            dur = np.maximum(dur, 1)
         mem = (t.types == NodeType.MEM_LOAD_NODE) | (t.types == NodeType.MEM_STORE_NODE)
         if mem.any():
             dur[mem] = self._memory_time(t.tensor_size[mem].astype(float))

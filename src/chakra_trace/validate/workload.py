@@ -26,10 +26,17 @@ def validate_workload(workload) -> ValidationReport:
 
 
 def _collective_seq(t: Trace, group: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(comm_type, comm_size or -1, node id) of the typed collectives a rank issues on a group."""
+    """(comm_type, comm_size or -1, node id) of the typed collectives a rank issues on a group;
+    `VARIES` as the size of an all-to-all: an all_to_allv's bytes differ per rank by design, and
+    not every backend records the split sizes that would tell it from an even one."""
     m = group_rows(t, group)
     size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)
+    split = t.attr_array("in_split_size")[1] | t.attr_array("out_split_size")[1]
+    size = np.where(split | (t.comm_type == CollectiveType.ALL_TO_ALL), VARIES, size)
     return t.comm_type[m].astype(np.int64), size[m].astype(np.int64), t.ids[m]
+
+
+VARIES = -2  # comm_size of a collective whose size differs per rank by design (all_to_allv)
 
 
 def _bytes(size: int) -> str:
@@ -37,6 +44,8 @@ def _bytes(size: int) -> str:
 
 
 def _describe(ct: int, size: int) -> str:
+    if size == VARIES:
+        return f"{collective_name(ct)} (bytes per rank may differ)"
     return f"{collective_name(ct)} of {size:,} B" if size >= 0 else f"{collective_name(ct)} (no comm_size)"
 
 
@@ -91,10 +100,8 @@ def _check_groups(workload) -> list[Issue]:
         for r in present[1:]:
             t_, s_, _ = seqs[r]
             L = min(rt.size, t_.size)
-            # an all-to-all's size is what the rank sends: members of an all_to_allv (uneven
-            # splits) differ, and gloo records no splits to tell it from an even one
-            sized = rt[:L] != CollectiveType.ALL_TO_ALL
-            d = np.flatnonzero((rt[:L] != t_[:L]) | ((rs[:L] != s_[:L]) & sized))
+            sizes_differ = (rs[:L] != s_[:L]) & (rs[:L] != VARIES) & (s_[:L] != VARIES)
+            d = np.flatnonzero((rt[:L] != t_[:L]) | sizes_differ)
             if d.size and (first is None or d[0] < first):
                 first = int(d[0])
         if first is not None:
@@ -115,7 +122,7 @@ def _check_groups(workload) -> list[Issue]:
                     if first < rt.size:
                         if t_[first] != rt[first]:
                             what.add("comm_type")
-                        if s_[first] != rs[first] and rt[first] != CollectiveType.ALL_TO_ALL:
+                        if s_[first] != rs[first] and VARIES not in (int(s_[first]), int(rs[first])):
                             what.add("comm_size")
                 else:
                     key = f"nothing (only {count_noun(int(t_.size), 'collective')})"

@@ -1,0 +1,82 @@
+"""Host-only conversion of GPU jobs: device ops are device compute, costed by a device preset."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chakra_trace.convert.pytorch import convert_pytorch
+from chakra_trace.errors import ChakraError
+from chakra_trace.io.et import write_trace
+from chakra_trace.io.workload import Workload
+from chakra_trace.schema.enums import NodeType
+from chakra_trace.simulate.devices import DEVICES, device, with_device
+from chakra_trace.simulate.presets import preset, simulate_on
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def resnet_host_only():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return convert_pytorch(DATA / "resnet_et.json.gz")[0]
+
+
+def test_ops_on_cuda_tensors_become_device_compute_with_their_cost(resnet_host_only):
+    t = resnet_host_only
+    comp = t.types == NodeType.COMP_NODE
+    unknown = t.attr_array("duration_unknown")[1]
+    dev = comp & ~t.is_cpu_op
+    assert dev.sum() > 1000 and (unknown == dev).all()
+    # FLOPs for the arithmetic (convolutions, matmuls, elementwise), bytes for copies; views have neither
+    assert (t.num_ops[dev] > 0).sum() > 500 and ((t.num_ops[dev] > 0) | (t.tensor_size[dev] > 0)).mean() > 0.75
+    assert (t.duration == 0).all()  # left to the consumer
+    # a CPU job stays on the CPU
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mlp = convert_pytorch(DATA / "mlp_rank0.et.json.gz")[0]
+    assert mlp.is_cpu_op[mlp.types == NodeType.COMP_NODE].all() and not mlp.attr_array("duration_unknown")[1].any()
+
+
+def _step(trace, name: str) -> int:
+    p = preset("recorded")
+    p = dataclasses.replace(p, system=with_device(p.system, name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return int(simulate_on(Workload({0: trace}), p).step_ns)
+
+
+def test_a_device_preset_gives_a_host_only_gpu_trace_a_plausible_step(resnet_host_only):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = int(simulate_on(Workload({0: resnet_host_only}), preset("recorded")).step_ns)
+    h100, a100, cpu = (_step(resnet_host_only, d) for d in ("h100", "a100", "cpu"))
+    assert plain == 0  # what it was: no time anywhere
+    # three ResNet training steps: milliseconds on a GPU, the CPU an order of magnitude slower
+    assert 1e6 < h100 < a100 < 1e8 and cpu > 5 * h100
+
+
+def test_devices_are_datasheet_figures_and_unknown_names_fail():
+    assert device("H100").peak_tflops == 989.0 and DEVICES["a100"].mem_bw_gbs == 2039.0
+    with pytest.raises(ChakraError, match="unknown device 'tpu9'.*h100"):
+        device("tpu9")
+    s = with_device(preset("recorded").system, "h100")
+    assert s.roofline_enabled and s.peak_perf == 989.0 and s.local_mem_bw == 3350.0
+
+
+def test_cli_simulate_device(resnet_host_only, tmp_path, capsys):
+    from chakra_trace.cli import main
+
+    write_trace(resnet_host_only, tmp_path / "r.0.et")
+    assert main(["simulate", str(tmp_path / "r.0.et"), "--device", "h100", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["step_ns"] == _step(resnet_host_only, "h100") > 0
+    assert main(["simulate", str(tmp_path / "r.0.et"), "--device", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown device")
+    assert np.isfinite(out["step_ns"])
