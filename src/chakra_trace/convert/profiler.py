@@ -225,6 +225,19 @@ class _KinetoHost:
         }
         return ins, {"values": [], "shapes": [], "types": [], "strides": None}
 
+    def split_sizes(self, i: int) -> dict[str, str]:
+        """all_to_allv split sizes of a ``c10d::alltoall_base_`` op from its ``Concrete Inputs``
+        (output_split_sizes, input_split_sizes: rows per peer), e.g. {"in_split_size": "[2, 6]"}."""
+        if not self.names[self.name[i]].startswith("c10d::alltoall_base"):
+            return {}
+        vals = self.io(i)[0]["values"]
+        out = {}
+        for key, k in (("out_split_size", 3), ("in_split_size", 4)):
+            v = vals[k] if len(vals) > k else None
+            if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+                out[key] = json.dumps(v)
+        return out
+
     # ------------------------------------------------------------------ tensors
     def build_tensors(self) -> None:
         """`tensors` from ``Input Dims`` / ``Input type``, with the c10d op of each backend op
@@ -412,6 +425,15 @@ def _name_table(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
     return table[codes] if table.size else np.zeros(codes.size, bool)
 
 
+class _KinetoConverter(_Converter):
+    """The PyTorch converter, with all_to_allv splits also read from the c10d op's arguments
+    (a CPU Kineto trace records no ``record_param_comms``)."""
+
+    def _splits(self, issuer: int) -> dict[str, str]:
+        out = super()._splits(issuer)
+        return out if out or issuer < 0 else self.h.split_sizes(issuer)
+
+
 # ------------------------------------------------------------------------------------ one rank
 def convert_kineto_trace(
     path: str | os.PathLike | KinetoTrace, *, rank: int | None = None
@@ -454,13 +476,12 @@ def convert_kineto_trace(
     conv_report = ConversionReport()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConversionWarning)
-        conv = _Converter(host, start, end, tid, user_annotation, steps, conv_report)
+        conv = _KinetoConverter(host, start, end, tid, user_annotation, steps, conv_report)
         if lk.gpu_event.size:
             conv.gpu = _GpuWork(kin_keyed, lk)
         trace = conv.run(interval_parents)
     rep.warnings = [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
     trace.metadata.attr.add(name="rank").int64_val = int(rank)
-    trace.metadata.attr.add(name="source_format").string_val = "kineto"
     base_ns = kin.base_time_ns or 0
     lo, hi = conv.window
     trace.metadata.attr.add(name=TIME_ORIGIN).int64_val = int(base_ns + lo)
@@ -506,12 +527,15 @@ def kineto_files(inputs: list[str | os.PathLike] | str | os.PathLike) -> list[Pa
     return paths
 
 
-def convert_kineto(inputs: list[str | os.PathLike] | str | os.PathLike) -> tuple[Workload, KinetoJobReport]:
+def convert_kineto(
+    inputs: list[str | os.PathLike] | str | os.PathLike, *, on_rank_done=None
+) -> tuple[Workload, KinetoJobReport]:
     """Kineto traces of one job (one per rank, or a folder) -> a `Workload` and a report.
 
     Ranks come from each trace's ``distributedInfo`` (else ``rank<r>`` in the file name, else
     the order given); collectives that name no process group are assigned to the declared
-    groups by matching the ranks' collective sequences."""
+    groups by matching the ranks' collective sequences. ``on_rank_done(rank, report)`` is
+    called as each rank is converted."""
     files = kineto_files(inputs)
     traces: dict[int, Trace] = {}
     paths: dict[int, Path] = {}
@@ -529,6 +553,8 @@ def convert_kineto(inputs: list[str | os.PathLike] | str | os.PathLike) -> tuple
         traces[rank] = trace
         paths[rank] = p
         report.ranks[rank] = rep
+        if on_rank_done is not None:
+            on_rank_done(rank, rep)
     if len(traces) > 1:
         report.notes.extend(resolve_unnamed_groups(traces))
     report.ranks = dict(sorted(report.ranks.items()))
