@@ -244,7 +244,7 @@ class _KinetoHost:
         (gloo:, nccl:) sharing a tensor id with it, which is how the converter pairs them."""
         pairs = self._pair_backend_ops()
         dtype_of = {c: self._first_item(b) for b, c in pairs.items()}
-        rows, out_arg, elem, itemsize, types, shapes = [], [], [], [], [], []
+        rows, out_arg, elem, itemsize, types, shapes, output = [], [], [], [], [], [], []
         type_codes: dict[str, int] = {}
         common = self._common_itemsize()
         for i, a in enumerate(self.args):
@@ -261,6 +261,7 @@ class _KinetoHost:
                     itemsize.append(TENSOR_TYPE_BYTES[t])
                     types.append(type_codes.setdefault(f"Tensor({t})", len(type_codes)))
                     shapes.append(d)
+                    output.append(False)
                 elif t in _LIST_TYPES and isinstance(d, list):
                     size, how = self._list_itemsize(i, dtype_of, common)
                     for e, sh in enumerate(d):
@@ -271,6 +272,17 @@ class _KinetoHost:
                             itemsize.append(size)
                             types.append(type_codes.setdefault(f"{t}({how})", len(type_codes)))
                             shapes.append(sh)
+                            output.append(False)
+            mine = [shapes[k] for k in range(len(rows)) if rows[k] == i and elem[k] == 0]
+            out = _matmul_output(self.names[self.name[i]], mine)
+            if out is not None:  # Kineto records no outputs: a matmul's FLOPs need its output shape
+                rows.append(i)
+                out_arg.append(0)
+                elem.append(0)
+                itemsize.append(itemsize[-1])
+                types.append(types[-1])
+                shapes.append(out)
+                output.append(True)
         n = len(self)
         m = len(rows)
         row = np.asarray(rows, np.int64)
@@ -290,7 +302,7 @@ class _KinetoHost:
         self.tensors = HostTensors(
             indptr=first.astype(np.int64),
             row=row,
-            output=np.zeros(m, bool),
+            output=np.asarray(output, bool),
             arg=np.asarray(out_arg, np.int32),
             elem=np.asarray(elem, np.int32),
             tensor_id=tensor_id,
@@ -416,6 +428,29 @@ class _KinetoHost:
                 self.sizes_from["shapes and dtype"] += 1
 
 
+def _matmul_output(name: str, ins: list[list[int]]) -> list[int] | None:
+    """The output shape of a matrix product from its input shapes (None: not one, or not known)."""
+    if name in ("aten::addmm", "aten::baddbmm"):
+        ins = ins[1:]  # (bias, a, b)
+    if len(ins) < 2:
+        return None
+    a, b = ins[0], ins[1]
+    if name in ("aten::mm", "aten::addmm") and len(a) == 2 and len(b) == 2:
+        return [a[0], b[1]]
+    if name in ("aten::bmm", "aten::baddbmm") and len(a) == 3 and len(b) == 3:
+        return [a[0], a[1], b[2]]
+    if name == "aten::linear" and a and len(b) == 2:
+        return [*a[:-1], b[0]]
+    if name == "aten::matmul" and a and b:
+        if len(b) == 1:
+            return a[:-1]
+        if len(a) == 1:
+            return [*b[:-2], b[-1]]
+        batch = a[:-2] if len(a) >= len(b) else b[:-2]
+        return [*batch, a[-2], b[-1]]
+    return None
+
+
 def _is_shape(s: Any) -> bool:
     return isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in s)
 
@@ -432,6 +467,25 @@ class _KinetoConverter(_Converter):
     def _splits(self, issuer: int) -> dict[str, str]:
         out = super()._splits(issuer)
         return out if out or issuer < 0 else self.h.split_sizes(issuer)
+
+
+class _KinetoGpuWork(_GpuWork):
+    """GPU work, where the collective a kernel runs is the kernel: the ops around its launch
+    (nccl:all_reduce, and the c10d op and record_param_comms above it) are not collectives too."""
+
+    def __init__(self, kin, lk, host: _KinetoHost):
+        super().__init__(kin, lk)
+        self.host = host
+
+    def hosts_of_comm_kernels(self) -> set[int]:
+        h = self.host
+        out = set()
+        for i in super().hosts_of_comm_kernels():
+            j, hops = i, 0
+            while j >= 0 and hops < 4:
+                out.add(j)
+                j, hops = int(h.parent[j]), hops + 1
+        return out
 
 
 # ------------------------------------------------------------------------------------ one rank
@@ -478,7 +532,7 @@ def convert_kineto_trace(
         warnings.simplefilter("always", ConversionWarning)
         conv = _KinetoConverter(host, start, end, tid, user_annotation, steps, conv_report)
         if lk.gpu_event.size:
-            conv.gpu = _GpuWork(kin_keyed, lk)
+            conv.gpu = _KinetoGpuWork(kin_keyed, lk, host)
         trace = conv.run(interval_parents)
     rep.warnings = [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
     trace.metadata.attr.add(name="rank").int64_val = int(rank)
