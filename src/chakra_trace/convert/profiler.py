@@ -92,6 +92,7 @@ _RPC_ARGS = {
 }
 _LIST_TYPES = ("TensorList", "GenericList")
 _ASSUMED_ITEMSIZE = 4  # float32: a TensorList whose dtype nothing in the trace tells
+_PAIR_WINDOW = 64  # unpaired c10d ops of a kind a backend op may be paired with (gloo serves in order)
 
 
 def _wants_args(name: str) -> bool:
@@ -382,29 +383,71 @@ class _KinetoHost:
 
     def _pair_backend_ops(self) -> dict[int, int]:
         """{backend op: the c10d op that issued it}: the c10d op it is nested in, else the earliest
-        unpaired one of the same kind (and element count, when both are recorded) started before it."""
+        unpaired one of the same kind (and element count, when both are recorded) that started
+        before it, among the next `_PAIR_WINDOW` unpaired ones of its kind."""
         c10d, backend = self._comm_rows()
         key = {i: classify(self.names[self.name[i]]).key for i in c10d + backend}
-        taken: set[int] = set()
+        is_c10d = set(c10d)
         pairs: dict[int, int] = {}
-        for b in backend:
+        taken: set[int] = set()
+        for b in backend:  # nested first: a c10d op that waited for its own backend op
             p, hops = int(self.parent[b]), 0
             while p >= 0 and hops < 4:
-                if p in key and p not in taken and key[p] == key[b] and self.names[self.name[p]].startswith("c10d::"):
+                if p in is_c10d and key[p] == key[b] and p not in taken:
                     pairs[b] = p
                     taken.add(p)
                     break
                 p, hops = int(self.parent[p]), hops + 1
-            if b in pairs:
-                continue
-            cands = [c for c in c10d if c not in taken and key[c] == key[b] and self.start[c] <= self.start[b]]
-            nb = self._numel(b)
-            same = [c for c in cands if nb is not None and self._numel(c) == nb]
-            pick = (same or cands)[:1]
-            if pick:
-                pairs[b] = pick[0]
-                taken.add(pick[0])
+        by_key: dict[str, list[int]] = {}
+        for c in c10d:
+            by_key.setdefault(key[c], []).append(c)
+        heads: dict[str, int] = {}  # per list: everything before it is taken
+        for b in backend:  # then in order: same kind first, else what gloo runs a kind as
+            if b not in pairs:
+                c = self._fifo_match(b, by_key.get(key[b], []), key[b], heads, taken)
+                c = c if c is not None else self._fifo_match(b, c10d, "", heads, taken, same_size_only=True)
+                if c is not None:
+                    pairs[b] = c
+                    taken.add(c)
         return pairs
+
+    def _fifo_match(
+        self, b: int, cands: list[int], name: str, heads: dict, taken: set[int], same_size_only: bool = False
+    ) -> int | None:
+        """The c10d op (of `cands`, by start) that issued backend op b: among the first
+        `_PAIR_WINDOW` unpaired ones that started before it, the first whose input has b's
+        element count, else (unless `same_size_only`) the first. Gloo runs some collectives as
+        others (reduce_scatter as all_reduce), so across kinds only the element count pairs."""
+        k = heads.get(name, 0)
+        while k < len(cands) and cands[k] in taken:
+            k += 1
+        heads[name] = k
+        nb = self._numel(b)
+        first = None
+        seen = 0
+        for c in cands[k : k + 4 * _PAIR_WINDOW]:
+            if self.start[c] > self.start[b] or seen >= _PAIR_WINDOW:
+                break
+            if c in taken:
+                continue
+            seen += 1
+            if nb is not None and self._input_numel(c) == nb:
+                return c
+            first = c if first is None else first
+        return None if same_size_only else first
+
+    def _input_numel(self, c: int) -> int | None:
+        """Elements of the argument of c10d op c that holds the data it moves (its "input")."""
+        arg = _INPUT_ARG.get(classify(self.names[self.name[c]]).key, 0)
+        dims = self.args[c].get("Input Dims") or []
+        tys = self.args[c].get("Input type") or []
+        if arg < len(dims) and arg < len(tys):
+            d, t = dims[arg], tys[arg]
+            if t in TENSOR_TYPE_BYTES and _is_shape(d):
+                return int(np.prod(d)) if d else 1
+            if t in _LIST_TYPES and isinstance(d, list) and d and _is_shape(d[0]):
+                return int(np.prod(d[0])) if d[0] else 1
+        return self._numel(c)
 
     def _count_sizes(self, pairs: dict[int, int]) -> None:
         """How the size of each communication op could be found (for the report)."""
@@ -462,11 +505,20 @@ def _name_table(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
 
 class _KinetoConverter(_Converter):
     """The PyTorch converter, with all_to_allv splits also read from the c10d op's arguments
-    (a CPU Kineto trace records no ``record_param_comms``)."""
+    (a CPU Kineto trace records no ``record_param_comms``), and a collective typed by its c10d op."""
 
     def _splits(self, issuer: int) -> dict[str, str]:
         out = super()._splits(issuer)
         return out if out or issuer < 0 else self.h.split_sizes(issuer)
+
+    def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
+        """A backend op's collective is its c10d op's: gloo runs reduce_scatter as an all_reduce,
+        and which of the two becomes the node depends on timing, so the type comes from the c10d op."""
+        if 0 <= issuer != i:
+            own = classify(self.names[issuer])
+            if own.is_comm:
+                kind = own
+        return super()._comm_attrs(i, issuer, kind)
 
 
 class _KinetoGpuWork(_GpuWork):
