@@ -357,3 +357,12 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, capsys, data):
 def test_empty_folder_is_an_error(tmp_path, capsys):
     rc, _, err = _run(["convert", "kineto", str(tmp_path), "-o", str(tmp_path / "o")], capsys)
     assert rc == 2 and "no Kineto traces" in err and err.count("\n") == 1
+
+
+def test_without_shapes_collectives_are_the_same_and_flops_unknown():
+    kin = PIPELINE / "rank2.kineto.json.gz"
+    a, ra = convert_kineto_trace(kin)
+    b, rb = convert_kineto_trace(kin, shapes=False)
+    assert ra.collective_sizes == rb.collective_sizes and ra.node_types == rb.node_types
+    assert critical_path(a).length_us == critical_path(b).length_us
+    assert a.attr_array("num_ops", np.int64)[1].any() and not b.attr_array("num_ops", np.int64)[1].any()

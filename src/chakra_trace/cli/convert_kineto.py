@@ -15,8 +15,14 @@ from .common import console, json_option, print_json, steps
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("-o", "--output", required=True, help="Output prefix: writes PREFIX.<rank>.et")
 @click.option("--gzip", "compress", is_flag=True, help="Write .et.gz files.")
+@click.option(
+    "--no-shapes",
+    "no_shapes",
+    is_flag=True,
+    help="Read the recorded shapes of communication ops only: faster on large traces; FLOPs unknown.",
+)
 @json_option
-def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, as_json: bool) -> None:
+def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, no_shapes: bool, as_json: bool) -> None:
     """Convert Kineto (profiler) traces, without host execution traces, to Chakra.
 
     INPUTS: one Kineto trace (.json or .json.gz) per rank, or one folder (a `chakra collect`
@@ -25,7 +31,7 @@ def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, as_
     files = kineto_files(list(inputs))
     with steps("converting ranks", len(files)) as advance:
         done = (lambda _rank, _report: advance(1)) if advance else None
-        workload, report = convert_kineto(files, on_rank_done=done)
+        workload, report = convert_kineto(files, shapes=not no_shapes, on_rank_done=done)
     suffix = ".et.gz" if compress else ".et"
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     outputs = {}

@@ -551,6 +551,9 @@ class _Columns:
         self.args_for = args_for  # name -> whether to keep the event's args (None: keep none)
         self.want: list[bool] = []  # args_for of each name code, filled as names appear
         self.kept: dict[int, dict] = {}
+        self._names: list = []  # name_idx as a list, refreshed as it grows
+        self._pats: dict[str, re.Pattern] = {}
+        self._scan = _scanner(parse_float=str)
         self.ph = bytearray()
         self.cat = array("h")
         self.name = array("i")
@@ -665,15 +668,48 @@ class _Columns:
         ):
             col.frombytes(data)
         if self.args_for is not None:
-            wanted = np.flatnonzero(self._wanted(name))
-            if wanted.size:  # the run's text holds exactly its n events: decode them for their args
-                events = json.loads("[" + buf[pos:_stop] + "]")
-                if len(events) == n:
-                    for k in wanted.tolist():
-                        a = events[k].get("args")
-                        if isinstance(a, dict) and a:
-                            self.kept[self.rows + k] = a
+            wanted = np.flatnonzero(self._wanted(name)).tolist()
+            if wanted:
+                ts_run = np.frombuffer(ts, np.int64)
+                found = self._find_args(buf, pos, _stop, wanted, name, ts_run)
+                if found is None:  # the run's text holds exactly its n events: decode them all
+                    events = json.loads("[" + buf[pos:_stop] + "]")
+                    found = [events[k].get("args") for k in wanted] if len(events) == n else []
+                for k, a in zip(wanted, found):
+                    if isinstance(a, dict) and a:
+                        self.kept[self.rows + k] = a
         self.rows += n
+
+    def _find_args(self, buf: str, pos: int, stop: int, wanted: list, name: np.ndarray, ts: np.ndarray):
+        """The args of the wanted events of a run, each decoded alone: found in order by its
+        ``"name": ...`` text, from the '{' before it (Kineto writes ph, cat, name first), and
+        checked by name and ts; None at the first doubt (then the run is decoded whole)."""
+        names = list(self.name_idx) if len(self._names) < len(self.name_idx) else self._names
+        self._names = names
+        cur, out = pos, []
+        for k in wanted:
+            nm = names[int(name[k])]
+            pat = self._pats.get(nm)
+            if pat is None:
+                pat = self._pats[nm] = re.compile(r'"name"\s*:\s*' + re.escape(json.dumps(nm)))
+            m = pat.search(buf, cur, stop)
+            start = buf.rfind("{", cur, m.start()) if m is not None else -1
+            if start < 0:
+                return None
+            try:
+                ev, end = self._scan(buf, start)
+            except (StopIteration, ValueError, RecursionError):
+                return None
+            if ev.__class__ is not dict or ev.get("name") != nm or "ph" not in ev:
+                return None
+            try:
+                if _ns(ev.get("ts")) != ts[k]:
+                    return None
+            except (TypeError, ValueError):
+                return None
+            out.append(ev.get("args"))
+            cur = end
+        return out
 
     def build(self, path: str, metadata: dict) -> KinetoTrace:
         def np_(arr, dtype):

@@ -54,6 +54,7 @@ import re
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,12 @@ _PAIR_WINDOW = 64  # unpaired c10d ops of a kind a backend op may be paired with
 
 def _wants_args(name: str) -> bool:
     """Events whose recorded arguments the conversion reads: communication and ATen ops."""
-    return name.startswith("aten::") or name == "record_param_comms" or is_comm_op_name(name)
+    return name.startswith("aten::") or _wants_comm_args(name)
+
+
+def _wants_comm_args(name: str) -> bool:
+    """Only what message sizes, peers and groups need (``shapes=False``)."""
+    return name == "record_param_comms" or is_comm_op_name(name)
 
 
 @dataclass
@@ -178,6 +184,7 @@ class _KinetoHost:
         self.process_groups = [g for g in kin.pg_config if isinstance(g, dict)]
         self.synthetic = np.zeros(n, bool)
         self.args = [kin.args.get(int(r)) or {} for r in rows.tolist()]
+        self.with_shapes = np.fromiter(("Input Dims" in a for a in self.args), bool, n)
         self.start = start
         self.sizes_from: Counter = Counter()
 
@@ -252,6 +259,7 @@ class _KinetoHost:
             dims, tys = a.get("Input Dims"), a.get("Input type")
             if not isinstance(dims, list) or not isinstance(tys, list):
                 continue
+            mine0 = len(rows)
             for k, (d, t) in enumerate(zip(dims, tys)):
                 if not isinstance(t, str):
                     continue
@@ -274,7 +282,7 @@ class _KinetoHost:
                             types.append(type_codes.setdefault(f"{t}({how})", len(type_codes)))
                             shapes.append(sh)
                             output.append(False)
-            mine = [shapes[k] for k in range(len(rows)) if rows[k] == i and elem[k] == 0]
+            mine = [shapes[k] for k in range(mine0, len(rows)) if elem[k] == 0]
             out = _matmul_output(self.names[self.name[i]], mine)
             if out is not None:  # Kineto records no outputs: a matmul's FLOPs need its output shape
                 rows.append(i)
@@ -291,7 +299,7 @@ class _KinetoHost:
         shape_indptr = np.zeros(m + 1, np.int64)
         np.cumsum(nd, out=shape_indptr[1:])
         dims_flat = np.asarray([x for s in shapes for x in s], np.int64)
-        numel = np.asarray([int(np.prod(s)) if s else 1 for s in shapes], np.int64)
+        numel = np.asarray([prod(s) if s else 1 for s in shapes], np.int64)
         tensor_id = np.arange(m, dtype=np.int64) + (1 << 40)  # unique: Kineto records no tensor ids
         first = np.searchsorted(row, np.arange(n + 1))
         for b, c in pairs.items():  # the backend op's tensors are the c10d op's input
@@ -376,9 +384,9 @@ class _KinetoHost:
         """Elements of the first tensor argument of op i (inside a list too), None if not recorded."""
         for d, t in zip(self.args[i].get("Input Dims") or [], self.args[i].get("Input type") or []):
             if t in TENSOR_TYPE_BYTES and _is_shape(d):
-                return int(np.prod(d)) if d else 1
+                return prod(d) if d else 1
             if t in _LIST_TYPES and isinstance(d, list) and d and _is_shape(d[0]):
-                return int(np.prod(d[0])) if d[0] else 1
+                return prod(d[0]) if d[0] else 1
         return None
 
     def _pair_backend_ops(self) -> dict[int, int]:
@@ -444,9 +452,9 @@ class _KinetoHost:
         if arg < len(dims) and arg < len(tys):
             d, t = dims[arg], tys[arg]
             if t in TENSOR_TYPE_BYTES and _is_shape(d):
-                return int(np.prod(d)) if d else 1
+                return prod(d) if d else 1
             if t in _LIST_TYPES and isinstance(d, list) and d and _is_shape(d[0]):
-                return int(np.prod(d[0])) if d[0] else 1
+                return prod(d[0]) if d[0] else 1
         return self._numel(c)
 
     def _count_sizes(self, pairs: dict[int, int]) -> None:
@@ -511,6 +519,12 @@ class _KinetoConverter(_Converter):
         out = super()._splits(issuer)
         return out if out or issuer < 0 else self.h.split_sizes(issuer)
 
+    def _cost_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """FLOPs are unknown (-1) for ops whose shapes were not recorded (not 0 from no tensors)."""
+        flops, nbytes = super()._cost_rows(rows)
+        flops[~self.h.with_shapes[rows]] = -1
+        return flops, nbytes
+
     def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
         """A backend op's collective is its c10d op's: gloo runs reduce_scatter as an all_reduce,
         and which of the two becomes the node depends on timing, so the type comes from the c10d op."""
@@ -542,11 +556,13 @@ class _KinetoGpuWork(_GpuWork):
 
 # ------------------------------------------------------------------------------------ one rank
 def convert_kineto_trace(
-    path: str | os.PathLike | KinetoTrace, *, rank: int | None = None
+    path: str | os.PathLike | KinetoTrace, *, rank: int | None = None, shapes: bool = True
 ) -> tuple[Trace, KinetoRankReport]:
     """One rank's Kineto trace (a path, plain or gzip, or a `KinetoTrace` read with
-    ``args_for``) -> its Chakra trace and a report of what was found."""
-    kin = path if isinstance(path, KinetoTrace) else read_kineto(path, args_for=_wants_args)
+    ``args_for``) -> its Chakra trace and a report of what was found. ``shapes=False`` reads
+    the recorded arguments of communication ops only (several times faster on large traces;
+    FLOPs and the bytes of compute ops are then unknown)."""
+    kin = path if isinstance(path, KinetoTrace) else read_kineto(path, args_for=_args_pred(shapes))
     if rank is None:
         rank = kin.rank
     if rank is None:
@@ -567,7 +583,7 @@ def convert_kineto_trace(
     gpu = np.flatnonzero(kin.mask(GPU_CATS) & is_x)
     rep.gpu_events = dict(Counter(kin.cats[c] for c in kin.cat[gpu].tolist()))
     rep.runtime_calls = int(np.count_nonzero(kin.mask(RUNTIME_CATS) & is_x))
-    rep.with_shapes = any("Input Dims" in a for a in host.args)
+    rep.with_shapes = bool(host.with_shapes.any())
     rep.sizes_from = dict(host.sizes_from)
 
     # every CPU event is its own host op: link by a synthetic key that is the row itself, so the
@@ -633,21 +649,25 @@ def kineto_files(inputs: list[str | os.PathLike] | str | os.PathLike) -> list[Pa
     return paths
 
 
+def _args_pred(shapes: bool):
+    return _wants_args if shapes else _wants_comm_args
+
+
 def convert_kineto(
-    inputs: list[str | os.PathLike] | str | os.PathLike, *, on_rank_done=None
+    inputs: list[str | os.PathLike] | str | os.PathLike, *, shapes: bool = True, on_rank_done=None
 ) -> tuple[Workload, KinetoJobReport]:
     """Kineto traces of one job (one per rank, or a folder) -> a `Workload` and a report.
 
     Ranks come from each trace's ``distributedInfo`` (else ``rank<r>`` in the file name, else
     the order given); collectives that name no process group are assigned to the declared
     groups by matching the ranks' collective sequences. ``on_rank_done(rank, report)`` is
-    called as each rank is converted."""
+    called as each rank is converted; ``shapes`` as in `convert_kineto_trace`."""
     files = kineto_files(inputs)
     traces: dict[int, Trace] = {}
     paths: dict[int, Path] = {}
     report = KinetoJobReport()
     for k, p in enumerate(files):
-        kin = read_kineto(p, args_for=_wants_args)
+        kin = read_kineto(p, args_for=_args_pred(shapes))
         rank = kin.rank
         if rank is None:
             m = re.search(r"rank[_-]?(\d+)", p.name)
