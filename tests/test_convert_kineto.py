@@ -366,3 +366,16 @@ def test_without_shapes_collectives_are_the_same_and_flops_unknown():
     assert ra.collective_sizes == rb.collective_sizes and ra.node_types == rb.node_types
     assert critical_path(a).length_us == critical_path(b).length_us
     assert a.attr_array("num_ops", np.int64)[1].any() and not b.attr_array("num_ops", np.int64)[1].any()
+
+
+def test_args_for_with_args_written_before_the_name(tmp_path, monkeypatch):
+    """Another writer's key order (args first) defeats the quick lookup; the run is then decoded whole."""
+    doc = json.loads(gzip.decompress((PIPELINE / "rank0.kineto.json.gz").read_bytes()))
+    doc["traceEvents"] = [dict(sorted(e.items())) for e in doc["traceEvents"]]  # "args" < "name"
+    path = tmp_path / "sorted.json"
+    path.write_text(json.dumps(doc))
+    want = lambda n: n.startswith("c10d::")  # noqa: E731
+    a = kineto_mod.read_kineto(path, args_for=want)
+    monkeypatch.setattr(kineto_mod, "_native", None)
+    b = kineto_mod.read_kineto(path, args_for=want)
+    assert a.args == b.args and len(a.args) == 16
