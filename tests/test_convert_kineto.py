@@ -379,3 +379,22 @@ def test_args_for_with_args_written_before_the_name(tmp_path, monkeypatch):
     monkeypatch.setattr(kineto_mod, "_native", None)
     b = kineto_mod.read_kineto(path, args_for=want)
     assert a.args == b.args and len(a.args) == 16
+
+
+@pytest.mark.parametrize("name", ["resnet_kineto_head", "linear_kineto_head"])
+def test_old_gpu_traces_put_kernels_after_their_launch(name):
+    """The 2023 PARAM GPU traces (no ProfilerStep, no shapes, no Record function id): every
+    kernel, copy and set becomes a node on its stream, after the CPU op that launched it."""
+    t, rep = convert_kineto_trace(DATA / "kineto" / f"{name}.json.gz")
+    assert not rep.with_shapes and rep.steps == 0
+    stream, on_gpu = t.attr_array("stream", np.int64)
+    assert 0.95 * sum(rep.gpu_events.values()) <= on_gpu.sum() == rep.gpu_nodes  # (the head cuts a few launches off)
+    src, dst = _edges(t)
+    from_cpu = np.zeros(len(t), bool)
+    from_cpu[dst[~on_gpu[src]]] = True
+    assert from_cpu[on_gpu].all()
+    # the only edges back in time cross between host and device: a launch (a kernel starts
+    # before its op returns) or a synchronization (the op waited inside for the kernel to end)
+    end = t.start[src].astype(np.int64) + t.duration[src].astype(np.int64)
+    back = end > t.start[dst].astype(np.int64) + 1
+    assert (on_gpu[src[back]] != on_gpu[dst[back]]).all()

@@ -115,6 +115,7 @@ class KinetoRankReport:
     cpu_ops: int = 0
     threads: int = 0
     gpu_events: dict[str, int] = field(default_factory=dict)  # by category (kernel, gpu_memcpy, ...)
+    gpu_nodes: int = 0  # GPU events that became nodes (launched by an op inside the recorded window)
     runtime_calls: int = 0
     steps: int = 0
     nodes: int = 0
@@ -611,6 +612,7 @@ def convert_kineto_trace(
     trace.metadata.attr.add(name=STEP_BOUNDS).int64_list.values.extend(bounds)
     rep.steps = len(kin.steps())
     rep.nodes = len(trace)
+    rep.gpu_nodes = int(trace.attr_array("stream", np.int64)[1].sum())
     rep.node_types = trace.node_type_counts()
     rep.collective_sizes = list(conv_report.collectives)
     rep.collectives = dict(Counter(t for t, _ in conv_report.collectives))
