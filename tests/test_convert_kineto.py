@@ -212,6 +212,26 @@ def test_nccl_collective_from_record_param_comms_with_gpu_edges(tmp_path):
     assert known[mm] and num_ops[mm] == 2 * 64 * 32 * 16  # FLOPs from the recorded shapes
 
 
+def test_stream_wait_event_orders_two_streams(tmp_path):
+    ev = [
+        _x("ProfilerStep#1", "user_annotation", 0, 1000),
+        _x("aten::mm", "cpu_op", 10, 40),
+        _x("cudaLaunchKernel", "cuda_runtime", 20, 10, correlation=1),
+        _x("producer_kernel", "kernel", 100, 100, tid=7, pid=0, correlation=1, stream=7, device=0),
+        _x("aten::add", "cpu_op", 60, 40),
+        _x("cudaLaunchKernel", "cuda_runtime", 70, 10, correlation=2),
+        _x("Stream Wait Event", "cuda_sync", 205, 0, tid=20, pid=0, stream=20, device=0, wait_on_stream=7),
+        _x("consumer_kernel", "kernel", 210, 50, tid=20, pid=0, correlation=2, stream=20, device=0),
+    ]
+    t, rep = convert_kineto_trace(_write(tmp_path / "rank0.kineto.json.gz", ev))
+    names = t.name_array
+    (p,) = np.flatnonzero(names == "producer_kernel")
+    (c,) = np.flatnonzero(names == "consumer_kernel")
+    src, dst = _edges(t)
+    assert (int(p), int(c)) in set(zip(src.tolist(), dst.tolist()))
+    assert rep.stream_waits == 1
+
+
 def test_collective_from_kernel_name_without_record_param_comms(tmp_path):
     paths = [_write(tmp_path / f"rank{r}.kineto.json.gz", _nccl_rank(r, rpc=False), rank=r) for r in range(2)]
     w, rep = convert_kineto(paths)

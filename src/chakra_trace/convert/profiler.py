@@ -15,7 +15,9 @@ What is read, and how reliably (per rank, `KinetoRankReport` says which way each
 - **GPU work** (exact where recorded): kernels / memcpy / memset per (device, stream), each
   after the CPU op whose runtime call launched it (``correlation`` -> runtime call -> enclosing
   CPU op, `link.link`); a host op that waited in ``cudaStreamSynchronize`` /
-  ``cudaDeviceSynchronize`` / a blocking copy depends on the GPU work that had ended by then.
+  ``cudaDeviceSynchronize`` / a blocking copy depends on the GPU work that had ended by then;
+  where the profiler recorded ``Stream Wait Event``s (``enable_cuda_sync_events``), the first
+  GPU op on the waiting stream after the wait depends on the last one on the awaited stream.
 - **Collective type**: from the op name (``c10d::allreduce_``, ``gloo:all_gather``,
   ``nccl:all_reduce``) or the NCCL kernel name (``ncclDevKernel_AllReduce_...``), by
   `collectives.classify`: exact.
@@ -92,6 +94,7 @@ _RPC_ARGS = {
     "group_size": "Group size",
 }
 _LIST_TYPES = ("TensorList", "GenericList")
+_STREAM_WAIT = "Stream Wait Event"  # cuda_sync events (profiler's enable_cuda_sync_events)
 _ASSUMED_ITEMSIZE = 4  # float32: a TensorList whose dtype nothing in the trace tells
 _PAIR_WINDOW = 64  # unpaired c10d ops of a kind a backend op may be paired with (gloo serves in order)
 
@@ -102,8 +105,8 @@ def _wants_args(name: str) -> bool:
 
 
 def _wants_comm_args(name: str) -> bool:
-    """Only what message sizes, peers and groups need (``shapes=False``)."""
-    return name == "record_param_comms" or is_comm_op_name(name)
+    """Only what message sizes, peers, groups and stream waits need (``shapes=False``)."""
+    return name in ("record_param_comms", _STREAM_WAIT) or is_comm_op_name(name)
 
 
 @dataclass
@@ -117,6 +120,7 @@ class KinetoRankReport:
     gpu_events: dict[str, int] = field(default_factory=dict)  # by category (kernel, gpu_memcpy, ...)
     gpu_nodes: int = 0  # GPU events that became nodes (launched by an op inside the recorded window)
     runtime_calls: int = 0
+    stream_waits: int = 0  # stream-to-stream edges from recorded Stream Wait Events
     steps: int = 0
     nodes: int = 0
     node_types: dict[str, int] = field(default_factory=dict)
@@ -233,6 +237,20 @@ class _KinetoHost:
             "strides": a.get("Input Strides"),
         }
         return ins, {"values": [], "shapes": [], "types": [], "strides": None}
+
+    def stream_waits(self) -> list[tuple[int, int, int, int]]:
+        """(device, waiting stream, awaited stream, ns) of each recorded ``Stream Wait Event``."""
+        kin = self.kin
+        code = kin.name_code(_STREAM_WAIT)
+        out = []
+        for r in np.flatnonzero(kin.name == code).tolist() if code >= 0 else []:
+            a = kin.args.get(r) or {}
+            awaited = a.get("wait_on_stream")
+            waiting = a.get("stream", int(kin.stream[r]))
+            if isinstance(awaited, int) and awaited >= 0 and isinstance(waiting, int) and awaited != waiting:
+                dev = a.get("device", int(kin.device[r]))
+                out.append((int(dev) if isinstance(dev, int) else -1, waiting, awaited, int(kin.ts[r])))
+        return out
 
     def split_sizes(self, i: int) -> dict[str, str]:
         """all_to_allv split sizes of a ``c10d::alltoall_base_`` op from its ``Concrete Inputs``
@@ -520,6 +538,27 @@ class _KinetoConverter(_Converter):
         out = super()._splits(issuer)
         return out if out or issuer < 0 else self.h.split_sizes(issuer)
 
+    def _sync_edges(self, tl, out_src: list, out_dst: list) -> None:
+        """Also stream-to-stream waits (``Stream Wait Event``, recorded with the profiler's
+        ``enable_cuda_sync_events``): the first GPU op on the waiting stream after the wait
+        depends on the last one on the awaited stream that started before it, where that one
+        had ended by then."""
+        super()._sync_edges(tl, out_src, out_dst)
+        waits = self.h.stream_waits()
+        if not waits or not tl.n_gpu:
+            return
+        gk = np.flatnonzero(tl.is_gpu)  # in time order
+        idx = tl.src[gk]
+        dev, stream = tl.gpu["device"][idx], tl.gpu["stream"][idx]
+        s, e, ids = tl.s[gk], tl.e[gk], tl.ids[gk]
+        for d, waiting, awaited, t in waits:
+            prod = np.flatnonzero((stream == awaited) & (s <= t) & ((dev == d) | (d < 0)))
+            cons = np.flatnonzero((stream == waiting) & (s >= t) & ((dev == d) | (d < 0)))
+            if prod.size and cons.size and e[prod[-1]] <= s[cons[0]]:
+                out_src.append(int(ids[cons[0]]))
+                out_dst.append(int(ids[prod[-1]]))
+                self.stream_wait_edges = getattr(self, "stream_wait_edges", 0) + 1
+
     def _cost_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """FLOPs are unknown (-1) for ops whose shapes were not recorded (not 0 from no tensors)."""
         flops, nbytes = super()._cost_rows(rows)
@@ -611,6 +650,7 @@ def convert_kineto_trace(
     bounds = sorted({int(_us(s) - _us(lo)) for _, s, _ in conv.steps} | {int(_us(hi) - _us(lo))})
     trace.metadata.attr.add(name=STEP_BOUNDS).int64_list.values.extend(bounds)
     rep.steps = len(kin.steps())
+    rep.stream_waits = getattr(conv, "stream_wait_edges", 0)
     rep.nodes = len(trace)
     rep.gpu_nodes = int(trace.attr_array("stream", np.int64)[1].sum())
     rep.node_types = trace.node_type_counts()
