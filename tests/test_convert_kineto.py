@@ -28,6 +28,7 @@ from chakra_trace.convert.profiler import convert_kineto, convert_kineto_trace, 
 from chakra_trace.convert.pytorch import convert_pytorch, read_collection
 from chakra_trace.errors import ChakraError
 from chakra_trace.io.et import read_trace, write_trace
+from chakra_trace.io.workload import Workload
 from chakra_trace.schema.enums import Attr, CollectiveType, NodeType, collective_name
 from chakra_trace.schema.groups import group_rows
 from chakra_trace.validate.workload import validate_workload
@@ -418,3 +419,15 @@ def test_old_gpu_traces_put_kernels_after_their_launch(name):
     end = t.start[src].astype(np.int64) + t.duration[src].astype(np.int64)
     back = end > t.start[dst].astype(np.int64) + 1
     assert (on_gpu[src[back]] != on_gpu[dst[back]]).all()
+
+
+def test_a_folder_of_kineto_traces_opens_as_a_workload(tmp_path):
+    for r in range(4):
+        shutil.copy(PIPELINE / f"rank{r}.kineto.json.gz", tmp_path)
+    w = Workload.open(tmp_path)
+    ref, _ = convert_kineto(PIPELINE)
+    assert w.ranks == ref.ranks and validate_workload(w).ok
+    for r in w.ranks:
+        for g in ref[r].groups:
+            assert w[r].comm_size[group_rows(w[r], g)].tolist() == ref[r].comm_size[group_rows(ref[r], g)].tolist()
+    assert Workload.open(tmp_path, ranks=[2]).ranks == [2]  # (the second open reads the cache)

@@ -55,6 +55,7 @@ import os
 import re
 import warnings
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
@@ -63,14 +64,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError, TraceFormatError
-from ..io.workload import Workload
+from ..io.cache import cached_trace
+from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.trace import Trace
 from .collectives import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
 from .kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
 from .link import interval_parents, link
-from .pytorch import _INPUT_ARG, ConversionReport, ConversionWarning, _Converter, _GpuWork, _us
+from .pytorch import _INPUT_ARG, ConversionReport, ConversionWarning, _Converter, _converter_stamp, _GpuWork, _us
 from .pytorch_host import HostTensors
 
 __all__ = [
@@ -78,7 +80,9 @@ __all__ = [
     "KinetoRankReport",
     "convert_kineto",
     "convert_kineto_trace",
+    "is_kineto_folder",
     "kineto_files",
+    "read_kineto_folder",
 ]
 
 # record_param_comms args in Kineto -> the host trace's attribute names (what the converter reads)
@@ -271,7 +275,13 @@ class _KinetoHost:
         (gloo:, nccl:) sharing a tensor id with it, which is how the converter pairs them."""
         pairs = self._pair_backend_ops()
         dtype_of = {c: self._first_item(b) for b, c in pairs.items()}
-        rows, out_arg, elem, itemsize, types, shapes, output = [], [], [], [], [], [], []
+        rows: list[int] = []
+        out_arg: list[int] = []
+        elem: list[int] = []
+        itemsize: list[int] = []
+        types: list[int] = []
+        shapes: list[list[int]] = []
+        output: list[bool] = []
         type_codes: dict[str, int] = {}
         common = self._common_itemsize()
         for i, a in enumerate(self.args):
@@ -389,7 +399,8 @@ class _KinetoHost:
     def _comm_rows(self) -> tuple[list[int], list[int]]:
         """(c10d ops, backend ops) that are communication, each by start time."""
         names = self.names
-        c10d, backend = [], []
+        c10d: list[int] = []
+        backend: list[int] = []
         for i in np.flatnonzero(_name_table(names, self.name, is_comm_op_name)).tolist():
             nm = names[self.name[i]]
             if not classify(nm).is_comm:
@@ -431,11 +442,11 @@ class _KinetoHost:
         heads: dict[str, int] = {}  # per list: everything before it is taken
         for b in backend:  # then in order: same kind first, else what gloo runs a kind as
             if b not in pairs:
-                c = self._fifo_match(b, by_key.get(key[b], []), key[b], heads, taken)
-                c = c if c is not None else self._fifo_match(b, c10d, "", heads, taken, same_size_only=True)
-                if c is not None:
-                    pairs[b] = c
-                    taken.add(c)
+                m = self._fifo_match(b, by_key.get(key[b], []), key[b], heads, taken)
+                m = m if m is not None else self._fifo_match(b, c10d, "", heads, taken, same_size_only=True)
+                if m is not None:
+                    pairs[b] = m
+                    taken.add(m)
         return pairs
 
     def _fifo_match(
@@ -647,7 +658,8 @@ def convert_kineto_trace(
     base_ns = kin.base_time_ns or 0
     lo, hi = conv.window
     trace.metadata.attr.add(name=TIME_ORIGIN).int64_val = int(base_ns + lo)
-    bounds = sorted({int(_us(s) - _us(lo)) for _, s, _ in conv.steps} | {int(_us(hi) - _us(lo))})
+    step_starts = _us(np.array([s for _, s, _ in conv.steps] + [hi], np.int64)) - _us(np.array(lo))
+    bounds = sorted(set(step_starts.tolist()))
     trace.metadata.attr.add(name=STEP_BOUNDS).int64_list.values.extend(bounds)
     rep.steps = len(kin.steps())
     rep.stream_waits = getattr(conv, "stream_wait_edges", 0)
@@ -727,3 +739,36 @@ def convert_kineto(
         report.notes.extend(resolve_unnamed_groups(traces))
     report.ranks = dict(sorted(report.ranks.items()))
     return Workload(dict(sorted(traces.items())), paths=paths), report
+
+
+# ------------------------------------------------------------------------------------ Workload.open
+_RANK_ET = re.compile(r"^rank\d+\.et\.json(?:\.gz)?$")
+
+
+def is_kineto_folder(path: Path) -> bool:
+    """A `chakra collect` folder (or the like) with Kineto traces and no host traces: rank<r>.kineto.json[.gz] only."""
+    if not path.is_dir():
+        return False
+    entries = os.listdir(path)
+    return any(_RANK_KINETO.match(e) for e in entries) and not any(_RANK_ET.match(e) for e in entries)
+
+
+def read_kineto_folder(folder: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
+    """Every rank (or `ranks`) of a folder of Kineto traces only, converted one after another and kept
+    in the folder's `.chakra-cache` (what `Workload.open` does with such a folder)."""
+    found = {int(m.group(1)): folder / e for e in sorted(os.listdir(folder)) if (m := _RANK_KINETO.match(e))}
+    files = select_ranks(folder, found, ranks)
+    traces = {}
+    for r, p in files.items():
+
+        def convert(r=r, p=p) -> Trace:
+            with progress(f"converting rank {r}", p) if progress else nullcontext():
+                return convert_kineto_trace(p, rank=r)[0]
+
+        traces[r] = cached_trace([p], f"kineto-rank{r}", convert, stamp=_converter_stamp())
+    if len(traces) > 1:
+        resolve_unnamed_groups(traces)
+    return Workload(traces, paths=dict(files))
+
+
+register_source(is_kineto_folder, read_kineto_folder)
