@@ -42,6 +42,9 @@ What is read, and how reliably (per rank, `KinetoRankReport` says which way each
   ``record_shapes`` was on. Kineto records inputs only, so bytes count inputs (the host trace
   adds outputs), and an op whose FLOPs depend on its output shape is costed from its inputs.
 
+A folder of Kineto traces only (``rank<r>.kineto.json[.gz]``, no host traces) opens with
+`Workload.open` through this converter (`read_kineto_folder`), so every command takes it.
+
 Missing compared with a host trace: output shapes, tensor ids (so no data dependencies beyond
 execution order), op schemas, argument values other than ``Concrete Inputs``, ops outside the
 profiler window, and ops the profiler did not record.
