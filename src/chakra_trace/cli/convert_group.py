@@ -9,6 +9,7 @@ from . import LazyGroup
 SUBCOMMANDS = {
     "text": "convert_text:convert_text",
     "pytorch": "convert_pytorch:convert_pytorch_cmd",
+    "kineto": "convert_kineto:convert_kineto_cmd",
 }
 
 

@@ -31,7 +31,10 @@ Columns (all length n, one row per event, in file order):
 Top-level members other than ``traceEvents`` are kept in ``metadata`` (``distributedInfo``,
 ``deviceProperties``, ``traceName``, ``baseTimeNanoseconds``, ...), with properties for the
 common ones. Metadata events (ph ``M``: process/thread names and sort indexes, a few per
-thread) also keep their ``args`` in ``meta_args`` (row index -> dict).
+thread) also keep their ``args`` in ``meta_args`` (row index -> dict). Other events keep their
+``args`` only when asked: ``read_kineto(path, args_for=pred)`` keeps them in ``args`` (row index
+-> dict) for the events whose name satisfies ``pred`` (evaluated once per distinct name), e.g.
+the communication ops whose recorded arguments give message sizes and peers.
 
 With the optional C kernel (``_kineto.c``, built by setup.py) the events are scanned straight
 out of the text buffer into columns instead of being decoded into dicts; it takes only events
@@ -49,7 +52,7 @@ import os
 import re
 import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -161,6 +164,7 @@ class KinetoTrace:
     labels: list[str] = field(default_factory=list)
     metadata: dict = field(default_factory=dict)
     meta_args: dict[int, dict] = field(default_factory=dict)
+    args: dict[int, dict] = field(default_factory=dict)  # only for names chosen by read_kineto(args_for=)
 
     _COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", *_ARG_COLUMNS, "flow_id")
 
@@ -225,7 +229,7 @@ class KinetoTrace:
     def event(self, i: int) -> dict:
         """Row i as a small dict (for debugging and display; never used on hot paths)."""
         i = int(i)
-        d = {
+        d: dict[str, Any] = {
             "ph": chr(int(self.ph[i])),
             "cat": self.cats[int(self.cat[i])],
             "name": self.event_name(i),
@@ -240,6 +244,8 @@ class KinetoTrace:
                 d[col] = v
         if i in self.meta_args:
             d["args"] = self.meta_args[i]
+        elif i in self.args:
+            d["args"] = self.args[i]
         return d
 
     # ------------------------------------------------------------------ summaries
@@ -541,7 +547,13 @@ def _with_labels(values: bytes, label_codes: bytes, lut: np.ndarray) -> np.ndarr
 class _Columns:
     """Per-event column builders: events are reduced to typed arrays a batch at a time."""
 
-    def __init__(self):
+    def __init__(self, args_for=None):
+        self.args_for = args_for  # name -> whether to keep the event's args (None: keep none)
+        self.want: list[bool] = []  # args_for of each name code, filled as names appear
+        self.kept: dict[int, dict] = {}
+        self._names: list = []  # name_idx as a list, refreshed as it grows
+        self._pats: dict[str, re.Pattern] = {}
+        self._scan = _scanner(parse_float=str)
         self.ph = bytearray()
         self.cat = array("h")
         self.name = array("i")
@@ -593,7 +605,8 @@ class _Columns:
         sd = self.name_idx.setdefault
         ni = self.name_idx
         try:
-            self.name.extend(array("i", [sd(n, len(ni)) for n in [e.get("name", "") for e in b]]))
+            codes = [sd(n, len(ni)) for n in [e.get("name", "") for e in b]]
+            self.name.extend(array("i", codes))
         except TypeError:
             raise ValueError("an event has a 'name' that is not a string") from None
         pids = [e.get("pid", -1) for e in b]
@@ -621,10 +634,21 @@ class _Columns:
         for k, p in enumerate(phs):
             if p == "M" and args[k]:
                 self.meta_args[row0 + k] = args[k]
+        if self.args_for is not None:
+            for k in np.flatnonzero(self._wanted(np.asarray(codes, np.int64))).tolist():
+                if phs[k] != "M" and args[k]:
+                    self.kept[row0 + k] = args[k]
         self.flow_id.extend(_int_col([e.get("id", -1) for e in b]))
         self.rows += len(b)
 
-    def add_native(self, buf: str, r: tuple) -> None:
+    def _wanted(self, codes: np.ndarray) -> np.ndarray:
+        """args_for of the names of these global name codes (evaluated once per name)."""
+        if len(self.want) < len(self.name_idx):
+            names = list(self.name_idx)
+            self.want.extend(bool(self.args_for(str(n))) for n in names[len(self.want) :])
+        return np.asarray(self.want, bool)[codes] if codes.size else np.zeros(0, bool)
+
+    def add_native(self, buf: str, r: tuple, pos: int = 0) -> None:
         """Append a run of events scanned by `_kineto.scan_events` from ``buf``. Its strings
         come as chunk-local codes; the distinct ones join the global tables here, in order of
         first appearance, as add_batch would add them. Raises ValueError like add_batch."""
@@ -643,7 +667,49 @@ class _Columns:
             (self.pid, self.tid, self.ts, self.dur, *self.args, self.flow_id), (pid, tid, ts, dur, *ints)
         ):
             col.frombytes(data)
+        if self.args_for is not None:
+            wanted = np.flatnonzero(self._wanted(name)).tolist()
+            if wanted:
+                ts_run = np.frombuffer(ts, np.int64)
+                found = self._find_args(buf, pos, _stop, wanted, name, ts_run)
+                if found is None:  # the run's text holds exactly its n events: decode them all
+                    events = json.loads("[" + buf[pos:_stop] + "]")
+                    found = [events[k].get("args") for k in wanted] if len(events) == n else []
+                for k, a in zip(wanted, found):
+                    if isinstance(a, dict) and a:
+                        self.kept[self.rows + k] = a
         self.rows += n
+
+    def _find_args(self, buf: str, pos: int, stop: int, wanted: list, name: np.ndarray, ts: np.ndarray):
+        """The args of the wanted events of a run, each decoded alone: found in order by its
+        ``"name": ...`` text, from the '{' before it (Kineto writes ph, cat, name first), and
+        checked by name and ts; None at the first doubt (then the run is decoded whole)."""
+        names = list(self.name_idx) if len(self._names) < len(self.name_idx) else self._names
+        self._names = names
+        cur, out = pos, []
+        for k in wanted:
+            nm = names[int(name[k])]
+            pat = self._pats.get(nm)
+            if pat is None:
+                pat = self._pats[nm] = re.compile(r'"name"\s*:\s*' + re.escape(json.dumps(nm)))
+            m = pat.search(buf, cur, stop)
+            start = buf.rfind("{", cur, m.start()) if m is not None else -1
+            if start < 0:
+                return None
+            try:
+                ev, end = self._scan(buf, start)
+            except (StopIteration, ValueError, RecursionError):
+                return None
+            if ev.__class__ is not dict or ev.get("name") != nm or "ph" not in ev:
+                return None
+            try:
+                if _ns(ev.get("ts")) != ts[k]:
+                    return None
+            except (TypeError, ValueError):
+                return None
+            out.append(ev.get("args"))
+            cur = end
+        return out
 
     def build(self, path: str, metadata: dict) -> KinetoTrace:
         def np_(arr, dtype):
@@ -669,6 +735,7 @@ class _Columns:
             labels=self.labels,
             metadata=metadata,
             meta_args=self.meta_args,
+            args=self.kept,
         )
 
 
@@ -703,16 +770,23 @@ def _iter_members(t: _Text, scan_meta, on_events) -> Iterator[tuple[str, Any]]:
         raise t.fail(pos, f"unexpected text after the trace object: {t.buf[pos : pos + 20]!r}")
 
 
-def read_kineto(path: str | os.PathLike, *, limits: Limits | None = None, chunk: int = _CHUNK) -> KinetoTrace:
+def read_kineto(
+    path: str | os.PathLike,
+    *,
+    limits: Limits | None = None,
+    chunk: int = _CHUNK,
+    args_for: Callable[[str], bool] | None = None,
+) -> KinetoTrace:
     """Read a Kineto JSON trace (plain or gzip, sniffed) into a columnar `KinetoTrace`.
 
     Raises `TraceFormatError` (one line: file, character offset, reason) on input that is
     not a Kineto trace: bad JSON, a truncated file, events that are not objects, no
-    ``traceEvents`` array, or unparsable timestamps.
+    ``traceEvents`` array, or unparsable timestamps. ``args_for(name)``: keep the ``args`` of
+    the events of that name in ``KinetoTrace.args`` (the others are reduced to the id columns).
     """
     path = os.fspath(path)
     f, _gz = open_binary(path, limits)
-    cols = _Columns()
+    cols = _Columns(args_for)
     metadata: dict = {}
     scan_meta = _scanner()
     scan_ev = _scanner(parse_float=str)  # keep float text: ts/dur are converted to ns exactly
@@ -762,7 +836,7 @@ def read_kineto(path: str | os.PathLike, *, limits: Limits | None = None, chunk:
                         if n:
                             if batch:
                                 flush(batch)
-                            add(cols.add_native, (buf, r), n)
+                            add(cols.add_native, (buf, r, pos), n)
                             pos = stop
                             done = True
                         elif cut and not (t.eof or c_read_on):
