@@ -205,7 +205,9 @@ def test_nccl_collective_from_record_param_comms_with_gpu_edges(tmp_path):
     (wait,) = np.flatnonzero(names == "aten::_local_scalar_dense")
     src, dst = _edges(t)
     pairs = set(zip(src.tolist(), dst.tolist()))
-    assert (int(mm), int(gemm)) in pairs  # launch flow
+    # launch flow: the kernel started (40) inside the op that launched it (10-100), so it waits
+    # for what ran before that op (the `[host]` gap), not for the op to end
+    assert [p for p, n in pairs if n == gemm] == [int(mm) - 1] and names[int(mm) - 1] == "[host]"
     assert (int(gemm), int(wait)) in pairs or (c, int(wait)) in pairs  # the sync waited for the GPU
     stream, has = t.attr_array("stream", np.int64)
     assert sorted(stream[has].tolist()) == [7, 20]
@@ -413,7 +415,14 @@ def test_old_gpu_traces_put_kernels_after_their_launch(name):
     src, dst = _edges(t)
     from_cpu = np.zeros(len(t), bool)
     from_cpu[dst[~on_gpu[src]]] = True
-    assert from_cpu[on_gpu].all()
+    # a kernel that started inside its launching op waits for what ran before that op: only
+    # work launched by a thread's first op (nothing before it) has no CPU predecessor
+    has_pred = np.zeros(len(t), bool)
+    has_pred[dst] = True
+    heads = np.flatnonzero(~on_gpu & ~has_pred & (t.types == NodeType.COMP_NODE))
+    lo, hi = t.start[heads].astype(np.int64), (t.start[heads] + t.duration[heads]).astype(np.int64)
+    for k in np.flatnonzero(on_gpu & ~from_cpu).tolist():
+        assert ((lo <= int(t.start[k])) & (int(t.start[k]) <= hi)).any(), k
     # the only edges back in time cross between host and device: a launch (a kernel starts
     # before its op returns) or a synchronization (the op waited inside for the kernel to end)
     end = t.start[src].astype(np.int64) + t.duration[src].astype(np.int64)

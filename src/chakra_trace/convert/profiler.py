@@ -579,34 +579,6 @@ class _KinetoConverter(_Converter):
         flops[~self.h.with_shapes[rows]] = -1
         return flops, nbytes
 
-    def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
-        """A backend op's collective is its c10d op's: gloo runs reduce_scatter as an all_reduce,
-        and which of the two becomes the node depends on timing, so the type comes from the c10d op."""
-        if 0 <= issuer != i:
-            own = classify(self.names[issuer])
-            if own.is_comm:
-                kind = own
-        return super()._comm_attrs(i, issuer, kind)
-
-
-class _KinetoGpuWork(_GpuWork):
-    """GPU work, where the collective a kernel runs is the kernel: the ops around its launch
-    (nccl:all_reduce, and the c10d op and record_param_comms above it) are not collectives too."""
-
-    def __init__(self, kin, lk, host: _KinetoHost):
-        super().__init__(kin, lk)
-        self.host = host
-
-    def hosts_of_comm_kernels(self) -> set[int]:
-        h = self.host
-        out = set()
-        for i in super().hosts_of_comm_kernels():
-            j, hops = i, 0
-            while j >= 0 and hops < 4:
-                out.add(j)
-                j, hops = int(h.parent[j]), hops + 1
-        return out
-
 
 # ------------------------------------------------------------------------------------ one rank
 def convert_kineto_trace(
@@ -654,7 +626,7 @@ def convert_kineto_trace(
         warnings.simplefilter("always", ConversionWarning)
         conv = _KinetoConverter(host, start, end, tid, user_annotation, steps, conv_report)
         if lk.gpu_event.size:
-            conv.gpu = _KinetoGpuWork(kin_keyed, lk, host)
+            conv.gpu = _GpuWork(kin_keyed, lk)
         trace = conv.run(interval_parents)
     rep.warnings = [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
     trace.metadata.attr.add(name="rank").int64_val = int(rank)

@@ -404,7 +404,7 @@ class _Converter:
         kinds = {i: classify(names[i]) for i in comm_like.tolist()}
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
-            comm -= self.gpu.hosts_of_comm_kernels(self.window if self.timed else None)
+            comm -= self._with_ancestors(self.gpu.hosts_of_comm_kernels(self.window if self.timed else None))
         self._own_lanes(comm)
         parent = np.full(len(h), -1, np.int64)
         parent[rows] = self._parents(rows, interval_parents)
@@ -558,6 +558,19 @@ class _Converter:
                     else:
                         sync.add(i)
         return sync, issuers
+
+    def _with_ancestors(self, rows: set[int], hops: int = 3) -> set[int]:
+        """Rows and the ops up to `hops` call levels above them: a kernel that runs a collective is
+        the collective, so the op that launched it (nccl:all_reduce) is not one, nor are the
+        record_param_comms and c10d op above that."""
+        h, out = self.h, set(rows)
+        for i in rows:
+            j = i
+            for _ in range(hops):
+                if h.parent[j] < 0 or (j := h.row(int(h.parent[j]))) < 0:
+                    break
+                out.add(j)
+        return out
 
     def _own_lanes(self, comm: set[int]) -> None:
         """Give each backend op that outlives its c10d op on the same thread a lane of its own.
@@ -920,12 +933,15 @@ class _Converter:
             ok = (launcher >= 0) & (launcher < gk)
             # after the launcher when it had returned; else after what ran before it on its thread
             # (the kernel started inside it: an edge must not make the trace slower than the run)
+            # (the `[host]` gap just before it, when the thread was idle before it)
             lp = np.maximum(launcher, 0)
             before = ok & (tl.e[lp] > tl.s[gk])
-            launcher = np.where(before, tl.prev[lp], launcher)
-            ok &= launcher >= 0
+            prev = tl.prev[lp]
+            earlier = np.where(tl.gap[lp], ev_ids[lp] - 1, np.where(prev >= 0, ev_ids[np.maximum(prev, 0)], -1))
+            dep = np.where(before, earlier, ev_ids[lp])
+            ok &= dep >= 0
             dep_src.append(ev_ids[gk[ok]])
-            dep_dst.append(ev_ids[launcher[ok]])
+            dep_dst.append(dep[ok])
         if tl.tail:
             dep_src.append(np.array([tl.n_ids]))
             dep_dst.append(ev_ids[tl.main_ev[-1:]])
