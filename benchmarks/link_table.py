@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import readme_tables
 
 from chakra_trace.convert.kineto import read_kineto
 from chakra_trace.convert.linking import link_host, method_label
@@ -32,7 +33,7 @@ from chakra_trace.schema.enums import NodeType
 P2P = [NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE]
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
-SHARED = Path(os.environ.get("CHAKRA_SHARED_TRACES", ROOT.parents[1] / "shared" / "traces"))
+SHARED = Path(os.environ.get("CHAKRA_SHARED_TRACES", ROOT.parent / "shared" / "traces"))
 
 
 def pairs(corpus: Path | None) -> list[tuple[str, Path, Path]]:
@@ -96,19 +97,7 @@ def main() -> None:
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     rows = [row(*p) for p in pairs(args.corpus)]
-    print(
-        "| pair | method(s) | linked | similarity | by order alone | host ops | estimated "
-        "| host collectives | kept | host send/recv | kept | s |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        verdict = "" if r["same_job"] else " (refused: not one job)"
-        kept = f"{r['kept_collectives']}" + ("" if r["collectives_equal"] else " (DIFFERENT)")
-        print(
-            f"| {r['pair']}{verdict} | {r['methods']} | {r['linked_fraction']:.1%} | {r['similarity']:.1%} | "
-            f"{r['align_alone']:.1%} | {r['host_ops']:,} | {r['estimated']:,} | {r['host_collectives']} | {kept} | "
-            f"{r['p2p']} | {r['kept_p2p']} | {r['seconds']:.2f} |"
-        )
+    print(readme_tables.link_table(rows))
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(rows, f, indent=1)

@@ -237,6 +237,43 @@ def corpus_table(r: dict) -> str:
     return table(head, "lrlrlrr", rows)
 
 
+def link_table(rows: list) -> str:
+    """Every host/Kineto pair: how it linked and that no collective was lost (benchmarks/link_table.py)."""
+    out = []
+    for r in rows:
+        verdict = "" if r["same_job"] else " (refused: not one job)"
+        kept = f"{r['kept_collectives']}" + ("" if r["collectives_equal"] else " (DIFFERENT)")
+        out.append(
+            [
+                r["pair"] + verdict,
+                r["methods"],
+                f"{r['linked_fraction']:.1%}",
+                f"{r['similarity']:.1%}",
+                f"{r['align_alone']:.1%}",
+                f"{r['host_ops']:,}",
+                f"{r['estimated']:,}",
+                str(r["host_collectives"]),
+                kept,
+                str(r["p2p"]),
+                str(r["kept_p2p"]),
+            ]
+        )
+    head = [
+        "pair",
+        "method(s)",
+        "linked",
+        "similarity",
+        "by order alone",
+        "host ops",
+        "estimated",
+        "host collectives",
+        "kept",
+        "host send/recv",
+        "kept",
+    ]
+    return table(head, "llrrrrrrrrr", out)
+
+
 #: where a "benchmark" that is not in the results folder keeps its JSON
 INPUTS = {"corpus": os.path.join(os.path.dirname(HERE), "tests", "data", "corpus", "index.json")}
 
@@ -252,6 +289,7 @@ GENERATED = {
     "io_peak": ("io_bench", lambda r: f"{r['bytes_per_node']['peak_during_load']:.0f}"),
     "convert_bench": ("convert_bench", convert_table),
     "corpus": ("corpus", corpus_table),
+    "link_table": ("link_table", link_table),
     "host_reader_bench": ("host_reader_bench", host_table),
     "host_reader_ratio": ("host_reader_bench", lambda r: f"{r['speedup_vs_json_load']:.1f}x"),
     "sim_bench": ("sim_bench", sim_table),
