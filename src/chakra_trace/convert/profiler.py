@@ -76,7 +76,7 @@ from .collectives import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm
 from .kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
 from .link import interval_parents, link
 from .pytorch import _INPUT_ARG, ConversionReport, ConversionWarning, _Converter, _converter_stamp, _GpuWork, _us
-from .pytorch_host import HostTensors
+from .pytorch_host.model import HostTensors, NameColumn
 
 __all__ = [
     "KinetoJobReport",
@@ -173,7 +173,7 @@ def _concrete(v: Any) -> Any:
         return s
 
 
-class _KinetoHost:
+class _KinetoHost(NameColumn):
     """The Kineto CPU events seen as a host execution trace (what `pytorch._Converter` reads): row i
     is CPU event ``rows[i]``; ids are rows, call-tree parents come from nesting by time, tensors
     from the recorded input shapes, attributes from the recorded ``record_param_comms`` args."""
@@ -203,10 +203,6 @@ class _KinetoHost:
     def __len__(self) -> int:
         return int(self.ids.size)
 
-    @property
-    def name_array(self) -> np.ndarray:
-        return np.asarray(self.names, dtype=object)[self.name]
-
     def has(self, col: str) -> np.ndarray:
         if col == "rf_id":
             return self._has_rf
@@ -220,13 +216,6 @@ class _KinetoHost:
         if not 0 <= int(node_id) < len(self):
             raise KeyError(f"no node with id {node_id}")
         return int(node_id)
-
-    def names_of(self, name: str) -> np.ndarray:
-        try:
-            code = self.names.index(name)
-        except ValueError:
-            return np.zeros(0, np.int64)
-        return np.flatnonzero(self.name == code)
 
     def attr(self, i: int, name: str, default: Any = None) -> Any:
         key = _RPC_ARGS.get(name)

@@ -103,8 +103,28 @@ class SparseColumn:
     type: str | None = None  # declared attr type ("uint64", "string", ...), first seen
 
 
+class NameColumn:
+    """Op names as a code per row (``name``) into a table (``names``): what the converter looks
+    names up in, shared by the host trace and the Kineto-only view of one."""
+
+    names: list[str]
+    name: np.ndarray
+
+    @property
+    def name_array(self) -> np.ndarray:
+        return np.asarray(self.names, dtype=object)[self.name]
+
+    def names_of(self, name: str) -> np.ndarray:
+        """Rows whose node name is `name`."""
+        try:
+            code = self.names.index(name)
+        except ValueError:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero(self.name == code)
+
+
 @dataclass(eq=False)
-class HostTrace:
+class HostTrace(NameColumn):
     """A PyTorch host execution trace, one row per node, in file order.
 
     Metadata: ``schema`` (the version string as written), ``layout`` (``"nested"``, ``"flat"``
@@ -192,17 +212,6 @@ class HostTrace:
         """Where an integer attribute column (rf_id, fw_parent, seq_id, scope, tid, fw_tid) is present."""
         return (self.present & np.uint8(1 << INT_COLUMNS.index(col))) != 0
 
-    @property
-    def name_array(self) -> np.ndarray:
-        return np.asarray(self.names, dtype=object)[self.name]
-
-    def names_of(self, name: str) -> np.ndarray:
-        """Rows whose node name is `name`."""
-        try:
-            code = self.names.index(name)
-        except ValueError:
-            return np.zeros(0, np.int64)
-        return np.flatnonzero(self.name == code)
 
     @property
     def process_row(self) -> int:
