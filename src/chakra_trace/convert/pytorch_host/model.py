@@ -212,7 +212,6 @@ class HostTrace(NameColumn):
         """Where an integer attribute column (rf_id, fw_parent, seq_id, scope, tid, fw_tid) is present."""
         return (self.present & np.uint8(1 << INT_COLUMNS.index(col))) != 0
 
-
     @property
     def process_row(self) -> int:
         """Row of the synthetic process node (-1 if none)."""
