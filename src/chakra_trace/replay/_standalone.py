@@ -7,7 +7,9 @@ A plan is plain JSON: ``storages`` {id: [nbytes, integer?]}, and ``ops``, each
 "kind": "op" | "collective" | "delay"}. A collective's ``writes`` name the storages it writes
 and a token "#<index>" of its own; an op's ``reads`` name what it must not run before: the
 storages it reads and the tokens of collectives the original had waited for by then. A
-tensor argument is {"t": [storage, shape, stride, offset, dtype, [lo, hi] or null, fresh]};
+tensor argument is {"t": [storage, shape, stride, offset, dtype, fill, fresh]}, where fill is
+[lo, hi] (integers drawn in it), ["spread", n] / ["spread_to", n] (non-decreasing integers over
+[0, n) / [0, n]: offsets), or null;
 a non-finite float is {"f": "inf"}; the replay device is {"device": 1}.
 """
 
@@ -46,6 +48,10 @@ def _fill(t, rng):
                 t.zero_()
     elif t.dtype == torch.bool:
         t.zero_()
+    elif rng and rng[0] in ("spread", "spread_to"):  # non-decreasing offsets over [0, n) or [0, n]
+        m, n = t.numel(), int(rng[1])
+        span = max(m - 1, 1) if rng[0] == "spread_to" else max(m, 1)
+        t.copy_((torch.arange(m, dtype=torch.float64) * n / span).floor().clamp_(0, n).view(t.shape))
     elif rng:
         t.random_(int(rng[0]), int(rng[1]) + 1)
     else:

@@ -24,6 +24,7 @@ from ..convert.link import link
 from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
 from . import _standalone as rt
+from .indices import bound_indices
 from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
 from .waits import wait_points
 
@@ -365,7 +366,7 @@ class HostReplay:
         first = None
         attempts = [(False, grad), (True, grad)] + ([(False, False), (True, False)] if grad else [])
         for fresh, with_grad in attempts:  # (some inputs may not require grad: batch norm's running stats)
-            args, kwargs = [], {}
+            args, kwargs, named = [], {}, {}
             for k, arg in enumerate(schema.arguments[: len(inputs["values"])]):
                 v = self._spec(
                     inputs["values"][k],
@@ -375,10 +376,12 @@ class HostReplay:
                     ranges.get(k),
                     fresh,
                 )
+                named[arg.name] = v
                 if arg.kwarg_only:
                     kwargs[arg.name] = v
                 else:
                     args.append(v)
+            bound_indices(schema.name, named)  # (in place: the same specs as in args and kwargs)
             name_out = overload.split("(")[0]
             if not self.device.startswith("cuda") and name_out in _OFF_CUDA:  # a cuDNN op on another device
                 name_out, args, kwargs = _OFF_CUDA[name_out](args, kwargs)
