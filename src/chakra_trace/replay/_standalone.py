@@ -13,6 +13,7 @@ tensor argument is {"t": [storage, shape, stride, offset, dtype, fill, fresh]}, 
 a non-finite float is {"f": "inf"}; the replay device is {"device": 1}.
 """
 
+import datetime
 import math
 import re
 import time
@@ -149,37 +150,60 @@ def _requires_grad(a):
     return a
 
 
-def warm_up(run_once, seconds, dist=None, cuda=False):
+def warm_up(run_once, seconds, dist=None, cuda=False, group=None):
     """Passes for about `seconds`: a process's first passes run slower (the allocator settles
     its thresholds, caches fill), for tens of passes on small ops. Every rank runs the same
-    number (their collectives must pair), from the slowest rank's first pass."""
+    number (their collectives must pair), from the slowest rank's first pass (agreed over
+    `group`, a CPU group when given)."""
     torch = _torch()
     t0 = time.perf_counter()
     run_once()
-    per = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device="cuda" if cuda else "cpu")
+    on_cuda = cuda and group is None
+    per = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device="cuda" if on_cuda else "cpu")
     if dist is not None and dist.is_initialized():
-        dist.all_reduce(per, op=dist.ReduceOp.MAX)
+        dist.all_reduce(per, op=dist.ReduceOp.MAX, group=group)
     for _ in range(min(500, max(2, math.ceil(seconds / max(float(per.item()), 1e-6))))):
         run_once()
 
 
-def run(calls, cuda=False):
+def run(calls, cuda=False, on_error=None, timeout_s=None):
     """One pass: each op in order; a collective runs asynchronously and the first op that
-    reads what it wrote (or the end of the pass) waits for it."""
+    reads what it wrote (or the end of the pass) waits for it, ``timeout_s`` at most (a peer
+    may never start it). ``on_error(k, exception)``: called when call k (or the wait for it)
+    raises, and the pass goes on; without it the error ends the pass."""
     pending = {}
-    for fn, a, kw, reads, writes in calls:
-        if pending and reads:
-            for s in reads:
-                w = pending.pop(s, None)
-                if w is not None:
-                    w.wait()
-        work = fn(*a, **kw)
+    for k, (fn, a, kw, reads, writes) in enumerate(calls):
+        try:
+            if pending and reads:
+                for s in reads:
+                    w = pending.pop(s, None)
+                    if w is not None:
+                        _wait(w, on_error, timeout_s)
+            work = fn(*a, **kw)
+        except Exception as e:
+            if on_error is None:
+                raise
+            on_error(k, e)
+            continue
         for s in writes:
-            pending[s] = work
-    for w in {id(w): w for w in pending.values()}.values():
-        w.wait()
+            pending[s] = (work, k)
+    for w in {id(w[0]): w for w in pending.values()}.values():
+        _wait(w, on_error, timeout_s)
     if cuda:
         _torch().cuda.synchronize()
+
+
+def _wait(w, on_error, timeout_s):
+    work, k = w
+    try:
+        if timeout_s:
+            work.wait(datetime.timedelta(seconds=timeout_s))
+        else:
+            work.wait()
+    except Exception as e:
+        if on_error is None:
+            raise
+        on_error(k, e)
 
 
 def _tensors(x):

@@ -118,9 +118,10 @@ def bound_indices(name: str, named: dict) -> None:
     t = _tensor(named.get("offsets"))
     if t is not None and "embedding" in base:
         _set_spread(t, n_idx, named.get("include_last_offset") is True)
-    bags = _numel(_shape(named.get("offsets")))
-    if named.get("include_last_offset") is True:
-        bags -= 1
+    if _shape(named.get("offsets")) is not None:
+        bags = _numel(_shape(named.get("offsets"))) - (named.get("include_last_offset") is True)
+    else:  # the backward ops: one gradient row per bag
+        bags = _dim(_shape(named.get("grad")), 0) or 0
     t = _tensor(named.get("offset2bag"))
     if t is not None:
         _set_spread(t, bags)
