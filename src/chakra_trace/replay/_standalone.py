@@ -91,6 +91,27 @@ OP_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([
 """An operator name a plan, trace or config may give: "namespace::op" or "namespace::op.overload"."""
 
 
+# operator namespaces PyTorch registers from Python when a module is imported (a fixed list:
+# a trace names a namespace, never a module to import)
+_NAMESPACE_MODULES = {
+    "_c10d_functional": "torch.distributed._functional_collectives",
+    "_c10d_functional_autograd": "torch.distributed._functional_collectives",
+    "_dtensor": "torch.distributed.tensor",
+    "fsdp": "torch.distributed.fsdp._fully_shard._fsdp_collectives",
+}
+
+
+def _load_namespace(ns):
+    module = _NAMESPACE_MODULES.get(ns)
+    if module is not None:
+        import importlib
+
+        try:
+            importlib.import_module(module)
+        except ImportError:  # (a PyTorch without it: the op is then not registered)
+            pass
+
+
 def registered(name):
     """(namespace, op, overload) of a name of an operator in PyTorch's registry; ValueError otherwise.
     The name is data (a trace, a config, an edited plan): it is matched and looked up in the
@@ -100,6 +121,7 @@ def registered(name):
     if m is None or any(p.startswith("__") for p in m.groups() if p):
         raise ValueError(f"{name!r} is not an operator name ('namespace::op' or 'namespace::op.overload')")
     ns, op, overload = m.group(1), m.group(2), m.group(3) or "default"
+    _load_namespace(ns)
     try:
         overloads = torch._C._jit_get_operation(f"{ns}::{op}")[1] or []
     except (RuntimeError, TypeError, IndexError):
@@ -170,8 +192,12 @@ def run(calls, cuda=False, on_error=None, timeout_s=None):
     """One pass: each op in order; a collective runs asynchronously and the first op that
     reads what it wrote (or the end of the pass) waits for it, ``timeout_s`` at most (a peer
     may never start it). ``on_error(k, exception)``: called when call k (or the wait for it)
-    raises, and the pass goes on; without it the error ends the pass."""
+    raises, and the pass goes on; without it the error ends the pass. Every collective started
+    is waited for by the end of the pass: one whose storage a later collective writes again (a
+    pipeline's receive buffers, step after step) must not be dropped unfinished, which would
+    abandon it in gloo and leave its peer's send unmatched."""
     pending = {}
+    started = []
     for k, (fn, a, kw, reads, writes) in enumerate(calls):
         try:
             if pending and reads:
@@ -185,9 +211,11 @@ def run(calls, cuda=False, on_error=None, timeout_s=None):
                 raise
             on_error(k, e)
             continue
-        for s in writes:
-            pending[s] = (work, k)
-    for w in {id(w[0]): w for w in pending.values()}.values():
+        if writes:
+            started.append((work, k))
+            for s in writes:
+                pending[s] = (work, k)
+    for w in started:
         _wait(w, on_error, timeout_s)
     if cuda:
         _torch().cuda.synchronize()
@@ -240,8 +268,27 @@ def collective(name, args):
     if name in ("c10d::send", "c10d::recv_"):
         ts, peer, tag = _tensors(args[0]), int(args[2]), int(args[3]) if len(args) > 3 else 0
         call = dist.isend if name == "c10d::send" else dist.irecv
-        return lambda: [call(t, peer, tag=tag) for t in ts][-1]
+
+        def p2p():  # (waited for at once: see P2P_NOTE)
+            for t in ts:
+                call(t, peer, tag=tag).wait()
+            return _DONE
+
+        return p2p
     raise KeyError(name)
+
+
+class _Done:
+    """The Work of a point-to-point op that is already complete."""
+
+    def wait(self, *args):
+        return True
+
+
+_DONE = _Done()
+P2P_NOTE = """A send or receive is waited for where it is issued, in the recorded order of each rank:
+asynchronous gloo sends and receives on one pair of ranks, left pending while the ranks compute,
+were seen to complete receives before the matching send was issued and then hang."""
 
 
 COLLECTIVES = (

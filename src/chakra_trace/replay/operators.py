@@ -326,7 +326,7 @@ class HostReplay:
             name = str(h.name_array[r])
             out = OpOutcome(r, int(h.ids[r]), name, "replayed")
             self.coverage.outcomes.append(out)
-            if name.startswith("c10d::"):
+            if is_collective(name):
                 out.collective, n_coll = n_coll, n_coll + 1
             if any(x.search(name) for x in skip):
                 out.status, out.reason = "skipped", "skipped by the config"
@@ -407,6 +407,11 @@ class HostReplay:
         schema = torch._C.parse_schema(h.attr(out.row, "op_schema"))
         overload = cfg.substitute.get(name) or f"{schema.name}.{schema.overload_name or 'default'}"
         fn = _resolve(overload)
+        if out.collective >= 0:  # a functional collective: its peers are not here to try it with
+            import torch.distributed as dist
+
+            if not (dist.is_available() and dist.is_initialized()):
+                raise Unreplayable("a collective: replay the whole job (one process per rank) to run it")
         # autograd recorded the op (a sequence number) and it is out of place: replay with grad
         # recording too, which is part of what the original paid
         seq = h.attr(out.row, "seq_id")
@@ -450,6 +455,9 @@ class HostReplay:
                 "grad": with_grad,
             }
             call = rt.build_call(op, self._storages, self.device)
+            if out.collective >= 0:
+                op["grad"] = False
+                return op
             try:
                 fn(*call[1], **call[2])
                 return op
@@ -564,6 +572,17 @@ class _TryFailed(Exception):
     def __init__(self, cause: BaseException):
         super().__init__(str(cause))
         self.cause = cause
+
+
+_NOT_COLLECTIVES = ("_c10d_functional::wait_tensor", "_c10d_functional::_wrap_tensor_autograd")
+
+
+def is_collective(name: str) -> bool:
+    """A communication op: every rank must run it (c10d's, and the functional collectives that
+    DTensor and FSDP call, which run as ordinary ops on the replay's process group)."""
+    if name.startswith("c10d::"):
+        return True
+    return name.startswith(("_c10d_functional::", "_c10d_functional_autograd::")) and name not in _NOT_COLLECTIVES
 
 
 def _load_kineto(kineto):
