@@ -188,6 +188,9 @@ def warm_up(run_once, seconds, dist=None, cuda=False, group=None):
         run_once()
 
 
+_LIMITS = {"wait_s": None}  # the pass now running's longest wait for a peer (`run`'s timeout_s)
+
+
 def run(calls, cuda=False, on_error=None, timeout_s=None):
     """One pass: each op in order; a collective runs asynchronously and the first op that
     reads what it wrote (or the end of the pass) waits for it, ``timeout_s`` at most (a peer
@@ -196,6 +199,7 @@ def run(calls, cuda=False, on_error=None, timeout_s=None):
     is waited for by the end of the pass: one whose storage a later collective writes again (a
     pipeline's receive buffers, step after step) must not be dropped unfinished, which would
     abandon it in gloo and leave its peer's send unmatched."""
+    _LIMITS["wait_s"] = timeout_s
     pending = {}
     started = []
     for k, (fn, a, kw, reads, writes) in enumerate(calls):
@@ -269,9 +273,11 @@ def collective(name, args):
         ts, peer, tag = _tensors(args[0]), int(args[2]), int(args[3]) if len(args) > 3 else 0
         call = dist.isend if name == "c10d::send" else dist.irecv
 
-        def p2p():  # (waited for at once: see P2P_NOTE)
+        def p2p():  # (waited for at once, as long as `run` allows: see P2P_NOTE)
             for t in ts:
-                call(t, peer, tag=tag).wait()
+                work = call(t, peer, tag=tag)
+                limit = _LIMITS["wait_s"]
+                work.wait(datetime.timedelta(seconds=limit)) if limit else work.wait()
             return _DONE
 
         return p2p
