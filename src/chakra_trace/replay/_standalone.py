@@ -14,6 +14,7 @@ a non-finite float is {"f": "inf"}; the replay device is {"device": 1}.
 """
 
 import datetime
+import importlib
 import math
 import re
 import time
@@ -104,8 +105,6 @@ _NAMESPACE_MODULES = {
 def _load_namespace(ns):
     module = _NAMESPACE_MODULES.get(ns)
     if module is not None:
-        import importlib
-
         try:
             importlib.import_module(module)
         except ImportError:  # (a PyTorch without it: the op is then not registered)
