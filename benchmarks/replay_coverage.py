@@ -59,7 +59,7 @@ def main() -> int:
     if os.path.exists(index):
         with open(index) as f:
             for job in json.load(f)["jobs"]:
-                label = f"corpus {job['name']}: {job['parallelism']}, {job['ranks']} rank(s)"
+                label = f"corpus {job['name']}, {job['ranks']} rank{'s' if job['ranks'] > 1 else ''}"
                 cases.append(([job["name"]], args.corpus, {}, label))
     else:
         print(f"no corpus at {args.corpus}: its jobs are left out", file=sys.stderr)
