@@ -2,10 +2,10 @@
 """Replay coverage on every sample trace: the share of schema'd top-level ops replayed, with
 each trace's collectives on a real process group (one process per rank on 127.0.0.1).
 
-    python benchmarks/replay_coverage.py [--traces DIR] [--json OUT]
+    python benchmarks/replay_coverage.py [--traces DIR] [--corpus DIR] [--json OUT]
 
-Traces come from ../shared/traces (beside the project; --traces elsewhere). GPU traces replay
-on the CPU. The two ResNet traces replay one profiler step each (a CPU pass over their
+Traces come from ../shared/traces (beside the project; --traces elsewhere) and every job of the
+corpus of parallel jobs, tests/data/corpus (--corpus elsewhere). GPU traces replay on the CPU. The two ResNet traces replay one profiler step each (a CPU pass over their
 convolutions is slow). Timing is not the point here (one pass); `tests/test_replay_fidelity.py`
 measures time.
 """
@@ -21,7 +21,9 @@ import warnings
 
 from chakra_trace.replay.job import replay_host
 
-SHARED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "traces")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(ROOT, "..", "shared", "traces")
+CORPUS = os.path.join(ROOT, "tests", "data", "corpus")
 # trace file(s) under the traces folder, replay_host's options, what the README calls the trace
 CASES = [
     ("pytorch-cpu/mlp_rank0.et.json.gz", {}, "mlp"),
@@ -45,20 +47,35 @@ CASES = [
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default=SHARED, help="folder of the sample traces (default ../shared/traces)")
+    ap.add_argument("--corpus", default=CORPUS, help="folder of the corpus jobs (default tests/data/corpus)")
     ap.add_argument("--json", dest="json_out", help="write the figures to this JSON file")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     if not os.path.isdir(args.traces):
         print(f"no sample traces at {args.traces}", file=sys.stderr)
         return 2
+    cases = [(c if isinstance(c, list) else [c], args.traces, kw, label) for c, kw, label in CASES]
+    index = os.path.join(args.corpus, "index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            for job in json.load(f)["jobs"]:
+                label = f"corpus {job['name']}, {job['ranks']} rank{'s' if job['ranks'] > 1 else ''}"
+                cases.append(([job["name"]], args.corpus, {}, label))
+    else:
+        print(f"no corpus at {args.corpus}: its jobs are left out", file=sys.stderr)
     rows = []
     print(f"{'trace':<48} {'ranks':>5} {'replayed':>10} {'total':>7} {'share':>7} {'s':>6}")
-    for case, kw, label in CASES:
-        files = case if isinstance(case, list) else [case]
-        paths = [os.path.join(args.traces, c) for c in files]
+    for files, folder, kw, label in cases:
+        paths = [os.path.join(folder, c) for c in files]
         t = time.perf_counter()
         res = replay_host(
-            paths if isinstance(case, list) else paths[0], warmup=0, min_repeats=1, max_repeats=1, budget_s=0.1, **kw
+            paths if len(paths) > 1 else paths[0],
+            warmup=0,
+            warmup_s=0,
+            min_repeats=1,
+            max_repeats=1,
+            budget_s=0.1,
+            **kw,
         )
         seconds = time.perf_counter() - t
         done = sum(c["replayed"] for c in res.coverage.values())
@@ -71,6 +88,7 @@ def main() -> int:
             {
                 "trace": label,
                 "files": files,
+                "share": done / total if total else 1.0,
                 "ranks": res.world_size,
                 "replayed": done,
                 "total": total,

@@ -74,14 +74,22 @@ def test_cli_select_runs_and_one_line_errors(tmp_path, capsys):
     assert set(rows) == {"step", "rank 0"}
     assert rows["step"]["a_runs"] == 3 and rows["step"]["status"] != "not_enough_evidence"
 
-    # a rank that fails: one line on stderr, exit 2; --debug shows the rank's traceback
+    # a rank that fails: one line per rank on stderr, the cause first, exit 2; --debug shows the
+    # rank's traceback
     job = tmp_path / "job"
     job.mkdir()
     shutil.copy(DATA / "mlp_rank0.et.json.gz", job / "rank0.et.json.gz")
     (job / "rank1.et.json").write_text("{not a trace")
     assert main(["replay", str(job), "--budget-s", "0.5"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("error: rank 1 failed: "), err
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith("error: rank 1 failed: ") and "invalid JSON" in lines[0], lines
+    # (rank 0 may have noticed its peer leave within the grace period)
+    assert lines[1:] in ([], ["error: rank 0 stopped: a peer rank failed and closed its connection"]), lines
+    (job / "rank0.et.json.gz").unlink()
+    (job / "rank0.et.json").write_text("[]")
+    assert main(["replay", str(job), "--budget-s", "0.5"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and {x.split(" failed: ")[0] for x in lines} == {"error: rank 0", "error: rank 1"}, lines
     with pytest.raises(RankFailed) as e:
         main(["--debug", "replay", str(job), "--budget-s", "0.5"])
     assert "Traceback" in str(e.value.__cause__)

@@ -8,6 +8,7 @@ import warnings
 import click
 
 from ..replay.job import replay_host
+from ..replay.launch import RankFailed
 from ..replay.operators import ReplayConfig
 from ..replay.result import ReplayWarning, repeat_runs
 from ..replay.schemaless import replay_workload
@@ -147,7 +148,14 @@ def replay(
         warnings.simplefilter("ignore", ReplayWarning)  # printed once below (res.warnings)
         on_sample = _counter(advance) if advance is not None and runs == 1 else None
         on_run = (lambda _i: advance()) if advance is not None and runs > 1 else None
-        res = repeat_runs(lambda: once(on_sample), runs, on_run=on_run)
+        try:
+            res = repeat_runs(lambda: once(on_sample), runs, on_run=on_run)
+        except RankFailed as e:  # one line per rank that failed (--debug: the traceback)
+            if (click.get_current_context().find_root().obj or {}).get("debug"):
+                raise
+            for line in [str(e), *e.others]:
+                click.echo(f"error: {line}", err=True)
+            raise click.exceptions.Exit(2) from None
     for w in res.warnings:
         click.echo(f"warning: {w}", err=True)
     if output:
@@ -178,7 +186,12 @@ def replay(
             )
             if w["placed_from_kineto"] < w["collectives"]:
                 line += " (the others at their first reader)"
-        con.print(line)
+        con.print(line, markup=False, highlight=False)
+        failed = [x for x in c.get("examples", []) if x["reason"].startswith("failed: ")]
+        for x in failed[:10]:  # the per-op report: stage, exception, message
+            con.print(f"  {x['name']} (node {x['id']}) {x['reason']}", markup=False, highlight=False)
+        if c["not_replayed"] > len(failed[:10]) and failed:
+            con.print(f"  ... {c['not_replayed'] - len(failed[:10])} more not replayed (--json lists them)")
     if output:
         con.print(f"result: {output}")
     if export:

@@ -7,10 +7,14 @@ A plan is plain JSON: ``storages`` {id: [nbytes, integer?]}, and ``ops``, each
 "kind": "op" | "collective" | "delay"}. A collective's ``writes`` name the storages it writes
 and a token "#<index>" of its own; an op's ``reads`` name what it must not run before: the
 storages it reads and the tokens of collectives the original had waited for by then. A
-tensor argument is {"t": [storage, shape, stride, offset, dtype, [lo, hi] or null, fresh]};
+tensor argument is {"t": [storage, shape, stride, offset, dtype, fill, fresh]}, where fill is
+[lo, hi] (integers drawn in it), ["spread", n] / ["spread_to", n] (non-decreasing integers over
+[0, n) / [0, n]: offsets), or null;
 a non-finite float is {"f": "inf"}; the replay device is {"device": 1}.
 """
 
+import datetime
+import importlib
 import math
 import re
 import time
@@ -46,6 +50,10 @@ def _fill(t, rng):
                 t.zero_()
     elif t.dtype == torch.bool:
         t.zero_()
+    elif rng and rng[0] in ("spread", "spread_to"):  # non-decreasing offsets over [0, n) or [0, n]
+        m, n = t.numel(), int(rng[1])
+        span = max(m - 1, 1) if rng[0] == "spread_to" else max(m, 1)
+        t.copy_((torch.arange(m, dtype=torch.float64) * n / span).floor().clamp_(0, n).view(t.shape))
     elif rng:
         t.random_(int(rng[0]), int(rng[1]) + 1)
     else:
@@ -84,6 +92,25 @@ OP_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([
 """An operator name a plan, trace or config may give: "namespace::op" or "namespace::op.overload"."""
 
 
+# operator namespaces PyTorch registers from Python when a module is imported (a fixed list:
+# a trace names a namespace, never a module to import)
+_NAMESPACE_MODULES = {
+    "_c10d_functional": "torch.distributed._functional_collectives",
+    "_c10d_functional_autograd": "torch.distributed._functional_collectives",
+    "_dtensor": "torch.distributed.tensor",
+    "fsdp": "torch.distributed.fsdp._fully_shard._fsdp_collectives",
+}
+
+
+def _load_namespace(ns):
+    module = _NAMESPACE_MODULES.get(ns)
+    if module is not None:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # (a PyTorch without it: the op is then not registered)
+            pass
+
+
 def registered(name):
     """(namespace, op, overload) of a name of an operator in PyTorch's registry; ValueError otherwise.
     The name is data (a trace, a config, an edited plan): it is matched and looked up in the
@@ -93,6 +120,7 @@ def registered(name):
     if m is None or any(p.startswith("__") for p in m.groups() if p):
         raise ValueError(f"{name!r} is not an operator name ('namespace::op' or 'namespace::op.overload')")
     ns, op, overload = m.group(1), m.group(2), m.group(3) or "default"
+    _load_namespace(ns)
     try:
         overloads = torch._C._jit_get_operation(f"{ns}::{op}")[1] or []
     except (RuntimeError, TypeError, IndexError):
@@ -143,37 +171,70 @@ def _requires_grad(a):
     return a
 
 
-def warm_up(run_once, seconds, dist=None, cuda=False):
+def warm_up(run_once, seconds, dist=None, cuda=False, group=None):
     """Passes for about `seconds`: a process's first passes run slower (the allocator settles
     its thresholds, caches fill), for tens of passes on small ops. Every rank runs the same
-    number (their collectives must pair), from the slowest rank's first pass."""
+    number (their collectives must pair), from the slowest rank's first pass (agreed over
+    `group`, a CPU group when given)."""
     torch = _torch()
     t0 = time.perf_counter()
     run_once()
-    per = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device="cuda" if cuda else "cpu")
+    on_cuda = cuda and group is None
+    per = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device="cuda" if on_cuda else "cpu")
     if dist is not None and dist.is_initialized():
-        dist.all_reduce(per, op=dist.ReduceOp.MAX)
+        dist.all_reduce(per, op=dist.ReduceOp.MAX, group=group)
     for _ in range(min(500, max(2, math.ceil(seconds / max(float(per.item()), 1e-6))))):
         run_once()
 
 
-def run(calls, cuda=False):
+_LIMITS = {"wait_s": None}  # the pass now running's longest wait for a peer (`run`'s timeout_s)
+
+
+def run(calls, cuda=False, on_error=None, timeout_s=None):
     """One pass: each op in order; a collective runs asynchronously and the first op that
-    reads what it wrote (or the end of the pass) waits for it."""
+    reads what it wrote (or the end of the pass) waits for it, ``timeout_s`` at most (a peer
+    may never start it). ``on_error(k, exception)``: called when call k (or the wait for it)
+    raises, and the pass goes on; without it the error ends the pass. Every collective started
+    is waited for by the end of the pass: one whose storage a later collective writes again (a
+    pipeline's receive buffers, step after step) must not be dropped unfinished, which would
+    abandon it in gloo and leave its peer's send unmatched."""
+    _LIMITS["wait_s"] = timeout_s
     pending = {}
-    for fn, a, kw, reads, writes in calls:
-        if pending and reads:
-            for s in reads:
-                w = pending.pop(s, None)
-                if w is not None:
-                    w.wait()
-        work = fn(*a, **kw)
-        for s in writes:
-            pending[s] = work
-    for w in {id(w): w for w in pending.values()}.values():
-        w.wait()
+    started = []
+    for k, (fn, a, kw, reads, writes) in enumerate(calls):
+        try:
+            if pending and reads:
+                for s in reads:
+                    w = pending.pop(s, None)
+                    if w is not None:
+                        _wait(w, on_error, timeout_s)
+            work = fn(*a, **kw)
+        except Exception as e:
+            if on_error is None:
+                raise
+            on_error(k, e)
+            continue
+        if writes:
+            started.append((work, k))
+            for s in writes:
+                pending[s] = (work, k)
+    for w in started:
+        _wait(w, on_error, timeout_s)
     if cuda:
         _torch().cuda.synchronize()
+
+
+def _wait(w, on_error, timeout_s):
+    work, k = w
+    try:
+        if timeout_s:
+            work.wait(datetime.timedelta(seconds=timeout_s))
+        else:
+            work.wait()
+    except Exception as e:
+        if on_error is None:
+            raise
+        on_error(k, e)
 
 
 def _tensors(x):
@@ -210,8 +271,29 @@ def collective(name, args):
     if name in ("c10d::send", "c10d::recv_"):
         ts, peer, tag = _tensors(args[0]), int(args[2]), int(args[3]) if len(args) > 3 else 0
         call = dist.isend if name == "c10d::send" else dist.irecv
-        return lambda: [call(t, peer, tag=tag) for t in ts][-1]
+
+        def p2p():  # (waited for at once, as long as `run` allows: see P2P_NOTE)
+            for t in ts:
+                work = call(t, peer, tag=tag)
+                limit = _LIMITS["wait_s"]
+                work.wait(datetime.timedelta(seconds=limit)) if limit else work.wait()
+            return _DONE
+
+        return p2p
     raise KeyError(name)
+
+
+class _Done:
+    """The Work of a point-to-point op that is already complete."""
+
+    def wait(self, *args):
+        return True
+
+
+_DONE = _Done()
+P2P_NOTE = """A send or receive is waited for where it is issued, in the recorded order of each rank:
+asynchronous gloo sends and receives on one pair of ranks, left pending while the ranks compute,
+were seen to complete receives before the matching send was issued and then hang."""
 
 
 COLLECTIVES = (

@@ -19,13 +19,15 @@ from ..io.memory import env_int
 from . import _standalone as rt
 from .environment import environment
 from .export import export_script
-from .launch import progress_reporter, run_ranks, stop_together
+from .launch import RankFailed, progress_reporter, run_ranks, stop_together
 from .measure import measure
 from .operators import HostReplay, ReplayConfig
 from .result import ReplayResult
 
 _RANK_FILE = re.compile(r"rank(\d+)\.et\.json(\.gz)?$")
 MAX_RANKS_ENV = "CHAKRA_REPLAY_MAX_RANKS"
+MAX_ATTEMPTS = 5
+"""Times `replay_host` starts the job again after a collective failed (without it, on every rank)."""
 MAX_RANKS = 64
 """The most ranks (one process each) a replay starts when the world size comes from the traces
 (recorded group size, rank files) rather than --world-size: a trace is data, and a recorded
@@ -121,12 +123,18 @@ def replay_host(
     warmup_s: float = 1.0,
     export: str | os.PathLike | None = None,
     progress=None,
+    collective_timeout_s: float = 60.0,
 ):
     """Replay recorded host traces (see `host_traces`) as a benchmark; returns a ReplayResult
     whose ``step`` is the time per recorded step (the slowest rank's, ranks in lockstep).
     ``warmup_s``: untimed passes for about this long first (then ``warmup`` more inside
     `measure`). ``export``: also write the replay as a standalone benchmark script.
-    ``progress(n)``: called as rank 0 takes its timed samples (see `run_ranks`)."""
+    ``progress(n)``: called as rank 0 takes its timed samples (see `run_ranks`).
+
+    An op that fails on a rank, at any stage, is left out there and reported (the coverage's
+    reasons). A collective that fails (or is not done within ``collective_timeout_s``, as when a
+    peer could not start it) would leave its peers waiting: the job is started again without
+    it on every rank (up to `MAX_ATTEMPTS` times), and it is reported as failed."""
 
     traces = host_traces(source)
     paths = [traces[r] for r in sorted(traces)]
@@ -155,18 +163,28 @@ def replay_host(
         "min_repeats": min_repeats,
         "plan": export is not None,
         "warmup_s": warmup_s,
+        "collective_timeout_s": collective_timeout_s,
+        "drop_collectives": {},
     }
-    outs = run_ranks(
-        "chakra_trace.replay.job:rank_main",
-        world_size,
-        args=(paths, opts),
-        backend=backend,
-        device=device,
-        timeout_s=timeout_s,
-        env={"OMP_NUM_THREADS": str(threads)},
-        init_group=world_size > 1 or lone is None or lone[1],
-        progress=progress,
-    )
+    for attempt in range(MAX_ATTEMPTS + 1):
+        try:
+            outs = run_ranks(
+                "chakra_trace.replay.job:rank_main",
+                world_size,
+                args=(paths, opts),
+                backend=backend,
+                device=device,
+                timeout_s=timeout_s,
+                env={"OMP_NUM_THREADS": str(threads)},
+                init_group=world_size > 1 or lone is None or lone[1],
+                progress=progress,
+            )
+            break
+        except RankFailed as e:
+            k = (e.payload or {}).get("collective")
+            if not isinstance(k, int) or k in opts["drop_collectives"] or attempt == MAX_ATTEMPTS:
+                raise
+            opts["drop_collectives"][k] = f"{e.payload['reason']} (on rank {e.rank}; replayed again without it)"
     label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
     if export is not None:
         export_script(
@@ -191,29 +209,51 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         device = f"cuda:{torch.cuda.current_device()}"
     cfg = ReplayConfig(**opts["config"]) if opts["config"] else None
     rep = HostReplay(
-        path, device=device, steps=opts["steps"], select=opts["select"], config=cfg, kineto=kineto_for(path)
+        path,
+        device=device,
+        steps=opts["steps"],
+        select=opts["select"],
+        config=cfg,
+        kineto=kineto_for(path),
+        drop_collectives=opts.get("drop_collectives"),
     )
-    decide = stop_together(device=device if device.startswith("cuda") else "cpu")
+    rep.collective_timeout_s = float(opts.get("collective_timeout_s", 60.0))
+    # the replay's own agreements (failed collectives, warm-up passes, samples) go over a group of
+    # their own: a replayed collective that one rank leaves out then never pairs with one of them
+    ctl = dist.new_group(backend="gloo") if world_size > 1 else None
+    if world_size > 1:  # a collective one rank cannot plan is left out on every rank: its peers would wait
+        gathered: list = [None] * world_size
+        dist.all_gather_object(gathered, rep.failed_collectives(), group=ctl)
+        union = {k: f"{why} (on rank {r})" for r, d in enumerate(gathered) for k, why in d.items() if r != rank}
+        rep.drop_collectives({k: why for k, why in union.items() if k not in rep.failed_collectives()})
+    decide = stop_together(ctl, device="cpu") if ctl is not None else stop_together(device="cpu")
 
     def sync() -> None:  # samples start together and end when the slowest rank is done
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         if world_size > 1:
-            dist.barrier()
+            dist.barrier(group=ctl)
 
-    rt.warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), dist, device.startswith("cuda"))
-    m = measure(
-        rep.run_step,
-        name=f"rank {rank}",
-        warmup=int(opts["warmup"]),
-        budget_s=float(opts["budget_s"]),
-        target_rel_ci=float(opts["target_rel_ci"]),
-        max_repeats=int(opts["max_repeats"]),
-        min_repeats=int(opts["min_repeats"]),
-        sync=sync,
-        decide=decide,
-        on_sample=progress_reporter(),
-    )
+    rep.stage = "warm-up"
+    rt.warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), dist, device.startswith("cuda"), ctl)
+    rep.stage = "timed run"
+    for _ in range(3):  # an op that fails in a timed pass spoils the samples before it: measure again
+        before = len(rep.failures())
+        m = measure(
+            rep.run_step,
+            name=f"rank {rank}",
+            warmup=int(opts["warmup"]),
+            budget_s=float(opts["budget_s"]),
+            target_rel_ci=float(opts["target_rel_ci"]),
+            max_repeats=int(opts["max_repeats"]),
+            min_repeats=int(opts["min_repeats"]),
+            sync=sync,
+            decide=decide,
+            on_sample=progress_reporter(),
+        )
+        if not decide(len(rep.failures()) == before):  # (every rank measures as often)
+            continue
+        break
     m.env = environment(device)
     recorded = rep.recorded_step_s()
     out = {

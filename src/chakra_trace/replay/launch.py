@@ -30,6 +30,7 @@ from typing import Any
 from ..errors import ChakraError
 
 _POLL_S = 0.01
+_GRACE_S = 1.0  # after a rank fails, how long the others may take to report their own errors
 # `-c` rather than `-m`: runpy would warn when the package's __init__ already imported this module
 _BOOT = (
     "import sys; from chakra_trace.replay.launch import _worker; "
@@ -41,11 +42,17 @@ _PROGRESS_ENV = "CHAKRA_TRACE_PROGRESS_FILE"
 
 class RankFailed(ChakraError):
     """A rank of `run_ranks` failed. The message is one line (the rank and its error); the rank's
-    traceback or output is `detail`, and the cause (`__cause__`) of this error, which `--debug` shows."""
+    traceback or output is `detail`, and the cause (`__cause__`) of this error, which `--debug` shows.
+    ``others``: one line for each other rank that failed on its own ("rank N failed: ..."), the
+    first failure's rank is ``rank``; ``payload``: what its exception carried for the launcher
+    (its ``payload`` attribute, e.g. the collective that failed), or None."""
 
-    def __init__(self, message: str, detail: str = ""):
+    def __init__(self, message: str, detail: str = "", *, rank: int = -1, others=(), payload=None):
         super().__init__(message)
         self.detail = detail
+        self.rank = rank
+        self.others = list(others)
+        self.payload = payload
 
 
 class WorkerTraceback(Exception):
@@ -155,6 +162,22 @@ def _tail(path: str) -> str:
             return f.read().decode("utf-8", "replace").strip()
     except OSError:
         return ""
+
+
+_PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
+
+
+def _other_line(rank: int, msg: str) -> str:
+    """The line of a rank that failed after the first one: when it only lost its connection to a
+    rank that had failed, it says so rather than repeating the transport's message."""
+    if any(x in msg for x in _PEER_GONE):
+        return f"rank {rank} stopped: a peer rank failed and closed its connection"
+    return f"rank {rank} failed: {msg}"
+
+
+def _failure(res: dict) -> tuple:
+    """(time, one line, traceback, payload) of a rank's reported error."""
+    return (res["time"], one_line(res["error"]), res.get("traceback") or res["error"], res.get("payload"))
 
 
 def _read_result(path: str):
@@ -270,6 +293,7 @@ def _wait(
     deadline = time.monotonic() + timeout_s
     results: dict[int, Any] = {}
     shown = None
+    first_failure = None
     while True:
         if progress is not None:
             n = _read_progress(os.path.join(tmp, "progress"))
@@ -285,24 +309,32 @@ def _wait(
                 # left already failed too: its report names the cause
                 res = _read_result(os.path.join(tmp, f"rank{r}.pkl"))
                 if res is not None and not res["ok"]:
-                    failed[r] = (res["time"], one_line(res["error"]), res.get("traceback") or res["error"])
+                    failed[r] = _failure(res)
                 continue
             res = _read_result(os.path.join(tmp, f"rank{r}.pkl"))
             if res is not None and res["ok"] and p.returncode == 0:
                 results[r] = res["result"]
             elif res is not None and not res["ok"]:
-                failed[r] = (res["time"], one_line(res["error"]), res.get("traceback") or res["error"])
+                failed[r] = _failure(res)
             else:
                 why = f"exited with status {p.returncode}" if p.returncode >= 0 else f"killed by signal {-p.returncode}"
                 log = _tail(os.path.join(tmp, f"rank{r}.log"))
                 last = one_line(log)
-                failed[r] = (time.time(), f"{why} without a result" + (f" ({last})" if last else ""), log)
+                failed[r] = (time.time(), f"{why} without a result" + (f" ({last})" if last else ""), log, None)
         if failed:
+            first_failure = first_failure or time.monotonic()
+            running = [r for r, p in procs.items() if p.poll() is None and r not in failed]
+            if running and time.monotonic() - first_failure < _GRACE_S:  # the others may say why they fail too
+                time.sleep(_POLL_S)
+                continue
             # ranks may fail together (one's exit breaks the others' connections): the earliest is the cause
             r = min(failed, key=lambda k: failed[k][0])
             _kill(procs)
-            _, msg, detail = failed[r]
-            raise RankFailed(f"rank {r} failed: {msg}", detail) from WorkerTraceback(detail)
+            _, msg, detail, payload = failed[r]
+            others = [_other_line(k, failed[k][1]) for k in sorted(failed) if k != r]
+            raise RankFailed(
+                f"rank {r} failed: {msg}", detail, rank=r, others=others, payload=payload
+            ) from WorkerTraceback(detail)
         if len(results) == len(procs):
             return [results[r] for r in sorted(results)]
         if time.monotonic() > deadline:
@@ -358,7 +390,22 @@ def _worker(spec_path: str, rank: int, parent: int) -> int:
     ).start()
     tmp = spec["dir"]
     world_size = spec["world_size"]
-    failed_at = None
+
+    def report(e: BaseException) -> None:
+        error = str(e) if isinstance(e, ChakraError) else f"{type(e).__name__}: {e}"
+        _write_result(
+            tmp,
+            rank,
+            {
+                "ok": False,
+                "time": time.time(),
+                "error": one_line(error),
+                "traceback": traceback.format_exc(),
+                "payload": getattr(e, "payload", None),
+            },
+        )
+
+    reported = False
     try:
         import torch
         import torch.distributed as dist
@@ -383,8 +430,11 @@ def _worker(spec_path: str, rank: int, parent: int) -> int:
             )
         try:
             result = fn(rank, world_size, *spec["args"], **spec["kwargs"])
-        except BaseException:
-            failed_at = time.time()  # before the teardown below breaks the peers' connections
+        except BaseException as e:
+            # reported before the teardown below, which breaks the peers' connections and may wait
+            # for a collective that a peer never joins (the launcher then ends this process)
+            report(e)
+            reported = True
             raise
         finally:
             try:
@@ -393,17 +443,8 @@ def _worker(spec_path: str, rank: int, parent: int) -> int:
             except Exception:  # noqa: BLE001 - teardown after another error
                 pass
     except BaseException as e:  # noqa: BLE001 - report everything, including SystemExit
-        error = str(e) if isinstance(e, ChakraError) else f"{type(e).__name__}: {e}"
-        _write_result(
-            tmp,
-            rank,
-            {
-                "ok": False,
-                "time": failed_at or time.time(),
-                "error": one_line(error),
-                "traceback": traceback.format_exc(),
-            },
-        )
+        if not reported:
+            report(e)
         return 1
     _write_result(tmp, rank, {"ok": True, "result": result})
     return 0

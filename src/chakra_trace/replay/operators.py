@@ -4,7 +4,9 @@ The replayed ops are the top-most ones that carry an `op_schema` (their children
 them) within the selected profiler steps. Each resolves to a `torch.ops` overload; its
 arguments are rebuilt once, before timing (tensors as views of recreated storages, see
 `tensors.py`), so a timed step is only the calls. Every op is tried once while preparing;
-one that still fails with fresh non-view inputs is reported with the reason and left out.
+one that still fails with fresh non-view inputs is reported with the reason and left out, and
+so is one that fails later, in the warm-up or a timed pass: the rest replays on (`OpOutcome`:
+the stage, the exception and its message, one line).
 Collectives (`c10d::*`) run as real `torch.distributed` calls when a process group is up
 (`chakra replay` on a collection folder starts one process per rank), asynchronously, and
 are waited for by the first op that reads what they wrote, as DDP overlaps them.
@@ -24,6 +26,7 @@ from ..convert.link import link
 from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
 from . import _standalone as rt
+from .indices import bound_indices
 from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
 from .waits import wait_points
 
@@ -107,13 +110,41 @@ def _check_substitute(src: str, key, value) -> None:
         raise ChakraError(f"{where} is not a registered operator; {_ACCEPTED}") from None
 
 
+STAGES = ("build", "try", "warm-up", "timed run")
+"""Where an op can fail: building its arguments, its one trial call while preparing, the
+untimed passes, the timed passes."""
+
+
 @dataclass
 class OpOutcome:
+    """What became of one top-level op. A failure's ``reason`` is one line: "<stage>: <exception
+    type>: <message>" (`STAGES`). ``collective``: its place among the selection's collectives
+    (every rank counts them alike in an SPMD job), -1 for other ops."""
+
     row: int
     node_id: int
     name: str
     status: str  # "replayed", "skipped", "failed"
     reason: str = ""
+    collective: int = -1
+
+    def line(self) -> str:
+        return f"{self.name} (node {self.node_id}) {self.status}: {self.reason}"
+
+
+class CollectiveFailed(ChakraError):
+    """A collective failed while the job ran (its peers may wait for it forever): this rank
+    stops, and `replay_host` replays the job again without it on every rank. ``payload``
+    names it for the launcher."""
+
+    def __init__(self, outcome: OpOutcome, reason: str):
+        super().__init__(f"{outcome.line()}")
+        self.payload = {"collective": outcome.collective, "name": outcome.name, "reason": reason}
+
+
+def failure(stage: str, e: BaseException) -> str:
+    """One line: the stage, the exception's type and the first line of its message."""
+    return f"{stage}: {type(e).__name__}: {_first_line(e)}"
 
 
 @dataclass
@@ -222,6 +253,9 @@ class HostReplay:
     ancestor's name matches (a subgraph such as "Optimizer.step" or "aten::linear").
     ``kineto``: the Kineto trace of the same run (path or `KinetoTrace`), which shows where the
     original waited for its collectives (`waits.py`); without it only readers wait.
+    ``drop_collectives``: {collective number: why} to leave out (they failed in an earlier
+    attempt, on some rank). ``stage`` names the passes `run_step` runs now, for the reasons of ops
+    that fail in them ("warm-up", "timed run").
     """
 
     def __init__(
@@ -235,6 +269,7 @@ class HostReplay:
         seed: int = 0,
         autograd: bool = True,
         kineto=None,
+        drop_collectives: dict[int, str] | None = None,
     ):
         try:
             import torch
@@ -272,22 +307,32 @@ class HostReplay:
         self.rows = rows[np.argsort(h.ids[rows], kind="stable")]  # ids follow op entry order
         self.coverage = Coverage()
         self._calls: list[tuple] = []
+        self._live: list[OpOutcome] = []  # the outcome of each planned op (plan["ops"], _calls)
+        self._dropped: dict[int, str] = {}  # planned op -> why, found in the pass now running
+        self.stage = "warm-up"
+        self.collective_timeout_s: float | None = None  # (a wait past it fails the collective)
         self.kineto = _load_kineto(kineto)
-        self._prepare(seed)
+        self._prepare(seed, dict(drop_collectives or {}))
 
     # ------------------------------------------------------------------ preparation
-    def _prepare(self, seed: int) -> None:
+    def _prepare(self, seed: int, drop: dict[int, str]) -> None:
 
         h, cfg = self.h, self.config
         skip = [re.compile(x) for x in cfg.skip]
         storages = StoragePlan()
         specs = []
+        n_coll = 0
         for r in self.rows.tolist():
             name = str(h.name_array[r])
             out = OpOutcome(r, int(h.ids[r]), name, "replayed")
             self.coverage.outcomes.append(out)
+            if is_collective(name):
+                out.collective, n_coll = n_coll, n_coll + 1
             if any(x.search(name) for x in skip):
                 out.status, out.reason = "skipped", "skipped by the config"
+                continue
+            if out.collective in drop:
+                out.status, out.reason = "failed", drop[out.collective]
                 continue
             inputs, _outputs = h.io(r)
             ranges = tensor_ranges(h.attr(r, "tensor_range"))
@@ -301,17 +346,26 @@ class HostReplay:
         for out, inputs, ranges in specs:
             try:
                 op = self._plan_op(out, inputs, ranges)
-            except Unreplayable as e:
-                out.status, out.reason = "failed", str(e)
+            except _TryFailed as e:  # torch refused the call itself
+                out.status, out.reason = "failed", failure("try", e.cause)
                 continue
-            except Exception as e:  # a schema or argument torch rejects: report, go on
-                out.status, out.reason = "failed", f"{type(e).__name__}: {_first_line(e)}"
+            except Exception as e:  # an argument that cannot be recreated, a schema torch rejects, ...
+                out.status, out.reason = "failed", failure("build", e)
                 continue
             op.update(node_id=out.node_id, name=out.name)
             self.plan["ops"].append(op)
+            self._live.append(out)
             planned.append(out.row)
         self._recorded_waits(np.array(planned, np.int64))
-        self._calls = [rt.build_call(op, self._storages, self.device) for op in self.plan["ops"]]
+        calls, keep = [], []
+        for op, out in zip(self.plan["ops"], self._live):
+            try:
+                calls.append(rt.build_call(op, self._storages, self.device))
+                keep.append(op)
+            except Exception as e:  # noqa: BLE001 - reported, the rest replays
+                out.status, out.reason = "failed", failure("build", e)
+        self.plan["ops"], self._calls = keep, calls
+        self._live = [o for o in self._live if o.status == "replayed"]
 
     def _recorded_waits(self, rows: np.ndarray) -> None:
         """Each collective's Work is waited for under a token of its own: by the ops that read
@@ -353,6 +407,11 @@ class HostReplay:
         schema = torch._C.parse_schema(h.attr(out.row, "op_schema"))
         overload = cfg.substitute.get(name) or f"{schema.name}.{schema.overload_name or 'default'}"
         fn = _resolve(overload)
+        if out.collective >= 0:  # a functional collective: its peers are not here to try it with
+            import torch.distributed as dist
+
+            if not (dist.is_available() and dist.is_initialized()):
+                raise Unreplayable("a collective: replay the whole job (one process per rank) to run it")
         # autograd recorded the op (a sequence number) and it is out of place: replay with grad
         # recording too, which is part of what the original paid
         seq = h.attr(out.row, "seq_id")
@@ -365,7 +424,7 @@ class HostReplay:
         first = None
         attempts = [(False, grad), (True, grad)] + ([(False, False), (True, False)] if grad else [])
         for fresh, with_grad in attempts:  # (some inputs may not require grad: batch norm's running stats)
-            args, kwargs = [], {}
+            args, kwargs, named = [], {}, {}
             for k, arg in enumerate(schema.arguments[: len(inputs["values"])]):
                 v = self._spec(
                     inputs["values"][k],
@@ -375,10 +434,12 @@ class HostReplay:
                     ranges.get(k),
                     fresh,
                 )
+                named[arg.name] = v
                 if arg.kwarg_only:
                     kwargs[arg.name] = v
                 else:
                     args.append(v)
+            bound_indices(schema.name, named)  # (in place: the same specs as in args and kwargs)
             name_out = overload.split("(")[0]
             if not self.device.startswith("cuda") and name_out in _OFF_CUDA:  # a cuDNN op on another device
                 name_out, args, kwargs = _OFF_CUDA[name_out](args, kwargs)
@@ -394,12 +455,15 @@ class HostReplay:
                 "grad": with_grad,
             }
             call = rt.build_call(op, self._storages, self.device)
+            if out.collective >= 0:
+                op["grad"] = False
+                return op
             try:
                 fn(*call[1], **call[2])
                 return op
             except Exception as e:
                 first = first or e
-        raise first
+        raise _TryFailed(first)
 
     def _spec(self, v, shape, stride, type_str: str, rng, fresh: bool):
         if type_str.startswith("Tensor"):
@@ -430,9 +494,43 @@ class HostReplay:
 
     # ------------------------------------------------------------------ running
     def run_step(self) -> None:
-        """One pass over the selected ops (all selected steps)."""
+        """One pass over the selected ops (all selected steps). An op that raises is taken out of
+        the plan (its reason names `stage`) and the pass goes on; a collective that raises ends
+        the rank (`CollectiveFailed`): its peers would wait for it."""
 
-        rt.run(self._calls, self.device.startswith("cuda"))
+        rt.run(self._calls, self.device.startswith("cuda"), self._on_error, self.collective_timeout_s)
+        if self._dropped:
+            self.drop(self._dropped)
+            self._dropped = {}
+
+    def _on_error(self, k: int, e: BaseException) -> None:
+        out = self._live[k]
+        reason = failure(self.stage, e)
+        if out.collective >= 0:
+            out.status, out.reason = "failed", reason
+            raise CollectiveFailed(out, reason) from e
+        self._dropped.setdefault(k, reason)
+
+    def drop(self, why: dict[int, str]) -> None:
+        """Take planned ops out ({index in plan["ops"]: reason}), reported as failed."""
+        for k, reason in why.items():
+            self._live[k].status, self._live[k].reason = "failed", reason
+        keep = [k for k in range(len(self._calls)) if k not in why]
+        self._calls = [self._calls[k] for k in keep]
+        self.plan["ops"] = [self.plan["ops"][k] for k in keep]
+        self._live = [self._live[k] for k in keep]
+
+    def drop_collectives(self, why: dict[int, str]) -> None:
+        """Take out the collectives numbered so (`OpOutcome.collective`), as another rank had to."""
+        self.drop({k: why[o.collective] for k, o in enumerate(self._live) if o.collective in why})
+
+    def failed_collectives(self) -> dict[int, str]:
+        """{collective number: reason} of this rank's collectives that could not be planned."""
+        return {o.collective: o.reason for o in self.coverage.outcomes if o.collective >= 0 and o.status != "replayed"}
+
+    def failures(self) -> list[str]:
+        """One line per op that was not replayed because it failed (`OpOutcome.line`)."""
+        return [o.line() for o in self.coverage.outcomes if o.status == "failed"]
 
     @property
     def steps_per_run(self) -> int:
@@ -466,6 +564,25 @@ class HostReplay:
 
 
 _TENSORS = StoragePlan()  # (tensor_spec needs no state)
+
+
+class _TryFailed(Exception):
+    """The trial call of an op raised ``cause`` (the "try" stage, not the "build")."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+_NOT_COLLECTIVES = ("_c10d_functional::wait_tensor", "_c10d_functional::_wrap_tensor_autograd")
+
+
+def is_collective(name: str) -> bool:
+    """A communication op: every rank must run it (c10d's, and the functional collectives that
+    DTensor and FSDP call, which run as ordinary ops on the replay's process group)."""
+    if name.startswith("c10d::"):
+        return True
+    return name.startswith(("_c10d_functional::", "_c10d_functional_autograd::")) and name not in _NOT_COLLECTIVES
 
 
 def _load_kineto(kineto):
