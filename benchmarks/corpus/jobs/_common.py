@@ -6,6 +6,7 @@ thousand host ops, so each job's traces stay small when checked in.
 
 from __future__ import annotations
 
+import argparse
 import gc
 
 import torch
@@ -62,3 +63,12 @@ def train_lm(model: nn.Module, rank: int, steps: int) -> None:
         opt.step()
     del model, opt
     finish()
+
+
+def start() -> tuple[int, int, int]:
+    """Parse ``--steps`` and join the gloo process group: (steps, rank, world size)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=5)
+    steps = ap.parse_args().steps
+    dist.init_process_group("gloo")
+    return steps, dist.get_rank(), dist.get_world_size()

@@ -4,23 +4,16 @@ Exercises DDP's bucketed gradient all-reduces (gloo runs them on its worker thre
 the backward pass) and the broadcast of the parameters at construction. gloo, CPU, 127.0.0.1.
 """
 
-import argparse
-
 import torch
-import torch.distributed as dist
-from _common import TinyLM, train_lm
+from _common import TinyLM, start, train_lm
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=5)
-    args = ap.parse_args()
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
+    steps, rank, world = start()
     torch.manual_seed(0)
     model = DDP(TinyLM(), bucket_cap_mb=0.1)  # small buckets: several all-reduces per step
-    train_lm(model, rank, args.steps)
+    train_lm(model, rank, steps)
 
 
 if __name__ == "__main__":

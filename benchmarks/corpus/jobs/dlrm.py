@@ -12,12 +12,10 @@ receiver, visible only from the receiving side. In the backward all-to-all the r
 (rank 2 sends 8x more). gloo, CPU, 127.0.0.1.
 """
 
-import argparse
-
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from _common import finish
+from _common import finish, start
 
 TABLE_ROWS, DIM, BAG, DENSE_IN = 1000, 16, 4, 13
 LOCAL_BATCH = [16, 16, 128, 16]  # rank 2's shard is 8x the others'
@@ -49,11 +47,7 @@ def mlp(*widths: int) -> nn.Sequential:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=5)
-    args = ap.parse_args()
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    steps, rank, world = start()
     assert world == len(LOCAL_BATCH), f"this job is laid out for {len(LOCAL_BATCH)} ranks"
     torch.manual_seed(0)  # the dense MLPs start alike on every rank
     bottom, top = mlp(DENSE_IN, 32, DIM), mlp(DIM * (world + 1), 64, 32, 1)
@@ -72,7 +66,7 @@ def main() -> None:
     labels = torch.randint(0, 2, (b, 1), generator=gl).float()
     send_rows = LOCAL_BATCH  # the same on every rank: rank j gets its own samples' rows
     recv_rows = [b] * world  # one block of this rank's samples from every table owner
-    for _ in range(args.steps):
+    for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         pooled = table(ids)  # (total, DIM)
         mine = AllToAll.apply(pooled, send_rows, recv_rows)  # (world * b, DIM), table-major

@@ -5,30 +5,24 @@ parameters are all-gathered before its forward and again before its backward, an
 gradients reduce-scattered after it (gloo, CPU, 127.0.0.1).
 """
 
-import argparse
 import warnings
 
 import torch
-import torch.distributed as dist
-from _common import TinyLM, train_lm
+from _common import TinyLM, start, train_lm
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 
 def main() -> None:
     warnings.filterwarnings("ignore", message="FSDP2-wrapped module")  # the LM head's output is a view
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=5)
-    args = ap.parse_args()
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    steps, rank, world = start()
     mesh = init_device_mesh("cpu", (world,))
     torch.manual_seed(0)
     model = TinyLM()
     for layer in model.encoder.layers:
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
-    train_lm(model, rank, args.steps)
+    train_lm(model, rank, steps)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,9 @@ and their gradients back by point-to-point send/recv (batched isend/irecv), then
 optimizer steps on its own parameters. gloo, CPU, 127.0.0.1.
 """
 
-import argparse
-
 import torch
-import torch.distributed as dist
 import torch.nn as nn
-from _common import TinyLM, batch, finish, lm_loss
+from _common import TinyLM, batch, finish, lm_loss, start
 from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
 MICRO_BATCHES = 4
@@ -37,11 +34,7 @@ class Stage1(nn.Module):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=5)
-    args = ap.parse_args()
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    steps, rank, world = start()
     assert world == 2, "this job is laid out for 2 stages"
     torch.manual_seed(0)  # both ranks build the whole model, then keep their stage
     lm = TinyLM(layers=2)
@@ -51,7 +44,7 @@ def main() -> None:
     schedule = ScheduleGPipe(stage, n_microbatches=MICRO_BATCHES, loss_fn=lm_loss)
     opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
     x, y = batch(0, size=4 * MICRO_BATCHES)  # one global batch, cut into micro-batches
-    for _ in range(args.steps):
+    for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         if rank == 0:
             schedule.step(x)

@@ -7,12 +7,9 @@ ends in an all-reduce (forward), as does the gradient of every column-wise layer
 (backward). gloo, CPU, 127.0.0.1.
 """
 
-import argparse
-
 import torch
-import torch.distributed as dist
 import torch.nn as nn
-from _common import D_MODEL, FFN, HEADS, SEQ, finish
+from _common import D_MODEL, FFN, HEADS, SEQ, finish, start
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -40,11 +37,7 @@ class Block(nn.Module):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=5)
-    args = ap.parse_args()
-    dist.init_process_group("gloo")
-    world = dist.get_world_size()
+    steps, rank, world = start()
     mesh = init_device_mesh("cpu", (world,))
     torch.manual_seed(0)  # every rank builds the same full block, then keeps its shards
     model = nn.Sequential(*(Block() for _ in range(LAYERS)))
@@ -55,7 +48,7 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(100)  # tensor parallel ranks see the same batch
     x, target = torch.randn(8, SEQ, D_MODEL, generator=g), torch.randn(8, SEQ, D_MODEL, generator=g)
-    for _ in range(args.steps):
+    for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         nn.functional.mse_loss(model(x), target).backward()
         opt.step()
