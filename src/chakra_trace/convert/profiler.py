@@ -75,8 +75,9 @@ from ..schema.trace import Trace
 from .collectives import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
 from .kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
 from .link import interval_parents, link
-from .pytorch import _INPUT_ARG, ConversionReport, ConversionWarning, _Converter, _converter_stamp, _GpuWork, _us
+from .pytorch import converter_stamp
 from .pytorch_host.model import HostTensors, NameColumn
+from .rank_graph import INPUT_ARG, ConversionReport, ConversionWarning, GpuWork, GraphBuilder, ns_to_us
 
 __all__ = [
     "KinetoJobReport",
@@ -174,7 +175,7 @@ def _concrete(v: Any) -> Any:
 
 
 class _KinetoHost(NameColumn):
-    """The Kineto CPU events seen as a host execution trace (what `pytorch._Converter` reads): row i
+    """The Kineto CPU events seen as a host execution trace (what `rank_graph.GraphBuilder` reads): row i
     is CPU event ``rows[i]``; ids are rows, call-tree parents come from nesting by time, tensors
     from the recorded input shapes, attributes from the recorded ``record_param_comms`` args."""
 
@@ -325,7 +326,7 @@ class _KinetoHost(NameColumn):
         first = np.searchsorted(row, np.arange(n + 1))
         for b, c in pairs.items():  # the backend op's tensors are the c10d op's input
             key = classify(self.names[self.name[c]]).key
-            arg = _INPUT_ARG.get(key, 0)
+            arg = INPUT_ARG.get(key, 0)
             sel = [k for k in range(first[c], first[c + 1]) if out_arg[k] == arg] or list(range(first[c], first[c + 1]))
             if sel:
                 tensor_id[first[b] : first[b + 1]] = tensor_id[sel[0]]
@@ -468,7 +469,7 @@ class _KinetoHost(NameColumn):
 
     def _input_numel(self, c: int) -> int | None:
         """Elements of the argument of c10d op c that holds the data it moves (its "input")."""
-        arg = _INPUT_ARG.get(classify(self.names[self.name[c]]).key, 0)
+        arg = INPUT_ARG.get(classify(self.names[self.name[c]]).key, 0)
         dims = self.args[c].get("Input Dims") or []
         tys = self.args[c].get("Input type") or []
         if arg < len(dims) and arg < len(tys):
@@ -533,7 +534,7 @@ def _name_table(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
     return table[codes] if table.size else np.zeros(codes.size, bool)
 
 
-class _KinetoConverter(_Converter):
+class _KinetoConverter(GraphBuilder):
     """The PyTorch converter, with all_to_allv splits also read from the c10d op's arguments
     (a CPU Kineto trace records no ``record_param_comms``), and a collective typed by its c10d op."""
 
@@ -615,14 +616,14 @@ def convert_kineto_trace(
         warnings.simplefilter("always", ConversionWarning)
         conv = _KinetoConverter(host, start, end, tid, user_annotation, steps, conv_report)
         if lk.gpu_event.size:
-            conv.gpu = _GpuWork(kin_keyed, lk)
+            conv.gpu = GpuWork(kin_keyed, lk)
         trace = conv.run(interval_parents)
     rep.warnings = [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
     trace.metadata.attr.add(name="rank").int64_val = int(rank)
     base_ns = kin.base_time_ns or 0
     lo, hi = conv.window
     trace.metadata.attr.add(name=TIME_ORIGIN).int64_val = int(base_ns + lo)
-    step_starts = _us(np.array([s for _, s, _ in conv.steps] + [hi], np.int64)) - _us(np.array(lo))
+    step_starts = ns_to_us(np.array([s for _, s, _ in conv.steps] + [hi], np.int64)) - ns_to_us(np.array(lo))
     bounds = sorted(set(step_starts.tolist()))
     trace.metadata.attr.add(name=STEP_BOUNDS).int64_list.values.extend(bounds)
     rep.steps = len(kin.steps())
@@ -729,7 +730,7 @@ def read_kineto_folder(folder: Path, progress: Progress | None = None, ranks: li
             with progress(f"converting rank {r}", p) if progress else nullcontext():
                 return convert_kineto_trace(p, rank=r)[0]
 
-        traces[r] = cached_trace([p], f"kineto-rank{r}", convert, stamp=_converter_stamp())
+        traces[r] = cached_trace([p], f"kineto-rank{r}", convert, stamp=converter_stamp())
     if len(traces) > 1:
         resolve_unnamed_groups(traces)
     return Workload(traces, paths=dict(files))

@@ -1,0 +1,1124 @@
+"""The graph of one rank: which host ops become Chakra nodes, their times, costs and edges.
+
+PyTorch execution trace (+ Kineto) -> one rank's Chakra trace.
+
+Which ops become nodes: per thread, the outermost ops inside the recorded steps. Annotations
+(ProfilerStep#N, Optimizer.step#..., record_function ranges) are descended into, and so is
+any op whose subtree holds communication, so that a collective is never hidden inside a
+compute node. An op that becomes a node folds its children: their FLOPs and bytes add up on
+it, their time is already inside its duration. Time on the step's main thread that no op
+covers (Python, the framework) becomes explicit `[host]` COMP nodes, so idle gaps stay
+visible and the critical path of the result reproduces the measured step.
+
+Dependencies are execution order, in `data_deps` (what every simulator resolves): nodes of a
+thread in order; a collective after the node that issued it; the issuing thread joins the
+collective at its first node that starts after the collective ends. Every edge goes from a
+node that ended to one that started later in the measurement, so no dependency can make the
+converted trace slower than the run it came from.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import TraceFormatError
+from ..schema.builder import global_metadata
+from ..schema.enums import Attr, NodeType, collective_name
+from ..schema.resources import HOST_GAP
+from ..schema.trace import Trace
+from ..schema.wire import intern_bytes, ranges
+from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
+from .flops import needs_values, tensor_cost
+from .linking import method_label
+
+# Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
+INPUT_ARG = {
+    "allreduce": 0,
+    "broadcast": 0,
+    "reduce": 0,
+    "allgather": 1,
+    "reducescatter": 1,
+    "alltoall": 1,
+    "alltoallv": 1,
+    "gather": 1,
+    "scatter": 0,
+    "send": 0,
+    "recv": 0,
+}
+
+
+# Ranges that only label time; record_param_comms only wraps the op that does the communication.
+_ANNOTATION_PREFIXES = (
+    "ProfilerStep#",
+    "Optimizer.",
+    "## ",
+    "[pytorch|profiler",
+    "enumerate(DataLoader)",
+    "DistributedDataParallel.",
+    "PyTorch Profiler",
+    "record_param_comms",
+)
+
+
+class ConversionWarning(UserWarning):
+    """Something in the input could not be converted faithfully (the conversion continues)."""
+
+
+@dataclass
+class ConversionReport:
+    """What a conversion did, for logs and tests."""
+
+    nodes: int = 0
+    node_types: dict[str, int] = field(default_factory=dict)
+    collectives: list[tuple[str, int]] = field(default_factory=list)  # (type, bytes) in order
+    steps_us: list[float] = field(default_factory=list)  # measured step durations (Kineto)
+    span_us: float = 0.0  # first step start to last step end
+    linked: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was inferred across ranks
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        warnings.warn(message, ConversionWarning, stacklevel=3)
+
+    def collectives_by_type(self) -> dict[str, int]:
+        """Number of collectives of each type, most frequent first."""
+        out: dict[str, int] = {}
+        for t, _ in self.collectives:
+            out[t] = out.get(t, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def link_summary(self) -> dict[str, Any]:
+        """How the host ops were linked to the Kineto trace ({} without one): host ops, the linked
+        fraction, ops per method, the methods as text, ops kept with estimated times."""
+        lk = self.linked
+        if not lk:
+            return {}
+        return {
+            "host_ops": int(lk.get("host_ops", 0)),
+            "linked_fraction": float(lk.get("linked_fraction", 0.0)),
+            "similarity": float(lk.get("similarity", 0.0)),
+            "methods": dict(lk.get("methods", {})),
+            "by": method_label(lk),
+            "estimated": int(lk.get("estimated", 0)),
+            "external_id_offset": int(lk.get("offset", 0)),
+        }
+
+
+def rows_on_device(h) -> np.ndarray:
+    """Host rows with a tensor on an accelerator (cuda:*, xpu:*, ...; not cpu, meta or none)."""
+    t = h.tensors
+    n = len(h)
+    if not len(t):
+        return np.zeros(n, bool)
+    dev = np.fromiter((d.split(":")[0] not in ("", "cpu", "meta") for d in t.devices), bool, len(t.devices))
+    per_tensor = dev[t.device] if dev.size else np.zeros(len(t), bool)
+    return np.bincount(t.row[per_tensor], minlength=n)[:n] > 0
+
+
+def name_mask(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
+    """pred(name) of each row, evaluated once per distinct name."""
+    table = np.fromiter((bool(pred(s)) for s in names), bool, len(names))
+    return table[codes] if table.size else np.zeros(codes.size, bool)
+
+
+class _Cycle(Exception):
+    """Parent links that loop (a hostile or broken host trace): the rows on the loop."""
+
+    def __init__(self, rows: list[int]):
+        super().__init__(rows)
+        self.rows = rows
+
+
+def _cycle_from(parent: np.ndarray, row: int) -> list[int]:
+    """The loop that the parent chain from `row` ends in (it never reaches a root)."""
+    for _ in range(parent.size):  # after n steps the walk is on the loop
+        row = int(parent[row])
+    loop = [row]
+    while (row := int(parent[row])) != loop[0]:
+        loop.append(row)
+    return loop
+
+
+def _levels(parent: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
+    """`rows` grouped by depth in the forest `parent` (-1 at roots), shallowest first, so
+    that a level only reads what the levels above it wrote."""
+    depth = np.zeros(parent.size, np.int64)
+    live = np.flatnonzero(parent >= 0)
+    anc = parent[live]
+    steps = 0
+    while live.size:
+        steps += 1
+        if steps > parent.size:
+            raise _Cycle(_cycle_from(parent, int(live[0])))
+        depth[live] += 1
+        anc = parent[anc]
+        keep = anc >= 0
+        live, anc = live[keep], anc[keep]
+    d = depth[rows]
+    order = np.argsort(d, kind="stable")
+    return np.split(rows[order], np.flatnonzero(np.diff(d[order])) + 1)
+
+
+def ns_to_us(ns: np.ndarray) -> np.ndarray:
+    """ns -> µs, rounded half to even (as Python's round)."""
+    return np.rint(np.asarray(ns, np.int64) / 1000.0).astype(np.int64)
+
+
+_SIG_CHUNK = 1 << 16  # rows per batch when hashing tensor signatures (bounds temporary memory)
+
+
+def _signatures(name: np.ndarray, t, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Everything the cost model reads of each row (its name code, and per tensor: itemsize,
+    output, arg, elem, undefined, shape), as one byte string per row: (buffer, start, length)."""
+    counts = t.indptr[rows + 1] - t.indptr[rows]
+    ks = ranges(t.indptr[rows], counts)
+    has = t.has_shape[ks]
+    nd = np.where(has, t.shape_indptr[ks + 1] - t.shape_indptr[ks], 1)
+    null = np.fromiter(("nullptr" in x for x in t.types), bool, len(t.types))
+    size = 7 + nd  # int64 words per tensor
+    row_words = np.zeros(rows.size, np.int64)
+    np.add.at(row_words, np.repeat(np.arange(rows.size), counts), size)
+    row_words += 1  # the name code first
+    row_base = np.cumsum(row_words) - row_words
+    first_k = np.cumsum(counts) - counts
+    csize = np.cumsum(size) - size
+    # a row without tensors may start one past the last tensor; it is repeated 0 times, so pad with 0
+    off = np.repeat(row_base + 1 - np.append(csize, 0)[first_k], counts) + csize
+    flat = np.empty(int(row_words.sum()), np.int64)
+    flat[row_base] = name[rows]
+    for j, col in enumerate(
+        (
+            t.itemsize[ks],
+            t.output[ks],
+            t.arg[ks],
+            t.elem[ks],
+            null[t.type[ks]] if null.size else np.zeros(ks.size, bool),
+            has,
+            nd,
+        )
+    ):
+        flat[off + j] = col
+    flat[ranges(off[has] + 7, nd[has])] = t.shape_dims[ranges(t.shape_indptr[ks[has]], nd[has])]
+    flat[off[~has] + 7] = t.numel[ks[~has]]
+    return flat.view(np.uint8), row_base * 8, row_words * 8
+
+
+@dataclass(eq=False)
+class _Timeline:
+    """The events of the converted trace in time order (host nodes and GPU work) and the `[host]`
+    gaps between them; `n` nodes in all: events and gaps, the tail gap, the process-group node."""
+
+    gpu: dict[str, np.ndarray] | None  # `GpuWork.events` (None: no GPU work)
+    n_gpu: int
+    is_gpu: np.ndarray  # per event
+    host: np.ndarray  # ~is_gpu
+    src: np.ndarray  # host row, or index into gpu
+    s: np.ndarray  # start and end, ns
+    e: np.ndarray
+    key: np.ndarray  # the thread (host) or the stream (GPU) it runs on
+    prev: np.ndarray  # the event before it on its key (-1: none)
+    prev_end: np.ndarray  # when that one ended (the window start if none)
+    th: np.ndarray  # thread of host events
+    main: int  # the thread of the training loop
+    main_ev: np.ndarray  # events on the main thread
+    gap: np.ndarray  # a `[host]` node comes right before the event
+    ids: np.ndarray  # node id of each event
+    gap_ids: np.ndarray  # node id of each `[host]` gap before an event
+    gaps: np.ndarray  # every `[host]` node (with the tail)
+    n_ids: int  # nodes of events and gaps
+    tail: bool  # a `[host]` node from the last main-thread event to the window end
+    n: int  # nodes in all
+    host_pos: np.ndarray  # host row -> event position (-1: not a node)
+
+
+@dataclass(eq=False)
+class _Nodes:
+    """Per-node columns of the converted trace (length `_Timeline.n`)."""
+
+    types: np.ndarray
+    name_src: np.ndarray  # codes into names
+    names: list[str]  # host op names, Kineto names, "[host]", "process_groups"
+    host_name: int  # code of "[host]" ("process_groups" is next)
+    is_host_node: np.ndarray
+    has_tid: np.ndarray  # host ops and gaps
+    cpu_op: np.ndarray  # value of is_cpu_op
+    row_of: np.ndarray  # host row of each host node (-1)
+    thread_of: np.ndarray
+
+
+class GraphBuilder:
+    def __init__(self, host, start, end, tid, user_annotation, steps, report: ConversionReport):
+        self.h = host
+        self.names = host.name_array
+        self.start, self.end, self.tid = start, end, tid
+        self.user_annotation = user_annotation
+        self.steps = steps
+        self.r = report
+        self.timed = bool(steps)
+        self.window = (0, 0)
+        self.gpu: GpuWork | None = None
+        self.estimated = np.zeros(len(host), bool)  # host ops timed by `convert.estimate`
+        self.cover: tuple[int, int] | None = None  # where they lie: the window stretches over it
+
+    # ------------------------------------------------------------------ structure
+    def _rows_in_scope(self) -> np.ndarray:
+        h = self.h
+        synthetic = h.synthetic
+        if not self.timed:
+            return np.flatnonzero(~synthetic)
+        lo = min(s for _, s, _ in self.steps)
+        hi = max(e for _, _, e in self.steps)
+        if self.cover is not None:
+            lo, hi = min(lo, self.cover[0]), max(hi, self.cover[1])
+        self.window = (lo, hi)
+        self.r.steps_us = [(e - s) / 1000 for _, s, e in self.steps]
+        self.r.span_us = (hi - lo) / 1000
+        inside = (self.start >= lo) & (self.start <= hi) & (self.end >= 0)
+        return np.flatnonzero(inside & ~synthetic)
+
+    def _parents(self, rows: np.ndarray, interval_parents) -> np.ndarray:
+        """Parent row of each row in scope: time nesting per thread (Kineto), else the ET call tree."""
+        h = self.h
+        if self.timed:
+            p = interval_parents(self.start[rows], self.end[rows], self.tid[rows])
+            return np.where(p >= 0, rows[np.maximum(p, 0)], -1)
+        par = h.parent[rows]
+        pos = np.where(par >= 0, h.rows(par), -1)
+        in_scope = np.zeros(len(h), bool)
+        in_scope[rows] = True
+        return np.where((pos >= 0) & in_scope[np.maximum(pos, 0)], pos, -1)
+
+    def run(self, interval_parents) -> Trace:
+        h, names = self.h, self.names
+        rows = self._rows_in_scope()
+        comm_like = rows[name_mask(h.names, h.name[rows], is_comm_op_name)]
+        kinds = {i: classify(names[i]) for i in comm_like.tolist()}
+        comm = {i for i, k in kinds.items() if k.is_comm}
+        if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
+            comm -= self._with_ancestors(self.gpu.hosts_of_comm_kernels(self.window if self.timed else None))
+        self._own_lanes(comm)
+        parent = np.full(len(h), -1, np.int64)
+        parent[rows] = self._parents(rows, interval_parents)
+        self.parent = parent
+        sync, issuers = self._async_work(comm)
+        comm -= sync | issuers
+        unknown = [
+            i
+            for i, k in kinds.items()
+            if not k.is_comm and not is_bookkeeping(names[i]) and names[i] != "record_param_comms"
+        ]
+        for i in unknown:
+            self.r.warn(f"node id {int(h.ids[i])}: unknown collective {names[i]!r} converted as a COMP node")
+        # an op is descended into when it is an annotation or holds communication in its subtree
+        holds = np.zeros(len(h), bool)
+        for i in comm | issuers:  # (an op that queued async work stays a node of its own)
+            j = parent[i]
+            while j >= 0 and not holds[j]:
+                holds[j] = True
+                j = parent[j]
+        descend = name_mask(h.names, h.name, lambda s: s.startswith(_ANNOTATION_PREFIXES))
+        descend |= self.user_annotation | holds
+        descend[list(comm)] = False  # a backend op (gloo:all_reduce is a user annotation) is the node
+        # each op folds into the outermost op above it (or itself) that is not descended into
+        try:
+            levels = _levels(parent, rows)
+        except _Cycle as c:
+            loop = [int(h.ids[r]) for r in c.rows]
+            shown = " -> ".join(map(str, loop[:8])) + (" -> ..." if len(loop) > 8 else f" -> {loop[0]}")
+            raise TraceFormatError(
+                h.path,
+                f"the parent links form a cycle ({shown}); each op's parent must lead to a root",
+                node_id=loop[0],
+            ) from None
+        folded_into = np.full(len(h), -1, np.int64)
+        is_comm = np.zeros(len(h), bool)
+        is_comm[list(comm)] = True  # never folded away, even into another collective
+        for lv in levels:
+            p = parent[lv]
+            up = np.where(p >= 0, folded_into[np.maximum(p, 0)], -1)
+            folded_into[lv] = np.where(is_comm[lv], lv, np.where(up >= 0, up, np.where(descend[lv], -1, lv)))
+        node_rows = rows[folded_into[rows] == rows]
+        columns = self._emit(node_rows, folded_into, comm, kinds, levels)
+        del parent, folded_into, levels, self.parent  # (the per-op working set goes before encoding)
+        meta = global_metadata({"schema": "chakra-trace pytorch converter 1", "source_schema": h.schema or ""})
+        return Trace.from_columns(**columns, metadata=meta)
+
+    # ------------------------------------------------------------------ attributes
+    def _cost(self, i: int) -> tuple[int | None, int]:
+        """FLOPs and bytes of host op i from its flattened tensors (no JSON decoding)."""
+        name = self.names[i]
+        t = self.h.tensors
+        a, b = int(t.indptr[i]), int(t.indptr[i + 1])
+        ins, outs, singles, seen = [], [], [], set()
+        dims, sp = t.shape_dims, t.shape_indptr
+        for k in range(a, b):
+            if t.itemsize[k] <= 0 or "nullptr" in t.types[t.type[k]]:
+                continue  # an undefined tensor (e.g. no bias) is no operand
+            shape = dims[sp[k] : sp[k + 1]].tolist() if t.has_shape[k] else [int(t.numel[k])]
+            entry = (shape, int(t.itemsize[k]))
+            if t.output[k]:
+                outs.append(entry)
+            else:
+                ins.append(entry)
+                arg = int(t.arg[k])
+                if t.elem[k] == 0 and arg not in seen:
+                    seen.add(arg)
+                    singles.append(shape)
+        values = self.h.io(i)[0]["values"] if needs_values(name) else None
+        c = tensor_cost(name, ins, outs, singles, values)
+        return c.flops, c.bytes
+
+    def _cost_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """FLOPs (-1: unknown) and bytes of many rows. Training repeats a few op signatures many
+        times, so the cost model runs once per distinct signature (exact bytes, not a hash)."""
+        h = self.h
+        flops = np.empty(rows.size, np.int64)
+        nbytes = np.empty(rows.size, np.int64)
+        by_values = name_mask(h.names, h.name[rows], needs_values)
+        cache: dict[bytes, tuple[int, int]] = {}
+        for a in range(0, rows.size, _SIG_CHUNK):
+            part = rows[a : a + _SIG_CHUNK]
+            buf, starts, lens = _signatures(h.name, h.tensors, part)
+            codes, first = intern_bytes(buf, starts, lens)
+            f_u = np.empty(first.size, np.int64)
+            b_u = np.empty(first.size, np.int64)
+            for u, k in enumerate(first.tolist()):
+                key = buf[starts[k] : starts[k] + lens[k]].tobytes()
+                if key not in cache:
+                    f, b = self._cost(int(part[k]))
+                    cache[key] = (-1 if f is None else int(f), int(b))
+                f_u[u], b_u[u] = cache[key]
+            flops[a : a + part.size] = f_u[codes]
+            nbytes[a : a + part.size] = b_u[codes]
+        for k in np.flatnonzero(by_values).tolist():  # the cost depends on argument values too
+            f, b = self._cost(int(rows[k]))
+            flops[k], nbytes[k] = (-1 if f is None else int(f)), int(b)
+        return flops, nbytes
+
+    def _costs(self, folded_into: np.ndarray, comm_mask: np.ndarray, levels) -> tuple:
+        """num_ops, whether known, and tensor_size of every node row.
+
+        FLOPs: the outermost op of each folded subtree that the cost model knows counts, and
+        its descendants do not (aten::linear counts, its addmm child does not; an autograd
+        wrapper the model does not know passes through to its mm children).
+        tensor_size: what the node's own op reads and writes."""
+        n = len(self.h)
+        tgt = folded_into
+        rows = np.flatnonzero(tgt >= 0)
+        rows = rows[~comm_mask[tgt[rows]]]
+        f_rows, b_rows = self._cost_rows(rows)
+        f = np.full(n, -1, np.int64)
+        f[rows] = f_rows
+        use = np.zeros(n, bool)
+        use[rows] = True
+        covered = np.zeros(n, bool)  # an op at or above it inside its node has FLOPs
+        skipped = np.zeros(n, bool)  # an op above it inside its node has FLOPs
+        for lv in levels:
+            lv = lv[use[lv]]
+            p = self.parent[lv]
+            skipped[lv] = (lv != tgt[lv]) & (p >= 0) & covered[np.maximum(p, 0)]
+            covered[lv] = skipped[lv] | (f[lv] > 0)
+        counted = rows[~skipped[rows]]
+        flops = np.zeros(n, np.int64)
+        pos = counted[f[counted] > 0]
+        np.add.at(flops, tgt[pos], f[pos])
+        known = np.zeros(n, bool)
+        known[tgt[counted[f[counted] >= 0]]] = True
+        nbytes = np.zeros(n, np.int64)
+        own = rows == tgt[rows]
+        nbytes[rows[own]] = b_rows[own]
+        return flops, known, nbytes
+
+    def _async_work(self, comm: set[int]) -> tuple[set[int], set[int]]:
+        """Backend ops (gloo:all_reduce, gloo:send, ...) of a c10d op: (those the c10d op waited
+        for, the c10d ops that only queued theirs). A c10d op that returned before its work ended
+        is a CPU node and the backend op is the collective or send/recv, with the time the
+        transfer took; one that returned with its work is the communication node. Where the
+        backend op runs does not matter: gloo's all-reduce is recorded on its worker thread, its
+        send/recv on the calling thread, from the post to the completion."""
+        sync, issuers = set(), set()
+        self.issued_by: dict[int, int] = {}  # backend op -> the c10d op that only queued it
+        self._fifo_issuer(comm)
+        for i in comm:
+            if not self.names[i].startswith("c10d::") and self.names[i] != "record_param_comms":
+                c = self._issuer(i, comm)
+                if c >= 0 and c != i and c in comm:
+                    if 0 <= self.end[c] + _JOIN_NS < self.end[i]:
+                        issuers.add(c)
+                        self.issued_by[i] = c
+                    else:
+                        sync.add(i)
+        return sync, issuers
+
+    def _with_ancestors(self, rows: set[int], hops: int = 3) -> set[int]:
+        """Rows and the ops up to `hops` call levels above them: a kernel that runs a collective is
+        the collective, so the op that launched it (nccl:all_reduce) is not one, nor are the
+        record_param_comms and c10d op above that."""
+        h, out = self.h, set(rows)
+        for i in rows:
+            j = i
+            for _ in range(hops):
+                if h.parent[j] < 0 or (j := h.row(int(h.parent[j]))) < 0:
+                    break
+                out.add(j)
+        return out
+
+    def _own_lanes(self, comm: set[int]) -> None:
+        """Give each backend op that outlives its c10d op on the same thread a lane of its own.
+        gloo records an asynchronous send/recv (isend/irecv, batch_isend_irecv in
+        torch.distributed.pipelining) on the calling thread from its post to its completion, so
+        it spans the ops the thread ran meanwhile; nested by time it would swallow them, and
+        chained in thread order it would hold the thread until the peer took the message."""
+        if not self.timed:
+            return
+        lane = -(1 << 40)  # below any thread id either trace uses
+        for i in sorted(comm):
+            if self.names[i].startswith("gloo:"):
+                c = self._issuer(i, comm)
+                if c >= 0 and c != i and self.tid[c] == self.tid[i] and 0 <= self.end[c] + _JOIN_NS < self.end[i]:
+                    self.tid[i] = lane
+                    lane -= 1
+
+    def _fifo_issuer(self, comm: set[int]) -> None:
+        """Issuers of the backend ops that `_issuer` cannot find (gloo runs a reduce-scatter as an
+        all-reduce of a buffer of its own: no tensor in common, and its worker thread is no child
+        of the caller): a backend runs its work in the order it was queued, so each such op is
+        given the earliest c10d op queued before it that no backend op claims."""
+        names = self.names
+        self._issuer_fifo: dict[int, int] = {}
+        backend = [i for i in comm if not names[i].startswith("c10d::") and names[i] != "record_param_comms"]
+        found = {i: self._issuer(i, comm) for i in backend}
+        orphans = [i for i, c in found.items() if c < 0 or c not in comm]
+        if not orphans:
+            return
+        when = self.start if self.timed else np.arange(len(self.h), dtype=np.int64)
+        claimed = {c for c in found.values() if c >= 0}
+        free = sorted(
+            (c for c in comm if names[c].startswith("c10d::") and c not in claimed), key=lambda c: (int(when[c]), c)
+        )
+        k = 0
+        for i in sorted(orphans, key=lambda i: (int(when[i]), i)):
+            if k < len(free) and when[free[k]] <= when[i]:
+                self._issuer_fifo[i] = free[k]
+                k += 1
+
+    def _issuer(self, i: int, comm: set[int]) -> int:
+        """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET
+        parent, else the order of the queue (`_fifo_issuer`)."""
+        h, names = self.h, self.names
+        if names[i].startswith("c10d::") or names[i] == "record_param_comms":
+            return i
+        fifo = getattr(self, "_issuer_fifo", {})
+        if i in fifo:
+            return fifo[i]
+        t = h.tensors
+        # the latest c10d op before it that used one of its tensors: latest by start time when
+        # timed (a worker thread's op can come first in the file), else by position
+        when = self.start if self.timed else np.arange(len(h), dtype=np.int64)
+        if not hasattr(self, "_c10d_by_tensor"):  # tensor id -> (when, row) of c10d ops using it, sorted
+            self._c10d_by_tensor: dict[int, list[tuple[int, int]]] = {}
+            for j in sorted(comm, key=lambda j: (int(when[j]), j)):
+                if names[j].startswith("c10d::"):
+                    for tid in set(t.tensor_id[t.of(j)].tolist()):
+                        self._c10d_by_tensor.setdefault(tid, []).append((int(when[j]), j))
+        best, best_when = -1, None
+        for tid in set(t.tensor_id[t.of(i)].tolist()):
+            rows = self._c10d_by_tensor.get(tid, [])
+            k = bisect.bisect_left(rows, (int(when[i]), i))
+            if k and (best_when is None or rows[k - 1] > (best_when, best)):
+                best_when, best = rows[k - 1]
+        p, hops = i, 0
+        while best < 0 and h.parent[p] >= 0 and hops < 4:  # nccl:* -> record_param_comms -> c10d::*
+            p, hops = h.row(int(h.parent[p])), hops + 1
+            if p < 0:
+                break
+            if names[p].startswith("c10d::"):
+                best = p
+        return best
+
+    def _comm_size(self, i: int, issuer: int, ctype: int | None) -> int:
+        """Bytes a collective moves (record_param_comms attributes, else the c10d op's tensors)."""
+        h = self.h
+        rpc = self._record_param_comms(issuer if issuer >= 0 else i)
+        if rpc >= 0:
+            nel_in = h.attr(rpc, "in_msg_nelems")
+            nel_out = h.attr(rpc, "out_msg_nelems")
+            item = SCALAR_TYPE_BYTES.get(str(h.attr(rpc, "dtype")), None)
+            if nel_in is not None and item is not None:
+                return message_bytes(ctype, int(nel_in) * item, int(nel_out or 0) * item)
+        src = issuer if issuer >= 0 else i
+        key = classify(self.names[src]).key
+        arg = INPUT_ARG.get(key, 0)
+        t = h.tensors
+        sl = t.of(src)
+        sel = (~t.output[sl]) & (t.arg[sl] == arg)
+        if not sel.any():  # e.g. a backend op whose only tensor is its buffer
+            sel = ~t.output[sl]
+        return int((t.numel[sl][sel] * t.itemsize[sl][sel]).sum())
+
+    def _record_param_comms(self, issuer: int) -> int:
+        """The record_param_comms child of a c10d op that carries collective attributes, if any."""
+        h = self.h
+        if self.names[issuer] == "record_param_comms":
+            return issuer if h.attr(issuer, "in_msg_nelems") is not None else -1
+        if not hasattr(self, "_rpc_children"):  # record_param_comms rows by parent id, built once
+            self._rpc_children: dict[int, list[int]] = {}
+            for j in h.names_of("record_param_comms").tolist():
+                self._rpc_children.setdefault(int(h.parent[j]), []).append(j)
+        for j in self._rpc_children.get(int(h.ids[issuer]), []):
+            if h.attr(j, "in_msg_nelems") is not None and h.attr(j, "collective_name") != "wait":
+                return j
+        return -1
+
+    def _splits(self, issuer: int) -> dict[str, str]:
+        """all_to_allv split sizes per peer as recorded, e.g. {"in_split_size": "[2, 6]"}: from
+        record_param_comms (NCCL), else the c10d op's own arguments. Units are the recorded
+        ones (elements or rows); consumers use them as proportions of comm_size."""
+        rpc = self._record_param_comms(issuer) if issuer >= 0 else -1
+        out = {}
+        for key in ("in_split_size", "out_split_size"):
+            v = self.h.attr(rpc, key) if rpc >= 0 else None
+            if v not in (None, "", "[]", []):
+                out[key] = v if isinstance(v, str) else json.dumps(v)
+        if not out and issuer >= 0 and classify(self.names[issuer]).key in ("alltoall", "alltoallv"):
+            out = self._c10d_splits(issuer)
+        return out
+
+    def _c10d_splits(self, issuer: int) -> dict[str, str]:
+        """Split sizes from the arguments of c10d::alltoall_base_ (output_split_sizes,
+        input_split_sizes: gloo jobs have no record_param_comms to record them)."""
+        vals = self.h.io(issuer)[0]["values"]
+        out = {}
+        for key, k in (("out_split_size", 3), ("in_split_size", 4)):
+            v = vals[k] if len(vals) > k else None
+            if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                out[key] = json.dumps(v)
+        return out
+
+    def _pg_name(self, issuer: int) -> str | None:
+        rpc = self._record_param_comms(issuer) if issuer >= 0 else -1
+        if rpc >= 0 and self.h.attr(rpc, "pg_name") is not None:
+            return str(self.h.attr(rpc, "pg_name"))
+        groups = self.h.process_groups
+        return str(groups[0].get("pg_name", "0")) if len(groups) == 1 else None
+
+    def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
+        """Type and attributes of the node of communication op i (a collective or send/recv). The
+        c10d op that issued a backend op names the collective (gloo runs some reduce-scatters as
+        an all-reduce of its own: the job did a reduce-scatter)."""
+        if 0 <= issuer != i and kind.collective is not None:
+            by_issuer = classify(self.names[issuer])
+            if by_issuer.collective is not None:
+                kind = by_issuer
+        size = self._comm_size(i, issuer, kind.collective)
+        if kind.collective is not None:
+            self.r.collectives.append((collective_name(kind.collective), size))
+            return dict(
+                type=NodeType.COMM_COLL_NODE,
+                comm_type=kind.collective,
+                comm_size=size,
+                pg_name=self._pg_name(issuer),
+                **self._splits(issuer),
+            )
+        src = issuer if issuer >= 0 else i
+        vals = self.h.io(src)[0]["values"]
+        peer = vals[2] if len(vals) > 2 and isinstance(vals[2], int) else None
+        tag = vals[3] if len(vals) > 3 and isinstance(vals[3], int) else 0
+        if peer is None:
+            self.r.warn(f"node id {int(self.h.ids[i])}: {self.names[i]} without a recorded peer rank")
+            peer = -1
+        if kind.p2p == "recv":
+            return dict(type=NodeType.COMM_RECV_NODE, comm_src=peer, comm_size=size, comm_tag=tag)
+        return dict(type=NodeType.COMM_SEND_NODE, comm_dst=peer, comm_size=size, comm_tag=tag)
+
+    def _main_thread(self, node_rows) -> int:
+        """The thread that runs the training loop: the one of the ProfilerStep annotations."""
+        h = self.h
+        steps = np.flatnonzero(name_mask(h.names, h.name, lambda s: s.startswith("ProfilerStep#")) & (self.end >= 0))
+        if steps.size:
+            return int(self.tid[steps[0]])
+        if len(node_rows):
+            vals, counts = np.unique(self.tid[node_rows], return_counts=True)
+            return int(vals[np.argmax(counts)])
+        return -1
+
+    # ------------------------------------------------------------------ output
+    def _emit(self, node_rows, folded_into, comm, kinds, levels) -> dict:
+        """Nodes in time order (host ops, GPU work, `[host]` gaps), dependencies, attributes:
+        the arguments of `Trace.from_columns`."""
+        comm_mask = np.zeros(len(self.h), bool)
+        comm_mask[list(comm)] = True
+        flops, known, nbytes = self._costs(folded_into, comm_mask, levels)
+        tl = self._timeline(node_rows, folded_into)
+        nodes = self._node_columns(tl)
+        start, dur = self._node_times(tl)
+        dep_src, dep_dst = self._order_edges(tl, folded_into)
+        comm_attr, extra_src, extra_dst = self._comm_nodes(tl, nodes, comm, comm_mask, kinds)
+        if tl.n_gpu:
+            self._sync_edges(tl, extra_src, extra_dst)
+        dep_src.append(np.asarray(extra_src, np.int64))
+        dep_dst.append(np.asarray(extra_dst, np.int64))
+        data = self._dependency_csr(tl.n, dep_src, dep_dst)
+        attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes)
+        self._process_group_node(nodes, attrs)
+        names, name_codes = self._name_table(nodes.names, nodes.name_src)
+        return dict(
+            names=names,
+            name_codes=name_codes,
+            types=nodes.types,
+            start=start,
+            duration=dur,
+            data=data,
+            attrs=attrs,
+        )
+
+    def _timeline(self, node_rows, folded_into) -> _Timeline:
+        """Host nodes and GPU work in time order, each with the event before it on its thread or
+        stream, and where the `[host]` gaps of the main thread go."""
+        h = self.h
+        timed = self.timed
+        lo, hi = self.window
+        gpu = self.gpu.events(folded_into, self.window) if self.gpu is not None and timed else None
+        n_gpu = 0 if gpu is None else gpu["krow"].size
+        # "key" is the thread (host) or the stream (GPU) they run on
+        is_gpu = np.r_[np.zeros(node_rows.size, bool), np.ones(n_gpu, bool)]
+        src = np.r_[node_rows, np.arange(n_gpu)]  # host row, or index into gpu
+        s = np.r_[self.start[node_rows], gpu["start"] if n_gpu else []].astype(np.int64)
+        e = np.r_[self.end[node_rows], gpu["end"] if n_gpu else []].astype(np.int64)
+        thread = self.tid[node_rows]
+        _, key_h = np.unique(thread, return_inverse=True)
+        key = np.r_[key_h.reshape(-1), gpu["stream_key"] + node_rows.size if n_gpu else []].astype(np.int64)
+        order = np.lexsort((np.where(is_gpu, -1, src), s))
+        is_gpu, src, s, e, key = is_gpu[order], src[order], s[order], e[order], key[order]
+        E = order.size
+        by_key = np.argsort(key, kind="stable")
+        same = key[by_key[1:]] == key[by_key[:-1]]
+        prev = np.full(E, -1, np.int64)
+        prev[by_key[1:][same]] = by_key[:-1][same]
+        host = ~is_gpu
+        th = np.zeros(E, np.int64)
+        th[host] = self.tid[src[host]]
+        main = self._main_thread(node_rows)
+        prev_end = np.where(prev >= 0, e[np.maximum(prev, 0)], lo)
+        gap = host & (th == main) & (s > prev_end) if timed else np.zeros(E, bool)
+        nid = np.cumsum(1 + gap.astype(np.int64)) - 1  # a gap node takes the id before its event
+        n_ids = int(nid[-1]) + 1 if E else 0
+        main_ev = np.flatnonzero(host & (th == main))
+        tail = timed and main_ev.size > 0 and e[main_ev[-1]] < hi
+        N = n_ids + int(tail) + int(bool(h.process_groups))
+        host_pos = np.full(len(h), -1, np.int64)  # host row -> event position
+        host_pos[src[host]] = np.flatnonzero(host)
+        gap_ids = nid[gap] - 1
+        gaps = np.r_[gap_ids, [n_ids] if tail else []].astype(np.int64)  # every `[host]` node
+        return _Timeline(
+            gpu=gpu,
+            n_gpu=n_gpu,
+            is_gpu=is_gpu,
+            host=host,
+            src=src,
+            s=s,
+            e=e,
+            key=key,
+            prev=prev,
+            prev_end=prev_end,
+            th=th,
+            main=main,
+            main_ev=main_ev,
+            gap=gap,
+            ids=nid,
+            gap_ids=gap_ids,
+            gaps=gaps,
+            n_ids=n_ids,
+            tail=tail,
+            n=N,
+            host_pos=host_pos,
+        )
+
+    def _node_columns(self, tl: _Timeline) -> _Nodes:
+        """Each node's type (COMP until `_comm_nodes`), name, host row and thread, and flags."""
+        h = self.h
+        N = tl.n
+        host, src, is_gpu, ev_ids, gaps = tl.host, tl.src, tl.is_gpu, tl.ids, tl.gaps
+        types = np.full(N, NodeType.COMP_NODE, np.int32)
+        name_src = np.zeros(N, np.int64)  # codes into names_all below
+        kin = self.gpu.kin if self.gpu is not None else None
+        k_off = len(h.names)
+        names_all = list(h.names) + (list(kin.names) if kin is not None else []) + [HOST_GAP, "process_groups"]
+        host_name = len(names_all) - 2
+        name_src[ev_ids[host]] = h.name[src[host]]
+        if tl.n_gpu:
+            name_src[ev_ids[is_gpu]] = k_off + kin.name[tl.gpu["krow"][src[is_gpu]]]
+        name_src[gaps] = host_name
+        is_host_node = np.zeros(N, bool)
+        is_host_node[ev_ids[host]] = True
+        has_tid = is_host_node.copy()  # host ops and gaps: a thread, and is_cpu_op true (but comm nodes)
+        has_tid[gaps] = True
+        cpu_op = has_tid.copy()  # value of is_cpu_op
+        row_of = np.full(N, -1, np.int64)  # host row of each host node
+        row_of[ev_ids[host]] = src[host]
+        self.device_nodes = np.zeros(N, bool)
+        if not self.timed:  # no Kineto: an op on device tensors ran on the device, for a time unknown here
+            on_dev = rows_on_device(h)
+            self.device_nodes[ev_ids[host]] = on_dev[src[host]]
+            cpu_op[self.device_nodes] = False
+        thread_of = np.zeros(N, np.int64)
+        thread_of[ev_ids[host]] = tl.th[host]
+        thread_of[gaps] = tl.main
+        return _Nodes(
+            types=types,
+            name_src=name_src,
+            names=names_all,
+            host_name=host_name,
+            is_host_node=is_host_node,
+            has_tid=has_tid,
+            cpu_op=cpu_op,
+            row_of=row_of,
+            thread_of=thread_of,
+        )
+
+    def _node_times(self, tl: _Timeline) -> tuple[np.ndarray, np.ndarray]:
+        """Start and duration of each node in µs from the start of the window (0 when untimed)."""
+        lo, hi = self.window
+        ev_ids, gap, gap_ids, s, e = tl.ids, tl.gap, tl.gap_ids, tl.s, tl.e
+        start = np.zeros(tl.n, np.int64)
+        dur = np.zeros(tl.n, np.int64)
+        if self.timed:
+            start[ev_ids] = ns_to_us(s) - ns_to_us(lo)  # (not ns_to_us(s - lo): a node ends where the next starts)
+            dur[ev_ids] = ns_to_us(e) - ns_to_us(s)
+            start[gap_ids] = ns_to_us(tl.prev_end[gap]) - ns_to_us(lo)
+            dur[gap_ids] = ns_to_us(s[gap]) - ns_to_us(tl.prev_end[gap])
+            if tl.tail:
+                last_end = e[tl.main_ev[-1]]
+                start[tl.n_ids], dur[tl.n_ids] = ns_to_us(last_end) - ns_to_us(lo), ns_to_us(hi) - ns_to_us(last_end)
+        return start, dur
+
+    def _order_edges(self, tl: _Timeline, folded_into) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Execution-order dependencies (sources, destinations): thread / stream order, through
+        the `[host]` gaps, GPU work after the op that launched it, the tail gap last."""
+        ev_ids, gap, prev = tl.ids, tl.gap, tl.prev.copy()
+        nxt = np.full(prev.size, -1, np.int64)  # the event after each on its thread or stream
+        nxt[tl.prev[tl.prev >= 0]] = np.flatnonzero(tl.prev >= 0)
+        resume_src, resume_dst = [], []
+        for i, c in self.issued_by.items():
+            k, p = tl.host_pos[i], tl.host_pos[c]
+            if k >= 0 and p >= 0 and prev[k] == p:  # work recorded on its issuer's thread, started inside it
+                prev[k] = tl.prev[p]  # runs beside the issuer (`_comm_nodes` orders it after it)
+                if nxt[k] >= 0:  # the thread goes on after both
+                    resume_src.append(int(ev_ids[nxt[k]]))
+                    resume_dst.append(int(ev_ids[p]))
+        dep_src = [
+            ev_ids[gap & (prev >= 0)] - 1,
+            ev_ids[gap],
+            ev_ids[~gap & (prev >= 0)],
+            np.array(resume_src, np.int64),
+        ]
+        dep_dst = [
+            ev_ids[prev[gap & (prev >= 0)]],
+            tl.gap_ids,
+            ev_ids[prev[~gap & (prev >= 0)]],
+            np.array(resume_dst, np.int64),
+        ]
+        if tl.n_gpu:
+            gk = np.flatnonzero(tl.is_gpu)
+            launcher = tl.host_pos[folded_into[tl.gpu["hrow"][tl.src[gk]]]]
+            ok = (launcher >= 0) & (launcher < gk)
+            # after the launcher when it had returned; else after what ran before it on its thread
+            # (the kernel started inside it: an edge must not make the trace slower than the run)
+            # (the `[host]` gap just before it, when the thread was idle before it)
+            lp = np.maximum(launcher, 0)
+            before = ok & (tl.e[lp] > tl.s[gk])
+            prev = tl.prev[lp]
+            earlier = np.where(tl.gap[lp], ev_ids[lp] - 1, np.where(prev >= 0, ev_ids[np.maximum(prev, 0)], -1))
+            dep = np.where(before, earlier, ev_ids[lp])
+            ok &= dep >= 0
+            dep_src.append(ev_ids[gk[ok]])
+            dep_dst.append(dep[ok])
+        if tl.tail:
+            dep_src.append(np.array([tl.n_ids]))
+            dep_dst.append(ev_ids[tl.main_ev[-1:]])
+        return dep_src, dep_dst
+
+    def _comm_nodes(
+        self, tl: _Timeline, nodes: _Nodes, comm: set[int], comm_mask: np.ndarray, kinds: dict
+    ) -> tuple[dict[str, dict[int, Any]], list[int], list[int]]:
+        """The communication nodes (few): their type and attributes (set in `nodes.types` /
+        `nodes.cpu_op`; the rest returned by attribute name and node), and the edges (sources,
+        destinations) that order them after their issuer and before the issuing thread goes on."""
+        host, is_gpu, src, th, s, e, ev_ids = tl.host, tl.is_gpu, tl.src, tl.th, tl.s, tl.e, tl.ids
+        gpu, host_pos = tl.gpu, tl.host_pos
+        types, cpu_op = nodes.types, nodes.cpu_op
+        kin = self.gpu.kin if self.gpu is not None else None
+        extra_src: list[int] = []
+        extra_dst: list[int] = []
+        comm_attr: dict[str, dict[int, Any]] = {}
+        threads = _ThreadIndex(host, th, s, e, ev_ids) if comm else None
+        gpu_kinds = {}
+        specials = np.flatnonzero(host & comm_mask[np.where(host, src, 0)]).tolist()
+        if tl.n_gpu:
+            codes = kin.name[gpu["krow"][src[is_gpu]]]
+            gpu_kinds = {int(c): classify(kin.names[int(c)]) for c in np.unique(codes).tolist()}
+            coll_code = np.array([c for c, k in gpu_kinds.items() if k.collective is not None], np.int64)
+            specials += np.flatnonzero(is_gpu)[np.isin(codes, coll_code)].tolist()
+        issued: dict[int, int] = {}  # comm node -> when its issuer started (the issue order)
+        for k in sorted(specials):
+            nk = int(ev_ids[k])
+            if is_gpu[k]:
+                i = int(gpu["hrow"][src[k]])
+                kind = gpu_kinds[int(kin.name[gpu["krow"][src[k]]])]
+                issuer = self._issuer(i, comm | {i}) if i >= 0 else -1
+                size = self._comm_size(i, issuer, kind.collective) if i >= 0 else 0
+                self.r.collectives.append((collective_name(kind.collective), size))
+                issued[nk] = int(self.start[issuer]) if issuer >= 0 else int(s[k])
+                attrs = dict(
+                    type=NodeType.COMM_COLL_NODE,
+                    comm_type=kind.collective,
+                    comm_size=size,
+                    pg_name=self._pg_name(issuer) if issuer >= 0 else None,
+                )
+            else:
+                i = int(src[k])
+                kind = kinds.get(i)
+                if kind is None or not (kind.collective is not None or kind.p2p):
+                    continue
+                issuer = self._issuer(i, comm)
+                if issuer >= 0 and issuer != i:
+                    p = host_pos[issuer]
+                    dep = (  # the issuer, or what ran before it when the work started inside it
+                        ev_ids[p]
+                        if 0 <= p < k and self.end[issuer] <= s[k]
+                        else threads.last_before(int(self.tid[issuer]), k, int(min(self.start[issuer], s[k])))
+                    )
+                    if dep is not None:
+                        extra_src.append(nk)
+                        extra_dst.append(int(dep))
+                attrs = self._comm_attrs(i, issuer, kind)
+                issued[nk] = int(self.start[issuer] if issuer >= 0 else s[k])
+                issuing_thread = int(self.tid[issuer]) if issuer >= 0 else int(th[k])
+                if issuing_thread != th[k] and self.timed:  # the issuing thread joins it when it is done
+                    target = threads.joiner(issuing_thread, k, int(e[k]))
+                    if target is not None:
+                        extra_src.append(int(target))
+                        extra_dst.append(nk)
+                cpu_op[nk] = False
+            types[nk] = attrs.pop("type")
+            for name, v in attrs.items():
+                if v is not None:
+                    comm_attr.setdefault(name, {})[nk] = v
+        order = sorted(issued, key=lambda nk: (issued[nk], nk))
+        if order != sorted(issued):  # worker threads started collectives out of issue order
+            comm_attr[Attr.COMM_SEQ] = {nk: k for k, nk in enumerate(order)}
+        return comm_attr, extra_src, extra_dst
+
+    @staticmethod
+    def _dependency_csr(n: int, dep_src: list[np.ndarray], dep_dst: list[np.ndarray]) -> tuple:
+        """The dependencies as `data_deps` CSR over n nodes (indptr, destinations), sorted, without duplicates."""
+        pairs = np.unique(np.concatenate(dep_src).astype(np.int64) * n + np.concatenate(dep_dst).astype(np.int64))
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(pairs // max(n, 1), minlength=n), out=indptr[1:])
+        return indptr, (pairs % n).astype(np.uint64)
+
+    def _attributes(
+        self, tl: _Timeline, nodes: _Nodes, comm_attr: dict[str, dict[int, Any]], flops, known, nbytes
+    ) -> dict[str, tuple]:
+        """Node attributes as (values, present) columns: is_cpu_op, FLOPs and bytes, communication,
+        op_schema, rf_id, tid, the GPU stream and device, all_to_allv split sizes."""
+        h = self.h
+        N = tl.n
+        ev_ids, is_gpu = tl.ids, tl.is_gpu
+        row_of, is_host_node = nodes.row_of, nodes.is_host_node
+        comp_host = is_host_node & (nodes.types == NodeType.COMP_NODE)
+        rows_c = np.maximum(row_of, 0)
+        has_rf = h.has("rf_id")
+        schema_ok = np.array([bool(x) for x in h.strings], bool) if h.strings else np.zeros(1, bool)
+        sched = h.op_schema[rows_c]
+        attrs: dict[str, tuple] = {
+            "is_cpu_op": (nodes.cpu_op, np.arange(N) < tl.n_ids + int(tl.tail)),
+            "num_ops": (flops[rows_c], comp_host & known[rows_c]),
+            "tensor_size": (nbytes[rows_c].astype(np.uint64), comp_host & (nbytes[rows_c] != 0)),
+        }
+        for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", Attr.COMM_SEQ):
+            if name in comm_attr:
+                attrs[name] = _sparse(comm_attr[name], N)
+        if "pg_name" in comm_attr:
+            attrs["pg_name"] = _sparse_strings(comm_attr["pg_name"], N)
+        attrs["op_schema"] = (
+            (np.maximum(sched, 0), h.strings),
+            comp_host & (sched >= 0) & schema_ok[np.maximum(sched, 0)],
+        )
+        attrs["rf_id"] = (h.rf_id[rows_c], is_host_node & has_rf[rows_c])
+        attrs["tid"] = (nodes.thread_of, nodes.has_tid)
+        if self.estimated.any():
+            attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & self.estimated[rows_c])
+        dev = self.device_nodes & comp_host
+        if dev.any():
+            attrs["duration_unknown"] = (np.ones(N, bool), dev)
+        if tl.n_gpu:
+            on_gpu = np.zeros(N, bool)
+            on_gpu[ev_ids[is_gpu]] = True
+            for name in ("stream", "device"):
+                col = np.zeros(N, np.int64)
+                col[ev_ids[is_gpu]] = tl.gpu[name][tl.src[is_gpu]]
+                attrs[name] = (col, on_gpu)
+        for name in ("in_split_size", "out_split_size"):
+            if name in comm_attr:
+                attrs[name] = _sparse_strings(comm_attr[name], N)
+        return attrs
+
+    def _process_group_node(self, nodes: _Nodes, attrs: dict[str, tuple]) -> None:
+        """The last node, when the trace describes process groups: METADATA, with them in `pg_config`."""
+        groups = self.h.process_groups
+        if groups:
+            N = nodes.types.size
+            nodes.types[N - 1] = NodeType.METADATA_NODE
+            nodes.name_src[N - 1] = nodes.host_name + 1
+            attrs["pg_config"] = _sparse_strings({N - 1: json.dumps(groups, sort_keys=True)}, N)
+
+    @staticmethod
+    def _name_table(names_all: list[str], name_src: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """The distinct names the nodes use, in order of first code, and each node's code into them."""
+        used, inv = np.unique(name_src, return_inverse=True)
+        table: dict[str, int] = {}
+        remap = np.array([table.setdefault(names_all[u], len(table)) for u in used.tolist()], np.int32)
+        return list(table), remap[inv.reshape(-1)]
+
+    def _sync_edges(self, tl: _Timeline, out_src: list, out_dst: list) -> None:
+        """Edges from GPU work to the host op that waited for it: each stream's last op that had
+        ended when a synchronizing call inside the host op returned (synchronize, item(), a
+        blocking copy)."""
+        syncs = self.gpu.sync_points()
+        if not syncs:
+            return
+        host, is_gpu, th, s, e, ev_ids, key = tl.host, tl.is_gpu, tl.th, tl.s, tl.e, tl.ids, tl.key
+        gk = np.flatnonzero(is_gpu)
+        streams = {int(k): gk[key[gk] == k] for k in np.unique(key[gk]).tolist()}  # positions, in order
+        for thread, calls in syncs.items():
+            t0 = np.array([c[0] for c in calls], np.int64)
+            t1 = [c[1] for c in calls]
+            ks = np.flatnonzero(host & (th == thread))
+            a = np.searchsorted(t0, s[ks], "left")
+            b = np.searchsorted(t0, e[ks], "right")
+            for k, lo_, hi_ in zip(ks[b > a].tolist(), a[b > a].tolist(), b[b > a].tolist()):
+                done = [x for x in t1[lo_:hi_] if x <= e[k]]
+                if not done:
+                    continue
+                until = max(done)
+                for pos in streams.values():
+                    j = int(np.searchsorted(pos, k)) - 1
+                    if j >= 0 and e[pos[j]] <= until:
+                        out_src.append(int(ev_ids[k]))
+                        out_dst.append(int(ev_ids[pos[j]]))
+
+
+_JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it
+
+
+class _ThreadIndex:
+    """Host events of each thread in time order, for the few lookups communication needs."""
+
+    def __init__(self, host, th, s, e, ev_ids):
+        self.th, self.s, self.e, self.ids = th, s, e, ev_ids
+        ks = np.flatnonzero(host)
+        order = np.argsort(th[ks], kind="stable")
+        ks = ks[order]
+        cut = np.flatnonzero(np.diff(th[ks])) + 1
+        self.by = {int(th[g[0]]): g for g in np.split(ks, cut) if g.size}
+
+    def last_before(self, thread: int, k: int, t: int) -> int | None:
+        """The node that ran last on `thread` before time t, among events before position k."""
+        pos = self.by.get(thread)
+        if pos is None:
+            return None
+        n = int(np.searchsorted(pos, k))
+        j = int(np.searchsorted(self.e[pos[:n]], t, "right"))  # a thread's nodes do not overlap
+        return int(self.ids[pos[j - 1]]) if j else None
+
+    def joiner(self, thread: int, k: int, t: int) -> int | None:
+        """The node on `thread` (after position k) that waited for work ending at time t: the
+        first one that starts at or after t, when it starts within `_JOIN_NS` of t (the thread
+        sat waiting); otherwise the thread was busy and joins the work only at its last node
+        (DDP waits for its buckets at the end of backward, not where each happened to end)."""
+        pos = self.by.get(thread)
+        if pos is None:
+            return None
+        j = max(int(np.searchsorted(pos, k, "right")), int(np.searchsorted(self.s[pos], t, "left")))
+        if j >= pos.size:
+            return None
+        if self.s[pos[j]] - t > _JOIN_NS:
+            j = pos.size - 1
+        return int(self.ids[pos[j]])
+
+
+def _sparse(values: dict[int, Any], n: int) -> tuple[np.ndarray, np.ndarray]:
+    col = np.zeros(n, np.int64)
+    mask = np.zeros(n, bool)
+    if values:
+        idx = np.fromiter(values.keys(), np.int64, len(values))
+        col[idx] = list(values.values())
+        mask[idx] = True
+    return col, mask
+
+
+def _sparse_strings(values: dict[int, str], n: int) -> tuple[tuple[np.ndarray, list[str]], np.ndarray]:
+    table: dict[str, int] = {}
+    codes = {k: table.setdefault(v, len(table)) for k, v in values.items()}
+    col, mask = _sparse(codes, n)
+    return (col, list(table)), mask
+
+
+class GpuWork:
+    """GPU kernels, copies and sets from Kineto, with the host rows that launched them."""
+
+    def __init__(self, kin, lk):
+        self.kin = kin
+        self.lk = lk
+
+    def hosts_of_comm_kernels(self, window: tuple[int, int] | None = None) -> set[int]:
+        """Host ops whose communication a GPU kernel in the window does (that kernel becomes the
+        collective node; an op whose kernel lies outside keeps its own node)."""
+        lk, kin = self.lk, self.kin
+        comm_code = name_mask(kin.names, kin.name[lk.gpu_event], lambda s: classify(s).is_comm)
+        ok = comm_code & (lk.gpu_host >= 0)
+        if window is not None:
+            ok &= (lk.gpu_start >= window[0]) & (lk.gpu_start <= window[1])
+        return set(lk.gpu_host[ok].tolist())
+
+    def events(self, folded_into: np.ndarray, window: tuple[int, int]) -> dict[str, np.ndarray]:
+        """GPU work launched by converted ops inside the window: start, end, device, stream,
+        stream_key (one code per (device, stream)), krow (Kineto row), hrow (launching host row)."""
+        lk = self.lk
+        h = lk.gpu_host
+        s = lk.gpu_start
+        ok = (h >= 0) & (folded_into[np.maximum(h, 0)] >= 0) & (s >= window[0]) & (s <= window[1])
+        dev, stream = lk.gpu_device[ok], lk.gpu_stream[ok]
+        pairs = np.stack([dev, stream], axis=1)
+        key = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1) if ok.any() else np.zeros(0, np.int64)
+        return {
+            "start": s[ok],
+            "end": s[ok] + np.maximum(lk.gpu_duration[ok], 0),
+            "device": dev,
+            "stream": stream,
+            "stream_key": key,
+            "krow": lk.gpu_event[ok],
+            "hrow": h[ok],
+        }
+
+    def sync_points(self) -> dict[int, list[tuple[int, int]]]:
+        """{thread: [(start, end), ...] sorted} of runtime calls where the host waits for the GPU."""
+        kin = self.kin
+        out: dict[int, list[tuple[int, int]]] = {}
+        names = kin.names
+        code = kin.cat_code("cuda_runtime")
+        for r in np.flatnonzero(kin.cat == code).tolist() if code >= 0 else []:
+            name = names[kin.name[r]]
+            if "Synchronize" in name or name in ("cudaMemcpy", "cudaMemcpy2D", "cudaMemset"):
+                out.setdefault(int(kin.tid[r]), []).append((int(kin.ts[r]), int(kin.ts[r] + max(kin.dur[r], 0))))
+        for calls in out.values():
+            calls.sort()
+        return out
