@@ -365,12 +365,17 @@ class HostReplay:
             planned.append(out.row)
         self._recorded_waits(np.array(planned, np.int64))
         calls, keep = [], []
+        carry = 0.0  # (the host time before an op that cannot be built passes before the next one)
         for op, out in zip(self.plan["ops"], self._live):
             try:
                 calls.append(rt.build_call(op, self._storages, self.device))
                 keep.append(op)
+                if carry:
+                    op["host_gap_us"] = round(op.get("host_gap_us", 0.0) + carry, 3)
+                    carry = 0.0
             except Exception as e:  # noqa: BLE001 - reported, the rest replays
                 out.status, out.reason = "failed", failure("build", e)
+                carry += op.pop("host_gap_us", 0.0)
         self.plan["ops"], self._calls = keep, calls
         self._live = [o for o in self._live if o.status == "replayed"]
         self._gaps = [op.get("host_gap_us", 0.0) * 1e-6 for op in keep]
