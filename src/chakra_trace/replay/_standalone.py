@@ -171,6 +171,12 @@ def _requires_grad(a):
     return a
 
 
+def host_gaps(plan):
+    """The plan's recorded host time before each op (seconds; `run`'s ``gaps``), None without any."""
+    gaps = [float(op.get("host_gap_us", 0.0)) * 1e-6 for op in plan["ops"]]
+    return gaps if any(gaps) else None
+
+
 def warm_up(run_once, seconds, dist=None, cuda=False, group=None):
     """Passes for about `seconds`: a process's first passes run slower (the allocator settles
     its thresholds, caches fill), for tens of passes on small ops. Every rank runs the same
@@ -190,30 +196,47 @@ def warm_up(run_once, seconds, dist=None, cuda=False, group=None):
 _LIMITS = {"wait_s": None}  # the pass now running's longest wait for a peer (`run`'s timeout_s)
 
 
-def run(calls, cuda=False, on_error=None, timeout_s=None):
+def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None):
     """One pass: each op in order; a collective runs asynchronously and the first op that
     reads what it wrote (or the end of the pass) waits for it, ``timeout_s`` at most (a peer
     may never start it). ``on_error(k, exception)``: called when call k (or the wait for it)
     raises, and the pass goes on; without it the error ends the pass. Every collective started
     is waited for by the end of the pass: one whose storage a later collective writes again (a
     pipeline's receive buffers, step after step) must not be dropped unfinished, which would
-    abandon it in gloo and leave its peer's send unmatched."""
+    abandon it in gloo and leave its peer's send unmatched.
+
+    ``gaps``: seconds per call of the original's host time before it that no op recorded (see
+    `host_gaps`): call k starts no earlier than that long after call k - 1 returned (or after
+    the waits before it, when it waited for a collective), a busy wait that counts the replay's
+    own time since then."""
     _LIMITS["wait_s"] = timeout_s
     pending = {}
     started = []
+    clock = time.perf_counter_ns
+    last = clock()
     for k, (fn, a, kw, reads, writes) in enumerate(calls):
         try:
             if pending and reads:
+                waited = False
                 for s in reads:
                     w = pending.pop(s, None)
                     if w is not None:
                         _wait(w, on_error, timeout_s)
+                        waited = True
+                if waited:
+                    last = clock()
+            if gaps is not None and gaps[k] > 0:
+                end = last + int(gaps[k] * 1e9)
+                while clock() < end:
+                    pass
             work = fn(*a, **kw)
         except Exception as e:
             if on_error is None:
                 raise
             on_error(k, e)
+            last = clock()
             continue
+        last = clock()
         if writes:
             started.append((work, k))
             for s in writes:

@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--device", default=None, help="cpu or cuda (default: the device it was exported for)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", dest="json_out", help="also write the measurement to this file")
+    ap.add_argument("--no-host-gaps", action="store_true", help="leave out the recorded host time between ops")
     args = ap.parse_args()
     torch = _torch()
     torch.set_num_threads(args.threads)
@@ -61,6 +62,7 @@ def main():
         dist.init_process_group("nccl" if cuda else "gloo")
     storages = make_storages(plan, device, plan.get("seed", 0))
     calls = [build_call(op, storages, device) for op in plan["ops"]]
+    gaps = None if args.no_host_gaps else host_gaps(plan)
 
     def sync():
         if cuda:
@@ -68,14 +70,14 @@ def main():
         if dist is not None:
             dist.barrier()
 
-    warm_up(lambda: run(calls, cuda), args.warmup_s, dist, cuda)
+    warm_up(lambda: run(calls, cuda, gaps=gaps), args.warmup_s, dist, cuda)
     for _ in range(args.warmup):
-        run(calls, cuda)
+        run(calls, cuda, gaps=gaps)
     samples = []
     for _ in range(args.repeats):
         sync()
         t0 = time.perf_counter()
-        run(calls, cuda)
+        run(calls, cuda, gaps=gaps)
         sync()
         samples.append((time.perf_counter() - t0) / STEPS_PER_RUN)
     out = {"name": NAME, "samples": samples, "warmup": args.warmup, "stop_reason": "max_repeats",

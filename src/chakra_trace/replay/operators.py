@@ -26,9 +26,10 @@ from ..convert.link import link
 from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
 from . import _standalone as rt
+from .host_gaps import host_gaps
 from .indices import bound_indices
 from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
-from .waits import wait_points
+from .waits import placed_waits
 
 MAX_DELAY_US = 10_000_000.0
 """The longest ``delay_us`` a config may ask for one op (10 s): a config is data from someone
@@ -255,7 +256,9 @@ class HostReplay:
     original waited for its collectives (`waits.py`); without it only readers wait.
     ``drop_collectives``: {collective number: why} to leave out (they failed in an earlier
     attempt, on some rank). ``stage`` names the passes `run_step` runs now, for the reasons of ops
-    that fail in them ("warm-up", "timed run").
+    that fail in them ("warm-up", "timed run"). ``host_gaps``: before each op, spend the host time
+    the original spent since the previous op that no op recorded (`host_gaps.py`; needs the
+    Kineto trace; ``host_gaps_info`` says what was emulated).
     """
 
     def __init__(
@@ -270,6 +273,7 @@ class HostReplay:
         autograd: bool = True,
         kineto=None,
         drop_collectives: dict[int, str] | None = None,
+        host_gaps: bool = False,
     ):
         try:
             import torch
@@ -312,6 +316,9 @@ class HostReplay:
         self.stage = "warm-up"
         self.collective_timeout_s: float | None = None  # (a wait past it fails the collective)
         self.kineto = _load_kineto(kineto)
+        self._kineto_path = kineto if isinstance(kineto, (str, os.PathLike)) else getattr(kineto, "path", None)
+        self.emulate_host_gaps = host_gaps
+        self._gaps: list[float] = []
         self._prepare(seed, dict(drop_collectives or {}))
 
     # ------------------------------------------------------------------ preparation
@@ -358,14 +365,20 @@ class HostReplay:
             planned.append(out.row)
         self._recorded_waits(np.array(planned, np.int64))
         calls, keep = [], []
+        carry = 0.0  # (the host time before an op that cannot be built passes before the next one)
         for op, out in zip(self.plan["ops"], self._live):
             try:
                 calls.append(rt.build_call(op, self._storages, self.device))
                 keep.append(op)
+                if carry:
+                    op["host_gap_us"] = round(op.get("host_gap_us", 0.0) + carry, 3)
+                    carry = 0.0
             except Exception as e:  # noqa: BLE001 - reported, the rest replays
                 out.status, out.reason = "failed", failure("build", e)
+                carry += op.pop("host_gap_us", 0.0)
         self.plan["ops"], self._calls = keep, calls
         self._live = [o for o in self._live if o.status == "replayed"]
+        self._gaps = [op.get("host_gap_us", 0.0) * 1e-6 for op in keep]
 
     def _recorded_waits(self, rows: np.ndarray) -> None:
         """Each collective's Work is waited for under a token of its own: by the ops that read
@@ -377,13 +390,37 @@ class HostReplay:
             if op["kind"] == "collective":
                 op["writes"].append(f"#{k}")
         self.waits = {"collectives": sum(op["kind"] == "collective" for op in ops), "placed_from_kineto": 0}
+        self.host_gaps_info = {"emulated": False, "ops": 0, "per_step_s": 0.0, "note": ""}
         if self.kineto is None:
+            self.host_gaps_info["note"] = "no Kineto trace: no recorded host time" if self.emulate_host_gaps else ""
             return
 
-        placed = wait_points(self.h, rows, self.kineto)
-        for c, j in placed.items():
+        placed = placed_waits(self.h, rows, self.kineto)
+        done = np.full(len(ops), -1, np.int64)  # when the collectives each op waits for ended
+        for c, (j, end) in placed.items():
             ops[j]["reads"].append(f"#{c}")
+            done[j] = max(done[j], end)
         self.waits["placed_from_kineto"] = len(placed)
+        if self.emulate_host_gaps:
+            self._host_gaps(rows, done)
+
+    def _host_gaps(self, rows: np.ndarray, awaited_done: np.ndarray) -> None:
+        """Each planned op's recorded host time before it, as ``host_gap_us`` in its plan entry."""
+        h, info = self.h, self.host_gaps_info
+        if self._kineto_path is None:
+            info["note"] = "the Kineto trace has no file to convert: no recorded host time"
+            return
+        lk = link(h.ids[rows], h.rf_id[rows], h.name_array[rows].astype(object), self.kineto)
+        starts = np.where(lk.event >= 0, lk.start, -1)
+        try:
+            gaps = host_gaps(h.path, self._kineto_path, self.kineto.base_time_ns or 0, starts, awaited_done)
+        except ChakraError as e:  # (the pair does not convert: the replay goes on without gaps)
+            info["note"] = f"no host gaps: {_first_line(e)}"
+            return
+        for op, g in zip(self.plan["ops"], gaps.tolist()):
+            if g > 0:
+                op["host_gap_us"] = round(g * 1e6, 3)
+        info.update(emulated=True, ops=int((gaps > 0).sum()), per_step_s=float(gaps.sum()) / self.steps_per_run)
 
     def _plan_op(self, out: OpOutcome, inputs: dict, ranges: dict) -> dict:
         """The op's plan entry, checked by running it once (with fresh tensors if the
@@ -498,7 +535,8 @@ class HostReplay:
         the plan (its reason names `stage`) and the pass goes on; a collective that raises ends
         the rank (`CollectiveFailed`): its peers would wait for it."""
 
-        rt.run(self._calls, self.device.startswith("cuda"), self._on_error, self.collective_timeout_s)
+        gaps = self._gaps if self.emulate_host_gaps else None
+        rt.run(self._calls, self.device.startswith("cuda"), self._on_error, self.collective_timeout_s, gaps)
         if self._dropped:
             self.drop(self._dropped)
             self._dropped = {}
@@ -516,9 +554,17 @@ class HostReplay:
         for k, reason in why.items():
             self._live[k].status, self._live[k].reason = "failed", reason
         keep = [k for k in range(len(self._calls)) if k not in why]
+        gaps = list(self._gaps)
+        for k in sorted(why):  # (the host time before a dropped op still passed: before the next one)
+            if k + 1 < len(gaps):
+                gaps[k + 1] += gaps[k]
+        self._gaps = [gaps[k] for k in keep]
         self._calls = [self._calls[k] for k in keep]
         self.plan["ops"] = [self.plan["ops"][k] for k in keep]
         self._live = [self._live[k] for k in keep]
+        for op, g in zip(self.plan["ops"], self._gaps):
+            if g > 0:
+                op["host_gap_us"] = round(g * 1e6, 3)
 
     def drop_collectives(self, why: dict[int, str]) -> None:
         """Take out the collectives numbered so (`OpOutcome.collective`), as another rank had to."""

@@ -37,6 +37,7 @@ class ReplayResult:
     recorded_us: dict[int, float] = field(default_factory=dict)
     recorded_basis: str = "span"
     warnings: list[str] = field(default_factory=list)  # what was changed to replay (also warned)
+    host_gaps: dict[int, dict] = field(default_factory=dict)  # rank -> recorded host time emulated (ops)
 
     @property
     def recorded_step_us(self) -> float:
@@ -75,6 +76,7 @@ class ReplayResult:
             coverage={r: o["coverage"] for r, o in enumerate(outs)},
             recorded_us=recorded,
             recorded_basis=outs[0].get("recorded_basis", "Kineto profiler steps (profiling overhead included)"),
+            host_gaps={r: o["host_gaps"] for r, o in enumerate(outs) if "host_gaps" in o},
         )
 
     def to_dict(self) -> dict:
@@ -95,6 +97,7 @@ class ReplayResult:
             "ratio": ratio if math.isfinite(ratio) else None,
             "fully_replayed": self.fully_replayed,
             "warnings": list(self.warnings),
+            "host_gaps": {str(r): g for r, g in sorted(self.host_gaps.items())},
         }
 
     def save(self, path: str | os.PathLike) -> None:

@@ -31,6 +31,11 @@ def wait_points(h, rows: np.ndarray, kineto) -> dict[int, int]:
     """{position in `rows` of a c10d collective: position of the first later op of its thread
     that started after the collective finished}, for the collectives whose gloo work the
     Kineto trace shows. `rows`: the replayed host rows in replay order."""
+    return {i: j for i, (j, _done) in placed_waits(h, rows, kineto).items()}
+
+
+def placed_waits(h, rows: np.ndarray, kineto) -> dict[int, tuple[int, int]]:
+    """`wait_points`, each with when the collective's gloo work ended (ns, Kineto clock)."""
 
     rows = np.asarray(rows, np.int64)
     names = [str(n) for n in h.name_array[rows]]
@@ -58,7 +63,7 @@ def wait_points(h, rows: np.ndarray, kineto) -> dict[int, int]:
     for t in np.unique(thread[thread >= 0]).tolist():
         pos = np.flatnonzero(thread == t)
         per_thread[t] = (pos, np.maximum.accumulate(start[pos]))
-    out = {}
+    out: dict[int, tuple[int, int]] = {}
     for i in sorted((i for i in coll if ev[i] >= 0), key=lambda i: start[i]):
         kind = _kind(names[i])
         queue, p = work.get(kind, []), next_work.get(kind, 0)
@@ -71,5 +76,5 @@ def wait_points(h, rows: np.ndarray, kineto) -> dict[int, int]:
         pos, starts = per_thread[int(thread[i])]
         j = max(int(np.searchsorted(pos, i, "right")), int(np.searchsorted(starts, done, "left")))
         if j < len(pos):
-            out[i] = int(pos[j])
+            out[i] = (int(pos[j]), done)
     return out
