@@ -116,7 +116,10 @@ def commands(inp: Input, comp: dict[str, Path], out: Path, only: list[str] | Non
     elif inp.role == HOST:
         cmds = [Command("convert", ["convert", "pytorch", p, "-o", str(out / "conv"), "-j", "1"])]
     elif inp.role == KINETO:
-        cmds = [Command("convert", ["convert", "pytorch", str(comp["host"]), p, "-o", str(out / "conv"), "-j", "1"])]
+        cmds = [
+            Command("convert", ["convert", "pytorch", str(comp["host"]), p, "-o", str(out / "conv"), "-j", "1"]),
+            Command("convert-kineto", ["convert", "kineto", p, "-o", str(out / "kin")]),
+        ]
     elif inp.role == CHAKRA_JSON:
         cmds = [Command("from-json", ["from-json", p, str(out / "x.et")], out / "x.et")]
     else:
