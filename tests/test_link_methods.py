@@ -119,9 +119,7 @@ def test_linear_pair_links_by_external_id_and_by_order():
 
 
 def test_the_full_linear_kineto_trace_aligns_every_op_to_one_iteration():
-    shared = Path(__file__).parents[2] / "shared" / "traces" / "param" / "linear_kineto.json.gz"
-    if not shared.exists():
-        shared = Path("/work/shared/traces/param/linear_kineto.json.gz")
+    shared = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "linear_kineto.json.gz"
     if not shared.exists():
         pytest.skip("param's full linear Kineto trace is not here")
     lk = link_host(read_host_trace(DATA / "linear_et.json.gz"), read_kineto(shared))

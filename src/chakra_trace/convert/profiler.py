@@ -75,7 +75,7 @@ from ..schema.trace import Trace
 from .collectives import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
 from .kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
 from .link import interval_parents, link
-from .pytorch import converter_stamp
+from .pytorch import converter_stamp, rank_files
 from .pytorch_host.model import HostTensors, NameColumn
 from .rank_graph import INPUT_ARG, ConversionReport, ConversionWarning, GpuWork, GraphBuilder, ns_to_us
 
@@ -640,9 +640,6 @@ def convert_kineto_trace(
 
 
 # ------------------------------------------------------------------------------------ a whole job
-_RANK_KINETO = re.compile(r"^rank(\d+)\.kineto\.json(?:\.gz)?$")
-
-
 def kineto_files(inputs: list[str | os.PathLike] | str | os.PathLike) -> list[Path]:
     """The Kineto files named by ``inputs``: files as given, or one folder (a `chakra collect`
     folder: its ``rank<r>.kineto.json[.gz]``; any other folder: every ``*.json[.gz]`` in it)."""
@@ -653,9 +650,9 @@ def kineto_files(inputs: list[str | os.PathLike] | str | os.PathLike) -> list[Pa
         raise ChakraError("no Kineto trace given")
     if len(paths) == 1 and paths[0].is_dir():
         folder = paths[0]
-        entries = sorted(os.listdir(folder))
-        found = [folder / e for e in entries if _RANK_KINETO.match(e)]
+        found = [Path(f["kineto"]) for f in rank_files(folder).values() if "kineto" in f]
         if not found:
+            entries = sorted(os.listdir(folder))
             found = [folder / e for e in entries if re.search(r"\.json(\.gz)?$", e) and ".et." not in e]
         if not found:
             raise ChakraError(f"{folder}: no Kineto traces (rank<r>.kineto.json[.gz] or *.json[.gz])")
@@ -707,21 +704,18 @@ def convert_kineto(
 
 
 # ------------------------------------------------------------------------------------ Workload.open
-_RANK_ET = re.compile(r"^rank\d+\.et\.json(?:\.gz)?$")
-
-
 def is_kineto_folder(path: Path) -> bool:
     """A `chakra collect` folder (or the like) with Kineto traces and no host traces: rank<r>.kineto.json[.gz] only."""
     if not path.is_dir():
         return False
-    entries = os.listdir(path)
-    return any(_RANK_KINETO.match(e) for e in entries) and not any(_RANK_ET.match(e) for e in entries)
+    files = rank_files(path).values()
+    return any("kineto" in f for f in files) and not any("et" in f for f in files)
 
 
 def read_kineto_folder(folder: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
     """Every rank (or `ranks`) of a folder of Kineto traces only, converted one after another and kept
     in the folder's `.chakra-cache` (what `Workload.open` does with such a folder)."""
-    found = {int(m.group(1)): folder / e for e in sorted(os.listdir(folder)) if (m := _RANK_KINETO.match(e))}
+    found = {r: Path(f["kineto"]) for r, f in rank_files(folder).items() if "kineto" in f}
     files = select_ranks(folder, found, ranks)
     traces = {}
     for r, p in files.items():

@@ -132,13 +132,20 @@ def _estimate(conv, host, estimated: np.ndarray, lk, et_path, report: Conversion
 _RANK_FILE = re.compile(r"^rank(\d+)\.(et|kineto)\.json(?:\.gz)?$")
 
 
-def collection_files(folder: str | os.PathLike) -> dict[int, tuple[str, str | None]]:
-    """{rank: (host ET path, Kineto path or None)} of a folder written by `chakra collect`."""
+def rank_files(folder: str | os.PathLike) -> dict[int, dict[str, str]]:
+    """{rank: {"et": path, "kineto": path}} of the ``rank<r>.et|kineto.json[.gz]`` files in a folder
+    (the layout `chakra collect` writes), either kind possibly missing, by rank."""
     found: dict[int, dict[str, str]] = {}
     for entry in sorted(os.listdir(folder)):
         m = _RANK_FILE.match(entry)
         if m:
             found.setdefault(int(m.group(1)), {})[m.group(2)] = os.path.join(folder, entry)
+    return dict(sorted(found.items()))
+
+
+def collection_files(folder: str | os.PathLike) -> dict[int, tuple[str, str | None]]:
+    """{rank: (host ET path, Kineto path or None)} of a folder written by `chakra collect`."""
+    found = rank_files(folder)
     missing = [r for r, f in found.items() if "et" not in f]
     if missing:
         raise ChakraError(f"{folder}: rank(s) {missing} have a Kineto trace but no host trace (rank<r>.et.json)")
@@ -203,7 +210,7 @@ def _resolve_written_groups(paths: dict[int, str], compress: bool, reports: dict
 
 def is_collection(path: Path) -> bool:
     """Whether a path is a folder written by `chakra collect` (it holds rank<r>.et.json[.gz] files)."""
-    return path.is_dir() and any(_RANK_FILE.match(e) and ".et." in e for e in os.listdir(path))
+    return path.is_dir() and any("et" in f for f in rank_files(path).values())
 
 
 @functools.cache
