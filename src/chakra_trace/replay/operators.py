@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..convert.kineto import read_kineto
-from ..convert.link import link
 from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
 from . import _standalone as rt
 from .host_gaps import host_gaps
 from .indices import bound_indices
 from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
-from .waits import placed_waits
+from .waits import link_rows, placed_waits
 
 MAX_DELAY_US = 10_000_000.0
 """The longest ``delay_us`` a config may ask for one op (10 s): a config is data from someone
@@ -395,22 +394,23 @@ class HostReplay:
             self.host_gaps_info["note"] = "no Kineto trace: no recorded host time" if self.emulate_host_gaps else ""
             return
 
-        placed = placed_waits(self.h, rows, self.kineto)
+        # (host gaps need the same links: made once for both)
+        lk = link_rows(self.h, rows, self.kineto) if self.emulate_host_gaps else None
+        placed = placed_waits(self.h, rows, self.kineto, lk)
         done = np.full(len(ops), -1, np.int64)  # when the collectives each op waits for ended
         for c, (j, end) in placed.items():
             ops[j]["reads"].append(f"#{c}")
             done[j] = max(done[j], end)
         self.waits["placed_from_kineto"] = len(placed)
-        if self.emulate_host_gaps:
-            self._host_gaps(rows, done)
+        if lk is not None:
+            self._host_gaps(lk, done)
 
-    def _host_gaps(self, rows: np.ndarray, awaited_done: np.ndarray) -> None:
+    def _host_gaps(self, lk, awaited_done: np.ndarray) -> None:
         """Each planned op's recorded host time before it, as ``host_gap_us`` in its plan entry."""
         h, info = self.h, self.host_gaps_info
         if self._kineto_path is None:
             info["note"] = "the Kineto trace has no file to convert: no recorded host time"
             return
-        lk = link(h.ids[rows], h.rf_id[rows], h.name_array[rows].astype(object), self.kineto)
         starts = np.where(lk.event >= 0, lk.start, -1)
         try:
             gaps = host_gaps(h.path, self._kineto_path, self.kineto.base_time_ns or 0, starts, awaited_done)
@@ -591,13 +591,12 @@ class HostReplay:
             return []
         if not self.select:
             return [(e - s) / 1e9 for n, s, e in self.kineto.steps() if n in self.steps]
-        h, rows = self.h, self.rows
-        lk = link(h.ids[rows], h.rf_id[rows], h.name_array[rows].astype(object), self.kineto)
+        lk = link_rows(self.h, self.rows, self.kineto)
         hit = lk.event >= 0
         if not hit.any():
             return []
         dur = np.where(hit, np.maximum(lk.duration, 0), 0).astype(np.float64)
-        step = self._row_step[rows]
+        step = self._row_step[self.rows]
         if not self.steps:  # a trace without profiler steps: the selection as a whole
             return [float(dur.sum()) / 1e9]
         return [float(dur[step == n].sum()) / 1e9 for n in self.steps if (hit & (step == n)).any()]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..convert.link import link
+from ..convert.link import Link, link
 
 
 def _kind(name: str) -> str:
@@ -27,6 +27,11 @@ def _kind(name: str) -> str:
     return name.replace("_base", "").replace("_", "")
 
 
+def link_rows(h, rows: np.ndarray, kineto) -> Link:
+    """The Kineto events of the replayed host rows (`convert.link.link`: rf_id, else External id)."""
+    return link(h.ids[rows], h.rf_id[rows], h.name_array[rows].astype(object), kineto)
+
+
 def wait_points(h, rows: np.ndarray, kineto) -> dict[int, int]:
     """{position in `rows` of a c10d collective: position of the first later op of its thread
     that started after the collective finished}, for the collectives whose gloo work the
@@ -34,8 +39,9 @@ def wait_points(h, rows: np.ndarray, kineto) -> dict[int, int]:
     return {i: j for i, (j, _done) in placed_waits(h, rows, kineto).items()}
 
 
-def placed_waits(h, rows: np.ndarray, kineto) -> dict[int, tuple[int, int]]:
-    """`wait_points`, each with when the collective's gloo work ended (ns, Kineto clock)."""
+def placed_waits(h, rows: np.ndarray, kineto, lk: Link | None = None) -> dict[int, tuple[int, int]]:
+    """`wait_points`, each with when the collective's gloo work ended (ns, Kineto clock);
+    ``lk``: `link_rows` of the same rows, when the caller has it already."""
 
     rows = np.asarray(rows, np.int64)
     names = [str(n) for n in h.name_array[rows]]
@@ -43,7 +49,8 @@ def placed_waits(h, rows: np.ndarray, kineto) -> dict[int, tuple[int, int]]:
     if not coll:
         return {}
     k = kineto
-    lk = link(h.ids[rows], h.rf_id[rows], h.name_array[rows].astype(object), k)
+    if lk is None:
+        lk = link_rows(h, rows, k)
     ev = lk.event
     start = np.where(ev >= 0, lk.start, -1)
     thread = np.where(ev >= 0, k.thread_keys()[np.maximum(ev, 0)], -1)
