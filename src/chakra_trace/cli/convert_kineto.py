@@ -7,7 +7,6 @@ import os
 import click
 
 from ..convert.profiler import convert_kineto, kineto_files
-from ..io.et import write_trace
 from .common import console, json_option, print_json, steps
 
 
@@ -32,12 +31,8 @@ def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, no_
     with steps("converting ranks", len(files)) as advance:
         done = (lambda _rank, _report: advance(1)) if advance else None
         workload, report = convert_kineto(files, shapes=not no_shapes, on_rank_done=done)
-    suffix = ".et.gz" if compress else ".et"
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    outputs = {}
-    for r, trace in workload.traces.items():
-        outputs[r] = f"{output}.{r}{suffix}"
-        write_trace(trace, outputs[r], compress=compress)
+    outputs = {r: str(p) for r, p in zip(workload.traces, workload.save(output, compress=compress))}
     if as_json:
         d = report.to_dict()
         for r, rep in d["ranks"].items():
