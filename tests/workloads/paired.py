@@ -104,11 +104,13 @@ def main() -> None:
     if args.script and args.script_first:
         b, b_steps = script_calls()
     rep = HostReplay(trace, kineto=kineto_for(trace))
-    if args.script:
+    if args.script:  # the ops alone on both sides: the script is checked to run the same plan
         if not args.script_first:
             b, b_steps = script_calls()
-        a, a_steps = rep.run_step, rep.steps_per_run
-    else:
+        a, a_steps = (lambda: rep.run_step(host_gaps=False)), rep.steps_per_run
+    else:  # the replay as `chakra replay` runs it: warmed up, then calibrated
+        rt.warm_up(rep.run_step, 1.0, dist)
+        rep.calibrate(dist.barrier if dist else None)
         b, b_steps = rep.run_step, rep.steps_per_run
     a_s, b_s, counts = pair(a, b, rounds=args.rounds, block_s=args.block_s, dist=dist)
     if rank == 0:
@@ -120,6 +122,7 @@ def main() -> None:
                     "calls_per_block": counts,
                     "replayed_steps": rep.steps,
                     "coverage": rep.coverage.to_dict(),
+                    "host_gaps": rep.host_gaps_info,
                 },
                 f,
             )

@@ -5,9 +5,9 @@ The job script runs unchanged (`runpy`) for `--steps` steps; every corpus job st
 `optimizer.zero_grad()`, so that call marks the step boundaries: at each one the step just ended
 is a sample of A (the original), then one pass of the replay (B, the job's recorded steps,
 per step) runs right there, both between barriers (ranks in lockstep; the slowest rank ends a
-sample). The first `--skip` steps warm both up and are dropped. The replay runs twice per step
-boundary, with and without the recorded host time between ops (`replay/host_gaps.py`; in
-alternating order): B is without it (the replay's default), C with it.
+sample). The first `--skip` steps warm both up and are dropped. The replay (one, calibrated
+after its warm-up: `replay/host_gaps.py`) runs twice per step boundary, in alternating order:
+B runs its ops alone, C also spends the calibrated host time the ops lack (the replay's default).
 
     torchrun --nproc-per-node 2 paired_job.py --script benchmarks/corpus/jobs/ddp.py \\
         --traces tests/data/corpus/ddp --steps 80 --json out.json
@@ -51,19 +51,19 @@ def main() -> None:
         if state["rep"] is None:  # (the job has joined its process group by now)
             rank = dist.get_rank() if dist.is_initialized() else 0
             trace = host_traces(args.traces)[rank]
-            state["rep"] = HostReplay(trace, kineto=kineto_for(trace), host_gaps=False)
-            state["gaps"] = HostReplay(trace, kineto=kineto_for(trace), host_gaps=True)
+            state["rep"] = rep = HostReplay(trace, kineto=kineto_for(trace), host_gaps=True)
             state["rank"] = rank
-            for rep in (state["rep"], state["gaps"]):
-                rt.warm_up(rep.run_step, 1.0, dist if dist.is_initialized() else None)
+            rt.warm_up(rep.run_step, 1.0, dist if dist.is_initialized() else None)
+            rep.calibrate(sync)
         elif state["t"] is not None:
             state["n"] += 1
             if state["n"] > args.skip:
                 state["a"].append(now - state["t"])
-            order = [("b", state["rep"]), ("c", state["gaps"])]
-            for key, rep in order if state["n"] % 2 else order[::-1]:
+            rep = state["rep"]
+            order = [("b", False), ("c", True)]
+            for key, gaps in order if state["n"] % 2 else order[::-1]:
                 t0 = sync()
-                rep.run_step()
+                rep.run_step(host_gaps=gaps)
                 t1 = sync()
                 if state["n"] > args.skip:
                     state[key].append((t1 - t0) / rep.steps_per_run)
@@ -82,7 +82,7 @@ def main() -> None:
                     "a_s": state["a"],
                     "b_s": state["b"],
                     "c_s": state["c"],
-                    "host_gaps": state["gaps"].host_gaps_info,
+                    "host_gaps": rep.host_gaps_info,
                     "replayed_steps": rep.steps,
                     "coverage": rep.coverage.to_dict(),
                 },

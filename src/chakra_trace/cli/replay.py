@@ -75,11 +75,11 @@ def _is_host(source: str) -> bool:
 @click.option("--export", type=click.Path(dir_okay=False), help="Also write a standalone benchmark script (ops).")
 @click.option(
     "--host-gaps/--no-host-gaps",
-    default=False,
+    default=True,
     show_default=True,
-    help="Ops: before each op, spend the host time the original spent since the previous op that no op "
-    "recorded (the converter's [host] time, from the Kineto trace). Off by default: that time was measured "
-    "under the profiler, whose own per-op cost it mostly is (the README's replay fidelity).",
+    help="Ops: also spend the original's host time that the replayed ops lack (a tensor subclass's dispatch "
+    "inside ops, such as DTensor's; recorded code between ops), found by comparing the Kineto trace with a "
+    "pass of the replay profiled the same way (needs the Kineto trace beside the host trace).",
 )
 @json_option
 def replay(
@@ -200,7 +200,8 @@ def replay(
         g = res.host_gaps.get(r) or {}
         if g.get("emulated"):
             con.print(
-                f"  host time between ops emulated: {g['per_step_s'] * 1e3:,.3f} ms per step before {g['ops']:,} ops",
+                f"  host time the ops lack, emulated: {g['per_step_s'] * 1e3:,.3f} ms per step before {g['ops']:,} ops"
+                + _calibration_text(g.get("calibration") or {}),
                 markup=False,
                 highlight=False,
             )
@@ -218,3 +219,12 @@ def replay(
             f"benchmark script: {export} (one run per process: python {export} --json a1.json, a2.json, ...; "
             "then chakra bench compare a*.json vs b*.json)"
         )
+
+
+def _calibration_text(c: dict) -> str:
+    if not c:
+        return ""
+    return (
+        f" (inside ops {c['inside_ops_ms_per_step']:,.3f} ms, between ops {c['between_ops_ms_per_step']:,.3f} ms; "
+        f"profiler cost {c['per_event_us']:,.1f} µs per event)"
+    )

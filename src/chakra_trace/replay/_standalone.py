@@ -172,7 +172,7 @@ def _requires_grad(a):
 
 
 def host_gaps(plan):
-    """The plan's recorded host time before each op (seconds; `run`'s ``gaps``), None without any."""
+    """The plan's host time to spend before each op (seconds; `run`'s ``gaps``), None without any."""
     gaps = [float(op.get("host_gap_us", 0.0)) * 1e-6 for op in plan["ops"]]
     return gaps if any(gaps) else None
 
@@ -205,38 +205,26 @@ def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None):
     pipeline's receive buffers, step after step) must not be dropped unfinished, which would
     abandon it in gloo and leave its peer's send unmatched.
 
-    ``gaps``: seconds per call of the original's host time before it that no op recorded (see
-    `host_gaps`): call k starts no earlier than that long after call k - 1 returned (or after
-    the waits before it, when it waited for a collective), a busy wait that counts the replay's
-    own time since then."""
+    ``gaps``: seconds per call of the original's host time that the replay lacks (see
+    `host_gaps`), spent as a busy wait right before the call."""
     _LIMITS["wait_s"] = timeout_s
     pending = {}
     started = []
-    clock = time.perf_counter_ns
-    last = clock()
     for k, (fn, a, kw, reads, writes) in enumerate(calls):
         try:
             if pending and reads:
-                waited = False
                 for s in reads:
                     w = pending.pop(s, None)
                     if w is not None:
                         _wait(w, on_error, timeout_s)
-                        waited = True
-                if waited:
-                    last = clock()
             if gaps is not None and gaps[k] > 0:
-                end = last + int(gaps[k] * 1e9)
-                while clock() < end:
-                    pass
+                busy_wait(gaps[k])
             work = fn(*a, **kw)
         except Exception as e:
             if on_error is None:
                 raise
             on_error(k, e)
-            last = clock()
             continue
-        last = clock()
         if writes:
             started.append((work, k))
             for s in writes:

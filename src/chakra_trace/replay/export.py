@@ -39,7 +39,7 @@ def main():
     ap.add_argument("--device", default=None, help="cpu or cuda (default: the device it was exported for)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", dest="json_out", help="also write the measurement to this file")
-    ap.add_argument("--no-host-gaps", action="store_true", help="leave out the recorded host time between ops")
+    ap.add_argument("--no-host-gaps", action="store_true", help="leave out the calibrated host time the ops lack")
     args = ap.parse_args()
     torch = _torch()
     torch.set_num_threads(args.threads)

@@ -124,16 +124,16 @@ def replay_host(
     export: str | os.PathLike | None = None,
     progress=None,
     collective_timeout_s: float = 60.0,
-    host_gaps: bool = False,
+    host_gaps: bool = True,
 ):
     """Replay recorded host traces (see `host_traces`) as a benchmark; returns a ReplayResult
     whose ``step`` is the time per recorded step (the slowest rank's, ranks in lockstep).
     ``warmup_s``: untimed passes for about this long first (then ``warmup`` more inside
     `measure`). ``export``: also write the replay as a standalone benchmark script.
     ``progress(n)``: called as rank 0 takes its timed samples (see `run_ranks`). ``host_gaps``:
-    before each op, spend the host time the original spent since the previous op that no op
-    recorded (`host_gaps.py`; from the Kineto trace beside each host trace; the result's
-    ``host_gaps`` says what each rank emulated).
+    also spend the original's host time that the replayed ops lack, calibrated after the warm-up
+    (`host_gaps.py`; needs the Kineto trace beside each host trace; the result's ``host_gaps``
+    says what each rank emulated).
 
     An op that fails on a rank, at any stage, is left out there and reported (the coverage's
     reasons). A collective that fails (or is not done within ``collective_timeout_s``, as when a
@@ -221,7 +221,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         config=cfg,
         kineto=kineto_for(path),
         drop_collectives=opts.get("drop_collectives"),
-        host_gaps=bool(opts.get("host_gaps", False)),
+        host_gaps=bool(opts.get("host_gaps", True)),
     )
     rep.collective_timeout_s = float(opts.get("collective_timeout_s", 60.0))
     # the replay's own agreements (failed collectives, warm-up passes, samples) go over a group of
@@ -242,6 +242,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
 
     rep.stage = "warm-up"
     rt.warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), dist, device.startswith("cuda"), ctl)
+    rep.calibrate(sync)  # (with host_gaps only)
     rep.stage = "timed run"
     for _ in range(3):  # an op that fails in a timed pass spoils the samples before it: measure again
         before = len(rep.failures())

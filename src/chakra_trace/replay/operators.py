@@ -25,7 +25,7 @@ from ..convert.kineto import read_kineto
 from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
 from . import _standalone as rt
-from .host_gaps import host_gaps
+from .host_gaps import calibrate
 from .indices import bound_indices
 from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
 from .waits import link_rows, placed_waits
@@ -256,8 +256,9 @@ class HostReplay:
     ``drop_collectives``: {collective number: why} to leave out (they failed in an earlier
     attempt, on some rank). ``stage`` names the passes `run_step` runs now, for the reasons of ops
     that fail in them ("warm-up", "timed run"). ``host_gaps``: before each op, spend the host time
-    the original spent since the previous op that no op recorded (`host_gaps.py`; needs the
-    Kineto trace; ``host_gaps_info`` says what was emulated).
+    the original spent that the replay lacks, inside ops (a tensor subclass's dispatch) and
+    between them (`host_gaps.py`; needs the Kineto trace and a call of `calibrate` after the
+    warm-up; ``host_gaps_info`` says what was emulated).
     """
 
     def __init__(
@@ -272,7 +273,7 @@ class HostReplay:
         autograd: bool = True,
         kineto=None,
         drop_collectives: dict[int, str] | None = None,
-        host_gaps: bool = False,
+        host_gaps: bool = True,
     ):
         try:
             import torch
@@ -315,7 +316,6 @@ class HostReplay:
         self.stage = "warm-up"
         self.collective_timeout_s: float | None = None  # (a wait past it fails the collective)
         self.kineto = _load_kineto(kineto)
-        self._kineto_path = kineto if isinstance(kineto, (str, os.PathLike)) else getattr(kineto, "path", None)
         self.emulate_host_gaps = host_gaps
         self._gaps: list[float] = []
         self._prepare(seed, dict(drop_collectives or {}))
@@ -364,20 +364,15 @@ class HostReplay:
             planned.append(out.row)
         self._recorded_waits(np.array(planned, np.int64))
         calls, keep = [], []
-        carry = 0.0  # (the host time before an op that cannot be built passes before the next one)
         for op, out in zip(self.plan["ops"], self._live):
             try:
                 calls.append(rt.build_call(op, self._storages, self.device))
                 keep.append(op)
-                if carry:
-                    op["host_gap_us"] = round(op.get("host_gap_us", 0.0) + carry, 3)
-                    carry = 0.0
             except Exception as e:  # noqa: BLE001 - reported, the rest replays
                 out.status, out.reason = "failed", failure("build", e)
-                carry += op.pop("host_gap_us", 0.0)
         self.plan["ops"], self._calls = keep, calls
         self._live = [o for o in self._live if o.status == "replayed"]
-        self._gaps = [op.get("host_gap_us", 0.0) * 1e-6 for op in keep]
+        self._gaps = [0.0] * len(keep)
 
     def _recorded_waits(self, rows: np.ndarray) -> None:
         """Each collective's Work is waited for under a token of its own: by the ops that read
@@ -394,33 +389,54 @@ class HostReplay:
             self.host_gaps_info["note"] = "no Kineto trace: no recorded host time" if self.emulate_host_gaps else ""
             return
 
-        # (host gaps need the same links: made once for both)
-        lk = link_rows(self.h, rows, self.kineto) if self.emulate_host_gaps else None
-        placed = placed_waits(self.h, rows, self.kineto, lk)
-        done = np.full(len(ops), -1, np.int64)  # when the collectives each op waits for ended
-        for c, (j, end) in placed.items():
+        placed = placed_waits(self.h, rows, self.kineto)
+        for c, (j, _end) in placed.items():
             ops[j]["reads"].append(f"#{c}")
-            done[j] = max(done[j], end)
         self.waits["placed_from_kineto"] = len(placed)
-        if lk is not None:
-            self._host_gaps(lk, done)
+        if self.emulate_host_gaps:
+            self.host_gaps_info["note"] = "not calibrated yet (HostReplay.calibrate)"
 
-    def _host_gaps(self, lk, awaited_done: np.ndarray) -> None:
-        """Each planned op's recorded host time before it, as ``host_gap_us`` in its plan entry."""
-        h, info = self.h, self.host_gaps_info
-        if self._kineto_path is None:
-            info["note"] = "the Kineto trace has no file to convert: no recorded host time"
+    def calibrate(self, sync=None) -> None:
+        """With ``host_gaps``: find the original's host time that the replay lacks, per op, from
+        passes of the replay with and without the recording's profiler (`host_gaps.calibrate`;
+        every rank must call it together: its passes run the collectives). ``sync``: a barrier
+        before each pass."""
+        info = self.host_gaps_info
+        if not self.emulate_host_gaps or self.kineto is None or not self._calls:
             return
-        starts = np.where(lk.event >= 0, lk.start, -1)
+        rows = np.array([o.row for o in self._live], np.int64)
+        names = [str(op["op"]).split(".")[0] for op in self.plan["ops"]]
+        waits = np.array([any(str(r).startswith("#") for r in op["reads"]) for op in self.plan["ops"]])
+        stage, self.stage = self.stage, "calibration"
         try:
-            gaps = host_gaps(h.path, self._kineto_path, self.kineto.base_time_ns or 0, starts, awaited_done)
-        except ChakraError as e:  # (the pair does not convert: the replay goes on without gaps)
-            info["note"] = f"no host gaps: {_first_line(e)}"
+            lk = link_rows(self.h, rows, self.kineto)
+            cal = calibrate(
+                lambda: self.run_step(host_gaps=False),
+                names,
+                self.kineto,
+                lk,
+                self._row_step[rows],
+                waits,
+                sync or (lambda: None),
+            )
+        finally:
+            self.stage = stage
+        if len(cal.gaps) != len(self._calls):  # (an op failed in a calibration pass and was dropped)
+            cal.gaps = np.zeros(len(self._calls))
+            info["note"] = "an op failed while calibrating: no host time"
             return
-        for op, g in zip(self.plan["ops"], gaps.tolist()):
+        self._gaps = cal.gaps.tolist()
+        for op, g in zip(self.plan["ops"], self._gaps):
+            op.pop("host_gap_us", None)
             if g > 0:
                 op["host_gap_us"] = round(g * 1e6, 3)
-        info.update(emulated=True, ops=int((gaps > 0).sum()), per_step_s=float(gaps.sum()) / self.steps_per_run)
+        info.update(
+            emulated=True,
+            ops=int((cal.gaps > 0).sum()),
+            per_step_s=float(cal.gaps.sum()) / self.steps_per_run,
+            note="",
+            calibration=cal.to_dict(self.steps_per_run),
+        )
 
     def _plan_op(self, out: OpOutcome, inputs: dict, ranges: dict) -> dict:
         """The op's plan entry, checked by running it once (with fresh tensors if the
@@ -530,12 +546,15 @@ class HostReplay:
         return {"kind": "collective", "op": name, "args": args, "kwargs": {}, "reads": [], "writes": _storages(inputs)}
 
     # ------------------------------------------------------------------ running
-    def run_step(self) -> None:
+    def run_step(self, host_gaps: bool | None = None) -> None:
         """One pass over the selected ops (all selected steps). An op that raises is taken out of
         the plan (its reason names `stage`) and the pass goes on; a collective that raises ends
-        the rank (`CollectiveFailed`): its peers would wait for it."""
+        the rank (`CollectiveFailed`): its peers would wait for it. ``host_gaps``: spend the
+        calibrated host time (default: as constructed); False runs the ops alone."""
+        on = self.emulate_host_gaps if host_gaps is None else host_gaps
+        self._run(self._gaps if on and any(self._gaps) else None)
 
-        gaps = self._gaps if self.emulate_host_gaps else None
+    def _run(self, gaps) -> None:
         rt.run(self._calls, self.device.startswith("cuda"), self._on_error, self.collective_timeout_s, gaps)
         if self._dropped:
             self.drop(self._dropped)

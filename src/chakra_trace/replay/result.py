@@ -37,7 +37,7 @@ class ReplayResult:
     recorded_us: dict[int, float] = field(default_factory=dict)
     recorded_basis: str = "span"
     warnings: list[str] = field(default_factory=list)  # what was changed to replay (also warned)
-    host_gaps: dict[int, dict] = field(default_factory=dict)  # rank -> recorded host time emulated (ops)
+    host_gaps: dict[int, dict] = field(default_factory=dict)  # rank -> host time the ops lack, emulated
 
     @property
     def recorded_step_us(self) -> float:
