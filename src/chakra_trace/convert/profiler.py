@@ -249,19 +249,6 @@ class _KinetoHost(NameColumn):
                 out.append((int(dev) if isinstance(dev, int) else -1, waiting, awaited, int(kin.ts[r])))
         return out
 
-    def split_sizes(self, i: int) -> dict[str, str]:
-        """all_to_allv split sizes of a ``c10d::alltoall_base_`` op from its ``Concrete Inputs``
-        (output_split_sizes, input_split_sizes: rows per peer), e.g. {"in_split_size": "[2, 6]"}."""
-        if not self.names[self.name[i]].startswith("c10d::alltoall_base"):
-            return {}
-        vals = self.io(i)[0]["values"]
-        out = {}
-        for key, k in (("out_split_size", 3), ("in_split_size", 4)):
-            v = vals[k] if len(vals) > k else None
-            if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
-                out[key] = json.dumps(v)
-        return out
-
     # ------------------------------------------------------------------ tensors
     def build_tensors(self) -> None:
         """`tensors` from ``Input Dims`` / ``Input type``, with the c10d op of each backend op
@@ -535,12 +522,7 @@ def _name_table(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
 
 
 class _KinetoConverter(GraphBuilder):
-    """The PyTorch converter, with all_to_allv splits also read from the c10d op's arguments
-    (a CPU Kineto trace records no ``record_param_comms``), and a collective typed by its c10d op."""
-
-    def _splits(self, issuer: int) -> dict[str, str]:
-        out = super()._splits(issuer)
-        return out if out or issuer < 0 else self.h.split_sizes(issuer)
+    """The PyTorch converter, with a collective's stream-to-stream waits recorded by the profiler."""
 
     def _sync_edges(self, tl, out_src: list, out_dst: list) -> None:
         """Also stream-to-stream waits (``Stream Wait Event``, recorded with the profiler's

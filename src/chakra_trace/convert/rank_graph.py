@@ -592,14 +592,22 @@ class GraphBuilder:
         return out
 
     def _c10d_splits(self, issuer: int) -> dict[str, str]:
-        """Split sizes from the arguments of c10d::alltoall_base_ (output_split_sizes,
-        input_split_sizes: gloo jobs have no record_param_comms to record them)."""
-        vals = self.h.io(issuer)[0]["values"]
+        """Split sizes from the arguments of the c10d op (gloo jobs have no record_param_comms to
+        record them): c10d::alltoall_base_'s output_split_sizes and input_split_sizes (rows), or
+        the elements of each tensor of c10d::alltoall_'s output and input lists (one per peer)."""
+        inputs = self.h.io(issuer)[0]
+        vals, shapes = inputs["values"], inputs["shapes"]
         out = {}
-        for key, k in (("out_split_size", 3), ("in_split_size", 4)):
-            v = vals[k] if len(vals) > k else None
-            if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                out[key] = json.dumps(v)
+        if self.names[issuer].startswith("c10d::alltoall_base"):
+            for key, k in (("out_split_size", 3), ("in_split_size", 4)):
+                v = vals[k] if len(vals) > k else None
+                if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                    out[key] = json.dumps(v)
+            return out
+        for key, k in (("out_split_size", 0), ("in_split_size", 1)):
+            per_peer = shapes[k] if len(shapes) > k else None
+            if isinstance(per_peer, list) and per_peer and all(isinstance(x, list) for x in per_peer):
+                out[key] = json.dumps([int(np.prod(x, dtype=np.int64)) for x in per_peer])
         return out
 
     def _pg_name(self, issuer: int) -> str | None:

@@ -58,11 +58,15 @@ def host_traces(source) -> dict[int, str]:
 
 
 def kineto_for(et_path: str) -> str | None:
-    """The Kineto trace recorded beside a host trace (rank0.et.json.gz -> rank0.kineto.json.gz)."""
-    base = re.sub(r"\.et\.json(\.gz)?$", "", et_path)
-    for suffix in (".kineto.json.gz", ".kineto.json"):
-        if os.path.exists(base + suffix):
-            return _inside(os.path.dirname(et_path) or ".", base + suffix)
+    """The Kineto trace recorded beside a host trace: rank0.et.json.gz -> rank0.kineto.json.gz
+    (`chakra collect`), linear_et.json.gz -> linear_kineto.json.gz (PARAM's public traces)."""
+    for sep in (".", "_"):
+        base = re.sub(rf"\{sep}et\.json(\.gz)?$", "", et_path)
+        if base == et_path:
+            continue
+        for suffix in (f"{sep}kineto.json.gz", f"{sep}kineto.json"):
+            if os.path.exists(base + suffix):
+                return _inside(os.path.dirname(et_path) or ".", base + suffix)
     return None
 
 
