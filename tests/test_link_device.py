@@ -14,8 +14,9 @@ from chakra_trace.convert.pytorch import convert_pytorch
 from chakra_trace.errors import ChakraError
 from chakra_trace.io.et import write_trace
 from chakra_trace.io.workload import Workload
+from chakra_trace.schema.devices import DEVICES, device_spec
 from chakra_trace.schema.enums import NodeType
-from chakra_trace.simulate.devices import DEVICES, device, with_device
+from chakra_trace.simulate.devices import with_device
 from chakra_trace.simulate.presets import preset, simulate_on
 
 DATA = Path(__file__).parent / "data"
@@ -63,11 +64,12 @@ def test_a_device_preset_gives_a_host_only_gpu_trace_a_plausible_step(resnet_hos
 
 
 def test_devices_are_datasheet_figures_and_unknown_names_fail():
-    assert device("H100").peak_tflops == 989.0 and DEVICES["a100"].mem_bw_gbs == 2039.0
+    """One table for the simulator and the roofline analysis (`schema.devices`)."""
+    assert device_spec("H100").peak_flops == 989.4e12 and DEVICES["a100"].mem_bw == 2039e9
     with pytest.raises(ChakraError, match="unknown device 'tpu9'.*h100"):
-        device("tpu9")
+        device_spec("tpu9")
     s = with_device(preset("recorded").system, "h100")
-    assert s.roofline_enabled and s.peak_perf == 989.0 and s.local_mem_bw == 3350.0
+    assert s.roofline_enabled and s.peak_perf == pytest.approx(989.4) and s.local_mem_bw == pytest.approx(3350.0)
 
 
 def test_cli_simulate_device(resnet_host_only, tmp_path, capsys):

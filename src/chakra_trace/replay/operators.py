@@ -386,7 +386,9 @@ class HostReplay:
         self.waits = {"collectives": sum(op["kind"] == "collective" for op in ops), "placed_from_kineto": 0}
         self.host_gaps_info = {"emulated": False, "ops": 0, "per_step_s": 0.0, "note": ""}
         if self.kineto is None:
-            self.host_gaps_info["note"] = "no Kineto trace beside it: no host time to calibrate" if self.emulate_host_gaps else ""
+            self.host_gaps_info["note"] = (
+                "no Kineto trace beside it: no host time to calibrate" if self.emulate_host_gaps else ""
+            )
             return
 
         placed = placed_waits(self.h, rows, self.kineto)
