@@ -27,7 +27,7 @@ differences are the recording's noise and the profiler's uneven cost per event: 
 single-rank gpt2 job, the gaps' differences summed to 1-2 ms per step against a real
 difference of 0.4-0.5 ms, so they are not spent.
 
-Waiting for another rank is not host work: blocking ops (waits, c10d, gloo, barriers) count for
+Waiting for another rank is not host work: blocking ops (waits, barriers, c10d:: and gloo: calls) count for
 nothing, their time inside a recorded op is taken out, a gap after a collective wait or across
 a profiler step is not used, and an op or gap that overlaps a collective's work on the gloo
 thread is not a sample (the host may have been waiting). The recording is one noisy sample per
@@ -53,7 +53,7 @@ from ..convert.kineto import KinetoTrace, read_kineto
 from ..convert.link import Link
 
 #: names of ops that can block on another rank: their time is not the rank's own work
-BLOCKING = re.compile(r"wait|c10d|gloo|barrier|nccl", re.IGNORECASE)
+BLOCKING = re.compile(r"wait|barrier|^c10d::|^gloo:|nccl", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
