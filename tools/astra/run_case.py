@@ -34,8 +34,7 @@ sys.path.insert(0, str(HERE.parent.parent / "src"))  # this checkout's chakra_tr
 
 BIN_DIR = Path(os.environ.get("ASTRA_BIN_DIR", "/work/astra-build/build/bin"))
 CASES = Path(os.environ.get("ASTRA_CASES", "/work/shared/reference/astra-sim/cases.csv"))
-BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware",
-            "aware": "AstraSim_Analytical_Congestion_Aware"}
+BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "AstraSim_Analytical_Congestion_Aware"}
 FINISH_RE = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -48,8 +47,9 @@ def npus_of(network_yml: Path) -> int:
     return math.prod(int(x) for x in m.group(1).split(",") if x.strip())
 
 
-def run(backend: str, network: Path, system: Path, workload_spec: str,
-        comm_groups: Path | None = None, timeout: float = 600) -> dict:
+def run(
+    backend: str, network: Path, system: Path, workload_spec: str, comm_groups: Path | None = None, timeout: float = 600
+) -> dict:
     """Run ASTRA-sim once; {'finish_ns': max over NPUs, 'exposed_ns', 'per_npu', 'wall_s'}."""
     from chakra_trace.synthesize import from_spec
 
@@ -61,12 +61,14 @@ def run(backend: str, network: Path, system: Path, workload_spec: str,
         from_spec(workload_spec, npus_of(network)).save(tmp / "workload")
         mem = tmp / "memory.json"
         mem.write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
-        cmd = [str(binary),
-               f"--workload-configuration={tmp / 'workload'}",
-               f"--system-configuration={system}",
-               f"--network-configuration={network}",
-               f"--remote-memory-configuration={mem}",
-               f"--logging-folder={tmp / 'log'}"]
+        cmd = [
+            str(binary),
+            f"--workload-configuration={tmp / 'workload'}",
+            f"--system-configuration={system}",
+            f"--network-configuration={network}",
+            f"--remote-memory-configuration={mem}",
+            f"--logging-folder={tmp / 'log'}",
+        ]
         if comm_groups:
             cmd.append(f"--comm-group-configuration={comm_groups}")
         t0 = time.perf_counter()
@@ -76,9 +78,13 @@ def run(backend: str, network: Path, system: Path, workload_spec: str,
     per_npu = {int(r): (int(f), int(e)) for r, f, e in FINISH_RE.findall(out)}
     if p.returncode != 0 or not per_npu:
         raise RuntimeError(f"ASTRA-sim failed (rc {p.returncode}): {' '.join(cmd)}\n{out[-2000:]}")
-    return {"finish_ns": max(f for f, _ in per_npu.values()),
-            "exposed_ns": max(e for _, e in per_npu.values()),
-            "per_npu": per_npu, "wall_s": wall, "cmd": cmd}
+    return {
+        "finish_ns": max(f for f, _ in per_npu.values()),
+        "exposed_ns": max(e for _, e in per_npu.values()),
+        "per_npu": per_npu,
+        "wall_s": wall,
+        "cmd": cmd,
+    }
 
 
 def run_row(row: dict, cfg: Path, verbose: bool) -> bool:
@@ -95,8 +101,10 @@ def run_row(row: dict, cfg: Path, verbose: bool) -> bool:
         want_exposed = int(row["exposed_ns"])
         ok = ok and r["exposed_ns"] == want_exposed
         exposed = f", exposed {r['exposed_ns']} ({want_exposed})"
-    print(f"{row['case']}: finish {r['finish_ns']} ns (cases.csv {want}){exposed} "
-          f"{'OK' if ok else 'MISMATCH'}  [{r['wall_s']:.2f} s]")
+    print(
+        f"{row['case']}: finish {r['finish_ns']} ns (cases.csv {want}){exposed} "
+        f"{'OK' if ok else 'MISMATCH'}  [{r['wall_s']:.2f} s]"
+    )
     if verbose:
         print("  " + " ".join(r["cmd"]))
     return ok
