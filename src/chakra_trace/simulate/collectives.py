@@ -142,9 +142,14 @@ class Collectives:
         p = self.f.npus if members is None else len(members)
         splits = max(1, int(self.sys.preferred_dataset_splits))
         chunk = nbytes // splits if self.compat else nbytes / splits
+        chunks = splits
         if op != AG and chunk < p:
             chunk = p
-        plan = Plan(int(ctype), int(nbytes), splits)
+        elif self.compat and chunk > 0 and nbytes % chunk:
+            # ASTRA-sim (`Sys::generate_collective`) cuts ceil(size / chunk) streams of a whole
+            # chunk each: a size that `splits` does not divide gets one more, full-size chunk
+            chunks = -(-int(nbytes) // int(chunk))
+        plan = Plan(int(ctype), int(nbytes), chunks)
         if op == BARRIER:
             chunk, plan.chunks = 0, 1
         if not whole:  # a communicator: a 1-D ring over its members, in listed order
