@@ -564,8 +564,6 @@ def test_an_unknown_comm_type_is_an_error_not_a_key_error():
 #: differences, each xfailed strictly (so a fix shows):
 DIFFERENTIAL = list(csv.DictReader(open(REF / "differential.csv")))
 KNOWN_DIFFERENCES = {
-    "all_gather_1000003_ring4x4_unaware": "2-D all-gather: ASTRA-sim runs the dimensions in reverse and grows the size per phase",
-    "all_gather_999999_ring4x4_unaware": "2-D all-gather: ASTRA-sim runs the dimensions in reverse and grows the size per phase",
     "all_reduce_1000003_ring4x4_unaware": "2-D localBWAware all-reduce of a size with a partial chunk (under study)",
     "all_reduce_999999_ring4x4_unaware": "2-D localBWAware all-reduce of a size with a partial chunk (under study)",
 }

@@ -173,10 +173,14 @@ class Collectives:
                 size = size * self.f.sizes[d]
             return plan
         size = chunk
+        if self.compat and op == AG:  # ASTRA-sim runs an all-gather's dimensions last to first
+            dims = dims[::-1]
         for d in dims:
             plan.phases.append(Phase(op, d, self._rows(d), size, self._algo(basic, d)))
-            if op == RS and opt == "localBWAware":
-                size = size / self.f.sizes[d] if not self.compat else size // self.f.sizes[d]
+            if self.compat:  # ASTRA-sim: the next phase takes this one's final data size, whatever the optimization
+                size = size // int(self.f.sizes[d]) if op == RS else size * int(self.f.sizes[d]) if op == AG else size
+            elif op == RS and opt == "localBWAware":
+                size = size / self.f.sizes[d]
         return plan
 
     # ------------------------------------------------------------------ running
