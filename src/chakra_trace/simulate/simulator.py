@@ -34,6 +34,15 @@ COMPAT_DIFFERENCES = {
         "latency of every dimension crossed, serialization on the slowest link",
     ),
     "chunk and shard sizes": ("truncated to whole bytes", "fractional bytes kept"),
+    "a size that preferred-dataset-splits does not divide": (
+        "ceil(size / chunk) chunks of a whole chunk each: one more, full-size chunk",
+        "exactly preferred-dataset-splits chunks of size / splits",
+    ),
+    "multi-dimensional all-gather and reduce-scatter": (
+        "all-gather runs the dimensions last to first; each phase takes the previous one's final size "
+        "(all-gather grows, reduce-scatter shrinks, whatever the optimization)",
+        "dimensions first to last; reduce-scatter shrinks per phase with localBWAware only",
+    ),
     "dimensions a collective covers": (
         "as many as algorithms are listed, at most four",
         "all (the last listed algorithm repeats)",
