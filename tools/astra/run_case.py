@@ -2,7 +2,7 @@
 """Run one case on a locally built ASTRA-sim analytical binary (for differential tests).
 
 The binary is NOT part of this repository: it is built outside it (default
-/work/astra-build/build/bin, see tools/astra/README.md). This helper only writes the
+../astra-build/build/bin beside the checkout, see tools/astra/README.md). This helper only writes the
 workload with chakra-trace, runs the binary and reads its finish times.
 
   run_case.py ar4_ring                       # a row of cases.csv; compares finish_ns, exposed_ns
@@ -10,8 +10,8 @@ workload with chakra-trace, runs the binary and reads its finish times.
   run_case.py --network N.yml --system S.json --workload coll:all_reduce:1048576 [--aware]
               [--comm-groups G.json]         # any input; prints the finish time
 
-Environment: ASTRA_BIN_DIR (default /work/astra-build/build/bin),
-ASTRA_CASES (default /work/shared/reference/astra-sim/cases.csv).
+Environment: ASTRA_BIN_DIR (default ../astra-build/build/bin beside the checkout),
+ASTRA_CASES (default ../shared/reference/astra-sim/cases.csv beside the checkout).
 Exit status: 0 when every compared case matches, 1 on a mismatch or a failed run.
 """
 
@@ -30,10 +30,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent.parent / "src"))  # this checkout's chakra_trace
+ROOT = HERE.parent.parent  # this checkout
+sys.path.insert(0, str(ROOT / "src"))  # its chakra_trace
 
-BIN_DIR = Path(os.environ.get("ASTRA_BIN_DIR", "/work/astra-build/build/bin"))
-CASES = Path(os.environ.get("ASTRA_CASES", "/work/shared/reference/astra-sim/cases.csv"))
+BIN_DIR = Path(os.environ.get("ASTRA_BIN_DIR", ROOT.parent / "astra-build" / "build" / "bin"))
+CASES = Path(os.environ.get("ASTRA_CASES", ROOT.parent / "shared" / "reference" / "astra-sim" / "cases.csv"))
 BINARIES = {"unaware": "AstraSim_Analytical_Congestion_Unaware", "aware": "AstraSim_Analytical_Congestion_Aware"}
 FINISH_RE = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles")
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
