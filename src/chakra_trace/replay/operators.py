@@ -28,7 +28,7 @@ from . import _standalone as rt
 from .host_gaps import calibrate
 from .indices import bound_indices
 from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
-from .waits import link_rows, placed_waits
+from .waits import link_rows, wait_points
 
 MAX_DELAY_US = 10_000_000.0
 """The longest ``delay_us`` a config may ask for one op (10 s): a config is data from someone
@@ -391,8 +391,8 @@ class HostReplay:
             )
             return
 
-        placed = placed_waits(self.h, rows, self.kineto)
-        for c, (j, _end) in placed.items():
+        placed = wait_points(self.h, rows, self.kineto)
+        for c, j in placed.items():
             ops[j]["reads"].append(f"#{c}")
         self.waits["placed_from_kineto"] = len(placed)
         if self.emulate_host_gaps:
@@ -424,7 +424,6 @@ class HostReplay:
         finally:
             self.stage = stage
         if len(cal.gaps) != len(self._calls):  # (an op failed in a calibration pass and was dropped)
-            cal.gaps = np.zeros(len(self._calls))
             info["note"] = "an op failed while calibrating: no host time"
             return
         self._gaps = cal.gaps.tolist()
@@ -554,9 +553,7 @@ class HostReplay:
         the rank (`CollectiveFailed`): its peers would wait for it. ``host_gaps``: spend the
         calibrated host time (default: as constructed); False runs the ops alone."""
         on = self.emulate_host_gaps if host_gaps is None else host_gaps
-        self._run(self._gaps if on and any(self._gaps) else None)
-
-    def _run(self, gaps) -> None:
+        gaps = self._gaps if on and any(self._gaps) else None
         rt.run(self._calls, self.device.startswith("cuda"), self._on_error, self.collective_timeout_s, gaps)
         if self._dropped:
             self.drop(self._dropped)

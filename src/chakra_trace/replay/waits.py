@@ -36,21 +36,13 @@ def wait_points(h, rows: np.ndarray, kineto) -> dict[int, int]:
     """{position in `rows` of a c10d collective: position of the first later op of its thread
     that started after the collective finished}, for the collectives whose gloo work the
     Kineto trace shows. `rows`: the replayed host rows in replay order."""
-    return {i: j for i, (j, _done) in placed_waits(h, rows, kineto).items()}
-
-
-def placed_waits(h, rows: np.ndarray, kineto, lk: Link | None = None) -> dict[int, tuple[int, int]]:
-    """`wait_points`, each with when the collective's gloo work ended (ns, Kineto clock);
-    ``lk``: `link_rows` of the same rows, when the caller has it already."""
-
     rows = np.asarray(rows, np.int64)
     names = [str(n) for n in h.name_array[rows]]
     coll = [i for i, n in enumerate(names) if n.startswith("c10d::")]
     if not coll:
         return {}
     k = kineto
-    if lk is None:
-        lk = link_rows(h, rows, k)
+    lk = link_rows(h, rows, k)
     ev = lk.event
     start = np.where(ev >= 0, lk.start, -1)
     thread = np.where(ev >= 0, k.thread_keys()[np.maximum(ev, 0)], -1)
@@ -70,7 +62,7 @@ def placed_waits(h, rows: np.ndarray, kineto, lk: Link | None = None) -> dict[in
     for t in np.unique(thread[thread >= 0]).tolist():
         pos = np.flatnonzero(thread == t)
         per_thread[t] = (pos, np.maximum.accumulate(start[pos]))
-    out: dict[int, tuple[int, int]] = {}
+    out: dict[int, int] = {}
     for i in sorted((i for i in coll if ev[i] >= 0), key=lambda i: start[i]):
         kind = _kind(names[i])
         queue, p = work.get(kind, []), next_work.get(kind, 0)
@@ -83,5 +75,5 @@ def placed_waits(h, rows: np.ndarray, kineto, lk: Link | None = None) -> dict[in
         pos, starts = per_thread[int(thread[i])]
         j = max(int(np.searchsorted(pos, i, "right")), int(np.searchsorted(starts, done, "left")))
         if j < len(pos):
-            out[i] = (int(pos[j]), done)
+            out[i] = int(pos[j])
     return out
