@@ -143,16 +143,22 @@ def profiled_pass(run_once: Callable[[], None], probes: int = 1000) -> tuple[Kin
         return read_kineto(path), seconds, max(profiled - plain, 0.0) / max(probes, 1)
 
 
+def main_thread_events(k: KinetoTrace) -> np.ndarray:
+    """Rows of the CPU events of the thread that has the most (the one that ran the replay)."""
+    cpu = np.flatnonzero(k.mask(("cpu_op", "user_annotation"), "X"))
+    if not cpu.size:
+        return cpu
+    thread = k.thread_keys()[cpu]
+    return cpu[thread == np.bincount(thread).argmax()]
+
+
 def match_calls(k: KinetoTrace, names: list[str]) -> np.ndarray:
     """The Kineto row of each replayed call (-1 if none): in call order, the first event of its
     op name on the busiest thread that starts at or after the previous match ended."""
-    cpu = np.flatnonzero(k.mask(("cpu_op", "user_annotation"), "X"))
+    cpu = main_thread_events(k)
     out = np.full(len(names), -1, np.int64)
     if not cpu.size:
         return out
-    thread = k.thread_keys()[cpu]
-    main = np.bincount(thread).argmax()
-    cpu = cpu[thread == main]
     cpu = cpu[np.argsort(k.ts[cpu], kind="stable")]
     by_name: dict[str, np.ndarray] = {}
     codes = k.name[cpu]
@@ -200,14 +206,10 @@ class CollectiveWork:
 
 
 def _owed(signed: np.ndarray) -> np.ndarray:
-    """Non-negative time to spend before each op: what is owed so far, a surplus carried forward."""
-    out = np.zeros(signed.size)
-    debt = 0.0
-    for i, x in enumerate(signed.tolist()):
-        debt += x
-        if debt > 0:
-            out[i], debt = debt, 0.0
-    return out
+    """Non-negative time to spend before each op: what is owed so far, a surplus carried forward
+    (spent by op k = the most ever owed up to k)."""
+    spent = np.maximum.accumulate(np.maximum(np.cumsum(signed), 0.0))
+    return np.diff(spent, prepend=0.0)
 
 
 @dataclass
@@ -266,8 +268,8 @@ def calibrate(
         empty.append(per_empty)
     got = match_calls(cal, names)
     pair = _Pair(recorded, events(recorded), np.asarray(lk.event, np.int64), cal, events(cal), got)
-    cpu = cal.mask(("cpu_op", "user_annotation"), "X") & (cal.name != cal.name_code(PROBE))
-    main_events = int(np.bincount(pair.cal_ev.thread[cpu]).max(initial=0))
+    main = main_thread_events(cal)
+    main_events = int((cal.name[main] != cal.name_code(PROBE)).sum())
     c = max((statistics.median(profiled) - statistics.median(plain)) / max(main_events, 1), 0.0)
     c_empty = statistics.median(empty)
     blocking = np.array([bool(BLOCKING.search(n)) for n in names], bool)
