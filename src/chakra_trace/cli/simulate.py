@@ -52,6 +52,13 @@ from .systems import SYSTEM_HELP, preset_names
 @click.option("--congestion-aware", "aware", is_flag=True, help="Per-link queues instead of the unaware model.")
 @click.option("--timeline", type=click.Path(dir_okay=False), help="Write the simulated timeline (Perfetto JSON).")
 @click.option(
+    "--no-shortcuts",
+    "no_shortcuts",
+    is_flag=True,
+    help="Event by event for every NPU and every algorithm step (the same result; shortcuts are exact and "
+    "listed when taken: one NPU for many identical ones, repeated uniform steps in closed form).",
+)
+@click.option(
     "--no-validate",
     "no_validate",
     is_flag=True,
@@ -69,6 +76,7 @@ def simulate(
     aware,
     device_name,
     timeline,
+    no_shortcuts,
     no_validate,
     as_json,
 ) -> None:
@@ -98,6 +106,7 @@ def simulate(
             system = with_device(SystemConfig.from_json(system), device_name)
     wl = open_workload(workload, comm_groups)
     kw = {"memory": memory, "compat": compat == "astra", "aware": aware, "validate": not no_validate}
+    kw["shortcuts"] = not no_shortcuts
     label = preset.name if preset is not None else str(system)
     if device_name is not None:
         label += f" with {device_name}"
@@ -166,6 +175,8 @@ def _print(res, timeline) -> None:
         con.print(c)
         if len(res.collectives) > 20:
             con.print(f"... {len(res.collectives) - 20} more (use --json)")
+    for s in res.shortcuts:
+        con.print(f"shortcut: {s}")
     for w in res.warnings:  # (on stderr: stdout holds the result)
         click.echo(f"warning: {w}", err=True)
     if timeline:

@@ -77,7 +77,7 @@ def declared_groups(traces: Iterable[Trace]) -> dict[str, list[int]]:
     """Process groups declared by METADATA nodes (the PyTorch converter's `pg_config`) that list
     their ranks."""
     out: dict[str, list[int]] = {}
-    for t in traces:
+    for t in {id(t): t for t in traces}.values():  # (one trace may run on many ranks)
         for name, ranks in _pg_entries(t):
             if ranks is not None:
                 out.setdefault(name, ranks)

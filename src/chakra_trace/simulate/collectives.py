@@ -40,7 +40,7 @@ import numpy as np
 
 from ..schema.enums import CollectiveType
 from .config import parse_algorithm
-from .network import as_ns
+from .network import as_ns, check_clock
 
 RS, AG, AR, A2A, BCAST, BARRIER = "reduce_scatter", "all_gather", "all_reduce", "all_to_all", "broadcast", "barrier"
 
@@ -57,6 +57,26 @@ _OPS: dict[int, str] = {
     CollectiveType.SCATTER: AG,
     CollectiveType.BARRIER: BARRIER,
 }
+
+
+SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an algorithm, run `repeat` times: every member sends `nbytes` to the member
+    `dist` places on (shift), to its partner index XOR dist (pair), or to all others (direct;
+    nbytes may be a per-pair matrix); `reduce`: each received part is reduced."""
+
+    kind: str
+    dist: int
+    nbytes: float | np.ndarray
+    reduce: bool
+    repeat: int = 1
+
+
+def _uniform(T: np.ndarray) -> bool:
+    return bool(T.size) and int(T.min()) == int(T.max())
 
 
 @dataclass
@@ -88,8 +108,10 @@ class Plan:
 class Collectives:
     """Plans collectives and computes their per-member finish times on a fabric."""
 
-    def __init__(self, fabric, system, *, compat: bool):
+    def __init__(self, fabric, system, *, compat: bool, shortcuts: bool = True):
         self.f = fabric
+        self.shortcuts = shortcuts
+        self.closed_form_steps = 0  # algorithm steps added in closed form (`_repeat`)
         self.sys = system
         self.compat = compat
         self.delta = int(system.endpoint_delay)
@@ -231,67 +253,93 @@ class Collectives:
 
     def _phase(self, ph: Phase, T: np.ndarray) -> np.ndarray:
         """Member times after one phase of one chunk (T: groups x p, when each member starts)."""
-        p = ph.members.shape[1]
-        if p < 2:
+        if ph.members.shape[1] < 2:
             return T.copy()
         T = T + self.delta
+        for step in self._steps(ph):
+            T = self._repeat(ph, T, step)
+        return T
+
+    def _steps(self, ph: Phase) -> list[Step]:
+        """The algorithm of a phase as a list of steps, identical consecutive steps merged."""
+        p = ph.members.shape[1]
         D = float(ph.nbytes)
-        algo = ph.algorithm
+        algo, op = ph.algorithm, ph.op
         if algo == "halvingDoubling" and p & (p - 1):
             algo = "ring"
-        if algo == "doubleBinaryTree" and ph.op != AR:
+        if algo == "doubleBinaryTree" and op != AR:
             algo = "ring"
-        op = ph.op
         if op == BARRIER:
-            for k in range(math.ceil(math.log2(p))):
-                T = self._shift(ph, T, 2**k, 0.0, False)
-            return T
+            return [Step(SHIFT, 2**k, 0.0, False) for k in range(math.ceil(math.log2(p)))]
         if ph.matrix is not None:  # all-to-allv
             if algo == "direct":
-                return self._direct(ph, T, ph.matrix, False)
+                return [Step(DIRECT, 0, ph.matrix, False)]
             off = ph.matrix[~np.eye(p, dtype=bool)]
-            for _ in range(p * (p - 1) // 2):
-                T = self._shift(ph, T, 1, float(off.mean()), False)
-            return T
+            return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
+        steps: list[Step] = []
         if algo == "direct":
             if op in (RS, AR, A2A, BCAST):
-                T = self._direct(ph, T, D / p, op in (RS, AR))
+                steps.append(Step(DIRECT, 0, D / p, op in (RS, AR)))
             if op in (AG, AR, BCAST):
-                T = self._direct(ph, T, D if op == AG else D / p, False)
-            return T
-        if algo == "halvingDoubling":
+                steps.append(Step(DIRECT, 0, D if op == AG else D / p, False))
+        elif algo == "halvingDoubling":
             if op in (RS, AR, BCAST):
-                for k in range(int(math.log2(p))):
-                    T = self._pairwise(ph, T, 2**k, D / 2 ** (k + 1), op != BCAST)
+                steps += [Step(PAIR, 2**k, D / 2 ** (k + 1), op != BCAST) for k in range(int(math.log2(p)))]
             if op in (AG, AR, BCAST):
                 size = D / p if op != AG else D
                 for k in reversed(range(int(math.log2(p)))):
-                    T = self._pairwise(ph, T, 2**k, size, False)
+                    steps.append(Step(PAIR, 2**k, size, False))
                     size *= 2
             if op == A2A:
-                for k in range(int(math.log2(p))):
-                    T = self._pairwise(ph, T, 2**k, D / 2, False)
-            return T
-        if algo == "doubleBinaryTree":
-            steps = max(1, math.ceil(math.log2(p)))
-            for k in range(steps):  # up the trees, reducing
-                T = self._shift(ph, T, 2**k, D / 2, True)
-            for k in reversed(range(steps)):  # and down again
-                T = self._shift(ph, T, 2**k, D / 2, False)
-            return T
-        # ring
-        m = D / p
-        if op in (RS, AR, BCAST):
-            for _ in range(p - 1):
-                T = self._shift(ph, T, 1, m, op != BCAST)
-        if op in (AG, AR, BCAST):
-            size = D if op == AG else m
-            for _ in range(p - 1):
-                T = self._shift(ph, T, 1, size, False)
-        if op == A2A:
-            for _ in range(p * (p - 1) // 2):
-                T = self._shift(ph, T, 1, m, False)
-        return T
+                steps += [Step(PAIR, 2**k, D / 2, False) for k in range(int(math.log2(p)))]
+        elif algo == "doubleBinaryTree":
+            levels = max(1, math.ceil(math.log2(p)))
+            steps += [Step(SHIFT, 2**k, D / 2, True) for k in range(levels)]  # up the trees, reducing
+            steps += [Step(SHIFT, 2**k, D / 2, False) for k in reversed(range(levels))]  # and down again
+        else:  # ring
+            m = D / p
+            if op in (RS, AR, BCAST):
+                steps.append(Step(SHIFT, 1, m, op != BCAST, p - 1))
+            if op in (AG, AR, BCAST):
+                steps.append(Step(SHIFT, 1, D if op == AG else m, False, p - 1))
+            if op == A2A:
+                steps.append(Step(SHIFT, 1, m, False, p * (p - 1) // 2))
+        return steps
+
+    def _once(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
+        if st.kind == DIRECT:
+            return self._direct(ph, T, st.nbytes, st.reduce)
+        m = float(st.nbytes)  # (only a direct step has a matrix)
+        if st.kind == SHIFT:
+            return self._shift(ph, T, st.dist, m, st.reduce)
+        return self._pairwise(ph, T, st.dist, m, st.reduce)
+
+    def _repeat(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
+        """`st.repeat` identical steps. When every member starts a step at one time and ends it
+        at one time, the next steps are the same step shifted in time, so they are added in
+        closed form (exact, counted in `closed_form_steps`): without congestion a step's cost
+        does not depend on when it starts; with it, once a step found its links free (the
+        second one, when no two of its messages share a link), every later one does too."""
+        n = st.repeat
+        T1 = self._once(ph, T, st)
+        n -= 1
+        if n and self.shortcuts and st.kind == SHIFT and _uniform(T) and _uniform(T1):
+            src, dst = ph.members, np.roll(ph.members, -st.dist, axis=1)
+            if not self.f.aware:
+                self.closed_form_steps += n
+                return check_clock(T1 + n * (T1 - T), "a collective's end")
+            if self.f.exclusive(src, dst):
+                T2 = self._once(ph, T1, st)
+                n -= 1
+                if n and _uniform(T2):
+                    inc = int(T2.flat[0] - T1.flat[0])
+                    self.f.repeat(src, dst, st.nbytes, inc, n)
+                    self.closed_form_steps += n
+                    return check_clock(T2 + n * inc, "a collective's end")
+                T1 = T2
+        for _ in range(n):
+            T1 = self._once(ph, T1, st)
+        return T1
 
     def _reduce(self, m: float) -> int:
         return 3 * int(as_ns(m // self.mem_bw, "a reduction's time")) if self.mem_bw > 0 else 0

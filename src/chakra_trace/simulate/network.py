@@ -76,6 +76,7 @@ class Fabric:
         self.link_busy = np.zeros(links, np.int64)  # busy time of each link so far
         self._paths: dict = {}
         self._delays: dict = {}
+        self._exclusive: dict = {}
 
     # ------------------------------------------------------------------ geometry
     def coords(self, npu) -> np.ndarray:
@@ -219,15 +220,45 @@ class Fabric:
         self._paths[key] = hops
         return hops
 
+    def exclusive(self, src, dst) -> bool:
+        """Whether no two of these messages share a link (aware model): then a batch that
+        finds its links free keeps them free for an identical batch sent after it arrives."""
+        src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
+        key = (src.tobytes(), dst.tobytes())
+        hit = self._exclusive.get(key)
+        if hit is None:
+            links = [link for _ms, link, _d in self._path(src, dst)]
+            used = np.sort(np.concatenate(links)) if links else np.zeros(0, np.int64)
+            hit = self._exclusive[key] = not bool((used[1:] == used[:-1]).any())
+            if len(self._exclusive) > 4096:
+                self._exclusive.clear()
+        return hit
+
+    def repeat(self, src, dst, nbytes, shift: int, times: int) -> None:
+        """Account for `times` more copies of a batch just routed, each `shift` ns after the
+        previous one, whose links were free when it came (`exclusive`): every link on the
+        routes is free `times x shift` later and was busy `times` more message times."""
+        src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
+        nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).ravel()
+        for ms, link, dim in self._path(src, dst):
+            busy = as_ns(np.floor(nb[ms] / self.bw[dim]), "a message's time on a link")
+            self.link_free[link] = check_clock(self.link_free[link] + times * shift, "a link's queue")
+            self.link_busy[link] += times * busy
+
     def _route(self, src, dst, nbytes, t_send) -> np.ndarray:
         t = t_send.astype(np.int64).copy()
+        alone = self.exclusive(src, dst)  # no queue to order: each link carries one message
         for ms, link, dim in self._path(src, dst):
             busy = as_ns(np.floor(nbytes[ms] / self.bw[dim]), "a message's time on a link")
             hop = as_ns(np.floor(self.lat[dim] + nbytes[ms] / self.bw[dim]), "a message's hop")
             latest = max(float(t[ms].max(initial=0)), float(self.link_free.max(initial=0)))
             as_ns(latest + busy.sum(dtype=float) + float(hop.max(initial=0)), "a link's queue")  # bounds _fifo's sums
-            start = _fifo(link, t[ms], busy, self.link_free)
-            self.link_busy += np.bincount(link, weights=busy, minlength=self.link_busy.size).astype(np.int64)
+            if alone:
+                start = np.maximum(t[ms], self.link_free[link])
+                self.link_free[link] = start + busy
+            else:
+                start = _fifo(link, t[ms], busy, self.link_free)
+            np.add.at(self.link_busy, link, busy)
             t[ms] = start + hop
         return t
 

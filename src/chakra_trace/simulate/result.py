@@ -63,6 +63,7 @@ class SimResult:
     events: int = 0
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    shortcuts: list[str] = field(default_factory=list)  # exact shortcuts the run took (`simulate`)
 
     @property
     def step_ns(self) -> int:
@@ -80,6 +81,7 @@ class SimResult:
             wall_s=round(self.wall_s, 4),
             collectives=[c.to_dict() for c in self.collectives],
             warnings=self.warnings,
+            shortcuts=self.shortcuts,
         )
         if self.link_busy_ns is not None:
             out["links"] = self.links(top=100)

@@ -196,7 +196,7 @@ class Matchmaker:
         inst = self.open.get(key)
         if inst is None:
             members = self.members(pg)
-            size = self.sim.npus if members is None else len(members)
+            size = 1 if self.sim.stand_in else self.sim.npus if members is None else len(members)
             inst = self.open[key] = CollectiveInstance(
                 members, size, int(t.comm_type[r]), int(t.comm_size[r]), t.names[t.name_codes[r]]
             )

@@ -73,6 +73,10 @@ class SimulationWarning(UserWarning):
     pass
 
 
+class _Asymmetric(Exception):
+    """NPU 0 cannot stand for every NPU: a collective ended at different times on its members."""
+
+
 class SimulationBlocked(ChakraError):
     """The run cannot finish: nodes wait for something that never happens."""
 
@@ -143,6 +147,7 @@ class Simulator:
         comm_groups: dict[str, list[int]] | None = None,
         comm: str = "network",
         validate: bool = True,
+        shortcuts: bool = True,
     ):
         if comm not in COMM_MODELS:
             raise ChakraError(f"unknown communication model {comm!r}; one of {', '.join(COMM_MODELS)}")
@@ -156,9 +161,7 @@ class Simulator:
         self._mem_free: dict[int, int] = {}
         self.npus = network.npus
         _check_memory(network, system, aware)
-        self.engine = Engine()
-        self.fabric = Fabric(network, compat=compat, aware=aware)
-        self.coll = Collectives(self.fabric, system, compat=compat)
+        self.network, self.aware, self.shortcuts = network, aware, shortcuts
         self.warnings: list[str] = []
         traces = workload.traces
         if len(traces) == 1 and self.npus > 1:
@@ -179,17 +182,49 @@ class Simulator:
                 self.warn(f"validation: {'rank %d: ' % issue.rank if issue.rank is not None else ''}{issue.message}")
         if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
             traces = self._repaired(traces)
-        self.matcher = Matchmaker(self, groups)
-        static: dict[int, Static] = {}  # per distinct trace object
+        self.groups = groups
+        self.traces = traces
+        self.static: dict[int, Static] = {}  # per distinct trace object
         for t in traces.values():
-            if id(t) not in static:
-                static[id(t)] = Static(t, self._durations(t), lanes=not compat, recorded_waits=comm == "recorded")
-        offsets = self._recorded_offsets(traces) if comm == "recorded" else {}
-        self.npus_state = [Npu(r, traces[r], static[id(traces[r])], self, offsets.get(r, 0)) for r in range(self.npus)]
-        missing = sum(n.missing for n in self.npus_state)
+            if id(t) not in self.static:
+                self.static[id(t)] = Static(t, self._durations(t), lanes=not compat, recorded_waits=comm == "recorded")
+        self.offsets = self._recorded_offsets(traces) if comm == "recorded" else {}
+        missing = sum(self.static[id(t)].missing for t in traces.values())
         if missing:
             self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
+        self.shortcuts_used: list[str] = []
+        self._build(stand_in=shortcuts and self._symmetric())
+
+    def _build(self, stand_in: bool) -> None:
+        """Fresh run state. ``stand_in``: one NPU is simulated for all (`_symmetric`)."""
+        self.stand_in = stand_in
+        self.engine = Engine()
+        self.fabric = Fabric(self.network, compat=self.compat, aware=self.aware)
+        self.coll = Collectives(self.fabric, self.system, compat=self.compat, shortcuts=self.shortcuts)
+        self.matcher = Matchmaker(self, self.groups)
+        ranks = [0] if stand_in else range(self.npus)
+        t = self.traces
+        self.npus_state = [Npu(r, t[r], self.static[id(t[r])], self, self.offsets.get(r, 0)) for r in ranks]
         self.records: list[CollectiveRecord] = []
+
+    def _symmetric(self) -> bool:
+        """Whether every NPU must do exactly what NPU 0 does, as long as every collective ends at
+        one time on all its members (checked as each runs): one trace on every NPU, no sends
+        or receives, every collective over the whole machine, no memory port shared by NPUs."""
+        t = self.traces[0]
+        if self.npus < 2 or any(x is not t for x in self.traces.values()):
+            return False
+        if np.isin(t.types, (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)).any():
+            return False
+        if self._remote and self.memory.memory_type in ("PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"):
+            return False
+        coll = np.flatnonzero(t.types == NodeType.COMM_COLL_NODE)
+        named = t.has(Attr.PG_NAME)[coll]
+        everyone = list(range(self.npus))
+        for pg in {t.groups[int(c)] for c in t.pg_name[coll[named]].tolist()}:
+            if pg not in ("", "0") and pg in self.groups and list(self.groups[pg]) != everyone:
+                return False
+        return True
 
     def _repaired(self, traces: dict[int, Trace]) -> dict[int, Trace]:
         fixed: dict[int, Trace] = {}
@@ -301,13 +336,20 @@ class Simulator:
 
     def run_collective(self, pg: str, k: int, inst: CollectiveInstance) -> None:
         issued = inst.issued
-        ranks = np.array(sorted(issued), np.int64)
-        start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
+        if self.stand_in:  # NPU 0 stands for every NPU, all issuing it now (`_symmetric`)
+            (rank0, (now, row0)), n = next(iter(issued.items())), self.npus
+            ranks, start = np.arange(n, dtype=np.int64), np.full(n, now, np.int64)
+            took = np.full(n, int(self.npus_state[0].dur[row0]), np.int64)
+            if inst.splits:
+                inst.splits = dict.fromkeys(range(n), inst.splits[rank0])
+        else:
+            ranks = np.array(sorted(issued), np.int64)
+            start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
+            took = np.array([int(self.npus_state[r].dur[issued[r][1]]) for r in ranks.tolist()], np.int64)
         if self.comm == "ideal":  # done as the last member issues it
             finish = np.full(ranks.size, int(start.max()), np.int64)
             algorithm, chunks = self.comm, 1
         elif self.comm == "recorded":  # its recorded time, and not before the last member is there
-            took = np.array([int(self.npus_state[r].dur[issued[r][1]]) for r in ranks.tolist()], np.int64)
             finish = np.maximum(start + took, int(start.max()))
             algorithm, chunks = self.comm, 1
         else:
@@ -324,9 +366,14 @@ class Simulator:
         # a member whose part never waited for the last one to issue (no phase links them, e.g.
         # compat mode running fewer dimensions than the network has) is done when the collective runs
         done = np.maximum(finish, self.engine.now)
-        for rank, t in zip(ranks.tolist(), done.tolist()):
-            npu = self.npus_state[rank]
-            self.engine.at(t, npu.complete, issued[rank][1])
+        if self.stand_in:
+            if int(done.min()) != int(done.max()):
+                raise _Asymmetric(f"{inst.name!r} (#{k} of group {pg or 'all'}) ends at different times on its members")
+            self.engine.at(int(done[0]), self.npus_state[0].complete, row0)
+        else:
+            for rank, t in zip(ranks.tolist(), done.tolist()):
+                npu = self.npus_state[rank]
+                self.engine.at(t, npu.complete, issued[rank][1])
         self.records.append(
             CollectiveRecord(
                 group=pg or "all",
@@ -378,9 +425,25 @@ class Simulator:
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
         t0 = time.perf_counter()
-        for npu in self.npus_state:
-            npu.issue()
-        self.engine.run()
+        try:
+            self._events()
+        except _Asymmetric as e:
+            self.shortcuts_used.append(
+                f"symmetric NPUs tried and dropped at {self.engine.now:,} ns ({e}): every NPU simulated"
+            )
+            self._build(stand_in=False)
+            self._events()
+        if self.stand_in:
+            self.shortcuts_used.insert(
+                0,
+                f"symmetric NPUs: the {self.npus:,} NPUs run one trace and every collective spans all of them "
+                "and ended at one time on all, so NPU 0 was simulated for every NPU",
+            )
+        if self.coll.closed_form_steps:
+            self.shortcuts_used.append(
+                f"closed form: {self.coll.closed_form_steps:,} repeats of collective algorithm steps that every "
+                "member started and ended at one time were added without simulating each"
+            )
         result = self._result(time.perf_counter() - t0)
         blocked = self.matcher.blocked()
         for npu in self.npus_state:
@@ -394,6 +457,11 @@ class Simulator:
         if blocked:
             raise SimulationBlocked(blocked, result)
         return result
+
+    def _events(self) -> None:
+        for npu in self.npus_state:
+            npu.issue()
+        self.engine.run()
 
     def _result(self, wall: float) -> SimResult:
         n = self.npus
@@ -414,6 +482,11 @@ class Simulator:
             for k in cols:
                 cols[k][npu.rank] = tot[k]
             nodes[npu.rank] = (npu.start, npu.end, npu.kind)
+        if self.stand_in:  # every NPU did what NPU 0 did
+            for k in cols:
+                cols[k][:] = cols[k][0]
+            nodes = dict.fromkeys(range(n), nodes[0])
+            names = dict.fromkeys(range(n), names[0])
         exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]
         return SimResult(
             finish_ns=cols["finish"],
@@ -426,7 +499,9 @@ class Simulator:
             collectives=self.records,
             nodes=nodes,
             names=names,
-            traces={npu.rank: npu.t for npu in self.npus_state},
+            traces=dict.fromkeys(range(n), self.npus_state[0].t)
+            if self.stand_in
+            else {u.rank: u.t for u in self.npus_state},
             link_busy_ns=self.fabric.link_busy if self.fabric.aware else None,
             link_info=self.fabric.links() if self.fabric.aware else None,
             mode=("astra" if self.compat else "default")
@@ -435,6 +510,7 @@ class Simulator:
             events=self.engine.events,
             wall_s=wall,
             warnings=self.warnings,
+            shortcuts=self.shortcuts_used,
         )
 
 
@@ -468,13 +544,18 @@ def simulate(
     aware: bool = False,
     comm: str = "network",
     validate: bool = True,
+    shortcuts: bool = True,
 ) -> SimResult:
     """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
     `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
     or ASTRA-sim system JSON). ``comm`` (`COMM_MODELS`): "recorded" or "ideal" cost
     communication as recorded or as free instead of on the network, and every node takes its
     recorded time. Raises `SimulationBlocked` when nodes can never run, and `WorkloadInvalid`
-    (before running) on what `validate_workload` rejects; ``validate=False`` skips that check."""
+    (before running) on what `validate_workload` rejects; ``validate=False`` skips that check.
+    ``shortcuts`` (exact ones, listed in `SimResult.shortcuts` when used): one NPU simulated for
+    all when every NPU runs one trace and every collective spans the machine and ends at one
+    time on all; repeated algorithm steps added in closed form when every member starts and ends
+    them together. False: event by event for every NPU and every step."""
 
     if isinstance(workload, (str, os.PathLike)):
         workload = Workload.open(workload)
@@ -499,4 +580,5 @@ def simulate(
         comm_groups=comm_groups,
         comm=comm,
         validate=validate,
+        shortcuts=shortcuts,
     ).run()

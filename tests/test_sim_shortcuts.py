@@ -1,0 +1,127 @@
+"""The simulator's shortcuts are exact: with and without them every result is the same.
+
+Shortcuts: one NPU simulated for all when every NPU runs one trace and every collective spans
+the machine and ends at one time on all (else it is dropped and every NPU simulated), and
+repeated algorithm steps added in closed form when every member starts and ends them together.
+Random networks, systems and workloads, both network models, both modes.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+from chakra_trace.io.workload import Workload
+from chakra_trace.schema.builder import TraceBuilder
+from chakra_trace.simulate import simulate
+from chakra_trace.simulate.config import Network, SystemConfig
+from chakra_trace.synthesize import from_spec
+
+ALGORITHMS = ["ring", "direct", "halvingDoubling", "doubleBinaryTree"]
+TOPOLOGIES = ["Ring", "Switch", "FullyConnected"]
+
+
+def _case(seed: int):
+    rng = random.Random(seed)
+    dims = rng.choice([1, 1, 2, 2, 3])
+    sizes = [rng.choice([2, 3, 4, 4, 8]) for _ in range(dims)]
+    topo = [rng.choice(TOPOLOGIES) for _ in range(dims)]
+    net = Network.simple(
+        topo, sizes, [rng.choice([25, 50, 100.5, 200]) for _ in sizes], [rng.choice([0, 50, 500]) for _ in sizes]
+    )
+    one = rng.random() < 0.15
+    sys = {
+        "scheduling-policy": rng.choice(["LIFO", "FIFO"]),
+        "endpoint-delay": rng.choice([0, 10]),
+        "active-chunks-per-dimension": rng.choice([1, 2]),
+        "preferred-dataset-splits": rng.choice([1, 2, 4]),
+        "collective-optimization": rng.choice(["baseline", "localBWAware"]),
+        "local-mem-bw": rng.choice([0, 1600]),
+        **{
+            f"{c}-implementation": (
+                ["one" + rng.choice(["Ring", "Direct"])] if one else [rng.choice(ALGORITHMS) for _ in sizes]
+            )
+            for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+        },
+    }
+    kind = rng.choice(["coll", "coll", "train", "p2p", "skewed"])
+    size = rng.choice([1000, 4096, 65536, 1000003])
+    if kind == "coll":
+        spec = f"coll:{rng.choice(['all_reduce', 'all_gather', 'reduce_scatter', 'all_to_all'])}:{size}"
+    elif kind == "train":
+        spec = f"train:layers=3:comp_us={rng.choice([1, 20])}:size={size}"
+    elif kind == "p2p":
+        spec = f"p2p:size={size}"
+    else:
+        spec = f"skewed:{size}"
+    return net, SystemConfig.from_dict(sys), spec, rng.random() < 0.5, rng.random() < 0.5
+
+
+def _skewed(npus: int, size: int) -> Workload:
+    """Every NPU computes for a different time, then all-reduces: members start apart."""
+    traces = {}
+    for r in range(npus):
+        b = TraceBuilder()
+        c = b.comp("work", 1 + 3 * r)
+        b.collective("ALL_REDUCE", size, deps=[c])
+        traces[r] = b.build()
+    return Workload(traces)
+
+
+def _run(net, system, spec, compat, aware, shortcuts):
+    workload = _skewed(net.npus, int(spec.split(":")[1])) if spec.startswith("skewed") else from_spec(spec, net.npus)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return simulate(workload, net, system, compat=compat, aware=aware, shortcuts=shortcuts)
+
+
+FIELDS = ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns", "other_ns", "idle_ns")
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_shortcuts_change_nothing(seed):
+    net, system, spec, compat, aware = _case(seed)
+    if aware and any(d.npus == 2 and d.topology == "Ring" for d in net.dims) and compat:
+        aware = False  # (ASTRA-sim's aware backend cannot build a 2-NPU ring; we can, but keep to its cases)
+    fast = _run(net, system, spec, compat, aware, True)
+    slow = _run(net, system, spec, compat, aware, False)
+    assert slow.shortcuts == []
+    for f in FIELDS:
+        assert getattr(fast, f).tolist() == getattr(slow, f).tolist(), f
+    assert [c.to_dict() for c in fast.collectives] == [c.to_dict() for c in slow.collectives]
+    if aware:
+        assert np.array_equal(fast.link_busy_ns, slow.link_busy_ns)
+    for r in range(net.npus):
+        for a, b in zip(fast.nodes[r], slow.nodes[r]):
+            assert a.tolist() == b.tolist()
+
+
+def test_shortcuts_are_taken_and_said():
+    net = Network.simple("Ring", 64, 50, 500)
+    system = SystemConfig.from_dict({"preferred-dataset-splits": 2, "all-reduce-implementation": ["ring"]})
+    res = _run(net, system, "coll:all_reduce:1048576", True, False, True)
+    assert res.events == 1  # one NPU stood for 64
+    assert res.shortcuts[0].startswith("symmetric NPUs: the 64 NPUs")
+    assert "closed form: 248 repeats" in res.shortcuts[1]  # 2 chunks x 2 x (63 - 1)
+    assert res.to_dict()["shortcuts"] == res.shortcuts
+
+
+def test_symmetry_dropped_where_members_end_apart():
+    """oneRing on 4x4: the ring's hops cross dimension 1 at every fourth NPU, so members end at
+    different times: NPU 0 cannot stand for the others, and the run says so."""
+    net = Network.simple(["Ring", "Ring"], [4, 4], [200, 25], [10, 1000])
+    system = SystemConfig.from_dict({"all-reduce-implementation": ["oneRing"], "preferred-dataset-splits": 1})
+    res = _run(net, system, "coll:all_reduce:65536", False, False, True)
+    assert len(set(res.finish_ns.tolist())) > 1
+    assert any(s.startswith("symmetric NPUs tried and dropped") for s in res.shortcuts)
+    assert res.finish_ns.tolist() == _run(net, system, "coll:all_reduce:65536", False, False, False).finish_ns.tolist()
+
+
+def test_no_stand_in_for_subgroups_or_p2p():
+    net = Network.simple("Switch", 4, 50, 500)
+    system = SystemConfig.from_dict({"all-reduce-implementation": ["ring"]})
+    res = _run(net, system, "p2p:size=4096", False, False, True)
+    assert not any(s.startswith("symmetric") for s in res.shortcuts) and res.events > 4
