@@ -9,6 +9,7 @@ command and API opens workloads through it, so they all accept the same paths.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -96,8 +97,12 @@ class Workload:
                 return w
         files = select_ranks(path, locate(path), wanted)
         traces = {}
+        same = _identical(files)
         for rank, p in files.items():
             refuse_pytorch(p)
+            if rank in same:  # (a file byte for byte like an earlier rank's: its trace, read once)
+                traces[rank] = traces[same[rank]]
+                continue
             with progress(f"rank {rank}", p) if progress else nullcontext() as cb:
                 traces[rank] = read_json(p) if is_json_path(str(p)) else read_trace(p, progress=cb, **read_options)
         return cls(traces, groups, files)
@@ -113,6 +118,31 @@ class Workload:
 
 
 # --------------------------------------------------------------------------- finding a job's files
+
+def _identical(files: dict[int, Path]) -> dict[int, int]:
+    """Ranks whose file is byte for byte an earlier rank's, and that rank: an SPMD job's ranks
+    often are, and then share one trace (read once; the simulator runs it once for all)."""
+    by_size: dict[int, list[int]] = {}
+    for rank, p in files.items():
+        try:
+            st = p.stat()
+        except OSError:
+            continue  # (the reader names what is wrong with it)
+        if stat.S_ISREG(st.st_mode):  # (a pipe is read once, by its reader)
+            by_size.setdefault(st.st_size, []).append(rank)
+    out: dict[int, int] = {}
+    for ranks in by_size.values():
+        if len(ranks) < 2:
+            continue
+        first: dict[bytes, int] = {}
+        for rank in ranks:
+            digest = hashlib.blake2b(files[rank].read_bytes(), digest_size=20).digest()
+            if digest in first:
+                out[rank] = first[digest]
+            else:
+                first[digest] = rank
+    return out
+
 
 Reader = Callable[[Path, "Progress | None", "list[int] | None"], Workload]
 _SOURCES: list[tuple[Callable[[Path], bool], Reader]] = []
