@@ -126,44 +126,48 @@ def sim_table(r: dict) -> str:
         label = c["case"]
         if len(set(bws)) > 1 or len(set(lats)) > 1:  # unlike links: the name alone does not say them
             label += f" ({'/'.join(map(str, bws))} GB/s, {'/'.join(map(str, lats))} ns)"
+        equal = c["finish_equal_to_astra"]
         rows.append(
             [
                 label,
-                sim_secs(c["seconds"]),
-                f"{c['astra_seconds']:g}",
-                f"{c['speedup']:.1f}x",
-                f"{c['peak_bytes'] / MIB:.1f}",
+                sim_secs(c["ours_seconds"]),
+                sim_secs(c["astra_seconds"]) + ("" if c["astra_source"] == "measured now" else " (recorded)"),
+                f"{c['ratio']:.1f}x",
+                "-" if equal is None else "yes" if equal else "NO",
             ]
         )
-    npus = {math.prod(c["network"][1]) for c in r["cases"]}
-    head = f"{', '.join(f'{n:,}' for n in sorted(npus))} NPUs"
-    return table([head, "ours (s)", "ASTRA-sim (s)", "speedup", "peak MiB"], "lrrrr", rows)
+    head = ["1,024 NPUs, end to end", "ours (s)", "ASTRA-sim (s)", "ratio", "per-NPU finish equal"]
+    return table(head, "lrrrl", rows)
 
 
 def sim_growth(r: dict) -> str:
-    rows = [
-        [
-            f"{g['npus']:,}",
-            sim_secs(g["ring"]["seconds"]),
-            f"{g['ring']['peak_bytes'] / MIB:.1f}",
-            sim_secs(g["train"]["seconds"]),
-            f"{g['train']['peak_bytes'] / MIB:.1f}",
-        ]
-        for g in r["growth"]
-    ]
-    head = ["NPUs", "ring all-reduce (s)", "peak MiB", "train step (s)", "peak MiB"]
-    return table(head, "rrrrr", rows)
+    rows = []
+    for g in r["growth"]:
+        fast, full = g["fast"], g["full"]
+        rows.append(
+            [
+                g["case"],
+                f"{g['npus']:,}",
+                sim_secs(fast["seconds"]),
+                f"{fast['peak_bytes'] / MIB:.0f}",
+                sim_secs(full["seconds"]) if full else "-",
+                f"{full['peak_bytes'] / MIB:.0f}" if full else "-",
+                ", ".join(fast["shortcuts"]) or "-",
+            ]
+        )
+    head = ["case", "NPUs", "seconds", "peak MiB", "no shortcuts (s)", "peak MiB", "shortcuts taken"]
+    return table(head, "lrrrrrl", rows)
 
 
 def sim_speedups(r: dict) -> str:
-    s = [c["speedup"] for c in r["cases"]]
+    s = [c["ratio"] for c in r["cases"]]
     return f"{min(s):.0f}-{max(s):.0f}x"
 
 
-def sim_check(r: dict) -> str:
-    c = r["closed_form_check"]
-    same = c["step_ns"] == c["closed_form_ns"]
-    return f"{c['step_ns']:,} ns, " + ("identical" if same else f"DIFFERENT from {c['closed_form_ns']:,}")
+def sim_equal(r: dict) -> str:
+    checked = [c for c in r["cases"] if c["finish_equal_to_astra"] is not None]
+    same = sum(c["finish_equal_to_astra"] for c in checked)
+    return f"{same} of {len(checked)}"
 
 
 # --------------------------------------------------------------------------- analyze_bench.json
@@ -295,7 +299,7 @@ GENERATED = {
     "sim_bench": ("sim_bench", sim_table),
     "sim_growth": ("sim_bench", sim_growth),
     "sim_speedups": ("sim_bench", sim_speedups),
-    "sim_check": ("sim_bench", sim_check),
+    "sim_equal": ("sim_bench", sim_equal),
     "analyze_recorded": ("analyze_bench", analyze_recorded),
     "analyze_simulated": ("analyze_bench", analyze_simulated),
     "replay_coverage": ("replay_coverage", replay_table),
