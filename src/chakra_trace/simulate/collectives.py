@@ -42,6 +42,10 @@ from ..schema.enums import CollectiveType
 from .config import parse_algorithm
 from .network import as_ns, check_clock
 
+#: ASTRA-sim's memory-bus delay on a communicator's "Local" ring (`MemBus`, `Transmition::Fast`):
+#: fixed, whatever the system's endpoint-delay
+LOCAL_DELAY = 10
+
 RS, AG, AR, A2A, BCAST, BARRIER = "reduce_scatter", "all_gather", "all_reduce", "all_to_all", "broadcast", "barrier"
 
 #: The operation each collective type runs as.
@@ -87,6 +91,7 @@ class Phase:
     nbytes: float  # bytes each member holds for this chunk at the start of the phase
     algorithm: str
     matrix: np.ndarray | None = None  # all-to-allv: bytes from member i to member j, per chunk
+    local: bool = False  # compat: a communicator's ring (ASTRA-sim's "Local" dimension)
 
 
 @dataclass
@@ -161,7 +166,11 @@ class Collectives:
     def _plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
         op = _OPS[ctype]
         whole = members is None or len(members) == self.f.npus and list(members) == list(range(self.f.npus))
+        if self.compat and members is not None and len(members) == self.f.npus:
+            whole = True  # ASTRA-sim: a group of every NPU, in any order, runs as the whole machine
         p = self.f.npus if members is None else len(members)
+        if self.compat:  # ASTRA-sim (`Sys::determine_chunk_size`): the least chunk is one byte per NPU of the machine
+            p = self.f.npus
         splits = max(1, int(self.sys.preferred_dataset_splits))
         chunk = nbytes // splits if self.compat else nbytes / splits
         chunks = splits
@@ -174,10 +183,16 @@ class Collectives:
         plan = Plan(int(ctype), int(nbytes), chunks)
         if op == BARRIER:
             chunk, plan.chunks = 0, 1
-        if not whole:  # a communicator: a 1-D ring over its members, in listed order
-            plan.phases.append(Phase(op, -1, np.asarray(members, np.int64)[None, :], chunk, "ring"))
-            return plan
         basic = op if op in (AR, RS, AG, A2A) else AR
+        if not whole:  # a communicator: a 1-D ring over its members, in listed order
+            algo = "ring"
+            if self.compat and len(self._impl(basic)) == 1:
+                # ASTRA-sim (`CommunicatorGroup::get_collective_plan`): the system's algorithm
+                # when it lists one, a ring when it lists one per dimension
+                algo = self._algo(basic, 0)
+            ids = np.asarray(members, np.int64)[None, :]
+            plan.phases.append(Phase(op, -1, ids, chunk, algo, local=self.compat))
+            return plan
         first = self._impl(basic)[0] if self._impl(basic) else "ring"
         if first.startswith("one"):  # one*: one algorithm over every NPU, the dimensions ignored
             plan.phases.append(Phase(op, -1, np.arange(self.f.npus)[None, :], chunk, self._algo(basic, 0)))
@@ -229,13 +244,16 @@ class Collectives:
         order = 0
         pending = set(range(plan.chunks))
         while pending:
-            # the phase that can start first; ties by policy (LIFO: the most recently ready)
+            # the phase that can start first; ties by policy (LIFO: the most recently ready).
+            # ASTRA-sim (`Sys::insert_stream`): a dimension's queue serves the chunks of one
+            # collective (one priority) in the order they reached it, whatever the policy
             choices = []
             for c in pending:
                 ph = plan.phases[nxt[c]]
                 k = min(range(slots), key=free_at[ph.dim].__getitem__)
                 t = max(ready_at[c], free_at[ph.dim][k])
-                choices.append(((t, -seq[c] if policy == "LIFO" else seq[c], c), c, k))
+                tie = (ready_at[c], seq[c]) if self.compat else (-seq[c] if policy == "LIFO" else seq[c],)
+                choices.append(((t, *tie, c), c, k))
             _, c, k = min(choices)
             ph = plan.phases[nxt[c]]
             members = ph.members.ravel()
@@ -255,7 +273,7 @@ class Collectives:
         """Member times after one phase of one chunk (T: groups x p, when each member starts)."""
         if ph.members.shape[1] < 2:
             return T.copy()
-        T = T + self.delta
+        T = T + (LOCAL_DELAY if ph.local else self.delta)
         for step in self._steps(ph):
             T = self._repeat(ph, T, step)
         return T
@@ -281,7 +299,9 @@ class Collectives:
             if op in (RS, AR, A2A, BCAST):
                 steps.append(Step(DIRECT, 0, D / p, op in (RS, AR)))
             if op in (AG, AR, BCAST):
-                steps.append(Step(DIRECT, 0, D if op == AG else D / p, False))
+                # ASTRA-sim (`AllToAll::get_non_zero_latency_packets`): on a communicator's
+                # Local ring an all-reduce reduces what its all-gather half receives too
+                steps.append(Step(DIRECT, 0, D if op == AG else D / p, op == AR and ph.local))
         elif algo == "halvingDoubling":
             if op in (RS, AR, BCAST):
                 steps += [Step(PAIR, 2**k, D / 2 ** (k + 1), op != BCAST) for k in range(int(math.log2(p)))]
@@ -344,22 +364,23 @@ class Collectives:
     def _reduce(self, m: float) -> int:
         return 3 * int(as_ns(m // self.mem_bw, "a reduction's time")) if self.mem_bw > 0 else 0
 
-    def _finish(self, T, arrival, m: float, reduce: bool) -> np.ndarray:
-        return np.maximum(T, arrival) + self.delta + (self._reduce(m) if reduce else 0)
+    def _finish(self, T, arrival, m: float, reduce: bool, local: bool = False) -> np.ndarray:
+        delta = LOCAL_DELAY if local else self.delta
+        return np.maximum(T, arrival) + delta + (self._reduce(m) if reduce else 0)
 
     def _shift(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> np.ndarray:
         """Every member sends m bytes to the member `dist` places on, and waits for its own."""
         src = ph.members
         dst = np.roll(src, -dist, axis=1)
         arrival = self.f.send(src, dst, m, T)  # at dst
-        return self._finish(T, np.roll(arrival, dist, axis=1), m, reduce)
+        return self._finish(T, np.roll(arrival, dist, axis=1), m, reduce, ph.local)
 
     def _pairwise(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> np.ndarray:
         """Members exchange m bytes with their partner (index XOR dist)."""
         p = ph.members.shape[1]
         partner = np.arange(p) ^ dist
         arrival = self.f.send(ph.members, ph.members[:, partner], m, T)
-        return self._finish(T, arrival[:, partner], m, reduce)
+        return self._finish(T, arrival[:, partner], m, reduce, ph.local)
 
     def _direct(self, ph: Phase, T: np.ndarray, m, reduce: bool) -> np.ndarray:
         """Every member sends m bytes (or matrix m[i, j]) to every other at once, in a rotated
@@ -374,4 +395,4 @@ class Collectives:
         arrival = self.f.send(src, dst, size, np.broadcast_to(T[:, :, None], src.shape))
         last = np.zeros((g, p), np.int64)
         np.maximum.at(last, (np.arange(g)[:, None, None], dst_idx[None, :, :].repeat(g, 0)), arrival)
-        return self._finish(T, last, float(np.max(m)) if isinstance(m, np.ndarray) else m, reduce)
+        return self._finish(T, last, float(np.max(m)) if isinstance(m, np.ndarray) else m, reduce, ph.local)
