@@ -598,7 +598,6 @@ def test_sizes_with_a_partial_chunk_as_astra_sim(case):
 CLASSES = list(csv.DictReader(open(REF / "classes.csv")))
 KNOWN_CLASS_DIFFERENCES = {
     "c6_ar_ring16_strided_aware": "congestion-aware: concurrent collectives of different groups priced one after another",
-    "c7_ar_4100_sw16_aware": "congestion-aware direct: a shard that is not a whole number of bytes",
 }
 
 

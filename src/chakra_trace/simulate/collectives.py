@@ -64,6 +64,7 @@ _OPS: dict[int, str] = {
 
 
 SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
+DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, paced as ASTRA-sim
 
 
 @dataclass(frozen=True)
@@ -295,7 +296,9 @@ class Collectives:
             off = ph.matrix[~np.eye(p, dtype=bool)]
             return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
         steps: list[Step] = []
-        if algo == "direct":
+        if algo == "direct" and op == AR and self.compat:
+            steps.append(Step(DIRECT_AR, 0, D / p, True))
+        elif algo == "direct":
             if op in (RS, AR, A2A, BCAST):
                 steps.append(Step(DIRECT, 0, D / p, op in (RS, AR)))
             if op in (AG, AR, BCAST):
@@ -329,6 +332,8 @@ class Collectives:
     def _once(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         if st.kind == DIRECT:
             return self._direct(ph, T, st.nbytes, st.reduce)
+        if st.kind == DIRECT_AR:
+            return self._direct_all_reduce(ph, T, float(st.nbytes))
         m = float(st.nbytes)  # (only a direct step has a matrix)
         if st.kind == SHIFT:
             return self._shift(ph, T, st.dist, m, st.reduce)
@@ -396,3 +401,25 @@ class Collectives:
         last = np.zeros((g, p), np.int64)
         np.maximum.at(last, (np.arange(g)[:, None, None], dst_idx[None, :, :].repeat(g, 0)), arrival)
         return self._finish(T, last, float(np.max(m)) if isinstance(m, np.ndarray) else m, reduce, ph.local)
+
+    def _direct_all_reduce(self, ph: Phase, T: np.ndarray, m: float) -> np.ndarray:
+        """ASTRA-sim's direct all-reduce (`AllToAll::run`): every member sends m bytes to every
+        other; each part received is handed on after the endpoint delay and its reduction
+        (time G). A member sends its all-gather half once it has received every part, at the
+        first G not before the last arrival (S), but one message per G handed on so far: its
+        i-th message (in the rotated order) leaves at max(i-th smallest G, S)."""
+        g, p = ph.members.shape
+        delta = LOCAL_DELAY if ph.local else self.delta
+        src_idx = np.broadcast_to(np.arange(p)[:, None], (p, p - 1))
+        dst_idx = (src_idx + np.arange(1, p)[None, :]) % p
+        src, dst = ph.members[:, src_idx], ph.members[:, dst_idx]
+        got = np.empty((g, p, p - 1), np.int64)  # got[:, j, k]: arrival at j of the part from j - k - 1
+        arrival = self.f.send(src, dst, m, np.broadcast_to(T[:, :, None], src.shape))
+        got[:, dst_idx, np.arange(p - 1)[None, :]] = arrival
+        G = np.sort(got, axis=2) + delta + self._reduce(m)
+        last = got.max(axis=2, keepdims=True)
+        S = np.where(G >= last, G, np.iinfo(np.int64).max).min(axis=2, keepdims=True)
+        arrival = self.f.send(src, dst, m, np.maximum(G, S))
+        got[:, dst_idx, np.arange(p - 1)[None, :]] = arrival
+        done = got.max(axis=2) + delta + (self._reduce(m) if ph.local else 0)
+        return check_clock(np.maximum(T, done), "a collective's end")
