@@ -594,10 +594,11 @@ def test_sizes_with_a_partial_chunk_as_astra_sim(case):
 #: Cases recorded from the real ASTRA-sim (as DIFFERENTIAL) for the semantics `--compat astra`
 #: follows beyond the reference cases: a dimension's queue serves one collective's chunks in
 #: the order they reach it; communicator groups (the system's algorithm when one is listed,
-#: ASTRA-sim's "Local" ring). A `comm_groups` file puts each NPU's collective in its group.
+#: ASTRA-sim's "Local" ring). A `comm_groups` file (groups/) puts each NPU's collective in its group.
 CLASSES = list(csv.DictReader(open(REF / "classes.csv")))
 KNOWN_CLASS_DIFFERENCES = {
-    "c6_ar_ring16_strided_aware": "congestion-aware: concurrent collectives of different groups priced one after another",
+    "c8_rs_direct_ring16_blocks_aware": "congestion-aware, members of a group out of step: a later chunk's messages "
+    "queue behind an earlier chunk's on a link even where ASTRA-sim's events let them pass",
 }
 
 
@@ -616,7 +617,7 @@ def test_astra_sim_classes(case):
     from chakra_trace.synthesize.patterns import collective
 
     net = Network.from_yaml(REF / "cfg" / case["network"])
-    groups = read_comm_groups(REF / "cfg" / case["comm_groups"]) if case["comm_groups"] else None
+    groups = read_comm_groups(REF / case["comm_groups"]) if case["comm_groups"] else None
     _, ctype, size = case["workload"].split(":")
     res = simulate(
         collective(net.npus, ctype, int(size), groups),
