@@ -71,13 +71,15 @@ DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, p
 class Step:
     """One step of an algorithm, run `repeat` times: every member sends `nbytes` to the member
     `dist` places on (shift), to its partner index XOR dist (pair), or to all others (direct;
-    nbytes may be a per-pair matrix); `reduce`: each received part is reduced."""
+    nbytes may be a per-pair matrix); `reduce`: each received part is reduced (as
+    `reduce_bytes` bytes when given: compat halving-doubling reduces at the next step's size)."""
 
     kind: str
     dist: int
     nbytes: float | np.ndarray
     reduce: bool
     repeat: int = 1
+    reduce_bytes: float | None = None
 
 
 def _uniform(T: np.ndarray) -> bool:
@@ -339,6 +341,17 @@ class Collectives:
                 # ASTRA-sim (`AllToAll::get_non_zero_latency_packets`): on a communicator's
                 # Local ring an all-reduce reduces what its all-gather half receives too
                 steps.append(Step(DIRECT, 0, D if op == AG else D / p, op == AR and ph.local))
+        elif algo == "halvingDoubling" and self.compat and op in (RS, AR):
+            # ASTRA-sim (`HalvingDoubling`): whole-byte messages halved per step; what a step
+            # receives is reduced at the size of the next step's message (`insert_packet`
+            # bundles it after `process_max_count` picked that size), the last step's not at
+            # all; an all-reduce's all-gather half starts at size >> (log2 p + 1) << 1
+            n, size = int(math.log2(p)), int(D)
+            for k in range(n):
+                nxt = float(size >> (k + 2)) if k + 1 < n else None
+                steps.append(Step(PAIR, 2**k, float(size >> (k + 1)), nxt is not None, reduce_bytes=nxt))
+            if op == AR:
+                steps += [Step(PAIR, 2**k, float((size >> (n + 1)) << (n - k)), False) for k in reversed(range(n))]
         elif algo == "halvingDoubling":
             if op in (RS, AR, BCAST):
                 steps += [Step(PAIR, 2**k, D / 2 ** (k + 1), op != BCAST) for k in range(int(math.log2(p)))]
@@ -371,7 +384,7 @@ class Collectives:
         m = float(st.nbytes)  # (only a direct step has a matrix)
         if st.kind == SHIFT:
             return self._shift(ph, T, st.dist, m, st.reduce)
-        return self._pairwise(ph, T, st.dist, m, st.reduce)
+        return self._pairwise(ph, T, st.dist, m, st.reduce, st.reduce_bytes)
 
     def _repeat(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         """`st.repeat` identical steps. When every member starts a step at one time and ends it
@@ -414,12 +427,14 @@ class Collectives:
         arrival = self.f.send(src, dst, m, T)  # at dst
         return self._finish(T, np.roll(arrival, dist, axis=1), m, reduce, ph.local)
 
-    def _pairwise(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> np.ndarray:
+    def _pairwise(
+        self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool, reduce_bytes: float | None = None
+    ) -> np.ndarray:
         """Members exchange m bytes with their partner (index XOR dist)."""
         p = ph.members.shape[1]
         partner = np.arange(p) ^ dist
         arrival = self.f.send(ph.members, ph.members[:, partner], m, T)
-        return self._finish(T, arrival[:, partner], m, reduce, ph.local)
+        return self._finish(T, arrival[:, partner], m if reduce_bytes is None else reduce_bytes, reduce, ph.local)
 
     def _direct(self, ph: Phase, T: np.ndarray, m, reduce: bool) -> np.ndarray:
         """Every member sends m bytes (or matrix m[i, j]) to every other at once, in a rotated
