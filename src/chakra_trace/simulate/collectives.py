@@ -346,12 +346,12 @@ class Collectives:
             # receives is reduced at the size of the next step's message (`insert_packet`
             # bundles it after `process_max_count` picked that size), the last step's not at
             # all; an all-reduce's all-gather half starts at size >> (log2 p + 1) << 1
-            n, size = int(math.log2(p)), int(D)
+            n, whole = int(math.log2(p)), int(D)
             for k in range(n):
-                nxt = float(size >> (k + 2)) if k + 1 < n else None
-                steps.append(Step(PAIR, 2**k, float(size >> (k + 1)), nxt is not None, reduce_bytes=nxt))
+                nxt = float(whole >> (k + 2)) if k + 1 < n else None
+                steps.append(Step(PAIR, 2**k, float(whole >> (k + 1)), nxt is not None, reduce_bytes=nxt))
             if op == AR:
-                steps += [Step(PAIR, 2**k, float((size >> (n + 1)) << (n - k)), False) for k in reversed(range(n))]
+                steps += [Step(PAIR, 2**k, float((whole >> (n + 1)) << (n - k)), False) for k in reversed(range(n))]
         elif algo == "halvingDoubling":
             if op in (RS, AR, BCAST):
                 steps += [Step(PAIR, 2**k, D / 2 ** (k + 1), op != BCAST) for k in range(int(math.log2(p)))]
