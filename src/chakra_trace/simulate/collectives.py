@@ -34,13 +34,17 @@ reduce-scatter-block a reduce-scatter's. All-to-allv (an all-to-all whose nodes 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..schema.enums import CollectiveType
 from .config import parse_algorithm
 from .network import as_ns, check_clock
+
+#: ASTRA-sim's memory-bus delay on a communicator's "Local" ring (`MemBus`, `Transmition::Fast`):
+#: fixed, whatever the system's endpoint-delay
+LOCAL_DELAY = 10
 
 RS, AG, AR, A2A, BCAST, BARRIER = "reduce_scatter", "all_gather", "all_reduce", "all_to_all", "broadcast", "barrier"
 
@@ -60,19 +64,22 @@ _OPS: dict[int, str] = {
 
 
 SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
+DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, paced as ASTRA-sim
 
 
 @dataclass(frozen=True)
 class Step:
     """One step of an algorithm, run `repeat` times: every member sends `nbytes` to the member
     `dist` places on (shift), to its partner index XOR dist (pair), or to all others (direct;
-    nbytes may be a per-pair matrix); `reduce`: each received part is reduced."""
+    nbytes may be a per-pair matrix); `reduce`: each received part is reduced (as
+    `reduce_bytes` bytes when given: compat halving-doubling reduces at the next step's size)."""
 
     kind: str
     dist: int
     nbytes: float | np.ndarray
     reduce: bool
     repeat: int = 1
+    reduce_bytes: float | None = None
 
 
 def _uniform(T: np.ndarray) -> bool:
@@ -87,6 +94,7 @@ class Phase:
     nbytes: float  # bytes each member holds for this chunk at the start of the phase
     algorithm: str
     matrix: np.ndarray | None = None  # all-to-allv: bytes from member i to member j, per chunk
+    local: bool = False  # compat: a communicator's ring (ASTRA-sim's "Local" dimension)
 
 
 @dataclass
@@ -161,7 +169,11 @@ class Collectives:
     def _plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
         op = _OPS[ctype]
         whole = members is None or len(members) == self.f.npus and list(members) == list(range(self.f.npus))
+        if self.compat and members is not None and len(members) == self.f.npus:
+            whole = True  # ASTRA-sim: a group of every NPU, in any order, runs as the whole machine
         p = self.f.npus if members is None else len(members)
+        if self.compat:  # ASTRA-sim (`Sys::determine_chunk_size`): the least chunk is one byte per NPU of the machine
+            p = self.f.npus
         splits = max(1, int(self.sys.preferred_dataset_splits))
         chunk = nbytes // splits if self.compat else nbytes / splits
         chunks = splits
@@ -174,10 +186,16 @@ class Collectives:
         plan = Plan(int(ctype), int(nbytes), chunks)
         if op == BARRIER:
             chunk, plan.chunks = 0, 1
-        if not whole:  # a communicator: a 1-D ring over its members, in listed order
-            plan.phases.append(Phase(op, -1, np.asarray(members, np.int64)[None, :], chunk, "ring"))
-            return plan
         basic = op if op in (AR, RS, AG, A2A) else AR
+        if not whole:  # a communicator: a 1-D ring over its members, in listed order
+            algo = "ring"
+            if self.compat and len(self._impl(basic)) == 1:
+                # ASTRA-sim (`CommunicatorGroup::get_collective_plan`): the system's algorithm
+                # when it lists one, a ring when it lists one per dimension
+                algo = self._algo(basic, 0)
+            ids = np.asarray(members, np.int64)[None, :]
+            plan.phases.append(Phase(op, -1, ids, chunk, algo, local=self.compat))
+            return plan
         first = self._impl(basic)[0] if self._impl(basic) else "ring"
         if first.startswith("one"):  # one*: one algorithm over every NPU, the dimensions ignored
             plan.phases.append(Phase(op, -1, np.arange(self.f.npus)[None, :], chunk, self._algo(basic, 0)))
@@ -229,13 +247,16 @@ class Collectives:
         order = 0
         pending = set(range(plan.chunks))
         while pending:
-            # the phase that can start first; ties by policy (LIFO: the most recently ready)
+            # the phase that can start first; ties by policy (LIFO: the most recently ready).
+            # ASTRA-sim (`Sys::insert_stream`): a dimension's queue serves the chunks of one
+            # collective (one priority) in the order they reached it, whatever the policy
             choices = []
             for c in pending:
                 ph = plan.phases[nxt[c]]
                 k = min(range(slots), key=free_at[ph.dim].__getitem__)
                 t = max(ready_at[c], free_at[ph.dim][k])
-                choices.append(((t, -seq[c] if policy == "LIFO" else seq[c], c), c, k))
+                tie = (ready_at[c], seq[c]) if self.compat else (-seq[c] if policy == "LIFO" else seq[c],)
+                choices.append(((t, *tie, c), c, k))
             _, c, k = min(choices)
             ph = plan.phases[nxt[c]]
             members = ph.members.ravel()
@@ -251,11 +272,45 @@ class Collectives:
                 pending.discard(c)
         return np.max(np.stack([r[npus] for r in ready]), axis=0)
 
+    def run_together(
+        self, plans: list[Plan], npus: list[np.ndarray], starts: list[np.ndarray], policy: str = "LIFO"
+    ) -> list[np.ndarray]:
+        """`run` for collectives of communicator groups issued at one instant. Those of disjoint
+        groups with the same phases run as one plan with their rows stacked, so their messages
+        meet on the links step by step (ASTRA-sim's network interleaves them message by
+        message), not one whole collective after the other; any other runs alone, in order."""
+        out: list[np.ndarray | None] = [None] * len(plans)
+        alike: dict[tuple, list[int]] = {}
+        for i, pl in enumerate(plans):
+            groups_only = all(ph.dim < 0 and ph.matrix is None for ph in pl.phases) and pl.phases
+            key = (pl.chunks, tuple((ph.op, ph.nbytes, ph.algorithm, ph.local, ph.members.shape) for ph in pl.phases))
+            alike.setdefault(key if groups_only else (i,), []).append(i)
+        for idx in alike.values():
+            ids = np.concatenate([npus[i] for i in idx])
+            if len(idx) == 1 or np.unique(ids).size < ids.size:
+                for i in idx:
+                    out[i] = self.run(plans[i], npus[i], starts[i], policy)
+                continue
+            first = plans[idx[0]]
+            phases = [
+                replace(ph, members=np.vstack([plans[i].phases[j].members for i in idx]))
+                for j, ph in enumerate(first.phases)
+            ]
+            both = self.run(
+                Plan(first.ctype, first.nbytes, first.chunks, phases),
+                ids,
+                np.concatenate([starts[i] for i in idx]),
+                policy,
+            )
+            for i, part in zip(idx, np.split(both, np.cumsum([npus[i].size for i in idx])[:-1])):
+                out[i] = part
+        return [o for o in out if o is not None]
+
     def _phase(self, ph: Phase, T: np.ndarray) -> np.ndarray:
         """Member times after one phase of one chunk (T: groups x p, when each member starts)."""
         if ph.members.shape[1] < 2:
             return T.copy()
-        T = T + self.delta
+        T = T + (LOCAL_DELAY if ph.local else self.delta)
         for step in self._steps(ph):
             T = self._repeat(ph, T, step)
         return T
@@ -277,11 +332,26 @@ class Collectives:
             off = ph.matrix[~np.eye(p, dtype=bool)]
             return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
         steps: list[Step] = []
-        if algo == "direct":
+        if algo == "direct" and op == AR and self.compat:
+            steps.append(Step(DIRECT_AR, 0, D / p, True))
+        elif algo == "direct":
             if op in (RS, AR, A2A, BCAST):
                 steps.append(Step(DIRECT, 0, D / p, op in (RS, AR)))
             if op in (AG, AR, BCAST):
-                steps.append(Step(DIRECT, 0, D if op == AG else D / p, False))
+                # ASTRA-sim (`AllToAll::get_non_zero_latency_packets`): on a communicator's
+                # Local ring an all-reduce reduces what its all-gather half receives too
+                steps.append(Step(DIRECT, 0, D if op == AG else D / p, op == AR and ph.local))
+        elif algo == "halvingDoubling" and self.compat and op in (RS, AR):
+            # ASTRA-sim (`HalvingDoubling`): whole-byte messages halved per step; what a step
+            # receives is reduced at the size of the next step's message (`insert_packet`
+            # bundles it after `process_max_count` picked that size), the last step's not at
+            # all; an all-reduce's all-gather half starts at size >> (log2 p + 1) << 1
+            n, whole = int(math.log2(p)), int(D)
+            for k in range(n):
+                nxt = float(whole >> (k + 2)) if k + 1 < n else None
+                steps.append(Step(PAIR, 2**k, float(whole >> (k + 1)), nxt is not None, reduce_bytes=nxt))
+            if op == AR:
+                steps += [Step(PAIR, 2**k, float((whole >> (n + 1)) << (n - k)), False) for k in reversed(range(n))]
         elif algo == "halvingDoubling":
             if op in (RS, AR, BCAST):
                 steps += [Step(PAIR, 2**k, D / 2 ** (k + 1), op != BCAST) for k in range(int(math.log2(p)))]
@@ -309,10 +379,12 @@ class Collectives:
     def _once(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         if st.kind == DIRECT:
             return self._direct(ph, T, st.nbytes, st.reduce)
+        if st.kind == DIRECT_AR:
+            return self._direct_all_reduce(ph, T, float(st.nbytes))
         m = float(st.nbytes)  # (only a direct step has a matrix)
         if st.kind == SHIFT:
             return self._shift(ph, T, st.dist, m, st.reduce)
-        return self._pairwise(ph, T, st.dist, m, st.reduce)
+        return self._pairwise(ph, T, st.dist, m, st.reduce, st.reduce_bytes)
 
     def _repeat(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         """`st.repeat` identical steps. When every member starts a step at one time and ends it
@@ -344,22 +416,25 @@ class Collectives:
     def _reduce(self, m: float) -> int:
         return 3 * int(as_ns(m // self.mem_bw, "a reduction's time")) if self.mem_bw > 0 else 0
 
-    def _finish(self, T, arrival, m: float, reduce: bool) -> np.ndarray:
-        return np.maximum(T, arrival) + self.delta + (self._reduce(m) if reduce else 0)
+    def _finish(self, T, arrival, m: float, reduce: bool, local: bool = False) -> np.ndarray:
+        delta = LOCAL_DELAY if local else self.delta
+        return np.maximum(T, arrival) + delta + (self._reduce(m) if reduce else 0)
 
     def _shift(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> np.ndarray:
         """Every member sends m bytes to the member `dist` places on, and waits for its own."""
         src = ph.members
         dst = np.roll(src, -dist, axis=1)
         arrival = self.f.send(src, dst, m, T)  # at dst
-        return self._finish(T, np.roll(arrival, dist, axis=1), m, reduce)
+        return self._finish(T, np.roll(arrival, dist, axis=1), m, reduce, ph.local)
 
-    def _pairwise(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> np.ndarray:
+    def _pairwise(
+        self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool, reduce_bytes: float | None = None
+    ) -> np.ndarray:
         """Members exchange m bytes with their partner (index XOR dist)."""
         p = ph.members.shape[1]
         partner = np.arange(p) ^ dist
         arrival = self.f.send(ph.members, ph.members[:, partner], m, T)
-        return self._finish(T, arrival[:, partner], m, reduce)
+        return self._finish(T, arrival[:, partner], m if reduce_bytes is None else reduce_bytes, reduce, ph.local)
 
     def _direct(self, ph: Phase, T: np.ndarray, m, reduce: bool) -> np.ndarray:
         """Every member sends m bytes (or matrix m[i, j]) to every other at once, in a rotated
@@ -374,4 +449,26 @@ class Collectives:
         arrival = self.f.send(src, dst, size, np.broadcast_to(T[:, :, None], src.shape))
         last = np.zeros((g, p), np.int64)
         np.maximum.at(last, (np.arange(g)[:, None, None], dst_idx[None, :, :].repeat(g, 0)), arrival)
-        return self._finish(T, last, float(np.max(m)) if isinstance(m, np.ndarray) else m, reduce)
+        return self._finish(T, last, float(np.max(m)) if isinstance(m, np.ndarray) else m, reduce, ph.local)
+
+    def _direct_all_reduce(self, ph: Phase, T: np.ndarray, m: float) -> np.ndarray:
+        """ASTRA-sim's direct all-reduce (`AllToAll::run`): every member sends m bytes to every
+        other; each part received is handed on after the endpoint delay and its reduction
+        (time G). A member sends its all-gather half once it has received every part, at the
+        first G not before the last arrival (S), but one message per G handed on so far: its
+        i-th message (in the rotated order) leaves at max(i-th smallest G, S)."""
+        g, p = ph.members.shape
+        delta = LOCAL_DELAY if ph.local else self.delta
+        src_idx = np.broadcast_to(np.arange(p)[:, None], (p, p - 1))
+        dst_idx = (src_idx + np.arange(1, p)[None, :]) % p
+        src, dst = ph.members[:, src_idx], ph.members[:, dst_idx]
+        got = np.empty((g, p, p - 1), np.int64)  # got[:, j, k]: arrival at j of the part from j - k - 1
+        arrival = self.f.send(src, dst, m, np.broadcast_to(T[:, :, None], src.shape))
+        got[:, dst_idx, np.arange(p - 1)[None, :]] = arrival
+        G = np.sort(got, axis=2) + delta + self._reduce(m)
+        last = got.max(axis=2, keepdims=True)
+        S = np.where(G >= last, G, np.iinfo(np.int64).max).min(axis=2, keepdims=True)
+        arrival = self.f.send(src, dst, m, np.maximum(G, S))
+        got[:, dst_idx, np.arange(p - 1)[None, :]] = arrival
+        done = got.max(axis=2) + delta + (self._reduce(m) if ph.local else 0)
+        return check_clock(np.maximum(T, done), "a collective's end")

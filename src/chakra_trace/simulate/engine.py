@@ -34,6 +34,11 @@ class Engine:
     def after(self, delay: int, callback: Callable[..., Any], *args: Any) -> None:
         self.at(self.now + int(delay), callback, *args)
 
+    def more_now(self) -> bool:
+        """Whether another event is waiting at the current time (one that wants to run after
+        everything else at this instant reschedules itself while this holds)."""
+        return bool(self._queue) and self._queue[0][0] == self.now
+
     def run(self) -> int:
         """Run until no event is left; returns the time of the last one."""
         queue, pop = self._queue, heapq.heappop

@@ -206,6 +206,7 @@ class Simulator:
         t = self.traces
         self.npus_state = [Npu(r, t[r], self.static[id(t[r])], self, self.offsets.get(r, 0)) for r in ranks]
         self.records: list[CollectiveRecord] = []
+        self._together: list[tuple] = []  # group collectives issued this instant (`_run_together`)
 
     def _symmetric(self) -> bool:
         """Whether every NPU must do exactly what NPU 0 does, as long as every collective ends at
@@ -334,7 +335,7 @@ class Simulator:
         else:  # metadata and anything else take no time
             self.engine.at(self.engine.now, npu.complete, r)
 
-    def run_collective(self, pg: str, k: int, inst: CollectiveInstance) -> None:
+    def run_collective(self, pg: str, k: int, inst: CollectiveInstance, finish_of: np.ndarray | None = None) -> None:
         issued = inst.issued
         if self.stand_in:  # NPU 0 stands for every NPU, all issuing it now (`_symmetric`)
             (rank0, (now, row0)), n = next(iter(issued.items())), self.npus
@@ -361,7 +362,14 @@ class Simulator:
                     "the simulator knows"
                 )
             plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
-            finish = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
+            if finish_of is None and self.fabric.aware and inst.members is not None:
+                if not self._together:  # priced with the other groups' collectives of this instant
+                    self.engine.at(self.engine.now, self._run_together)
+                self._together.append((pg, k, inst, plan, ranks, start))
+                return
+            if finish_of is None:
+                finish_of = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
+            finish = finish_of
             algorithm, chunks = plan.algorithms, plan.chunks
         # a member whose part never waited for the last one to issue (no phase links them, e.g.
         # compat mode running fewer dimensions than the network has) is done when the collective runs
@@ -387,6 +395,19 @@ class Simulator:
                 end_ns=int(finish.max()),
             )
         )
+
+    def _run_together(self) -> None:
+        """Run the group collectives issued at this instant once nothing else happens at it:
+        on a congestion-aware network, those of disjoint groups share the links step by step
+        (`Collectives.run_together`) rather than one collective after the other."""
+        if self.engine.more_now():
+            self.engine.at(self.engine.now, self._run_together)
+            return
+        batch, self._together = self._together, []
+        policy = getattr(self.system, "scheduling_policy", "LIFO")
+        finishes = self.coll.run_together([b[3] for b in batch], [b[4] for b in batch], [b[5] for b in batch], policy)
+        for (pg, k, inst, *_), finish in zip(batch, finishes):
+            self.run_collective(pg, k, inst, finish)
 
     def own_time(self, npu: Npu, r: int) -> int:
         """The least time a send or receive takes once posted: its recorded time in the

@@ -11,8 +11,17 @@ from ..schema.builder import TraceBuilder
 from ..schema.enums import parse_collective
 
 
-def collective(npus: int, comm_type: int | str, nbytes: int) -> Workload:
-    """Every NPU runs one collective of nbytes and nothing else."""
+def collective(npus: int, comm_type: int | str, nbytes: int, groups: dict[str, list[int]] | None = None) -> Workload:
+    """Every NPU runs one collective of nbytes and nothing else; with `groups` (communicator
+    groups, id -> ranks), a rank in a group runs it in that group (its pg_name)."""
+    if groups:
+        group_of = {r: g for g, members in groups.items() for r in members}
+        traces = {}
+        for r in range(npus):
+            b = TraceBuilder()
+            b.collective(comm_type, nbytes, pg_name=group_of.get(r))
+            traces[r] = b.build()
+        return Workload(traces, groups=dict(groups))
     b = TraceBuilder()
     b.collective(comm_type, nbytes)
     trace = b.build()
