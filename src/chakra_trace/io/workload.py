@@ -96,7 +96,7 @@ class Workload:
                 w.groups.update(groups)
                 return w
         files = select_ranks(path, locate(path), wanted)
-        traces = {}
+        traces: dict[int, Trace] = {}
         same = _identical(files)
         for rank, p in files.items():
             refuse_pytorch(p)
