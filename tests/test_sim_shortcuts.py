@@ -57,7 +57,9 @@ def _case(seed: int):
         spec = f"p2p:size={size}"
     else:
         spec = f"skewed:{size}"
-    return net, SystemConfig.from_dict(sys), spec, rng.random() < 0.5, rng.random() < 0.5
+    compat = rng.random() < 0.5
+    comm = "network" if compat or rng.random() < 0.8 else rng.choice(["recorded", "ideal"])
+    return net, SystemConfig.from_dict(sys), spec, compat, rng.random() < 0.5, comm
 
 
 def _skewed(npus: int, size: int) -> Workload:
@@ -71,11 +73,11 @@ def _skewed(npus: int, size: int) -> Workload:
     return Workload(traces)
 
 
-def _run(net, system, spec, compat, aware, shortcuts):
+def _run(net, system, spec, compat, aware, shortcuts, comm="network"):
     workload = _skewed(net.npus, int(spec.split(":")[1])) if spec.startswith("skewed") else from_spec(spec, net.npus)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return simulate(workload, net, system, compat=compat, aware=aware, shortcuts=shortcuts)
+        return simulate(workload, net, system, compat=compat, aware=aware, shortcuts=shortcuts, comm=comm)
 
 
 FIELDS = ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns", "other_ns", "idle_ns")
@@ -83,11 +85,11 @@ FIELDS = ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns",
 
 @pytest.mark.parametrize("seed", range(100))
 def test_shortcuts_change_nothing(seed):
-    net, system, spec, compat, aware = _case(seed)
+    net, system, spec, compat, aware, comm = _case(seed)
     if aware and any(d.npus == 2 and d.topology == "Ring" for d in net.dims) and compat:
         aware = False  # (ASTRA-sim's aware backend cannot build a 2-NPU ring; we can, but keep to its cases)
-    fast = _run(net, system, spec, compat, aware, True)
-    slow = _run(net, system, spec, compat, aware, False)
+    fast = _run(net, system, spec, compat, aware, True, comm)
+    slow = _run(net, system, spec, compat, aware, False, comm)
     assert slow.shortcuts == []
     for f in FIELDS:
         assert getattr(fast, f).tolist() == getattr(slow, f).tolist(), f
