@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -95,6 +96,8 @@ class Phase:
     algorithm: str
     matrix: np.ndarray | None = None  # all-to-allv: bytes from member i to member j, per chunk
     local: bool = False  # compat: a communicator's ring (ASTRA-sim's "Local" dimension)
+    trees: tuple[int, ...] = ()  # compat doubleBinaryTree: the tree of each chunk (0 RootMax, 1 RootMin)
+    tree: int = 0  # the tree of the chunk being run
 
 
 @dataclass
@@ -123,6 +126,7 @@ class Collectives:
         self.sys = system
         self.compat = compat
         self.delta = int(system.endpoint_delay)
+        self._tree_turns: dict[tuple[str, int], int] = {}  # compat: trees handed out per (operation, dimension)
         self.mem_bw = float(system.local_mem_bw)  # decimal GB/s = bytes per ns
 
     # ------------------------------------------------------------------ planning
@@ -164,7 +168,25 @@ class Collectives:
             plan = Plan(int(ctype), int(nbytes), splits)
             plan.phases.append(Phase(A2A, -1, ids[None, :], nbytes / splits, algo, np.asarray(matrix, float) / splits))
             return plan
-        return self._plan(ctype, nbytes, members)
+        return self._choose_trees(self._plan(ctype, nbytes, members))
+
+    def _choose_trees(self, plan: Plan) -> Plan:
+        """compat: ASTRA-sim's DoubleBinaryTreeTopology hands out its two trees in turn, one per
+        phase it builds (every chunk, every phase on that dimension, across collectives)."""
+        todo = [j for j, ph in enumerate(plan.phases) if _binary_tree_phase(ph) and self.compat]
+        if not todo:
+            return plan
+        trees: dict[int, list[int]] = {j: [] for j in todo}
+        basic = _OPS[plan.ctype] if _OPS[plan.ctype] in (AR, RS, AG, A2A) else AR
+        for _ in range(plan.chunks):
+            for j in todo:
+                key = (basic, plan.phases[j].dim)
+                turn = self._tree_turns.get(key, 0)
+                self._tree_turns[key] = turn + 1
+                trees[j].append(turn % 2)
+        for j in todo:
+            plan.phases[j] = replace(plan.phases[j], trees=tuple(trees[j]))
+        return plan
 
     def _plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
         op = _OPS[ctype]
@@ -204,20 +226,25 @@ class Collectives:
         opt = getattr(self.sys, "collective_optimization", "baseline")
         if op == AR and opt == "localBWAware" and len(dims) > 1:
             size = chunk
+            # (compat: ASTRA-sim builds every phase from the all-reduce's algorithms, and a
+            # doubleBinaryTree phase is a whole all-reduce whatever its operation: size kept)
+            kept = (lambda d: self._algo(AR, d) == "doubleBinaryTree") if self.compat else (lambda d: False)
             for d in dims[:-1]:  # reduce-scatter down the dimensions, all-reduce the last, all-gather back
-                plan.phases.append(Phase(RS, d, self._rows(d), size, self._algo(RS, d)))
-                size = size / self.f.sizes[d] if not self.compat else size // self.f.sizes[d]
+                plan.phases.append(Phase(RS, d, self._rows(d), size, self._algo(AR if self.compat else RS, d)))
+                size = size if kept(d) else size / self.f.sizes[d] if not self.compat else size // self.f.sizes[d]
             plan.phases.append(Phase(AR, dims[-1], self._rows(dims[-1]), size, self._algo(AR, dims[-1])))
             for d in reversed(dims[:-1]):
-                plan.phases.append(Phase(AG, d, self._rows(d), size, self._algo(AG, d)))
-                size = size * self.f.sizes[d]
+                plan.phases.append(Phase(AG, d, self._rows(d), size, self._algo(AR if self.compat else AG, d)))
+                size = size if kept(d) else size * self.f.sizes[d]
             return plan
         size = chunk
         if self.compat and op == AG:  # ASTRA-sim runs an all-gather's dimensions last to first
             dims = dims[::-1]
         for d in dims:
             plan.phases.append(Phase(op, d, self._rows(d), size, self._algo(basic, d)))
-            if self.compat:  # ASTRA-sim: the next phase takes this one's final data size, whatever the optimization
+            if self.compat and plan.phases[-1].algorithm == "doubleBinaryTree":
+                pass  # ASTRA-sim: a doubleBinaryTree phase is an all-reduce whatever the operation
+            elif self.compat:  # ASTRA-sim: the next phase takes this one's final data size, whatever the optimization
                 size = size // int(self.f.sizes[d]) if op == RS else size * int(self.f.sizes[d]) if op == AG else size
             elif op == RS and opt == "localBWAware":
                 size = size / self.f.sizes[d]
@@ -259,6 +286,8 @@ class Collectives:
                 choices.append(((t, *tie, c), c, k))
             _, c, k = min(choices)
             ph = plan.phases[nxt[c]]
+            if ph.trees:
+                ph = replace(ph, tree=ph.trees[c])
             members = ph.members.ravel()
             t0 = np.maximum(ready[c][members], free[ph.dim][k][members]).reshape(ph.members.shape)
             t1 = self._phase(ph, t0)
@@ -310,6 +339,8 @@ class Collectives:
         """Member times after one phase of one chunk (T: groups x p, when each member starts)."""
         if ph.members.shape[1] < 2:
             return T.copy()
+        if ph.trees:
+            return self._binary_tree(ph, T)
         T = T + (LOCAL_DELAY if ph.local else self.delta)
         for step in self._steps(ph):
             T = self._repeat(ph, T, step)
@@ -472,3 +503,60 @@ class Collectives:
         got[:, dst_idx, np.arange(p - 1)[None, :]] = arrival
         done = got.max(axis=2) + delta + (self._reduce(m) if ph.local else 0)
         return check_clock(np.maximum(T, done), "a collective's end")
+
+    def _binary_tree(self, ph: Phase, T: np.ndarray) -> np.ndarray:
+        """compat doubleBinaryTree: ASTRA-sim's DoubleBinaryTreeAllReduce on this chunk's tree
+        (`_tree_of`). Whole-size messages. Up: a leaf sends after the endpoint delay; a node
+        with children sends once the later child's part arrived (not before it started),
+        plus the endpoint delay and a reduction. The root, above the tree's top with one
+        child, finishes on its child's part (+ delay + reduction) and sends it down; each
+        node finishes on its parent's part (not before it sent up), + delay + reduction,
+        sending on to its children; a leaf finishes on it + the delay. Parts of one level of
+        the tree are priced as one batch."""
+        g, p = ph.members.shape
+        parent, height = _tree_of(p, ph.tree)
+        D, d, red = float(ph.nbytes), self.delta, self._reduce(float(ph.nbytes))
+        top = int(height.max())
+        root = int(np.flatnonzero(height == top)[0])
+        rows = np.arange(g)[:, None]
+        up, got = np.zeros_like(T), np.zeros_like(T)  # when each sends up; latest part it got from below
+        got[:] = T
+        for h in range(top):
+            lvl = np.flatnonzero(height == h)
+            up[:, lvl] = T[:, lvl] + d if h == 0 else got[:, lvl] + d + red
+            arrival = self.f.send(ph.members[:, lvl], ph.members[:, parent[lvl]], D, up[:, lvl])
+            np.maximum.at(got, (rows, parent[lvl][None, :]), arrival)
+        done = np.zeros_like(T)
+        done[:, root] = got[:, root] + d + red
+        for h in range(top - 1, -1, -1):
+            lvl = np.flatnonzero(height == h)
+            arrival = self.f.send(ph.members[:, parent[lvl]], ph.members[:, lvl], D, done[:, parent[lvl]])
+            done[:, lvl] = np.maximum(arrival, up[:, lvl]) + d + (red if h > 0 else 0)
+        return check_clock(done, "a collective's end")
+
+
+def _binary_tree_phase(ph: Phase) -> bool:
+    """A whole-machine doubleBinaryTree phase ASTRA-sim can build: a power-of-two row."""
+    p = int(ph.members.shape[1])
+    return ph.algorithm == "doubleBinaryTree" and ph.dim >= 0 and p >= 2 and not p & (p - 1)
+
+
+@lru_cache(maxsize=64)
+def _tree_of(p: int, tree: int) -> tuple[np.ndarray, np.ndarray]:
+    """ASTRA-sim's BinaryTree over member indices 0..p-1 (p a power of two): a complete tree
+    of log2 p levels numbered in order, under a root with that one child: the last index
+    (tree 0, RootMax) or index 0 (tree 1, RootMin). Parent of each (-1: the root) and its
+    height (leaves 0, the root log2 p)."""
+    levels = p.bit_length() - 1
+    off, root = (0, p - 1) if tree == 0 else (1, 0)
+    parent = np.full(p, -1, np.int64)
+    height = np.full(p, levels, np.int64)
+    for i in range(p - 1):
+        j = i + 1  # in-order number from 1: its height is its trailing zeros
+        h = (j & -j).bit_length() - 1
+        height[i + off] = h
+        if h == levels - 1:
+            parent[i + off] = root
+        else:
+            parent[i + off] = (j + (1 << h) if not (j >> (h + 1)) & 1 else j - (1 << h)) - 1 + off
+    return parent, height
