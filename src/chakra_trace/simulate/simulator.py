@@ -47,6 +47,22 @@ COMPAT_DIFFERENCES = {
         "as many as algorithms are listed, at most four",
         "all (the last listed algorithm repeats)",
     ),
+    "chunks waiting for a dimension": (
+        "served in the order they reached its queue (one collective's chunks share a priority)",
+        "the chunk whose phase can start first; ties by scheduling policy",
+    ),
+    "algorithms of an all-reduce's phases": (
+        "the all-reduce's list for every phase (its reduce-scatter and all-gather phases too)",
+        "the reduce-scatter's and all-gather's lists for those phases",
+    ),
+    "communicator groups": (
+        "the system's algorithm when it lists exactly one, else ring; ASTRA-sim's Local ring: a fixed 10 ns endpoint delay, a direct all-reduce reduces both halves; a group of every NPU runs as the whole machine; the least chunk is one byte per NPU of the machine",
+        "a ring over the members in listed order, with the system's endpoint delay; the least chunk is one byte per member",
+    ),
+    "direct all-reduce, halving-doubling, doubleBinaryTree": (
+        "ASTRA-sim's packet flow: direct sends its all-gather half paced by the parts handed on; halving-doubling reduces at the next step's size and not after its last step; doubleBinaryTree runs one tree per chunk (RootMax, RootMin in turn) with whole-size messages and a finish time per NPU, and any operation as an all-reduce",
+        "direct sends its all-gather half once every part is reduced; halving-doubling reduces each step's part; doubleBinaryTree: two trees of half the data, log2 p steps up and down, other operations as ring",
+    ),
     "zero-duration compute": ("1 ns", "0 ns"),
     "nodes of one resource": (
         "one slot per NPU and kind; the ready node with the lowest id runs next",
