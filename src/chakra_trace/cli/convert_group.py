@@ -10,9 +10,11 @@ SUBCOMMANDS = {
     "text": "convert_text:convert_text",
     "pytorch": "convert_pytorch:convert_pytorch_cmd",
     "kineto": "convert_kineto:convert_kineto_cmd",
+    "astra-sim": "convert_astra:convert_astra_cmd",
 }
 
 
 @click.group(cls=LazyGroup, commands=SUBCOMMANDS)
 def convert() -> None:
-    """Convert other trace and workload formats into Chakra `.et` traces."""
+    """Convert other trace and workload formats into Chakra `.et` traces (and Chakra jobs into what
+    ASTRA-sim's binary reads)."""

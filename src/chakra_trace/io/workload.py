@@ -119,6 +119,7 @@ class Workload:
 
 # --------------------------------------------------------------------------- finding a job's files
 
+
 def _identical(files: dict[int, Path]) -> dict[int, int]:
     """Ranks whose file is byte for byte an earlier rank's, and that rank: an SPMD job's ranks
     often are, and then share one trace (read once; the simulator runs it once for all)."""

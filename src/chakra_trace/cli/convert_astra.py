@@ -1,0 +1,37 @@
+"""`chakra convert astra-sim`: a Chakra job as ASTRA-sim's reference binary reads it."""
+
+from __future__ import annotations
+
+import click
+
+from ..convert.astra_sim import to_astra_sim
+from .common import comm_groups_option, console, json_option, open_workload, print_json
+
+
+@click.command("astra-sim")
+@click.argument("workload")
+@click.option("--output", "-o", "prefix", metavar="PREFIX", required=True, help="Write PREFIX.<rank>.et.")
+@comm_groups_option
+@click.option("--gzip", "compress", is_flag=True, help="Write .et.gz files.")
+@json_option
+def convert_astra_cmd(workload, prefix, comm_groups, compress, as_json) -> None:
+    """Write WORKLOAD so that ASTRA-sim's binary runs it: METADATA nodes dropped (its statistics
+    abort on them), communicator groups named as it reads them ("0" for every rank, positive
+    integers for the others, listed in PREFIX.comm_groups.json for its --comm-group-configuration).
+
+    \b
+      chakra convert astra-sim out/job -o astra/job
+    """
+    res = to_astra_sim(open_workload(workload, comm_groups), prefix, compress=compress)
+    if as_json:
+        print_json(res.to_dict())
+        return
+    con = console()
+    dropped = sum(res.dropped.values())
+    con.print(f"wrote {len(res.files)} rank files ({prefix}.<rank>.et); {dropped} METADATA node(s) dropped")
+    for ours, theirs in res.groups.items():
+        members = res.members.get(theirs)
+        con.print(f"group {ours or '(unnamed)'!r} -> {theirs}" + (f": ranks {members}" if members else ": every rank"))
+    if res.comm_groups_file:
+        con.print(f"communicator groups: {res.comm_groups_file}")
+    con.print(f"run: {res.command()}")

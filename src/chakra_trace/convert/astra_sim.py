@@ -1,0 +1,164 @@
+"""Chakra traces as ASTRA-sim's reference binary (HEAD) reads them.
+
+Our traces are valid Chakra, but ASTRA-sim aborts or stops on some valid things:
+- METADATA nodes (which the PyTorch converters, ours and Chakra's, write for process groups):
+  its statistics abort with "Invalid node_type". They are dropped here; a node that depended on
+  one depends on that node's own dependencies instead.
+- Communicator groups: it reads a collective's group from ``pg_name`` as an integer (``stoi``),
+  "" and "0" meaning every rank, and the members of any other group from a comm-groups JSON
+  (``--comm-group-configuration``), not from ``pg_config``. Groups of every rank become "0";
+  the others keep a positive integer name or get the next free one, and are written to
+  ``<prefix>.comm_groups.json``.
+`chakra simulate --compat astra` on the exported files gives what it gives on the originals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ChakraError
+from ..io.workload import Workload
+from ..schema.enums import Attr, NodeType
+from ..schema.groups import ALL_RANKS_GROUPS, declared_groups
+from ..schema.trace import Trace
+
+
+@dataclass
+class AstraExport:
+    """What was written: the per-rank files, the comm-groups file (None: no subgroup), how
+    each group was renamed, the METADATA nodes dropped per rank, and the command to run."""
+
+    files: list[str]
+    comm_groups_file: str | None
+    groups: dict[str, str]  # our pg_name -> ASTRA-sim's
+    members: dict[str, list[int]]  # ASTRA-sim group id -> ranks
+    dropped: dict[int, int] = field(default_factory=dict)  # rank -> METADATA nodes dropped
+    prefix: str = ""
+
+    def command(self, binary: str = "AstraSim_Analytical_Congestion_Unaware") -> str:
+        cmd = f"{binary} --workload-configuration={self.prefix} --system-configuration=SYSTEM.json "
+        cmd += "--network-configuration=NETWORK.yml --remote-memory-configuration=MEMORY.json"
+        return cmd + (f" --comm-group-configuration={self.comm_groups_file}" if self.comm_groups_file else "")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def astra_groups(workload: Workload) -> tuple[dict[str, str], dict[str, list[int]]]:
+    """Our group names -> ASTRA-sim's ("0": every rank; a positive integer name kept; others
+    numbered after the largest), and the members of each numbered group."""
+    everyone = sorted(workload.traces)
+    declared = declared_groups(workload.traces.values())
+    found: dict[str, list[int] | None] = {}  # in order of first use; None: every rank
+    for rank in everyone:
+        t = workload.traces[rank]
+        used = t.has(Attr.PG_NAME) & np.isin(
+            t.types, (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
+        )
+        for code in dict.fromkeys(t.pg_name[used].tolist()):
+            name = t.groups[code]
+            if name not in found:
+                ranks = workload.groups.get(name) or declared.get(name) or workload.group_ranks(name)
+                whole = name in ALL_RANKS_GROUPS or sorted(ranks) == everyone
+                found[name] = None if whole else list(ranks)
+    keep = {n for n, r in found.items() if r is not None and n.isdigit() and n == str(int(n)) and int(n) > 0}
+    nxt = max((int(n) for n in keep), default=0) + 1
+    rename: dict[str, str] = {}
+    members: dict[str, list[int]] = {}
+    for name, ranks in found.items():
+        if ranks is None:
+            rename[name] = "0"
+            continue
+        if name in keep:
+            rename[name] = name
+        else:
+            rename[name], nxt = str(nxt), nxt + 1
+        members[rename[name]] = ranks
+    return rename, members
+
+
+def without_metadata(t: Trace) -> tuple[Trace, int]:
+    """The trace without METADATA nodes; a dependency on one becomes that node's own
+    dependencies (through chains of them), of the same kind."""
+    gone = t.types == NodeType.METADATA_NODE
+    if not gone.any():
+        return t, 0
+    removed = set(t.ids[gone].tolist())
+    inherit: dict[int, list[int]] = {}  # removed id -> the kept ids it stands for
+
+    def resolve(node_id: int, seen: frozenset = frozenset()) -> list[int]:
+        if node_id in inherit:
+            return inherit[node_id]
+        row = t.row(node_id)
+        out: list[int] = []
+        for dep in [*t.data_deps(row).tolist(), *t.ctrl_deps(row).tolist()]:
+            if dep in removed:
+                if dep not in seen:  # (a cycle among METADATA nodes stands for nothing)
+                    out += resolve(dep, seen | {node_id})
+            else:
+                out.append(dep)
+        inherit[node_id] = list(dict.fromkeys(out))
+        return inherit[node_id]
+
+    kept = t.take(~gone)
+    for kind in ("data", "ctrl"):
+        indptr = kept.data_indptr if kind == "data" else kept.ctrl_indptr
+        flat = kept.data if kind == "data" else kept.ctrl
+        if not np.isin(flat, list(removed)).any():
+            continue
+        lists = []
+        for r in range(len(kept)):
+            deps: list[int] = []
+            for d in flat[indptr[r] : indptr[r + 1]].tolist():
+                deps += resolve(d) if d in removed else [d]
+            lists.append(list(dict.fromkeys(deps)))
+        counts = np.array([len(x) for x in lists], np.int64)
+        new_indptr = np.zeros(len(kept) + 1, np.int64)
+        np.cumsum(counts, out=new_indptr[1:])
+        new_flat = np.array([d for x in lists for d in x], dtype=flat.dtype)
+        if kind == "data":
+            kept.data_indptr, kept.data = new_indptr, new_flat
+        else:
+            kept.ctrl_indptr, kept.ctrl = new_indptr, new_flat
+    return kept, int(gone.sum())
+
+
+def to_astra_sim(workload: Workload, prefix: str | os.PathLike, *, compress: bool = False) -> AstraExport:
+    """Write `<prefix>.<rank>.et` (and `<prefix>.comm_groups.json` when the job has subgroups)
+    that ASTRA-sim's binary runs: METADATA nodes dropped, groups named as it reads them."""
+    if not len(workload):
+        raise ChakraError("to_astra_sim: the workload has no ranks")
+    rename, members = astra_groups(workload)
+    done: dict[int, tuple[Trace, int]] = {}  # per trace object: ranks sharing one keep sharing it
+    for t in workload.traces.values():
+        if id(t) not in done:
+            new, n = without_metadata(t)
+            if any(rename.get(g, g) != g for g in new.groups):
+                new = new.copy() if new is t else new
+                new.groups = [rename.get(g, g) for g in new.groups]
+            done[id(t)] = (new, n)
+    out = {rank: done[id(t)][0] for rank, t in workload.traces.items()}
+    dropped = {rank: done[id(t)][1] for rank, t in workload.traces.items()}
+    prefix = Path(prefix)
+    if prefix.parent and not prefix.parent.exists():
+        raise ChakraError(f"{prefix.parent}: no such folder for the exported files")
+    files = Workload(out).save(prefix, compress=compress)
+    groups_file = None
+    if members:
+        groups_file = Path(f"{prefix}.comm_groups.json")
+        tmp = groups_file.with_name(groups_file.name + ".tmp")
+        tmp.write_text(json.dumps(members, indent=1) + "\n")
+        os.replace(tmp, groups_file)
+    return AstraExport(
+        files=[str(f) for f in files],
+        comm_groups_file=str(groups_file) if groups_file else None,
+        groups=rename,
+        members=members,
+        dropped=dropped,
+        prefix=str(prefix),
+    )

@@ -1,0 +1,112 @@
+"""`to_astra_sim` / `chakra convert astra-sim`: our jobs as ASTRA-sim's binary reads them.
+
+The expected figures were recorded from the real binary (ASTRA-sim 518bd51, analytical
+congestion-unaware backend, built outside the repository: tools/astra/README.md) on the files
+this export writes; `--compat astra` on them gives the same, and the same as on the originals.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+import chakra_trace  # noqa: F401  (registers `chakra collect` folders with Workload.open)
+from chakra_trace.cli import cli
+from chakra_trace.convert.astra_sim import to_astra_sim, without_metadata
+from chakra_trace.convert.text import text_to_chakra
+from chakra_trace.io.workload import Workload, read_comm_groups
+from chakra_trace.schema.builder import TraceBuilder
+from chakra_trace.schema.enums import NodeType
+from chakra_trace.simulate import simulate
+from chakra_trace.simulate.config import Network
+
+DATA = Path(__file__).parent / "data"
+SYS_1D = DATA / "astra-sim" / "cfg" / "ring_1d_s4_a1.json"
+SYS_2D = DATA / "astra-sim" / "cfg" / "ring_2d_s4_a1.json"
+
+
+def _compat(workload, net, system, groups=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = simulate(workload, net, system, compat=True, comm_groups=groups)
+    return res.finish_ns.tolist(), res.exposed_comm_ns.tolist()
+
+
+def test_converted_ddp_job_runs_as_on_the_binary(tmp_path):
+    """A converted PyTorch DDP pair has a METADATA node (its process groups), on which the
+    binary aborts; exported, the binary runs it: 202,456,000 / 134,870,712 ns on a ring of 2."""
+    job = Workload.open(DATA / "corpus" / "ddp")  # (a `chakra collect` folder: converted)
+    assert all((t.types == NodeType.METADATA_NODE).sum() == 1 for t in job.traces.values())
+    res = to_astra_sim(job, tmp_path / "job")
+    assert res.dropped == {0: 1, 1: 1} and res.comm_groups_file is None and res.groups == {"0": "0"}
+    out = Workload.open(tmp_path / "job")
+    assert not any((t.types == NodeType.METADATA_NODE).any() for t in out.traces.values())
+    net = Network.simple("Ring", 2, 50, 500)
+    binary = ([202456000, 134870712], [202456000, 134870712])
+    assert _compat(out, net, SYS_1D) == binary
+    assert _compat(job, net, SYS_1D) == binary
+
+
+def test_hybrid_text_workload_groups_as_on_the_binary(tmp_path):
+    """A hybrid data/model-parallel text workload on 8 NPUs (6 subgroups): group names kept
+    (positive integers), members in the comm-groups file; 381,344 ns on Ring 4 x Switch 2."""
+    job = text_to_chakra(DATA / "text" / "MLP_HybridParallel_Data_Model.txt", 8, model_parallel_size=4)
+    groups = job.groups
+    res = to_astra_sim(job, tmp_path / "mlp")
+    written = read_comm_groups(res.comm_groups_file)
+    assert written == {k: list(v) for k, v in groups.items()}
+    assert set(res.groups.values()) == set(groups)
+    net = Network.simple(["Ring", "Switch"], [4, 2], [50, 25], [500, 1000])
+    out = Workload.open(tmp_path / "mlp")
+    assert _compat(out, net, SYS_2D, written) == ([381344] * 8, [150344] * 8)
+
+
+def test_group_names_astra_sim_cannot_read_are_numbered(tmp_path):
+    """ASTRA-sim reads pg_name with stoi: "dp" would abort it. Other names get the next integer
+    after the largest kept one (a positive integer name is kept); every rank's group is "0"."""
+    traces = {}
+    for r in range(4):
+        b = TraceBuilder()
+        b.collective("ALL_REDUCE", 4096, pg_name="dp" if r % 2 == 0 else "7")
+        b.collective("ALL_GATHER", 1024, pg_name="world")
+        traces[r] = b.build()
+    w = Workload(traces, groups={"dp": [0, 2], "7": [1, 3], "world": [0, 1, 2, 3]})
+    res = to_astra_sim(w, tmp_path / "j")
+    assert res.groups == {"dp": "8", "world": "0", "7": "7"}
+    assert read_comm_groups(res.comm_groups_file) == {"8": [0, 2], "7": [1, 3]}
+    out = Workload.open(tmp_path / "j")
+    assert [out.traces[0].groups[c] for c in out.traces[0].pg_name.tolist()] == ["8", "0"]
+    net = Network.simple("Ring", 4, 50, 500)
+    groups = read_comm_groups(res.comm_groups_file)
+    assert _compat(out, net, SYS_1D, groups) == _compat(w, net, SYS_1D)
+
+
+def test_dependencies_through_a_metadata_node_are_kept():
+    b = TraceBuilder()
+    a = b.comp("a", 5)
+    m = b.add("meta", NodeType.METADATA_NODE, data_deps=[a])
+    m2 = b.add("meta2", NodeType.METADATA_NODE, ctrl_deps=[m])
+    c = b.comp("c", 5, deps=[m2, a])  # (comp's deps are data dependencies)
+    b.comp("d", 5, ctrl_deps=[m])
+    t = b.build()
+    new, n = without_metadata(t)
+    assert n == 2 and len(new) == 3
+    assert new.data_deps(new.row(c)).tolist() == [a]  # (a once: m2 stood for a)
+    assert new.ctrl_deps(new.row(int(new.ids[-1]))).tolist() == [a]
+    assert np.array_equal(without_metadata(new)[0].ids, new.ids)
+
+
+def test_cli(tmp_path):
+    prefix = tmp_path / "src"
+    b = TraceBuilder()
+    b.collective("ALL_REDUCE", 4096)
+    b.add("pg", NodeType.METADATA_NODE)
+    Workload({0: b.build(), 1: b.build()}).save(prefix)
+    out = CliRunner().invoke(cli, ["convert", "astra-sim", str(prefix), "-o", str(tmp_path / "a"), "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.output)
+    assert d["dropped"] == {"0": 1, "1": 1} and len(d["files"]) == 2
