@@ -559,23 +559,21 @@ def test_an_unknown_comm_type_is_an_error_not_a_key_error():
         simulate(w, Network.simple("Ring", 2, 50, 5), system(), validate=False)
 
 
+def recorded(cases: list[dict], known: dict[str, str]) -> list:
+    """Recorded binary cases as test parameters; a known difference is a strict xfail (a fix shows)."""
+    xfail = pytest.mark.xfail
+    return [
+        pytest.param(c, id=c["case"], marks=[xfail(strict=True, reason=known[c["case"]])] if c["case"] in known else [])
+        for c in cases
+    ]
+
+
 #: Cases recorded from the real ASTRA-sim (518bd51, analytical backends, built outside the repo:
-#: tools/astra/run_case.py), sizes that `preferred-dataset-splits` does not divide. Known
-#: differences, each xfailed strictly (so a fix shows):
+#: tools/astra/run_case.py), sizes that `preferred-dataset-splits` does not divide.
 DIFFERENTIAL = list(csv.DictReader(open(REF / "differential.csv")))
-KNOWN_DIFFERENCES: dict[str, str] = {}
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_DIFFERENCES[c["case"]]))
-        if c["case"] in KNOWN_DIFFERENCES
-        else c
-        for c in DIFFERENTIAL
-    ],
-    ids=[c["case"] for c in DIFFERENTIAL],
-)
+@pytest.mark.parametrize("case", recorded(DIFFERENTIAL, {}))
 def test_sizes_with_a_partial_chunk_as_astra_sim(case):
     """ASTRA-sim cuts ceil(size / chunk) chunks of a whole chunk each (chunk = size // splits): a
     size that the splits do not divide gets one more, full-size chunk."""
@@ -606,16 +604,7 @@ KNOWN_CLASS_DIFFERENCES = {
 }
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_CLASS_DIFFERENCES[c["case"]]))
-        if c["case"] in KNOWN_CLASS_DIFFERENCES
-        else c
-        for c in CLASSES
-    ],
-    ids=[c["case"] for c in CLASSES],
-)
+@pytest.mark.parametrize("case", recorded(CLASSES, KNOWN_CLASS_DIFFERENCES))
 def test_astra_sim_classes(case):
     from chakra_trace.io.workload import read_comm_groups
     from chakra_trace.synthesize.patterns import collective
