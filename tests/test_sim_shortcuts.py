@@ -47,7 +47,7 @@ def _case(seed: int):
             for c in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
         },
     }
-    kind = rng.choice(["coll", "coll", "train", "p2p", "skewed"])
+    kind = rng.choice(["coll", "coll", "train", "p2p", "skewed", "alternating"])
     size = rng.choice([1000, 4096, 65536, 1000003])
     if kind == "coll":
         spec = f"coll:{rng.choice(['all_reduce', 'all_gather', 'reduce_scatter', 'all_to_all'])}:{size}"
@@ -56,7 +56,7 @@ def _case(seed: int):
     elif kind == "p2p":
         spec = f"p2p:size={size}"
     else:
-        spec = f"skewed:{size}"
+        spec = f"{kind}:{size}"
     compat = rng.random() < 0.5
     comm = "network" if compat or rng.random() < 0.8 else rng.choice(["recorded", "ideal"])
     return net, SystemConfig.from_dict(sys), spec, compat, rng.random() < 0.5, comm
@@ -73,8 +73,24 @@ def _skewed(npus: int, size: int) -> Workload:
     return Workload(traces)
 
 
+def _alternating(npus: int, size: int) -> Workload:
+    """NPU r runs trace r % 3 (three objects, compute of different lengths around two
+    all-reduces): classes of NPUs that start collectives apart from the other classes."""
+    traces = []
+    for k in range(3):
+        b = TraceBuilder()
+        c = b.comp("fwd", 1 + 5 * k)
+        a = b.collective("ALL_REDUCE", size, deps=[c])
+        d = b.comp("bwd", 9 - 4 * k, deps=[c])
+        b.collective("ALL_GATHER", size // 2 + 1, deps=[a, d])
+        traces.append(b.build())
+    return Workload({r: traces[r % 3] for r in range(npus)})
+
+
 def _run(net, system, spec, compat, aware, shortcuts, comm="network"):
-    workload = _skewed(net.npus, int(spec.split(":")[1])) if spec.startswith("skewed") else from_spec(spec, net.npus)
+    kind, _, size = spec.partition(":")
+    made = {"skewed": _skewed, "alternating": _alternating}
+    workload = made[kind](net.npus, int(size)) if kind in made else from_spec(spec, net.npus)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return simulate(workload, net, system, compat=compat, aware=aware, shortcuts=shortcuts, comm=comm)
@@ -83,7 +99,7 @@ def _run(net, system, spec, compat, aware, shortcuts, comm="network"):
 FIELDS = ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns", "other_ns", "idle_ns")
 
 
-@pytest.mark.parametrize("seed", range(100))
+@pytest.mark.parametrize("seed", range(120))
 def test_shortcuts_change_nothing(seed):
     net, system, spec, compat, aware, comm = _case(seed)
     if aware and any(d.npus == 2 and d.topology == "Ring" for d in net.dims) and compat:
@@ -120,6 +136,23 @@ def test_symmetry_dropped_where_members_end_apart():
     assert len(set(res.finish_ns.tolist())) > 1
     assert any(s.startswith("symmetric NPUs tried and dropped") for s in res.shortcuts)
     assert res.finish_ns.tolist() == _run(net, system, "coll:all_reduce:65536", False, False, False).finish_ns.tolist()
+
+
+def test_one_npu_per_trace_for_a_scaled_out_recording():
+    """A data-parallel scale-out of a recorded pair runs the pair's two traces on 64 NPUs: two
+    NPUs are simulated for all, with the same result as all 64."""
+    from chakra_trace.synthesize.scale import data_parallel
+
+    pair = _alternating(2, 4096)
+    job = data_parallel(pair, 64)
+    net = Network.simple(["Ring", "Switch"], [8, 8], [100, 50], [100, 500])
+    system = SystemConfig.from_dict({"all-reduce-implementation": ["ring", "ring"], "preferred-dataset-splits": 2})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = simulate(job, net, system)
+        slow = simulate(job, net, system, shortcuts=False)
+    assert "64 NPUs run 2 traces" in fast.shortcuts[0] and fast.events * 32 == slow.events
+    assert fast.finish_ns.tolist() == slow.finish_ns.tolist() and len(set(fast.finish_ns.tolist())) == 2
 
 
 def test_no_stand_in_for_subgroups_or_p2p():

@@ -196,7 +196,13 @@ class Matchmaker:
         inst = self.open.get(key)
         if inst is None:
             members = self.members(pg)
-            size = 1 if self.sim.stand_in else self.sim.npus if members is None else len(members)
+            size = (
+                len(self.sim.members)
+                if self.sim.cls is not None
+                else self.sim.npus
+                if members is None
+                else len(members)
+            )
             inst = self.open[key] = CollectiveInstance(
                 members, size, int(t.comm_type[r]), int(t.comm_size[r]), t.names[t.name_codes[r]]
             )
@@ -241,7 +247,7 @@ class Matchmaker:
             everyone = range(self.sim.npus) if inst.members is None else inst.members
             missing = [m for m in everyone if m not in inst.issued]
             for rank, (_t, r) in inst.issued.items():
-                npu = self.sim.npus_state[rank]
+                npu = self.sim.state(rank)
                 out.setdefault(rank, []).append(
                     f"node {int(npu.ids[r])} ({inst.name}): collective #{k} of group {pg or 'all'} waits for "
                     f"NPU(s) {_short(missing)} that never reach it"

@@ -209,39 +209,54 @@ class Simulator:
         if missing:
             self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
         self.shortcuts_used: list[str] = []
-        self._build(stand_in=shortcuts and self._symmetric())
+        self._build(self._classes() if shortcuts else None)
 
-    def _build(self, stand_in: bool) -> None:
-        """Fresh run state. ``stand_in``: one NPU is simulated for all (`_symmetric`)."""
-        self.stand_in = stand_in
+    def _build(self, classes: np.ndarray | None) -> None:
+        """Fresh run state. ``classes``: each NPU's class, whose first NPU is simulated for all
+        of them (`_classes`); None: every NPU is simulated."""
+        self.cls = classes
         self.engine = Engine()
         self.fabric = Fabric(self.network, compat=self.compat, aware=self.aware)
         self.coll = Collectives(self.fabric, self.system, compat=self.compat, shortcuts=self.shortcuts)
         self.matcher = Matchmaker(self, self.groups)
-        ranks = [0] if stand_in else range(self.npus)
+        if classes is None:
+            ranks = list(range(self.npus))
+        else:
+            order = np.argsort(classes, kind="stable")
+            bounds = np.flatnonzero(np.r_[True, classes[order][1:] != classes[order][:-1]])
+            self.members = np.split(order, bounds[1:])  # NPUs of each class, the first stands for them
+            ranks = [int(m[0]) for m in self.members]
         t = self.traces
         self.npus_state = [Npu(r, t[r], self.static[id(t[r])], self, self.offsets.get(r, 0)) for r in ranks]
+        self._state = {u.rank: u for u in self.npus_state}
         self.records: list[CollectiveRecord] = []
         self._together: list[tuple] = []  # group collectives issued this instant (`_run_together`)
 
-    def _symmetric(self) -> bool:
-        """Whether every NPU must do exactly what NPU 0 does, as long as every collective ends at
-        one time on all its members (checked as each runs): one trace on every NPU, no sends
-        or receives, every collective over the whole machine, no memory port shared by NPUs."""
-        t = self.traces[0]
-        if self.npus < 2 or any(x is not t for x in self.traces.values()):
-            return False
-        if np.isin(t.types, (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)).any():
-            return False
+    def state(self, rank: int) -> Npu:
+        """The simulated NPU that stands for `rank` (itself unless NPUs share a class)."""
+        return self._state[rank if self.cls is None else int(self.members[self.cls[rank]][0])]
+
+    def _classes(self) -> np.ndarray | None:
+        """NPUs that run one trace object, as classes (an index per NPU), when each class must
+        do exactly what its first NPU does as long as every collective ends at one time on all
+        NPUs of each class (checked as each runs): no sends or receives, every collective over
+        the whole machine, no memory port shared by NPUs. None when nothing is to be gained."""
+        ids: dict[int, int] = {}
+        cls = np.array([ids.setdefault(id(self.traces[r]), len(ids)) for r in range(self.npus)], np.int64)
+        if len(ids) == self.npus:
+            return None
         if self._remote and self.memory.memory_type in ("PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"):
-            return False
-        coll = np.flatnonzero(t.types == NodeType.COMM_COLL_NODE)
-        named = t.has(Attr.PG_NAME)[coll]
+            return None
         everyone = list(range(self.npus))
-        for pg in {t.groups[int(c)] for c in t.pg_name[coll[named]].tolist()}:
-            if pg not in ("", "0") and pg in self.groups and list(self.groups[pg]) != everyone:
-                return False
-        return True
+        for t in {id(t): t for t in self.traces.values()}.values():
+            if np.isin(t.types, (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)).any():
+                return None
+            coll = np.flatnonzero(t.types == NodeType.COMM_COLL_NODE)
+            named = t.has(Attr.PG_NAME)[coll]
+            for pg in {t.groups[int(c)] for c in t.pg_name[coll[named]].tolist()}:
+                if pg not in ("", "0") and pg in self.groups and list(self.groups[pg]) != everyone:
+                    return None
+        return cls
 
     def _repaired(self, traces: dict[int, Trace]) -> dict[int, Trace]:
         fixed: dict[int, Trace] = {}
@@ -353,16 +368,18 @@ class Simulator:
 
     def run_collective(self, pg: str, k: int, inst: CollectiveInstance, finish_of: np.ndarray | None = None) -> None:
         issued = inst.issued
-        if self.stand_in:  # NPU 0 stands for every NPU, all issuing it now (`_symmetric`)
-            (rank0, (now, row0)), n = next(iter(issued.items())), self.npus
-            ranks, start = np.arange(n, dtype=np.int64), np.full(n, now, np.int64)
-            took = np.full(n, int(self.npus_state[0].dur[row0]), np.int64)
-            if inst.splits:
-                inst.splits = dict.fromkeys(range(n), inst.splits[rank0])
+        if self.cls is not None:  # each class's first NPU stands for the class (`_classes`)
+            n = self.npus
+            ranks, start, took = np.arange(n, dtype=np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+            for rank, (when, row) in issued.items():
+                m = self.members[self.cls[rank]]
+                start[m], took[m] = when, int(self._state[rank].dur[row])
+            if inst.splits and len(inst.splits) < n:
+                inst.splits = {r: inst.splits[int(self.members[self.cls[r]][0])] for r in range(n)}
         else:
             ranks = np.array(sorted(issued), np.int64)
             start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
-            took = np.array([int(self.npus_state[r].dur[issued[r][1]]) for r in ranks.tolist()], np.int64)
+            took = np.array([int(self._state[r].dur[issued[r][1]]) for r in ranks.tolist()], np.int64)
         if self.comm == "ideal":  # done as the last member issues it
             finish = np.full(ranks.size, int(start.max()), np.int64)
             algorithm, chunks = self.comm, 1
@@ -372,7 +389,7 @@ class Simulator:
         else:
             if not self.coll.knows(inst.ctype):  # (validation rejects it first, unless switched off)
                 r0 = int(ranks[0])
-                node = int(self.npus_state[r0].ids[issued[r0][1]])
+                node = int(self.state(r0).ids[issued[self.state(r0).rank][1]])
                 raise ChakraError(
                     f"NPU {r0} node {node} ({inst.name!r}): comm_type {inst.ctype} is not a collective type "
                     "the simulator knows"
@@ -390,14 +407,19 @@ class Simulator:
         # a member whose part never waited for the last one to issue (no phase links them, e.g.
         # compat mode running fewer dimensions than the network has) is done when the collective runs
         done = np.maximum(finish, self.engine.now)
-        if self.stand_in:
-            if int(done.min()) != int(done.max()):
-                raise _Asymmetric(f"{inst.name!r} (#{k} of group {pg or 'all'}) ends at different times on its members")
-            self.engine.at(int(done[0]), self.npus_state[0].complete, row0)
+        if self.cls is not None:
+            lo, hi = np.full(len(self.members), MAX_NS), np.zeros(len(self.members), np.int64)
+            np.minimum.at(lo, self.cls, done)
+            np.maximum.at(hi, self.cls, done)
+            if (lo != hi).any():
+                raise _Asymmetric(
+                    f"{inst.name!r} (#{k} of group {pg or 'all'}) ends at different times on NPUs running one trace"
+                )
+            for rank, (_when, row) in issued.items():
+                self.engine.at(int(lo[self.cls[rank]]), self._state[rank].complete, row)
         else:
             for rank, t in zip(ranks.tolist(), done.tolist()):
-                npu = self.npus_state[rank]
-                self.engine.at(t, npu.complete, issued[rank][1])
+                self.engine.at(t, self._state[rank].complete, issued[rank][1])
         self.records.append(
             CollectiveRecord(
                 group=pg or "all",
@@ -468,13 +490,15 @@ class Simulator:
             self.shortcuts_used.append(
                 f"symmetric NPUs tried and dropped at {self.engine.now:,} ns ({e}): every NPU simulated"
             )
-            self._build(stand_in=False)
+            self._build(None)
             self._events()
-        if self.stand_in:
+        if self.cls is not None:
+            k = len(self.members)
             self.shortcuts_used.insert(
                 0,
-                f"symmetric NPUs: the {self.npus:,} NPUs run one trace and every collective spans all of them "
-                "and ended at one time on all, so NPU 0 was simulated for every NPU",
+                f"symmetric NPUs: the {self.npus:,} NPUs run {k} trace{'s' if k > 1 else ''} and every collective "
+                f"spans all of them and ended at one time on the NPUs of each trace, so {k} NPU"
+                f"{'s were' if k > 1 else ' was'} simulated for all",
             )
         if self.coll.closed_form_steps:
             self.shortcuts_used.append(
@@ -519,11 +543,12 @@ class Simulator:
             for k in cols:
                 cols[k][npu.rank] = tot[k]
             nodes[npu.rank] = (npu.start, npu.end, npu.kind)
-        if self.stand_in:  # every NPU did what NPU 0 did
+        if self.cls is not None:  # every NPU did what its class's first NPU did
+            first = np.array([int(m[0]) for m in self.members])[self.cls]
             for k in cols:
-                cols[k][:] = cols[k][0]
-            nodes = dict.fromkeys(range(n), nodes[0])
-            names = dict.fromkeys(range(n), names[0])
+                cols[k] = cols[k][first]
+            nodes = {r: nodes[int(f)] for r, f in enumerate(first.tolist())}
+            names = {r: names[int(f)] for r, f in enumerate(first.tolist())}
         exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]
         return SimResult(
             finish_ns=cols["finish"],
@@ -536,9 +561,7 @@ class Simulator:
             collectives=self.records,
             nodes=nodes,
             names=names,
-            traces=dict.fromkeys(range(n), self.npus_state[0].t)
-            if self.stand_in
-            else {u.rank: u.t for u in self.npus_state},
+            traces=dict(sorted(self.traces.items())),
             link_busy_ns=self.fabric.link_busy if self.fabric.aware else None,
             link_info=self.fabric.links() if self.fabric.aware else None,
             mode=("astra" if self.compat else "default")
