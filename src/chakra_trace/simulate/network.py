@@ -67,10 +67,9 @@ class Fabric:
         # aware model: one block of link ids per dimension
         self._link_base: list[int] = []
         base = 0
-        for d, k in enumerate(self.kind):
+        for d in range(len(self.kind)):
             self._link_base.append(base)
-            n = int(self.sizes[d])
-            base += self.npus * (n if k == "FullyConnected" else 2)
+            base += self._block(d)
         links = base if aware else 0  # the unaware model has no link state
         self.link_free = np.zeros(links, np.int64)  # when each link is next free
         self.link_busy = np.zeros(links, np.int64)  # busy time of each link so far
@@ -91,44 +90,40 @@ class Fabric:
             return np.minimum(diff, self.sizes[d] - diff)
         return np.where(diff > 0, 2 if self.kind[d] == "Switch" else 1, 0)
 
-    def links(self) -> dict[str, np.ndarray]:
-        """Every link of the aware model: dimension, kind, from and to NPU (-1: the switch)."""
-        dims, kinds, src, dst = [], [], [], []
-        npu = np.arange(self.npus)
-        for d, kind in enumerate(self.kind):
+    def links(self, ids=None) -> dict[str, np.ndarray]:
+        """Links of the aware model (`ids`, default every one): dimension, kind, from and to NPU
+        (-1: the switch). Computed from the ids, so describing the busiest few of millions of
+        links costs nothing."""
+        total = self._link_base[-1] + self._block(len(self.kind) - 1) if self.kind else 0
+        ids = np.arange(total, dtype=np.int64) if ids is None else np.asarray(ids, np.int64)
+        dim = np.searchsorted(np.asarray(self._link_base), ids, side="right") - 1
+        kind = np.empty(ids.size, dtype=object)
+        src = np.empty(ids.size, np.int64)
+        dst = np.empty(ids.size, np.int64)
+        for d, topo in enumerate(self.kind):
+            m = dim == d
+            local = ids[m] - self._link_base[d]
             n = int(self.sizes[d])
-            c = self.coords(npu)[:, d]
-            if kind == "Ring":
-                up = npu + ((c + 1) % n - c) * self.stride[d]
-                down = npu + ((c - 1) % n - c) * self.stride[d]
-                src += [npu, npu]
-                dst += [up, down]
-                kinds += [np.full(self.npus, "ring+"), np.full(self.npus, "ring-")]
-                order = np.argsort(np.r_[npu * 2, npu * 2 + 1], kind="stable")
-            elif kind == "Switch":
-                src += [npu, np.full(self.npus, -1)]
-                dst += [np.full(self.npus, -1), npu]
-                kinds += [np.full(self.npus, "up"), np.full(self.npus, "down")]
-                order = np.argsort(np.r_[npu * 2, npu * 2 + 1], kind="stable")
-            else:
-                b = np.tile(np.arange(n), self.npus)
-                a = np.repeat(npu, n)
-                src.append(a)
-                dst.append(a + (b - np.repeat(c, n)) * self.stride[d])
-                kinds.append(np.full(a.size, "direct"))
-                order = np.arange(a.size)
-            for lst in (src, dst, kinds):
-                if kind != "FullyConnected":
-                    merged = np.r_[lst[-2], lst[-1]][order]
-                    del lst[-2:]
-                    lst.append(merged)
-            dims.append(np.full(src[-1].size, d))
-        return {
-            "dim": np.concatenate(dims),
-            "kind": np.concatenate(kinds),
-            "src": np.concatenate(src),
-            "dst": np.concatenate(dst),
-        }
+            if topo == "FullyConnected":
+                npu, peer = local // n, local % n
+                c = self.coords(npu)[..., d]
+                src[m], dst[m], kind[m] = npu, npu + (peer - c) * self.stride[d], "direct"
+                continue
+            npu, second = local // 2, local % 2 == 1
+            if topo == "Ring":
+                c = self.coords(npu)[..., d]
+                step = np.where(second, -1, 1)
+                src[m], dst[m] = npu, npu + ((c + step) % n - c) * self.stride[d]
+                kind[m] = np.where(second, "ring-", "ring+")
+            else:  # Switch: up from the NPU, down to it
+                src[m], dst[m] = np.where(second, -1, npu), np.where(second, npu, -1)
+                kind[m] = np.where(second, "down", "up")
+        return {"dim": dim, "kind": kind, "src": src, "dst": dst}
+
+    def _block(self, d: int) -> int:
+        """Links of dimension d: two per NPU (a ring's two ways, a switch's up and down), or one
+        per NPU and peer on a fully connected dimension."""
+        return self.npus * (int(self.sizes[d]) if self.kind[d] == "FullyConnected" else 2)
 
     # ------------------------------------------------------------------ costs
     def send(self, src, dst, nbytes, t_send) -> np.ndarray:
@@ -251,7 +246,7 @@ class Fabric:
         for ms, link, dim in self._path(src, dst):
             busy = as_ns(np.floor(nbytes[ms] / self.bw[dim]), "a message's time on a link")
             hop = as_ns(np.floor(self.lat[dim] + nbytes[ms] / self.bw[dim]), "a message's hop")
-            latest = max(float(t[ms].max(initial=0)), float(self.link_free.max(initial=0)))
+            latest = max(float(t[ms].max(initial=0)), float(self.link_free[link].max(initial=0)))
             as_ns(latest + busy.sum(dtype=float) + float(hop.max(initial=0)), "a link's queue")  # bounds _fifo's sums
             if alone:
                 start = np.maximum(t[ms], self.link_free[link])

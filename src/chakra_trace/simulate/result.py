@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,7 +43,7 @@ class SimResult:
     algorithm, start, end). ``nodes[npu]``: (start, end, kind) arrays per trace row (-1 if
     never run); ``traces[npu]`` the trace it ran (repaired in default mode; rows match
     ``nodes``). ``link_busy_ns`` (aware network): busy time of every link; `links()` describes
-    them (dimension, kind, endpoints) with their utilization. The simulated timeline as
+    those that carried traffic (dimension, kind, endpoints) with their utilization. The simulated timeline as
     Perfetto JSON: `chakra_trace.visualize.timeline.timeline(None, result)`.
     """
 
@@ -58,7 +59,7 @@ class SimResult:
     names: dict[int, np.ndarray] = field(default_factory=dict)
     traces: dict = field(default_factory=dict, repr=False)  # the trace each NPU ran (after repairs), shared
     link_busy_ns: np.ndarray | None = None
-    link_info: dict | None = None
+    describe_links: Callable[[np.ndarray], dict] | None = field(default=None, repr=False)  # ids -> `links` fields
     mode: str = ""
     events: int = 0
     wall_s: float = 0.0
@@ -89,23 +90,23 @@ class SimResult:
 
     def links(self, top: int | None = None) -> list[dict]:
         """Utilization of every link that carried traffic (aware network), busiest first."""
-        if self.link_busy_ns is None or self.link_info is None:
+        if self.link_busy_ns is None or self.describe_links is None:
             return []
         used = np.flatnonzero(self.link_busy_ns > 0)
         used = used[np.argsort(-self.link_busy_ns[used], kind="stable")][:top]
-        info = self.link_info
+        info = self.describe_links(used)
         step = max(self.step_ns, 1)
         return [
             {
                 "link": int(i),
-                "dim": int(info["dim"][i]),
-                "kind": str(info["kind"][i]),
-                "src": int(info["src"][i]),
-                "dst": int(info["dst"][i]),
+                "dim": int(info["dim"][j]),
+                "kind": str(info["kind"][j]),
+                "src": int(info["src"][j]),
+                "dst": int(info["dst"][j]),
                 "busy_ns": int(self.link_busy_ns[i]),
                 "utilization": float(self.link_busy_ns[i] / step),
             }
-            for i in used.tolist()
+            for j, i in enumerate(used.tolist())
         ]
 
     def to_pandas(self):

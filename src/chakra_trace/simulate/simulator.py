@@ -563,7 +563,7 @@ class Simulator:
             names=names,
             traces=dict(sorted(self.traces.items())),
             link_busy_ns=self.fabric.link_busy if self.fabric.aware else None,
-            link_info=self.fabric.links() if self.fabric.aware else None,
+            describe_links=self.fabric.links if self.fabric.aware else None,
             mode=("astra" if self.compat else "default")
             + ("/aware" if self.fabric.aware else "/unaware")
             + ("" if self.comm == "network" else f"/{self.comm}"),
