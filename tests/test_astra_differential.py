@@ -49,7 +49,7 @@ def _ours(case: dict):
 def _param(f: dict):
     marks = []
     if f.get("differs"):
-        marks.append(pytest.mark.xfail(strict=True, reason=CAUSES[f["differs"]]))
+        marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=CAUSES[f["differs"]]))
     return pytest.param(f, marks=marks, id=f"{f['case']['id']}:{f['class']}")
 
 

@@ -6,7 +6,8 @@ workloads, communicator groups and both backends (cases from `cases.py`).
   sweep.py --cases 1000 --seed 1 --out out/sweep.jsonl     # run (appends; rerun to resume)
   sweep.py --summary out/sweep.jsonl                        # table by class, features of differences
   sweep.py --reduce out/sweep.jsonl [--limit 50]            # which option makes each difference
-  sweep.py --record out/sweep.jsonl --to tests/data/astra-sim/sweep.jsonl [--max-npus 16 --per-class 3]
+  sweep.py --minimize out/sweep.jsonl [--per-cause 2]        # smallest differing case per cause
+  sweep.py --record out/sweep.jsonl [out/min.jsonl] --to tests/data/astra-sim/sweep.jsonl [--max-npus 16 --per-class 1]
 
 One JSON line per case: the case, both results and a verdict (exact, differ, astra-failed,
 ours-failed). Development tool: it needs the binary built outside the repository (README.md here)
@@ -162,42 +163,66 @@ def read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.open()]
 
 
-def summary(rows: list[dict]) -> str:
-    outcomes = ("exact", "differ", "astra-failed", "ours-failed")
-    by: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+OUTCOMES = ("exact", "differ", "astra-failed", "ours-failed")
+
+
+def _table(rows: list[dict], title: str, key) -> list[str]:
+    """Outcome counts by `key(row)` (rows whose key is None are left out), as markdown."""
+    agg: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for r in rows:
-        by[r["class"]][r["verdict"]] += 1
-    total: collections.Counter = collections.Counter(r["verdict"] for r in rows)
-    lines = [
-        "| class (dims:topology / workload:collectives / algorithms / backend / options) | cases | "
-        + " | ".join(outcomes)
-        + " |",
-        "|---|---:|" + "---:|" * len(outcomes),
-    ]
-    for k in sorted(by):
-        c = by[k]
-        lines.append(f"| {k} | {sum(c.values())} | " + " | ".join(str(c[o]) for o in outcomes) + " |")
-    lines.append(f"| **all** | {len(rows)} | " + " | ".join(str(total[o]) for o in outcomes) + " |")
-    # coarse tables: one axis at a time
-    for axis, key in (
-        ("dims", lambda r: r["class"].split("|")[0].split(":")[0]),
-        ("workload", lambda r: r["class"].split("|")[1].split(":")[0]),
-        ("backend", lambda r: r["case"]["backend"]),
+        k = key(r)
+        if k is not None:
+            agg[k][r["verdict"]] += 1
+    lines = ["", f"| {title} | cases | " + " | ".join(OUTCOMES) + " |", "|---|---:|" + "---:|" * len(OUTCOMES)]
+    for k in sorted(agg):
+        c = agg[k]
+        lines.append(f"| {k} | {sum(c.values())} | " + " | ".join(str(c[o]) for o in OUTCOMES) + " |")
+    return lines
+
+
+def _single(r: dict) -> str | None:
+    """'1D|all_reduce|ring|aware' for one collective on every NPU (all dimensions' algorithms)."""
+    c = r["case"]
+    spec = c["workload"].get("spec", "")
+    if not spec.startswith("coll:"):
+        return None
+    t = spec.split(":")[1]
+    names = {a.rstrip("0123456789") for a in c["system"][C.IMPL_KEYS[t]]}
+    if len(c["network"]["npus_count"]) == 1:
+        return f"1D | {t} | {names.pop()} | {c['backend']}"
+    for label, which in (
+        ("with doubleBinaryTree", {"doubleBinaryTree"}),
+        ("with one*", {"oneRing", "oneDirect", "oneHalvingDoubling"}),
+        ("with halvingDoubling", {"halvingDoubling"}),
     ):
-        agg: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-        for r in rows:
-            agg[key(r)][r["verdict"]] += 1
-        lines += ["", f"| {axis} | cases | " + " | ".join(outcomes) + " |", "|---|---:|" + "---:|" * len(outcomes)]
-        for k in sorted(agg):
-            c = agg[k]
-            lines.append(f"| {k} | {sum(c.values())} | " + " | ".join(str(c[o]) for o in outcomes) + " |")
+        if names & which:
+            return f"multi-D | {t} | {label} | {c['backend']}"
+    return f"multi-D | {t} | ring/direct | {c['backend']}"
+
+
+def summary(rows: list[dict], full: bool = False) -> str:
+    total: collections.Counter = collections.Counter(r["verdict"] for r in rows)
+    lines = [f"{len(rows)} cases: " + ", ".join(f"{total[o]} {o}" for o in OUTCOMES)]
+    if full:
+        lines += _table(
+            rows, "class (dims:topology / workload:collectives / algorithms / backend / options)", lambda r: r["class"]
+        )
+    lines += _table(rows, "dims", lambda r: r["class"].split("|")[0].split(":")[0])
+    lines += _table(rows, "workload", lambda r: r["class"].split("|")[1].split(":")[0])
+    lines += _table(rows, "backend", lambda r: r["case"]["backend"])
+    lines += _table(rows, "single collective: dims / collective / algorithms / backend", _single)
+    causes = collections.Counter(C.cause_of(r["case"]) for r in rows if r["verdict"] == "differ")
+    lines += ["", "| likeliest cause of a difference (cases.cause_of) | cases |", "|---|---:|"]
+    lines += [f"| {k} | {n} |" for k, n in causes.most_common()]
     lines += ["", feature_table(rows)]
     fails = collections.Counter(_failure_kind(r["astra"]["error"]) for r in rows if r["verdict"] == "astra-failed")
     ours_f = collections.Counter(r["ours"]["error"][:120] for r in rows if r["verdict"] == "ours-failed")
     if fails:
-        lines += ["", "ASTRA-sim failures:"] + [f"  {n:4d}  {k}" for k, n in fails.most_common()]
+        lines += ["", "| ASTRA-sim failure | cases |", "|---|---:|"] + [
+            f"| {k} | {n} |" for k, n in fails.most_common()
+        ]
     if ours_f:
-        lines += ["", "our failures:"] + [f"  {n:4d}  {k}" for k, n in ours_f.most_common()]
+        lines += ["", "| our failure | cases |", "|---|---:|"] + [f"| {k} | {n} |" for k, n in ours_f.most_common()]
     return "\n".join(lines)
 
 
@@ -211,6 +236,8 @@ _FAILURE_KINDS = (
     ("Device.cpp", "aware backend: device assertion"),
     ("Attribute num_ops", "roofline: compute node without num_ops"),
     ("rc -11", "segmentation fault"),
+    ("prev_size", "heap corruption (malloc abort)"),
+    ("CallbackTrackerEntry", "assertion in CallbackTrackerEntry"),
     ("Invalid node_type", "abort: Invalid node_type (a METADATA_NODE)"),
     ("double free", "double free at exit"),
     ("malloc()", "heap corruption (malloc abort)"),
@@ -287,6 +314,86 @@ def _variants(case: dict):
         yield "latency->0", c
 
 
+def _structural(case: dict):
+    """Smaller versions of a case: a dimension dropped or cut to 2 NPUs, a workload node
+    dropped, plain bandwidths and latencies (not with communicator groups: their ranks would move)."""
+
+    def copy():
+        return json.loads(json.dumps(case))
+
+    net = case["network"]
+    ndims = len(net["npus_count"])
+    if not case.get("comm_groups"):
+        for d in range(ndims if ndims > 1 else 0):
+            c = copy()
+            for k in ("topology", "npus_count", "bandwidth", "latency"):
+                del c["network"][k][d]
+            for k in C.IMPL_KEYS.values():
+                del c["system"][k][d]
+            yield f"drop dimension {d}", c
+        for d in range(ndims):
+            if net["npus_count"][d] > 2:
+                c = copy()
+                c["network"]["npus_count"][d] = 2
+                yield f"dimension {d} -> 2 NPUs", c
+    nodes = case["workload"].get("nodes", [])
+    for j in range(len(nodes) if len(nodes) > 1 else 0):
+        c = copy()
+        kept = c["workload"]["nodes"]
+        del kept[j]
+        for n in kept:  # (edges to the dropped node go; later indices shift down)
+            n["deps"] = [d - (d > j) for d in n.get("deps", []) if d != j]
+        yield f"drop node {j}", c
+    if any(b != 50 for b in net["bandwidth"]):
+        c = copy()
+        c["network"]["bandwidth"] = [50] * ndims
+        yield "bandwidth->50", c
+
+
+def minimize(case: dict, budget: int = 60) -> tuple[dict, list[str]]:
+    """Greedy reduction: apply one simplification after another while the case still differs
+    (at most `budget` runs); the smallest differing case and the steps taken."""
+    steps: list[str] = []
+    runs = 0
+    progress = True
+    while progress and runs < budget:
+        progress = False
+        for what, c in [*_variants(case), *_structural(case)]:
+            if C.astra_known_failure(c):
+                continue
+            runs += 1
+            if run_one(c)["verdict"] == "differ":
+                case, progress = c, True
+                steps.append(what)
+                break
+            if runs >= budget:
+                break
+    return case, steps
+
+
+def minimize_all(rows: list[dict], per_cause: int, out: Path | None) -> None:
+    """Minimal differing cases, `per_cause` per cause (the smallest first)."""
+    by: dict[str, list[dict]] = collections.defaultdict(list)
+    for r in rows:
+        if r["verdict"] == "differ":
+            by[C.cause_of(r["case"])].append(r)
+    results = []
+    for cause, rs in sorted(by.items()):
+        rs.sort(key=lambda r: (C.npus_of(r["case"]), len(r["case"]["workload"].get("nodes", [0]))))
+        for r in rs[:per_cause]:
+            small, steps = minimize(r["case"])
+            small = {**small, "id": f"{r['case']['id']}-min"}
+            final = run_one(small)
+            now = C.cause_of(small)  # (a reduction may leave only another cause standing)
+            results.append({"cause": cause, "cause_now": now, "from": r["case"]["id"], "steps": steps, **final})
+            a, o = final["astra"], final["ours"]
+            print(f"{cause} -> {now} {r['case']['id']} ({len(steps)} steps): {json.dumps(small)}", flush=True)
+            print(f"   ASTRA-sim {a.get('finish')} exposed {a.get('exposed')}")
+            print(f"   ours      {o.get('finish')} exposed {o.get('exposed')}", flush=True)
+    if out:
+        out.write_text("".join(json.dumps(x) + "\n" for x in results))
+
+
 def reduce_case(case: dict) -> list[str]:
     """Changes that make a differing case agree (each alone): the options the difference needs."""
     needed = []
@@ -341,6 +448,9 @@ def record(rows: list[dict], to: Path, max_npus: int, per_class: int, seed: int)
     taken: collections.Counter = collections.Counter()
     keep = []
     for r in pool:
+        if "steps" in r:  # a minimized case (--minimize): always kept, the smallest repro of its cause
+            keep.append(r)
+            continue
         key = _stratum(r)
         if taken[key] >= per_class * (3 if r["verdict"] == "exact" else 1):  # (exact ones guard the most)
             continue
@@ -370,21 +480,26 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, help="results (JSON lines), appended to")
     ap.add_argument("--summary", type=Path, metavar="RESULTS")
+    ap.add_argument("--full", action="store_true", help="--summary: also the table by fine class")
     ap.add_argument("--reduce", type=Path, metavar="RESULTS")
     ap.add_argument("--limit", type=int, default=50, help="--reduce: at most this many differing cases")
     ap.add_argument("--reduce-out", type=Path)
-    ap.add_argument("--record", type=Path, metavar="RESULTS")
+    ap.add_argument("--minimize", type=Path, metavar="RESULTS", help="smallest differing case per cause")
+    ap.add_argument("--per-cause", type=int, default=2, help="--minimize: cases per cause")
+    ap.add_argument("--record", type=Path, metavar="RESULTS", nargs="+", help="results files (sweeps, --minimize)")
     ap.add_argument("--to", type=Path, default=Path("tests/data/astra-sim/sweep.jsonl"))
     ap.add_argument("--max-npus", type=int, default=16)
     ap.add_argument("--per-class", type=int, default=3)
     ap.add_argument("--one", metavar="ID", help="run one case (sSEED-INDEX) and print its row")
     a = ap.parse_args()
     if a.summary:
-        print(summary(read(a.summary)))
+        print(summary(read(a.summary), a.full))
     elif a.reduce:
         reduce_all(read(a.reduce), a.limit, a.reduce_out)
+    elif a.minimize:
+        minimize_all(read(a.minimize), a.per_cause, a.reduce_out)
     elif a.record:
-        record(read(a.record), a.to, a.max_npus, a.per_class, a.seed)
+        record([r for path in a.record for r in read(path)], a.to, a.max_npus, a.per_class, a.seed)
     elif a.one:
         seed, index = a.one[1:].split("-")
         print(json.dumps(run_one(C.random_case(int(seed), int(index))), indent=1))
