@@ -3,7 +3,7 @@
 binary, per NPU (finish time and exposed communication), on random networks, systems,
 workloads, communicator groups and both backends (cases from `cases.py`).
 
-  sweep.py --cases 1000 --seed 1 --out out/sweep.jsonl     # run (appends; rerun to resume)
+  sweep.py --cases 1000 --seed 1 --out out/sweep.jsonl [--jobs 1]   # run (appends; rerun to resume)
   sweep.py --summary out/sweep.jsonl                        # table by class, features of differences
   sweep.py --reduce out/sweep.jsonl [--limit 50]            # which option makes each difference
   sweep.py --minimize out/sweep.jsonl [--per-cause 2]        # smallest differing case per cause
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import json
 import re
 import subprocess
@@ -134,26 +135,39 @@ def run_one(case: dict) -> dict:
     return row
 
 
-def sweep(n: int, seed: int, out: Path) -> None:
+def sweep(n: int, seed: int, out: Path, jobs: int = 1) -> None:
+    """Cases 0..n-1 of `seed`, appended to `out` one line each as they finish (cases already
+    in `out` are skipped: rerun to resume); `jobs` > 1 runs that many cases at once."""
     done = set()
     if out.exists():
         for line in out.open():
             done.add(json.loads(line)["case"]["id"])
     out.parent.mkdir(parents=True, exist_ok=True)
+    todo = [c for c in (C.random_case(seed, i) for i in range(n)) if c["id"] not in done]
     counts: collections.Counter = collections.Counter()
     t0 = time.time()
-    with out.open("a") as f:
-        for i in range(n):
-            case = C.random_case(seed, i)
-            if case["id"] in done:
-                continue
-            row = run_one(case)
+    with out.open("a") as f, concurrent.futures.ProcessPoolExecutor(jobs) if jobs > 1 else _Serial() as pool:
+        for row in pool.map(run_one, todo):
             f.write(json.dumps(row) + "\n")
             f.flush()
             counts[row["verdict"]] += 1
             if sum(counts.values()) % 25 == 0:
-                print(f"[{time.time() - t0:.0f} s] {i + 1}/{n} {dict(counts)}", flush=True)
+                print(f"[{time.time() - t0:.0f} s] {sum(counts.values())}/{len(todo)} {dict(counts)}", flush=True)
     print(f"done: {dict(counts)} in {time.time() - t0:.0f} s")
+
+
+class _Serial:
+    """One case at a time in this process (the default: the binary is single-threaded anyway)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @staticmethod
+    def map(fn, items):
+        return map(fn, items)
 
 
 # ----------------------------------------------------------------------------- reporting
@@ -478,6 +492,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=1, help="cases run at once")
     ap.add_argument("--out", type=Path, help="results (JSON lines), appended to")
     ap.add_argument("--summary", type=Path, metavar="RESULTS")
     ap.add_argument("--full", action="store_true", help="--summary: also the table by fine class")
@@ -504,7 +519,7 @@ def main() -> int:
         seed, index = a.one[1:].split("-")
         print(json.dumps(run_one(C.random_case(int(seed), int(index))), indent=1))
     elif a.out:
-        sweep(a.cases, a.seed, a.out)
+        sweep(a.cases, a.seed, a.out, a.jobs)
     else:
         ap.error("--out, --summary, --reduce, --record or --one")
     return 0
