@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""Does the real ASTRA-sim read every kind of `.et` chakra-trace writes, and agree with
+`--compat astra` on it? Converted PyTorch jobs (tests/data/corpus/*), ASTRA-sim 1.0 text
+workloads (tests/data/text/*) and synthetic workloads, each on a ring (and a congestion-aware
+fully connected network) of its ranks; a failing file is tried again without its METADATA_NODEs
+(which ASTRA-sim HEAD aborts on) to see whether that is the only obstacle.
+
+  interop.py [--md tools/astra/INTEROP.md]
+
+Development tool (needs the binary, see README.md); the converters are run, never changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import run_case  # (puts this checkout's src/ on sys.path)
+from sweep import _failure_kind, _last_words
+
+ROOT = run_case.ROOT
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "all-reduce-implementation": ["ring"],
+    "all-gather-implementation": ["ring"],
+    "reduce-scatter-implementation": ["ring"],
+    "all-to-all-implementation": ["ring"],
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+}
+TEXT = {  # file -> convert text options
+    "microAllReduce.txt": ["--npus", "4"],
+    "DLRM_HybridParallel.txt": ["--npus", "4"],
+    "MLP_HybridParallel_Data_Model.txt": ["--npus", "8", "--model-parallel", "2"],
+    "Transformer_HybridParallel_Fwd_In_Bckwd.txt": ["--npus", "8"],
+}
+SYNTHETIC = (
+    "coll:all_reduce:1048576",
+    "coll:all_to_all:65536",
+    "train:layers=4:comp_us=50:size=1048576",
+    "p2p:size=65536",
+)
+
+
+def chakra(*args: str) -> subprocess.CompletedProcess:
+    env_path = str(ROOT / "src")
+    return subprocess.run(
+        [sys.executable, "-m", "chakra_trace.cli", *args],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
+    )
+
+
+def network(topology: str, npus: int) -> str:
+    return f"topology: [ {topology} ]\nnpus_count: [ {npus} ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n"
+
+
+def astra(prefix: Path, npus: int, aware: bool, groups: Path | None, tmp: Path) -> dict:
+    binary = run_case.BIN_DIR / run_case.BINARIES["aware" if aware else "unaware"]
+    (tmp / "net.yml").write_text(network("FullyConnected" if aware else "Ring", npus))
+    (tmp / "sys.json").write_text(json.dumps(SYSTEM))
+    (tmp / "mem.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
+    cmd = [
+        str(binary),
+        f"--workload-configuration={prefix}",
+        f"--system-configuration={tmp / 'sys.json'}",
+        f"--network-configuration={tmp / 'net.yml'}",
+        f"--remote-memory-configuration={tmp / 'mem.json'}",
+        f"--logging-folder={tmp / 'log'}",
+    ]
+    if groups:
+        cmd.append(f"--comm-group-configuration={groups}")
+    try:
+        p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return {"error": "timeout after 120 s"}
+    out = run_case.ANSI_RE.sub("", p.stdout + p.stderr)
+    per = {int(r): (int(f), int(e)) for r, f, e in run_case.FINISH_RE.findall(out)}
+    if sorted(per) != list(range(npus)):
+        return {"error": f"rc {p.returncode}: {_last_words(out)}"}
+    return {"finish": [per[r][0] for r in range(npus)], "exposed": [per[r][1] for r in range(npus)]}
+
+
+def ours(prefix: Path, npus: int, aware: bool, groups: Path | None, tmp: Path) -> dict:
+    from chakra_trace.io.workload import Workload
+    from chakra_trace.simulate import simulate
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            w = Workload.open(prefix, groups)
+            r = simulate(w, tmp / "net.yml", SYSTEM, compat=True, aware=aware)
+    except Exception as e:  # (reported, not raised: this is a survey)
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    return {"finish": [int(x) for x in r.finish_ns], "exposed": [int(x) for x in r.exposed_comm_ns]}
+
+
+def without_metadata(prefix: Path, npus: int, out: Path) -> int:
+    """The job's files with METADATA_NODEs (and edges to them) removed; how many were removed."""
+    from chakra_trace.io.workload import Workload
+    from chakra_trace.schema.enums import NodeType
+    from chakra_trace.schema.trace import Trace
+
+    w = Workload.open(prefix)
+    removed = 0
+    traces = {}
+    for r, t in w.traces.items():
+        nodes = list(t)
+        gone = {n.id for n in nodes if n.type == NodeType.METADATA_NODE}
+        removed += len(gone)
+        kept = []
+        for n in nodes:
+            if n.id in gone:
+                continue
+            n.data_deps = [d for d in n.data_deps if d not in gone]
+            n.ctrl_deps = [d for d in n.ctrl_deps if d not in gone]
+            kept.append(n)
+        traces[r] = Trace.from_nodes(kept, metadata=t.metadata)
+    Workload(traces).save(out)
+    return removed
+
+
+def compare(a: dict, o: dict) -> str:
+    if "error" in a:
+        return "ASTRA-sim failed"
+    if "error" in o:
+        return "ours failed"
+    return "equal" if a == o else f"differ (max {max(a['finish'])} vs {max(o['finish'])})"
+
+
+def show(r: dict) -> str:
+    if "error" in r:
+        return f"fails: {_failure_kind(r['error'])}"
+    return f"{max(r['finish']):,} ns"
+
+
+def jobs(tmp: Path):
+    """(name, prefix, npus, comm-groups file or None, how it was made)"""
+    index = json.loads((ROOT / "tests/data/corpus/index.json").read_text())
+    for job in index["jobs"]:
+        prefix = tmp / job["name"] / job["name"]
+        p = chakra("convert", "pytorch", str(ROOT / "tests/data/corpus" / job["name"]), "-o", str(prefix))
+        if p.returncode:
+            yield job["name"], None, job["ranks"], None, f"convert pytorch failed: {p.stderr.strip()[-200:]}"
+            continue
+        yield f"corpus/{job['name']}", prefix, job["ranks"], None, "chakra convert pytorch"
+    for name, opts in TEXT.items():
+        prefix = tmp / "text" / name.removesuffix(".txt")
+        prefix.parent.mkdir(exist_ok=True, parents=True)
+        p = chakra("convert", "text", str(ROOT / "tests/data/text" / name), "-o", str(prefix), *opts)
+        npus = int(opts[1])
+        groups = Path(f"{prefix}.comm_groups.json")
+        if p.returncode:
+            yield f"text/{name}", None, npus, None, f"convert text failed: {p.stderr.strip()[-200:]}"
+            continue
+        yield f"text/{name}", prefix, npus, groups if groups.exists() else None, f"chakra convert text {' '.join(opts)}"
+    from chakra_trace.synthesize import from_spec
+
+    for spec in SYNTHETIC:
+        prefix = tmp / "synthetic" / spec.replace(":", "_").replace("=", "")
+        prefix.parent.mkdir(exist_ok=True, parents=True)
+        from_spec(spec, 4).save(prefix)
+        yield f"synthetic {spec}", prefix, 4, None, "synthesize.from_spec (4 NPUs)"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--md", type=Path, help="write the table here (markdown)")
+    a = ap.parse_args()
+    rows = [
+        "| file | made by | backend | ASTRA-sim | ours (`--compat astra`) | equal? | without METADATA_NODE |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory(prefix="astra_interop_") as t:
+        tmp = Path(t)
+        for name, prefix, npus, groups, how in jobs(tmp):
+            if prefix is None:
+                rows.append(f"| {name} | {how} | - | - | - | - | - |")
+                continue
+            for aware in (False, True):
+                if npus < 2:
+                    rows.append(
+                        f"| {name} | {how} | - | not run: 1 rank (ASTRA-sim needs >= 2 NPUs per dimension) | - | - | - |"
+                    )
+                    break
+                run = tmp / f"run_{aware}"
+                run.mkdir(exist_ok=True)
+                ra = astra(prefix, npus, aware, groups, run)
+                ro = ours(prefix, npus, aware, groups, run)
+                retry = "-"
+                if "error" in ra:
+                    stripped = tmp / "stripped" / prefix.name
+                    stripped.parent.mkdir(exist_ok=True)
+                    n = without_metadata(prefix, npus, stripped)
+                    if n:
+                        rs = astra(stripped, npus, aware, groups, run)
+                        retry = f"{n} removed: ASTRA-sim {show(rs)}; {compare(rs, ro)}"
+                backend = "aware (FC)" if aware else "unaware (ring)"
+                line = f"| {name} | {how} | {backend} | {show(ra)} | {show(ro)} | {compare(ra, ro)} | {retry} |"
+                rows.append(line)
+                print(line, flush=True)
+    table = "\n".join(rows)
+    if a.md:
+        a.md.write_text(table + "\n")
+    else:
+        print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
