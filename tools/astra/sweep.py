@@ -8,6 +8,8 @@ workloads, communicator groups and both backends (cases from `cases.py`).
   sweep.py --reduce out/sweep.jsonl [--limit 50]            # which option makes each difference
   sweep.py --minimize out/sweep.jsonl [--per-cause 2]        # smallest differing case per cause
   sweep.py --record out/sweep.jsonl [out/min.jsonl] --to tests/data/astra-sim/sweep.jsonl [--max-npus 16 --per-class 1]
+  sweep.py --recheck out/sweep.jsonl --out out/now.jsonl   # ours again on swept cases (no binary)
+  sweep.py --recheck-fixtures tests/data/astra-sim/sweep.jsonl   # re-mark the fixtures by ours now
 
 One JSON line per case: the case, both results and a verdict (exact, differ, astra-failed,
 ours-failed). Development tool: it needs the binary built outside the repository (README.md here)
@@ -168,6 +170,44 @@ class _Serial:
     @staticmethod
     def map(fn, items):
         return map(fn, items)
+
+
+def recheck(rows: list[dict], out: Path) -> None:
+    """Ours again on recorded rows (ASTRA-sim's results kept: no binary needed), new verdicts to
+    `out`: what a change to the simulator did to every case already swept."""
+    counts: collections.Counter = collections.Counter()
+    moved: collections.Counter = collections.Counter()
+    with out.open("w") as f:
+        for r in rows:
+            new = dict(r, ours=run_ours(r["case"]))
+            new["verdict"] = verdict(r["astra"], new["ours"])
+            f.write(json.dumps(new) + "\n")
+            counts[new["verdict"]] += 1
+            if new["verdict"] != r["verdict"]:
+                moved[f"{r['verdict']} -> {new['verdict']}"] += 1
+    print(f"{len(rows)} cases: {dict(counts)}; changed: {dict(moved) or 'none'}")
+
+
+def recheck_fixtures(path: Path) -> None:
+    """Mark each recorded fixture again by what ours gives now (a fixed class loses its mark, a
+    new difference gets its cause), keeping ASTRA-sim's results as recorded."""
+    fixtures = read(path)
+    moved: collections.Counter = collections.Counter()
+    for fx in fixtures:
+        if "finish" not in fx:
+            continue
+        ours = run_ours(fx["case"])
+        same = "error" not in ours and ours["finish"] == fx["finish"] and ours["exposed"] == fx["exposed"]
+        was = fx.pop("differs", None)
+        if not same:
+            fx["differs"] = C.cause_of(fx["case"])
+        if bool(was) != (not same):
+            moved["fixed" if same else "now differs"] += 1
+    with path.open("w") as f:
+        for fx in fixtures:
+            f.write(json.dumps(fx, separators=(",", ":")) + "\n")
+    (path.parent / "sweep_causes.json").write_text(json.dumps(C.CAUSES, indent=1) + "\n")
+    print(f"{len(fixtures)} fixtures: {dict(moved) or 'no change'}")
 
 
 # ----------------------------------------------------------------------------- reporting
@@ -506,6 +546,8 @@ def main() -> int:
     ap.add_argument("--max-npus", type=int, default=16)
     ap.add_argument("--per-class", type=int, default=3)
     ap.add_argument("--one", metavar="ID", help="run one case (sSEED-INDEX) and print its row")
+    ap.add_argument("--recheck", type=Path, metavar="RESULTS", nargs="+", help="ours again on swept cases -> --out")
+    ap.add_argument("--recheck-fixtures", type=Path, metavar="FIXTURES", help="re-mark recorded fixtures in place")
     a = ap.parse_args()
     if a.summary:
         print(summary(read(a.summary), a.full))
@@ -515,6 +557,12 @@ def main() -> int:
         minimize_all(read(a.minimize), a.per_cause, a.reduce_out)
     elif a.record:
         record([r for path in a.record for r in read(path)], a.to, a.max_npus, a.per_class, a.seed)
+    elif a.recheck:
+        if not a.out:
+            ap.error("--recheck needs --out")
+        recheck([r for path in a.recheck for r in read(path)], a.out)
+    elif a.recheck_fixtures:
+        recheck_fixtures(a.recheck_fixtures)
     elif a.one:
         seed, index = a.one[1:].split("-")
         print(json.dumps(run_one(C.random_case(int(seed), int(index))), indent=1))

@@ -28,6 +28,18 @@ def node_kinds(trace: Trace) -> np.ndarray:
     return kind
 
 
+def astra_kinds(trace: Trace) -> np.ndarray:
+    """ASTRA-sim's resources (its HardwareResource): a node marked is_cpu_op, of any type, takes
+    the CPU; a COMP node the accelerator; a receive nothing; anything else (collectives, sends,
+    memory loads and stores) the one communication slot."""
+    types = trace.types
+    kind = np.full(len(trace), COMM, np.int8)
+    kind[types == NodeType.COMP_NODE] = ACCEL
+    kind[types == NodeType.COMM_RECV_NODE] = FREE
+    kind[trace.has(Attr.IS_CPU_OP) & trace.is_cpu_op] = CPU
+    return kind
+
+
 def node_lanes(trace: Trace) -> np.ndarray:
     """Where each row ran, as recorded: its GPU stream, else its host thread (-1: not recorded).
     Work on different lanes ran concurrently (a gloo worker thread beside the training loop,
@@ -39,11 +51,12 @@ def node_lanes(trace: Trace) -> np.ndarray:
     return lane
 
 
-def node_slots(trace: Trace, lanes: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def node_slots(trace: Trace, lanes: bool = True, kind: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The resource slot each row occupies and each slot's kind: (slot per row, kind per slot).
-    A slot is a kind on one lane (`node_lanes`; one lane per kind when ``lanes`` is False, as
-    ASTRA-sim has it); FREE rows share one slot. Slots are numbered in kind order."""
-    kind = node_kinds(trace)
+    A slot is a kind (`node_kinds`, or the given one per row) on one lane (`node_lanes`; one lane
+    per kind when ``lanes`` is False, as ASTRA-sim has it); FREE rows share one slot. Slots are
+    numbered in kind order."""
+    kind = node_kinds(trace) if kind is None else kind
     lane = node_lanes(trace) if lanes else np.zeros(len(trace), np.int64)
     lane = np.where(kind == FREE, -1, lane)
     _, code = np.unique(lane, return_inverse=True)

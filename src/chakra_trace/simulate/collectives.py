@@ -201,9 +201,10 @@ class Collectives:
         chunks = splits
         if op != AG and chunk < p:
             chunk = p
-        elif self.compat and chunk > 0 and nbytes % chunk:
+        elif self.compat and chunk > 0:
             # ASTRA-sim (`Sys::generate_collective`) cuts ceil(size / chunk) streams of a whole
-            # chunk each: a size that `splits` does not divide gets one more, full-size chunk
+            # chunk each: a size that `splits` does not divide gets more, full-size chunks (an
+            # all-gather of 7 B in 5 splits: 7 chunks of 1 B)
             chunks = -(-int(nbytes) // int(chunk))
         plan = Plan(int(ctype), int(nbytes), chunks)
         if op == BARRIER:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..schema.enums import Attr, CollectiveType
 from ..schema.groups import group_rows
-from ..schema.resources import FREE, node_kinds, node_slots
+from ..schema.resources import FREE, astra_kinds, node_kinds, node_slots
 
 UNLIMITED = 1 << 62
 
@@ -32,8 +32,8 @@ class Static:
         """``lanes`` False: ASTRA-sim's rule (one slot per kind, the lowest ready id first);
         True: a slot per recorded lane, run in order (`Npu.issue`)."""
         self.dur = durations
-        self.kind = node_kinds(trace)
-        slot, slot_kind = node_slots(trace, lanes)
+        self.kind = node_kinds(trace) if lanes else astra_kinds(trace)  # (no lanes: ASTRA-sim's rule)
+        slot, slot_kind = node_slots(trace, lanes, self.kind)
         self.slot = slot
         self.limits = [UNLIMITED if k == FREE else 1 for k in slot_kind.tolist()]
         # dependencies on nodes that exist (a missing one is dropped, and counted); a node that

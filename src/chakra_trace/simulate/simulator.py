@@ -293,6 +293,8 @@ class Simulator:
             ops = t.num_ops.astype(float)
             size = t.tensor_size.astype(float)
             comp = t.types == NodeType.COMP_NODE
+            if self.compat:  # ASTRA-sim replays a CPU op's recorded time, roofline or not
+                comp &= ~(t.has(Attr.IS_CPU_OP) & t.is_cpu_op)
             has = t.has(Attr.NUM_OPS) & (ops > 0)
             peak = float(s.peak_perf) * 1e3  # TFLOPS -> FLOP per ns
             bw = float(s.local_mem_bw)  # GB/s -> bytes per ns
