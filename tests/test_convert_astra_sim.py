@@ -21,6 +21,7 @@ from chakra_trace.convert.text import text_to_chakra
 from chakra_trace.io.workload import Workload, read_comm_groups
 from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.enums import NodeType
+from chakra_trace.schema.groups import group_rows
 from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network
 
@@ -49,6 +50,22 @@ def test_converted_ddp_job_runs_as_on_the_binary(tmp_path):
     binary = ([202456000, 134870712], [202456000, 134870712])
     assert _compat(out, net, SYS_1D) == binary
     assert _compat(job, net, SYS_1D) == binary
+
+
+def test_uneven_all_to_all_evened_runs_as_on_the_binary(tmp_path):
+    """The DLRM-like job's all_to_all_single moves 32 KiB on rank 2 and 4 KiB elsewhere: the binary
+    deadlocks on such a collective. Listed; with even_sizes="max" it runs, as --compat astra."""
+    job = Workload.open(DATA / "corpus" / "dlrm")
+    res = to_astra_sim(job, tmp_path / "kept")
+    assert [e["sizes"] for e in res.uneven] == [{0: 4096, 1: 4096, 2: 32768, 3: 4096}] * 2 and not res.evened
+    res = to_astra_sim(job, tmp_path / "even", even_sizes="max")
+    assert res.evened
+    out = Workload.open(tmp_path / "even")
+    for e in res.uneven:
+        assert {int(t.comm_size[group_rows(t, e["group"])[e["index"]]]) for t in out.traces.values()} == {32768}
+    net = Network.simple("Ring", 4, 50, 500)
+    binary = [104322566, 119638079, 121574592, 101359000]
+    assert _compat(out, net, SYS_1D) == (binary, binary)
 
 
 def test_hybrid_text_workload_groups_as_on_the_binary(tmp_path):

@@ -13,8 +13,15 @@ from .common import comm_groups_option, console, json_option, open_workload, pri
 @click.option("--output", "-o", "prefix", metavar="PREFIX", required=True, help="Write PREFIX.<rank>.et.")
 @comm_groups_option
 @click.option("--gzip", "compress", is_flag=True, help="Write .et.gz files.")
+@click.option(
+    "--even-sizes",
+    type=click.Choice(["max"]),
+    default=None,
+    help="Give a collective whose size differs across its members (an uneven all-to-all, on which "
+    "ASTRA-sim deadlocks) the largest size on every member.",
+)
 @json_option
-def convert_astra_cmd(workload, prefix, comm_groups, compress, as_json) -> None:
+def convert_astra_cmd(workload, prefix, comm_groups, compress, even_sizes, as_json) -> None:
     """Write WORKLOAD so that ASTRA-sim's binary runs it: METADATA nodes dropped (its statistics
     abort on them), communicator groups named as it reads them ("0" for every rank, positive
     integers for the others, listed in PREFIX.comm_groups.json for its --comm-group-configuration).
@@ -22,7 +29,7 @@ def convert_astra_cmd(workload, prefix, comm_groups, compress, as_json) -> None:
     \b
       chakra convert astra-sim out/job -o astra/job
     """
-    res = to_astra_sim(open_workload(workload, comm_groups), prefix, compress=compress)
+    res = to_astra_sim(open_workload(workload, comm_groups), prefix, compress=compress, even_sizes=even_sizes)
     if as_json:
         print_json(res.to_dict())
         return
@@ -34,4 +41,10 @@ def convert_astra_cmd(workload, prefix, comm_groups, compress, as_json) -> None:
         con.print(f"group {ours or '(unnamed)'!r} -> {theirs}" + (f": ranks {members}" if members else ": every rank"))
     if res.comm_groups_file:
         con.print(f"communicator groups: {res.comm_groups_file}")
+    for e in res.uneven[:10]:
+        sizes = ", ".join(f"{r}: {b:,}" for r, b in e["sizes"].items())
+        what = "given the largest" if res.evened else "ASTRA-sim deadlocks on it (--even-sizes max)"
+        con.print(f"uneven sizes: {e['name']!r} (#{e['index']} of group {e['group'] or 'all'}; {sizes} B): {what}")
+    if len(res.uneven) > 10:
+        con.print(f"... {len(res.uneven) - 10} more uneven collectives (--json)")
     con.print(f"run: {res.command()}")

@@ -9,7 +9,11 @@ Our traces are valid Chakra, but ASTRA-sim aborts or stops on some valid things:
   (``--comm-group-configuration``), not from ``pg_config``. Groups of every rank become "0";
   the others keep a positive integer name or get the next free one, and are written to
   ``<prefix>.comm_groups.json``.
-`chakra simulate --compat astra` on the exported files gives what it gives on the originals.
+- A collective whose size differs across its members (an uneven all-to-all: PyTorch's
+  `all_to_all_single` with splits) leaves ASTRA-sim waiting for messages that never match, a
+  deadlock. Such collectives are listed; ``even_sizes="max"`` gives every member the largest.
+`chakra simulate --compat astra` on the exported files gives what it gives on the originals
+(with ``even_sizes``: on the exported files).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType
-from ..schema.groups import ALL_RANKS_GROUPS, declared_groups
+from ..schema.groups import ALL_RANKS_GROUPS, declared_groups, group_rows
 from ..schema.trace import Trace
 
 
@@ -39,6 +43,8 @@ class AstraExport:
     members: dict[str, list[int]]  # ASTRA-sim group id -> ranks
     dropped: dict[int, int] = field(default_factory=dict)  # rank -> METADATA nodes dropped
     prefix: str = ""
+    uneven: list[dict] = field(default_factory=list)  # collectives whose size differs across members
+    evened: bool = False  # whether they were given their largest size
 
     def command(self, binary: str = "AstraSim_Analytical_Congestion_Unaware") -> str:
         cmd = f"{binary} --workload-configuration={self.prefix} --system-configuration=SYSTEM.json "
@@ -128,11 +134,42 @@ def without_metadata(t: Trace) -> tuple[Trace, int]:
     return kept, int(gone.sum())
 
 
-def to_astra_sim(workload: Workload, prefix: str | os.PathLike, *, compress: bool = False) -> AstraExport:
+def uneven_collectives(workload: Workload) -> list[dict]:
+    """Collectives (matched by group and position in its issue order) whose `comm_size` differs
+    across the ranks that issue them: {group, index, name, sizes: {rank: bytes}}."""
+    seen: dict[tuple[str, int], dict] = {}
+    for rank, t in sorted(workload.traces.items()):
+        for name in dict.fromkeys(t.groups[c] for c in np.unique(t.pg_name[t.has(Attr.PG_NAME)]).tolist()) | {"": None}:
+            for k, row in enumerate(group_rows(t, name).tolist()):
+                entry = seen.setdefault(
+                    (name, k), {"group": name, "index": k, "name": t.names[t.name_codes[row]], "sizes": {}}
+                )
+                entry["sizes"][rank] = int(t.comm_size[row])
+    return [e for e in seen.values() if len(set(e["sizes"].values())) > 1]
+
+
+def _even(t: Trace, rank: int, uneven: list[dict]) -> Trace:
+    """The trace with each uneven collective at the largest size any member gives it."""
+    out = t.copy()
+    size = out.comm_size.copy()
+    for e in uneven:
+        if rank in e["sizes"]:
+            size[group_rows(t, e["group"])[e["index"]]] = max(e["sizes"].values())
+    out.comm_size = size
+    return out
+
+
+def to_astra_sim(
+    workload: Workload, prefix: str | os.PathLike, *, compress: bool = False, even_sizes: str | None = None
+) -> AstraExport:
     """Write `<prefix>.<rank>.et` (and `<prefix>.comm_groups.json` when the job has subgroups)
-    that ASTRA-sim's binary runs: METADATA nodes dropped, groups named as it reads them."""
+    that ASTRA-sim's binary runs: METADATA nodes dropped, groups named as it reads them.
+    ``even_sizes="max"``: a collective whose size differs across its members gets the largest."""
     if not len(workload):
         raise ChakraError("to_astra_sim: the workload has no ranks")
+    if even_sizes not in (None, "max"):
+        raise ChakraError(f"to_astra_sim: even_sizes must be None or 'max', not {even_sizes!r}")
+    uneven = uneven_collectives(workload)
     rename, members = astra_groups(workload)
     done: dict[int, tuple[Trace, int]] = {}  # per trace object: ranks sharing one keep sharing it
     for t in workload.traces.values():
@@ -143,6 +180,8 @@ def to_astra_sim(workload: Workload, prefix: str | os.PathLike, *, compress: boo
                 new.groups = [rename.get(g, g) for g in new.groups]
             done[id(t)] = (new, n)
     out = {rank: done[id(t)][0] for rank, t in workload.traces.items()}
+    if uneven and even_sizes:
+        out = {rank: _even(t, rank, uneven) for rank, t in out.items()}
     dropped = {rank: done[id(t)][1] for rank, t in workload.traces.items()}
     prefix = Path(prefix)
     if prefix.parent and not prefix.parent.exists():
@@ -161,4 +200,6 @@ def to_astra_sim(workload: Workload, prefix: str | os.PathLike, *, compress: boo
         members=members,
         dropped=dropped,
         prefix=str(prefix),
+        uneven=uneven,
+        evened=bool(uneven and even_sizes),
     )
