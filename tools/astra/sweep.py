@@ -293,6 +293,7 @@ _FAILURE_KINDS = (
     ("prev_size", "heap corruption (malloc abort)"),
     ("CallbackTrackerEntry", "assertion in CallbackTrackerEntry"),
     ("Invalid node_type", "abort: Invalid node_type (a METADATA_NODE)"),
+    ("Statistics.cc", "abort: Invalid node_type (a METADATA_NODE)"),
     ("double free", "double free at exit"),
     ("malloc()", "heap corruption (malloc abort)"),
 )
@@ -302,7 +303,7 @@ def _failure_kind(msg: str) -> str:
     for needle, kind in _FAILURE_KINDS:
         if needle in msg:
             return kind
-    return msg[:160]
+    return re.sub(r"(/[^/\s:]+)+/([^/\s:]+)", r"\2", msg)[:160]  # (file names, not this machine's paths)
 
 
 def feature_table(rows: list[dict]) -> str:
