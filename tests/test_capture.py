@@ -1,0 +1,308 @@
+"""`chakra capture`: one training step captured without its math, checked against a recording.
+
+The corpus recorded the DDP job's TinyLM (benchmarks/corpus/jobs/_common.py) step by step on CPU
+(tests/data/corpus/ddp). The capture of the same model, batch and sequence (no DDP) must run the
+same aten ops, phase by phase, with the same shapes, dtypes, FLOPs and bytes, apart from the
+differences named in `recorded_ops` and `normalize` (each with its cause).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed; capturing needs it")
+pytestmark = pytest.mark.torch
+
+from chakra_trace.capture import CaptureError, capture, load_build  # noqa: E402
+from chakra_trace.capture.cost import recorded_cost  # noqa: E402
+from chakra_trace.cli import main  # noqa: E402
+from chakra_trace.io.et import read_trace  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDING = ROOT / "tests" / "data" / "corpus" / "ddp" / "rank0.et.json.gz"
+JOBS = ROOT / "benchmarks" / "corpus" / "jobs"
+GPT = ROOT / "examples" / "models" / "gpt.py"
+
+# Recorded ops that DDP adds (the capture has no process group): its gradient buckets' all-reduce,
+# the division of each gradient by the world size, copies between buckets and grads, the
+# broadcast of the buffers at each forward.
+DDP_SCOPES = ("c10d::", "gloo:", "reducer", "flatten_dense_tensors")
+
+
+def tiny_lm():
+    """(model, inputs, loss) of the corpus's TinyLM, the model the DDP job recorded."""
+    sys.path.insert(0, str(JOBS))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(JOBS))
+
+    def inputs(batch: int, seq: int):
+        tokens = torch.randint(0, _common.VOCAB, (batch, seq + 1))
+        return (tokens[:, :-1],), tokens[:, 1:]
+
+    return _common.TinyLM(), inputs, _common.lm_loss
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return capture(tiny_lm, batch=8, seq=32)  # _common.batch(): 8 sequences of SEQ = 32 tokens
+
+
+def _attr(node: dict, name: str):
+    return next((a["value"] for a in node["attrs"] if a["name"] == name), None)
+
+
+def recorded_ops(path: Path = RECORDING, step: str = "ProfilerStep#2") -> tuple[list, Counter]:
+    """The ops of one recorded step at the level a dispatch mode sees them, with their phase:
+    (phase, op, node) for each, and a count of the DDP ops left out by kind. The host trace
+    nests each op's callees under it; composite ops (CompositeImplicitAutograd, e.g.
+    aten::linear) decompose before dispatch, so their callees are taken instead."""
+    nodes = json.loads(gzip.decompress(path.read_bytes()))["nodes"]
+    children: dict[int, list] = {}
+    for n in nodes:
+        children.setdefault(n["ctrl_deps"], []).append(n)
+    (root,) = [n for n in nodes if n["name"] == step]
+    ops: list = []
+    ddp: Counter = Counter()
+
+    def walk(n: dict, phase: str, parents: tuple[str, ...]) -> None:
+        name = n["name"]
+        if name.startswith("autograd::engine"):
+            phase = "backward"
+        elif name.startswith("Optimizer.step"):
+            phase = "optimizer"
+        if name.startswith("aten::"):
+            op = _attr(n, "op_schema").split("(")[0]
+            in_ddp = any(s in p for p in parents + (name,) for s in DDP_SCOPES)
+            # DDP's buffer broadcast copies into each buffer right under DDP's forward; its reducer
+            # points gradients at their slices of the flat buckets (as_strided called by no aten op)
+            if (op == "aten::copy_" and parents[-1] == "DistributedDataParallel.forward") or (
+                op == "aten::as_strided" and not parents[-1].startswith("aten::")
+            ):
+                in_ddp = True
+            if in_ddp:
+                ddp[op] += 1
+                return
+            if not torch._C._dispatch_has_kernel_for_dispatch_key(op, "CompositeImplicitAutograd"):
+                ops.append((phase, op, n))
+                return
+        for k in children.get(n["id"], ()):
+            walk(k, phase, parents + (name,))
+
+    walk(root, "forward", ())
+    return ops, ddp
+
+
+def _tensors(shapes, types) -> tuple:
+    # an undefined optional tensor (attn_mask=None) is recorded as "Tensor(nullptr ...)": no data
+    return tuple((json.dumps(s), t) for s, t in zip(shapes, types) if t.startswith("Tensor(") and "nullptr" not in t)
+
+
+def normalize(phase: str, op: str, top_level: bool = False) -> tuple[str, str]:
+    """The same op as the capture names it. Eager adds a linear's bias and accumulates gradients
+    in place (`add_`); PyTorch takes the out-of-place `add` for tensor subclasses (FakeTensor):
+    same shapes, FLOPs and bytes. The backward's seed gradient (`ones_like`) is made before the
+    autograd engine starts, outside its scope in the recording; the capture counts it in backward."""
+    if op == "aten::add_.Tensor" and phase != "optimizer":
+        return phase, "aten::add.Tensor"
+    if op == "aten::ones_like" and top_level:
+        return "backward", op
+    return phase, op
+
+
+def compare(result) -> tuple[Counter, Counter, Counter]:
+    """(only in the recording, only in the capture, DDP ops left out): ops keyed by phase, name,
+    tensor shapes and dtypes, FLOPs and bytes (the recorded ones costed from their recorded shapes
+    by the capture's own rules)."""
+    ops, ddp = recorded_ops()
+    recorded: Counter = Counter()
+    for phase, op, n in ops:
+        i, o = n["inputs"], n["outputs"]
+        flops, nbytes, _ = recorded_cost(op, i["shapes"], i["types"], i["values"], o["shapes"], o["types"])
+        top = n["ctrl_deps"] == 4  # a direct child of the step
+        key = (*normalize(phase, op, top), _tensors(i["shapes"], i["types"]), _tensors(o["shapes"], o["types"]))
+        recorded[(*key, flops, nbytes)] += 1
+    captured: Counter = Counter(
+        (
+            op.phase,
+            op.name,
+            _tensors(op.in_shapes, op.in_types),
+            _tensors(op.out_shapes, op.out_types),
+            op.flops,
+            op.bytes,
+        )
+        for op in result.ops
+    )
+    # autograd detaches outputs it saves for backward when a tensor subclass runs (FakeTensor):
+    # views, free; the recording's detaches (AccumulateGrad's) must be among the captured ones
+    det_r = Counter(k for k in recorded.elements() if k[1] == "aten::detach")
+    det_c = Counter(k for k in captured.elements() if k[1] == "aten::detach")
+    assert all(k[4] == k[5] == 0 for k in det_c)
+    only_r = det_r - det_c
+    only_r += Counter({k: v for k, v in recorded.items() if k[1] != "aten::detach"}) - captured
+    only_c = Counter({k: v for k, v in captured.items() if k[1] != "aten::detach"}) - recorded
+    return only_r, only_c, ddp
+
+
+def test_capture_matches_recorded_step(tiny):
+    only_recorded, only_captured, ddp = compare(tiny)
+    assert only_recorded == Counter() and only_captured == Counter()
+    # what was left out is DDP's alone
+    assert set(ddp) <= {
+        "aten::mul.out",
+        "aten::copy_",
+        "aten::as_strided",
+        "aten::view",
+        "aten::slice.Tensor",
+        "aten::narrow",
+        "aten::flatten_dense_tensors",
+        "aten::unflatten_dense_tensors",
+    }
+    assert ddp["aten::mul.out"] == sum(1 for p in tiny_lm()[0].parameters())  # grad /= world, one per parameter
+    # the comparison has teeth: it covers every phase, matmuls and attention included
+    phases = Counter(op.phase for op in tiny.ops)
+    assert phases["forward"] > 50 and phases["backward"] > 100
+    assert phases["optimizer"] == 10 * 28  # single-tensor AdamW: 10 ops a parameter
+    assert {"aten::mm", "aten::addmm", "aten::_scaled_dot_product_flash_attention_for_cpu_backward"} <= {
+        op.name for op in tiny.ops
+    }
+
+
+def test_comparison_fails_on_a_wrong_capture():
+    """Another batch size changes shapes, FLOPs and bytes: the comparison sees it."""
+    only_recorded, only_captured, _ = compare(capture(tiny_lm, batch=4, seq=32))
+    assert only_recorded and only_captured
+    assert {k[1] for k in only_captured} >= {"aten::mm", "aten::addmm"}
+
+
+def test_flops_sources_and_phase_totals(tiny):
+    d = tiny.to_dict()
+    assert d["params"] == sum(p.numel() for p in tiny_lm()[0].parameters())
+    by = d["flops_by_phase"]
+    # backward does about twice the forward's matmul work
+    assert 1.7 < by["backward"] / by["forward"] < 2.3
+    mm = [op for op in tiny.ops if op.name in ("aten::mm", "aten::addmm")]
+    assert mm and all(op.flops_source == "torch" for op in mm)
+    # addmm's FLOPs: torch's formula, 2·m·n·k (the bias add is not counted)
+    op = next(op for op in tiny.ops if op.name == "aten::addmm")
+    (m, k), (_, n) = op.in_shapes[1], op.in_shapes[2]
+    assert op.flops == 2 * m * n * k
+    views = [op for op in tiny.ops if op.view]
+    assert views and all(op.flops == op.bytes == 0 for op in views)
+
+
+def test_dependencies_follow_the_data(tiny):
+    ops = {op.id: op for op in tiny.ops}
+    order = {op.id: i for i, op in enumerate(tiny.ops)}
+    for op in tiny.ops:
+        assert all(order[d] < order[op.id] for d in op.deps)
+    # the first matmul reads the embedding sum; the loss's backward seeds from the loss
+    first_mm = next(op for op in tiny.ops if op.name == "aten::mm")
+    assert first_mm.deps and all(ops[d].phase == "forward" for d in first_mm.deps)
+    # every optimizer update of a weight waits for its gradient (made in backward)
+    upd = [op for op in tiny.ops if op.phase == "optimizer" and op.name == "aten::addcdiv_"]
+    assert len(upd) == 28
+
+    def ancestors(i: int) -> set[str]:
+        seen, todo = set(), [i]
+        while todo:
+            j = todo.pop()
+            for d in ops[j].deps:
+                if d not in seen:
+                    seen.add(d)
+                    todo.append(d)
+        return {ops[j].phase for j in seen}
+
+    assert all("backward" in ancestors(op.id) for op in upd)
+    # views are never producers: no op depends on one
+    view_ids = {op.id for op in tiny.ops if op.view}
+    assert not any(set(op.deps) & view_ids for op in tiny.ops)
+
+
+def test_module_paths(tiny):
+    fwd = {op.module for op in tiny.ops if op.phase == "forward"}
+    assert {"embed", "encoder.layers.0.self_attn", "encoder.layers.1.linear1", "head"} <= fwd
+    bwd = Counter(op.module for op in tiny.ops if op.phase == "backward")
+    assert bwd["head"] and bwd["encoder.layers.0.self_attn"] and bwd["encoder.layers.1.norm2"]
+    opt = Counter(op.module for op in tiny.ops if op.phase == "optimizer")
+    assert opt["head"] == 2 * 10  # weight and bias: 10 ops each (single-tensor AdamW)
+    assert "optimizer" not in opt  # every update is its parameter's module's
+
+
+def test_trace_is_a_master_trace(tiny, tmp_path):
+    from chakra_trace.io.et import write_trace
+    from chakra_trace.validate import validate_trace
+
+    t = tiny.trace
+    assert len(t) == len(tiny.ops) and (t.types == 4).all() and (t.duration == 0).all()
+    assert int(t.num_ops.sum()) == tiny.flops
+    path = tmp_path / "tiny.master.et"
+    write_trace(t, path)
+    back = read_trace(path)
+    n = back.node(int(next(i for i, op in enumerate(tiny.ops) if op.name == "aten::addmm")))
+    assert n.name == "aten::addmm" and n.attr("phase") == "forward" and n.attr("flops_source") == "torch"
+    assert json.loads(n.inputs.shapes)[1] == [256, 64]
+    assert validate_trace(back).ok
+
+
+def test_fold_views_keeps_every_edge():
+    r = capture(tiny_lm, batch=2, seq=8, fold_views=True, optimizer=None)
+    assert r.ops and not any(op.view for op in r.ops)
+    ids = {op.id for op in r.ops}
+    assert all(set(op.deps) <= ids for op in r.ops)
+    assert {op.phase for op in r.ops} == {"forward", "backward"}
+
+
+def test_gpt_grows_linearly_with_layers():
+    build = load_build(f"{GPT}:build")
+    cfg = dict(hidden=64, heads=4, kv_heads=2, ffn=128, vocab=256)
+    n = [len(capture(build, {**cfg, "layers": k}, batch=2, seq=16).ops) for k in (1, 2, 3)]
+    assert n[2] - n[1] == n[1] - n[0] > 0
+    r = capture(build, {**cfg, "layers": 2}, batch=2, seq=16, dtype="bfloat16")
+    assert {op.module.split(".")[0] for op in r.ops if op.phase == "forward"} >= {"embed", "layers", "lm_head"}
+    assert any("c10::BFloat16" in t for op in r.ops for t in op.in_types)
+
+
+def test_build_errors():
+    with pytest.raises(CaptureError, match="must return"):
+        capture(lambda: torch.nn.Linear(2, 2))
+    with pytest.raises(CaptureError, match="optimizer"):
+        capture(tiny_lm, optimizer="nope")
+    with pytest.raises(Exception, match="no function"):
+        load_build(f"{GPT}:nope")
+
+
+def test_cli_capture_and_simulate(tmp_path, capsys):
+    out = tmp_path / "gpt.master.et"
+    cfg = json.dumps({"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "ffn": 128, "vocab": 256})
+    rc = main(["capture", f"{GPT}:build", "--config", cfg, "--batch", "2", "--seq", "16", "-o", str(out), "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["nodes"] == len(read_trace(out)) and d["flops_by_phase"]["backward"] > d["flops_by_phase"]["forward"]
+    rc = main(["simulate", str(out), "--device", "h100", "--json"])
+    assert rc == 0
+    sim = json.loads(capsys.readouterr().out)
+    # one device runs the nodes one after another, each at its roofline time on the H100 preset
+    from chakra_trace.schema.devices import device_spec
+
+    h100 = device_spec("h100")
+    t = read_trace(out)
+    peak, bw = h100.peak_flops / 1e9, h100.mem_bw / 1e9  # per ns
+    ops, size = t.num_ops.astype(float), t.tensor_size.astype(float)
+    perf = [min(peak, bw * f / s) if s else peak for f, s in zip(ops, size)]
+    expected = sum(f // p if f else s // bw for f, s, p in zip(ops, size, perf))
+    assert sim["finish_ns"][0] == pytest.approx(expected, rel=1e-3)
+
+
+def test_layers_import_no_torch_at_import_time():
+    code = "import sys, chakra_trace.capture, chakra_trace.cli.capture; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
