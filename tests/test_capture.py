@@ -235,6 +235,9 @@ def test_module_paths(tiny):
     opt = Counter(op.module for op in tiny.ops if op.phase == "optimizer")
     assert opt["head"] == 2 * 10  # weight and bias: 10 ops each (single-tensor AdamW)
     assert "optimizer" not in opt  # every update is its parameter's module's
+    loss = Counter((op.phase, op.name) for op in tiny.ops if op.module == "loss")
+    assert loss[("forward", "aten::nll_loss_forward")] == loss[("backward", "aten::nll_loss_backward")] == 1
+    assert loss[("backward", "aten::ones_like")] == 1  # the seed gradient
 
 
 def test_trace_is_a_master_trace(tiny, tmp_path):
@@ -251,6 +254,16 @@ def test_trace_is_a_master_trace(tiny, tmp_path):
     assert n.name == "aten::addmm" and n.attr("phase") == "forward" and n.attr("flops_source") == "torch"
     assert json.loads(n.inputs.shapes)[1] == [256, 64]
     assert validate_trace(back).ok
+    meta = {a.name: a.string_val for a in back.metadata.attr}
+    assert meta["schema"] == "chakra-trace capture 1"
+    assert json.loads(meta["capture"]) == {
+        "config": {},
+        "batch": 8,
+        "seq": 32,
+        "optimizer": "adamw",
+        "dtype": None,
+        "params": tiny.params,
+    }
 
 
 def test_fold_views_keeps_every_edge():
@@ -278,6 +291,21 @@ def test_build_errors():
         capture(tiny_lm, optimizer="nope")
     with pytest.raises(Exception, match="no function"):
         load_build(f"{GPT}:nope")
+
+    class Branchy(torch.nn.Module):  # control flow on a value: not capturable without data
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y[y > 0].sum() if y.sum() > 0 else y
+
+    def branchy():
+        return Branchy(), lambda b, s: ((torch.ones(b, 4),), None), lambda out, _: out.sum()
+
+    with pytest.raises(CaptureError, match="tensor values"):
+        capture(branchy)
 
 
 def test_cli_capture_and_simulate(tmp_path, capsys):

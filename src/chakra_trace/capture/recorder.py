@@ -129,8 +129,8 @@ def make_recorder():
         def _where(self, in_tensors: list, out_tensors: list) -> tuple[str, str]:
             if self.phase == "backward":
                 node = torch._C._current_autograd_node()
-                if node is None:
-                    return ("", "")
+                if node is None:  # outside the engine: the seed gradient of the loss
+                    return ("loss", "")
                 if node in self.labels:
                     return self.labels[node]
                 variable = getattr(node, "variable", None)  # AccumulateGrad: the parameter's module

@@ -36,6 +36,7 @@ from ..schema.trace import Trace
 from .recorder import CapturedOp, label_autograd, make_recorder
 
 PHASES = ("forward", "backward", "optimizer")
+LOSS = ("loss", "")  # the module path of the loss's ops (forward and backward) and of the seed gradient
 SCHEMA = "chakra-trace capture 1"
 
 
@@ -154,7 +155,11 @@ def capture(
     ops that only make views (they cost nothing; no dependency passes through them)."""
     try:
         import torch
-        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch._subclasses.fake_tensor import (
+            DataDependentOutputException,
+            DynamicOutputShapeException,
+            FakeTensorMode,
+        )
     except ImportError as e:  # pragma: no cover
         raise CaptureError("capturing needs PyTorch (pip install torch)") from e
     if batch < 1 or seq < 1:
@@ -197,9 +202,12 @@ def capture(
         try:
             with recorder:
                 recorder.phase = "forward"
-                loss = step.loss(model(*args), target)
+                output = model(*args)
+                recorder.modules = [LOSS]
+                loss = step.loss(output, target)
                 if not (torch.is_tensor(loss) and loss.numel() == 1):
                     raise CaptureError("the loss function must return a scalar tensor")
+                label_autograd(loss, output, LOSS, recorder.labels)
                 recorder.phase = "backward"
                 loss.backward()
                 if opt is not None:
@@ -210,15 +218,22 @@ def capture(
                         recorder.own([p, *([p.grad] if p.grad is not None else []), *state], where)
                     opt.step()
                     opt.zero_grad(set_to_none=True)
+        except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            raise CaptureError(
+                f"the step needs tensor values, which a capture does not have ({type(e).__name__}: {e}); "
+                "make the model's control flow depend on shapes only"
+            ) from e
         finally:
             for h in hooks:
                 h.remove()
     ops = [op for op in recorder.ops if not (fold_views and op.view)]
-    trace = build_trace(ops, metadata={"schema": SCHEMA, "capture_config": json.dumps(config, sort_keys=True)})
+    params_n = sum(p.numel() for p in params)
+    about = {"config": config, "batch": batch, "seq": seq, "optimizer": optimizer, "dtype": dtype, "params": params_n}
+    trace = build_trace(ops, metadata={"schema": SCHEMA, "capture": json.dumps(about, sort_keys=True, default=str)})
     return CaptureResult(
         trace=trace,
         ops=ops,
-        params=sum(p.numel() for p in params),
+        params=params_n,
         batch=batch,
         seq=seq,
         wall_s=time.perf_counter() - t0,
