@@ -282,6 +282,31 @@ def test_gpt_grows_linearly_with_layers():
     r = capture(build, {**cfg, "layers": 2}, batch=2, seq=16, dtype="bfloat16")
     assert {op.module.split(".")[0] for op in r.ops if op.phase == "forward"} >= {"embed", "layers", "lm_head"}
     assert any("c10::BFloat16" in t for op in r.ops for t in op.in_types)
+    # the matmuls are the 6·N·tokens of the rule of thumb, exactly: 2 N T forward, 4 N T backward
+    # (N: the linear layers' weights; every input gradient is needed, the embedding's weight learns)
+    gpt = load_build(f"{GPT}:build")(**{**cfg, "layers": 2})[0]
+    n_linear = sum(m.weight.numel() for m in gpt.modules() if isinstance(m, torch.nn.Linear))
+    mm = Counter()
+    for op in r.ops:
+        if op.name == "aten::mm":
+            mm[op.phase] += op.flops
+    tokens = 2 * 16
+    assert mm["forward"] == 2 * n_linear * tokens and mm["backward"] == 4 * n_linear * tokens
+    # attention by torch's SDPA formulas: 4·b·h·s²·d forward (causal masking not discounted), 2.5× that backward
+    fwd = [op.flops for op in r.ops if op.name == "aten::_scaled_dot_product_flash_attention_for_cpu"]
+    bwd = [op.flops for op in r.ops if op.name == "aten::_scaled_dot_product_flash_attention_for_cpu_backward"]
+    assert fwd == [4 * 2 * 4 * 16 * 16 * 16] * 2 and bwd == [f * 5 // 2 for f in fwd]
+
+
+def test_foreach_optimizer():
+    """AdamW's foreach form: one op per update over every tensor, the optimizer's own; its weight
+    decay writes the parameters, so it waits for the forward and backward ops that read them."""
+    r = capture(tiny_lm, batch=2, seq=8, optimizer_options={"foreach": True})
+    ops = [op for op in r.ops if op.phase == "optimizer" and op.name.startswith("aten::_foreach")]
+    assert ops and all(op.module == "optimizer" for op in ops)
+    by_id = {op.id: op for op in r.ops}
+    decay = next(op for op in ops if op.name == "aten::_foreach_mul_.Scalar")
+    assert {by_id[d].phase for d in decay.deps} == {"forward", "backward"}
 
 
 def test_build_errors():

@@ -136,15 +136,16 @@ def make_recorder():
                 variable = getattr(node, "variable", None)  # AccumulateGrad: the parameter's module
                 return self.owners.get(id(variable), ("", ""))
             if self.phase == "optimizer":  # the module of the parameter (or its grad, or state) updated
-                for t in in_tensors:
-                    k = self._key(t)
-                    if k is not None and k[0] in self.storage_owner:
-                        where = self.storage_owner[k[0]]
-                        for o in out_tensors:
-                            ko = self._key(o)
-                            if ko is not None:
-                                self.storage_owner.setdefault(ko[0], where)
-                        return where
+                owners = {
+                    self.storage_owner[k[0]] for t in in_tensors if (k := self._key(t)) and k[0] in self.storage_owner
+                }
+                if len(owners) == 1:  # (a foreach op over many modules' tensors stays the optimizer's)
+                    (where,) = owners
+                    for o in out_tensors:
+                        ko = self._key(o)
+                        if ko is not None:
+                            self.storage_owner.setdefault(ko[0], where)
+                    return where
             return self.modules[-1] if self.modules else ("", "")
 
         def own(self, tensors: list, where: tuple[str, str]) -> None:
@@ -171,10 +172,11 @@ def make_recorder():
             flat_args = list(args) + [kwargs[a.name] for a in schema.arguments[len(args) :] if a.name in kwargs]
             written: set[int] = set()
             for a, x in zip(schema.arguments, flat_args):
-                if a.alias_info is not None and a.alias_info.is_write and is_tensor(x):
-                    k = self._key(x)
-                    if k is not None:
-                        written.add(k[0])
+                if a.alias_info is not None and a.alias_info.is_write:
+                    for t in x if isinstance(x, (list, tuple)) else (x,):
+                        k = self._key(t) if is_tensor(t) else None
+                        if k is not None:
+                            written.add(k[0])
             deps: dict[int, None] = {}
             in_tensors: list[Any] = []
             for x in flat_args:
