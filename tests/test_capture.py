@@ -359,3 +359,12 @@ def test_layers_import_no_torch_at_import_time():
     code = "import sys, chakra_trace.capture, chakra_trace.cli.capture; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_cli_errors(capsys):
+    assert main(["capture", f"{GPT}:build", "--config", "{not json"]) == 2
+    assert "--config" in capsys.readouterr().err
+    assert main(["capture", f"{GPT}:build", "--config", '{"layers": 1, "hidden": 30, "heads": 4}']) == 2
+    assert "must divide" in capsys.readouterr().err
+    assert main(["capture", "no/such/file.py:build"]) == 2
+    assert "no such file" in capsys.readouterr().err
