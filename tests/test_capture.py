@@ -27,6 +27,7 @@ from chakra_trace.io.et import read_trace  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = ROOT / "tests" / "data" / "corpus" / "ddp" / "rank0.et.json.gz"
+GPT2_RECORDING = ROOT / "tests" / "data" / "corpus" / "gpt2" / "rank0.et.json.gz"
 JOBS = ROOT / "benchmarks" / "corpus" / "jobs"
 GPT = ROOT / "examples" / "models" / "gpt.py"
 
@@ -62,9 +63,11 @@ def _attr(node: dict, name: str):
 
 def recorded_ops(path: Path = RECORDING, step: str = "ProfilerStep#2") -> tuple[list, Counter]:
     """The ops of one recorded step at the level a dispatch mode sees them, with their phase:
-    (phase, op, node) for each, and a count of the DDP ops left out by kind. The host trace
-    nests each op's callees under it; composite ops (CompositeImplicitAutograd, e.g.
-    aten::linear) decompose before dispatch, so their callees are taken instead."""
+    (phase, op, node, whether a direct child of the step) for each, and a count of the DDP ops
+    left out by kind. The host trace nests each op's callees under it; composite ops
+    (CompositeImplicitAutograd, e.g. aten::linear) decompose before dispatch, so their callees
+    are taken instead. `torch.tensor(data)` fills a real tensor (`empty`, `detach_`) before the
+    dispatcher gets it (`lift_fresh`): those are left out too."""
     nodes = json.loads(gzip.decompress(path.read_bytes()))["nodes"]
     children: dict[int, list] = {}
     for n in nodes:
@@ -92,18 +95,47 @@ def recorded_ops(path: Path = RECORDING, step: str = "ProfilerStep#2") -> tuple[
                 ddp[op] += 1
                 return
             if not torch._C._dispatch_has_kernel_for_dispatch_key(op, "CompositeImplicitAutograd"):
-                ops.append((phase, op, n))
+                ops.append((phase, op, n, parents[-1] == step))
                 return
-        for k in children.get(n["id"], ()):
-            walk(k, phase, parents + (name,))
+        kids = children.get(n["id"], [])
+        skip = _from_data(kids)
+        for k in kids:
+            if k["id"] not in skip:
+                walk(k, phase, parents + (name,))
 
     walk(root, "forward", ())
     return ops, ddp
 
 
+def _from_data(siblings: list) -> set[int]:
+    """Ids of the ops around each `aten::lift_fresh` that build a tensor from Python data:
+    the `aten::empty` (and `aten::to`) just before it, the `aten::detach_` just after."""
+    out: set[int] = set()
+    for i, n in enumerate(siblings):
+        if n["name"] != "aten::lift_fresh":
+            continue
+        j = i - 1
+        while j >= 0 and siblings[j]["name"] in ("aten::to", "aten::empty"):
+            out.add(siblings[j]["id"])
+            if siblings[j]["name"] == "aten::empty":
+                break
+            j -= 1
+        if i + 1 < len(siblings) and siblings[i + 1]["name"] == "aten::detach_":
+            out.add(siblings[i + 1]["id"])
+    return out
+
+
 def _tensors(shapes, types) -> tuple:
-    # an undefined optional tensor (attn_mask=None) is recorded as "Tensor(nullptr ...)": no data
-    return tuple((json.dumps(s), t) for s, t in zip(shapes, types) if t.startswith("Tensor(") and "nullptr" not in t)
+    """(shape, dtype) of each tensor, those in lists included (a list result is one recorded
+    output, several captured ones). An undefined optional tensor (attn_mask=None) is recorded
+    as "Tensor(nullptr ...)": no data."""
+    out = []
+    for s, t in zip(shapes, types):
+        if t.startswith("GenericList[") and "Tensor(" in t:
+            out += _tensors(s, [x.strip() for x in t[len("GenericList[") : -1].split(",")])
+        elif t.startswith("Tensor(") and "nullptr" not in t:
+            out.append((json.dumps(s), t))
+    return tuple(out)
 
 
 def normalize(phase: str, op: str, top_level: bool = False) -> tuple[str, str]:
@@ -113,21 +145,22 @@ def normalize(phase: str, op: str, top_level: bool = False) -> tuple[str, str]:
     autograd engine starts, outside its scope in the recording; the capture counts it in backward."""
     if op == "aten::add_.Tensor" and phase != "optimizer":
         return phase, "aten::add.Tensor"
+    if op == "aten::_reshape_alias":  # eager's reshape of a view: FakeTensor takes `view` (both views)
+        return phase, "aten::view"
     if op == "aten::ones_like" and top_level:
         return "backward", op
     return phase, op
 
 
-def compare(result) -> tuple[Counter, Counter, Counter]:
+def compare(result, path: Path = RECORDING) -> tuple[Counter, Counter, Counter]:
     """(only in the recording, only in the capture, DDP ops left out): ops keyed by phase, name,
     tensor shapes and dtypes, FLOPs and bytes (the recorded ones costed from their recorded shapes
     by the capture's own rules)."""
-    ops, ddp = recorded_ops()
+    ops, ddp = recorded_ops(path)
     recorded: Counter = Counter()
-    for phase, op, n in ops:
+    for phase, op, n, top in ops:
         i, o = n["inputs"], n["outputs"]
         flops, nbytes, _ = recorded_cost(op, i["shapes"], i["types"], i["values"], o["shapes"], o["types"])
-        top = n["ctrl_deps"] == 4  # a direct child of the step
         key = (*normalize(phase, op, top), _tensors(i["shapes"], i["types"]), _tensors(o["shapes"], o["types"]))
         recorded[(*key, flops, nbytes)] += 1
     captured: Counter = Counter(
@@ -174,6 +207,28 @@ def test_capture_matches_recorded_step(tiny):
     assert {"aten::mm", "aten::addmm", "aten::_scaled_dot_product_flash_attention_for_cpu_backward"} <= {
         op.name for op in tiny.ops
     }
+
+
+def gpt2():
+    """The corpus's GPT-2 job (benchmarks/corpus/jobs/gpt2.py): transformers' GPT2LMHeadModel."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=1000, n_positions=64)
+    model = transformers.GPT2LMHeadModel(cfg)
+
+    def inputs(batch: int, seq: int):
+        tokens = torch.randint(0, cfg.vocab_size, (batch, seq))
+        return {"input_ids": tokens, "labels": tokens}, None
+
+    return model, inputs, lambda out, _: out.loss
+
+
+def test_capture_matches_recorded_gpt2_step():
+    """A model as users write it (transformers' attention, Conv1D, tied embeddings, dropout, the
+    loss inside the model), one rank: the same ops, shapes, FLOPs and bytes as recorded."""
+    r = capture(gpt2, batch=4, seq=32)  # gpt2.py: 4 sequences of SEQ = 32 tokens
+    only_recorded, only_captured, ddp = compare(r, GPT2_RECORDING)
+    assert only_recorded == Counter() and only_captured == Counter() and not ddp
+    assert Counter(op.phase for op in r.ops)["optimizer"] > 0
 
 
 def test_comparison_fails_on_a_wrong_capture():

@@ -11,7 +11,8 @@ preset (`chakra simulate --device h100`) or for a parallelization pass.
 
 The model protocol (`build`): a function of the config's keys returning a `ModelStep`, or the
 tuple (model, inputs, loss): `inputs(batch, seq)` makes (args, target) for one step (args a tuple
-passed to `model(*args)`), `loss(output, target)` the scalar to backpropagate. It is called inside
+passed as `model(*args)`, or a dict passed as `model(**args)`), `loss(output, target)` the scalar
+to backpropagate. It is called inside
 the fake mode, so it builds the model and tensors as usual (`torch.randint(...)` etc.).
 """
 
@@ -49,7 +50,7 @@ class ModelStep:
     """What a build function returns: the model, how to make one step's inputs, and the loss."""
 
     model: Any  # torch.nn.Module
-    inputs: Callable[[int, int], tuple[tuple, Any]]  # (batch, seq) -> (args, target)
+    inputs: Callable[[int, int], tuple[Any, Any]]  # (batch, seq) -> (args tuple or kwargs dict, target)
     loss: Callable[[Any, Any], Any]  # (output, target) -> scalar tensor
 
 
@@ -202,7 +203,7 @@ def capture(
         try:
             with recorder:
                 recorder.phase = "forward"
-                output = model(*args)
+                output = model(**args) if isinstance(args, dict) else model(*args)
                 recorder.modules = [LOSS]
                 loss = step.loss(output, target)
                 if not (torch.is_tensor(loss) and loss.numel() == 1):
