@@ -233,7 +233,7 @@ def test_capture_matches_recorded_gpt2_step():
 
 def test_comparison_fails_on_a_wrong_capture():
     """Another batch size changes shapes, FLOPs and bytes: the comparison sees it."""
-    only_recorded, only_captured, _ = compare(capture(tiny_lm, batch=4, seq=32))
+    only_recorded, only_captured, _ = compare(capture(tiny_lm, batch=4, seq=32, optimizer="sgd"))
     assert only_recorded and only_captured
     assert {k[1] for k in only_captured} >= {"aten::mm", "aten::addmm"}
 
@@ -332,7 +332,7 @@ def test_fold_views_keeps_every_edge():
 def test_gpt_grows_linearly_with_layers():
     build = load_build(f"{GPT}:build")
     cfg = dict(hidden=64, heads=4, kv_heads=2, ffn=128, vocab=256)
-    n = [len(capture(build, {**cfg, "layers": k}, batch=2, seq=16).ops) for k in (1, 2, 3)]
+    n = [len(capture(build, {**cfg, "layers": k}, batch=2, seq=16, optimizer=None).ops) for k in (1, 2, 3)]
     assert n[2] - n[1] == n[1] - n[0] > 0
     r = capture(build, {**cfg, "layers": 2}, batch=2, seq=16, dtype="bfloat16")
     assert {op.module.split(".")[0] for op in r.ops if op.phase == "forward"} >= {"embed", "layers", "lm_head"}
