@@ -207,7 +207,7 @@ def make_recorder():
             deps.pop(node_id, None)
             # a Python number given for a Tensor argument is a "wrapped number": eager passes it as a
             # 0-dim tensor (float -> double, int -> long) that the op reads; a trace records it so
-            in_desc = []
+            in_desc: list[tuple[Any, str]] = []
             ins: list[tuple[list[int], int]] = []
             for a, x in zip(schema.arguments, flat_args):
                 if isinstance(x, (bool, int, float)) and isinstance(a.type, torch._C.TensorType):
@@ -255,7 +255,7 @@ def label_autograd(outputs: Any, inputs: Any, where: tuple[str, str], labels: di
     from torch.utils._pytree import tree_leaves
 
     stop = {t.grad_fn for t in tree_leaves(inputs) if torch.is_tensor(t) and t.grad_fn is not None}
-    todo = [t.grad_fn for t in tree_leaves(outputs) if torch.is_tensor(t) and t.grad_fn is not None]
+    todo: list[Any] = [t.grad_fn for t in tree_leaves(outputs) if torch.is_tensor(t) and t.grad_fn is not None]
     seen: set = set()
     while todo:
         node = todo.pop()
