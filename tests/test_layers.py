@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"io"},  # files: .et streams, JSON, opening a job
     {"validate"},  # checks and repairs (the simulator, converters and CLI use them)
     {"convert", "collect"},  # PyTorch/Kineto/text ingestion; recording
-    {"synthesize"},  # traces made rather than recorded
+    {"synthesize", "capture"},  # traces made rather than recorded (patterns; captured model steps)
     {"simulate", "analyze"},  # predictions; analyses of recorded or simulated times
     {"visualize", "replay"},  # views over analyses; benchmarks on real hardware
     {"cli"},  # the `chakra` command

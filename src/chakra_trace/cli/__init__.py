@@ -28,6 +28,7 @@ COMMANDS = {
     "from-json": "jsonio:from_json",
     "convert": "convert_group:convert",
     "collect": "collect:collect",
+    "capture": "capture:capture",
     "simulate": "simulate:simulate",
     "analyze": "analyze:analyze",
     "timeline": "timeline:timeline",

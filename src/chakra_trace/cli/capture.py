@@ -1,0 +1,96 @@
+"""`chakra capture`: one training step of a PyTorch model as a master trace, without running its math."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.table import Table
+
+from ..capture import capture as run_capture
+from ..capture import load_build
+from ..errors import ChakraError
+from ..io.et import write_trace
+from .common import console, json_option, print_json
+
+
+def _json_dict(text: str | None, what: str) -> dict:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise click.BadParameter(f"not JSON ({e})", param_hint=what) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=what)
+    return value
+
+
+@click.command()
+@click.argument("model", metavar="FILE.py:FUNCTION|MODULE:FUNCTION")
+@click.option("--config", default=None, help="Keyword arguments of the build function, as JSON: '{\"layers\": 80}'.")
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="Sequences per step.")
+@click.option("--seq", type=click.IntRange(min=1), default=128, show_default=True, help="Tokens per sequence.")
+@click.option(
+    "--optimizer",
+    default="adamw",
+    show_default=True,
+    help="adamw, adam, sgd, adagrad, rmsprop (or any torch.optim class name), or none.",
+)
+@click.option("--optimizer-options", default=None, help="Its keyword arguments as JSON, e.g. '{\"foreach\": true}'.")
+@click.option("--dtype", default=None, help="Default dtype while the model is built, e.g. bfloat16.")
+@click.option("--fold-views", is_flag=True, help="Leave out the ops that only make views (no FLOPs, no bytes).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the master trace (.et).")
+@json_option
+def capture(model, config, batch, seq, optimizer, optimizer_options, dtype, fold_views, output, as_json) -> None:
+    """Capture one training step (forward and loss, backward, optimizer step) of a PyTorch model
+    without running its math: tensors are fake (shapes and dtypes, no data), so a 70B-parameter
+    model is captured in seconds on a CPU. The result is a master trace: one logical device, one
+    COMP node per aten op with its FLOPs (num_ops), bytes (tensor_size), shapes, data
+    dependencies, phase and module path, no durations (`chakra simulate --device h100` costs them).
+
+    \b
+      chakra capture examples/models/gpt.py:build --config '{"preset": "llama2-70b"}' \\
+          --batch 8 --seq 4096 --dtype bfloat16 -o gpt70b.master.et
+
+    MODEL names a function of the config's keys that returns (model, inputs, loss):
+    inputs(batch, seq) -> (args, target) and loss(output, target) -> scalar tensor
+    (see examples/models/gpt.py and `chakra_trace.capture`).
+    """
+    build = load_build(model)
+    try:
+        result = run_capture(
+            build,
+            _json_dict(config, "--config"),
+            batch=batch,
+            seq=seq,
+            optimizer=optimizer,
+            optimizer_options=_json_dict(optimizer_options, "--optimizer-options"),
+            dtype=dtype,
+            fold_views=fold_views,
+        )
+    except (ValueError, AttributeError) as e:  # raised by the user's build function on a bad config
+        raise ChakraError(f"{model}: {e}") from e
+    if output:
+        write_trace(result.trace, output)
+    d = result.to_dict()
+    if output:
+        d["output"] = output
+    if as_json:
+        print_json(d)
+        return
+    con = console()
+    con.print(
+        f"captured {d['nodes']:,} nodes, {d['params']:,} parameters, batch {batch} × seq {seq} "
+        f"in {d['wall_s']:.1f} s (peak memory {d['peak_rss_mib']:,.0f} MiB)" + (f" -> {output}" if output else "")
+    )
+    t = Table(title="one step")
+    for c in ("phase", "nodes", "FLOPs", "bytes"):
+        t.add_column(c, justify="left" if c == "phase" else "right")
+    for phase, flops in d["flops_by_phase"].items():
+        t.add_row(phase, f"{d['nodes_by_phase'].get(phase, 0):,}", f"{flops:.4g}", f"{d['bytes_by_phase'][phase]:.4g}")
+    t.add_row("total", f"{d['nodes']:,}", f"{d['flops']:.4g}", f"{sum(d['bytes_by_phase'].values()):.4g}")
+    con.print(t)
+    con.print(
+        f"6·N·tokens estimate: {d['flops_6nt']:.4g} FLOPs (captured / estimate = {d['flops'] / max(d['flops_6nt'], 1):.3f})"
+    )
