@@ -51,6 +51,8 @@ def assert_lossless(w: Workload, d: Path) -> Trace:
     assert back.groups == w.groups
     assert _files(d / "b", back) == before
     assert _files(d / "c", split(merged)) == before  # in memory too
+    write_trace(merge(back), d / "again.et")  # and merging the job it opens as writes the same file
+    assert (d / "again.et").read_bytes() == (d / "job.et").read_bytes()
     return merged
 
 
