@@ -292,6 +292,13 @@ def test_split_of_a_per_rank_file_says_what_it_expected(ddp_files, capsys):
     assert Workload.open(path).ranks == [0]  # a per-rank file still opens as its rank
 
 
+def test_merge_of_nothing_is_refused_and_a_lone_trace_is_rank_0():
+    with pytest.raises(ChakraError, match="merge: the workload has no ranks"):
+        merge(Workload({}))
+    t = job("resnet:1")[0]
+    assert split(merge(t)).traces[0].equals(t)
+
+
 def _damaged(merged: Trace, how: str) -> Trace:
     t = merged.copy()
     if how == "id":

@@ -21,7 +21,8 @@ The merged file (format 1):
 - Global metadata: ``chakra_merged`` (the format, first: what marks the file), ``merged_ranks`` and
   ``merged_nodes`` (the ranks and their node counts), ``merged_id_stride`` (and the tables),
   ``merged_metadata`` (each rank's GlobalMetadata as it was serialized) and, when the job has
-  communicator groups, ``merged_comm_groups`` (JSON, as the ASTRA-sim group file writes them).
+  communicator groups, ``merged_comm_groups`` (JSON ``{name: [rank, ...]}``, ``Workload.groups``).
+  No ``version`` of its own: each rank's is in its metadata.
 
 `split` removes exactly the bytes `merge` added, checking each, so ``split(merge(w))`` writes files
 byte-identical to ``w``'s; anything that does not check out is a TraceFormatError naming the node.
@@ -76,12 +77,14 @@ def merge(workload: Workload | Trace) -> Trace:
     one-rank job."""
     w = Workload.of(workload)
     ranks = w.ranks
+    if not ranks:
+        raise ChakraError("merge: the workload has no ranks")
     if any(r < 0 for r in ranks):
         raise ChakraError(f"cannot merge negative ranks: {[r for r in ranks if r < 0][:5]}")
     traces = [w.traces[r] for r in ranks]
     counts = np.array([len(t) for t in traces], I64)
     merged = Trace.concat(traces)
-    stride, tables = _id_scheme(traces, max(ranks, default=0))
+    stride, tables = _id_scheme(traces, ranks[-1])
     bounds = _bounds(counts)
 
     def remap(values: np.ndarray, cuts: np.ndarray) -> np.ndarray:
