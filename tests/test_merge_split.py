@@ -5,7 +5,9 @@ multi-rank job we have; the merged file opens as the job everywhere, and damage 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
+import threading
 import warnings
 from functools import cache
 from pathlib import Path
@@ -278,6 +280,19 @@ def test_open_reads_only_the_ranks_asked_for(ddp_files):
     assert w[1].equals(job("corpus:ddp")[1])
     with pytest.raises(ChakraError, match="no rank 5; the job has ranks"):
         Workload.open(ddp_files / "job.et", ranks=[5])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_merged_job_through_a_pipe_opens_as_the_job(ddp_files, tmp_path):
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes((ddp_files / "job.et").read_bytes()))
+    writer.start()
+    try:
+        w = Workload.open(fifo)
+    finally:
+        writer.join()
+    assert w.ranks == [0, 1] and all(w[r].equals(job("corpus:ddp")[r]) for r in w.ranks)
 
 
 # --------------------------------------------------------------------------- bad input

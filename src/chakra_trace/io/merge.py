@@ -51,7 +51,7 @@ from ..schema.groups import group_rows, named_groups
 from ..schema.trace import Trace
 from ..schema.wire import I64, U64, Rows, decode_varint_at, ranges
 from .et import atomic_output, read_trace, write_trace
-from .workload import Progress, Workload, register_source, select_ranks
+from .workload import Progress, Workload, register_job_file, register_source, select_ranks
 
 FORMAT = 1
 MARKER = "chakra_merged"
@@ -481,4 +481,10 @@ def read_merged(path: Path, progress: Progress | None = None, ranks: list[int] |
     return w
 
 
+def _job_in(trace: Trace, path: Path, ranks: list[int] | None) -> Workload | None:
+    """The job a merged trace read from a pipe holds (a file is claimed before it is read)."""
+    return split(trace, ranks=ranks, path=path) if is_merged(trace) else None
+
+
 register_source(is_merged_file, read_merged)
+register_job_file(_job_in)
