@@ -267,11 +267,13 @@ def test_commands_take_the_merged_file_as_the_job(command, ddp_files, capsys):
     assert result(ddp_files / "job.et") == result(ddp_files / "ddp")
 
 
-def test_info_and_graph_take_the_merged_file(ddp_files, capsys, tmp_path):
+def test_info_graph_and_report_take_the_merged_file(ddp_files, capsys, tmp_path):
     rc, out, _ = _run(["info", str(ddp_files / "job.et"), "--json"], capsys)
     assert rc == 0 and sorted(json.loads(out)["ranks"]) == ["0", "1"]
     rc, out, _ = _run(["graph", str(ddp_files / "job.et"), "-o", str(tmp_path / "g.dot"), "--json"], capsys)
     assert rc == 0 and json.loads(out)["rank"] == 0
+    rc, _, err = _run(["report", str(ddp_files / "job.et"), "-o", str(tmp_path / "r.html")], capsys)
+    assert rc == 0, err
 
 
 def test_open_reads_only_the_ranks_asked_for(ddp_files):
