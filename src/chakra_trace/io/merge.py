@@ -115,7 +115,8 @@ def merge(workload: Workload | Trace) -> Trace:
         meta.attr.add(name="merged_id_table").uint64_list.values.extend(table.tolist())
     meta.attr.add(name="merged_metadata").bytes_list.values.extend(t.metadata.SerializeToString() for t in traces)
     if w.groups:
-        meta.attr.add(name="merged_comm_groups").string_val = json.dumps(w.groups)
+        groups = {g: [int(x) for x in members] for g, members in w.groups.items()}
+        meta.attr.add(name="merged_comm_groups").string_val = json.dumps(groups)
     merged.metadata = meta
     return merged
 
@@ -285,7 +286,7 @@ def _layout(trace: Trace, where: str | None):
     if "merged_comm_groups" in attrs:
         try:
             groups = json.loads(attrs["merged_comm_groups"][0].string_val)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # (hostile nesting: RecursionError)
             raise bad(f"communicator groups are not JSON ({e})") from None
         if not isinstance(groups, dict) or not all(
             isinstance(m, list) and all(isinstance(x, int) for x in m) for m in groups.values()
