@@ -22,7 +22,8 @@ from chakra_trace.cli import main
 from chakra_trace.convert.text import text_to_chakra
 from chakra_trace.errors import ChakraError, TraceFormatError
 from chakra_trace.io.et import encode_trace, read_trace, write_trace
-from chakra_trace.io.merge import INSTANCE, RANK, is_merged_file, merge, split
+from chakra_trace.io.merge import INSTANCE, RANK, merge, split
+from chakra_trace.io.merged_file import is_merged_file
 from chakra_trace.io.workload import Workload
 from chakra_trace.schema.enums import Attr, CollectiveType, NodeType
 from chakra_trace.schema.node import Attribute, Node

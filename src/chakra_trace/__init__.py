@@ -11,6 +11,7 @@ from .errors import ChakraError, TraceFormatError
 from .io.et import iter_chunks, iter_nodes, read_metadata, read_trace, write_trace
 from .io.jsonio import read_json, write_json
 from .io.merge import merge, split
+from .io.merged_file import merge_job, split_job
 from .io.stream import Limits
 from .io.workload import Workload, discover, read_comm_groups
 from .schema.builder import TraceBuilder
@@ -44,11 +45,13 @@ __all__ = [
     "iter_chunks",
     "iter_nodes",
     "merge",
+    "merge_job",
     "read_comm_groups",
     "read_json",
     "read_metadata",
     "read_trace",
     "split",
+    "split_job",
     "summarize",
     "validate_trace",
     "validate_workload",

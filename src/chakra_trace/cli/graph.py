@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..io.merge import is_merged_file
+from ..io.merged_file import is_merged_file
 from ..visualize.graph import MAX_NODES, export_graph, render
 from .common import console, json_option, open_workload, print_json
 

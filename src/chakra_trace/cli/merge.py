@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..io.merge import merge_job, split_job
+from ..io.merged_file import merge_job, split_job
 from .common import comm_groups_option, console, json_option, print_json, progress
 
 

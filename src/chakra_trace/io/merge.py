@@ -2,7 +2,7 @@
 
 Simulators and graph tools want one graph of the job; recorders write one file per rank. A merged
 file is an ordinary Chakra trace, so every reader opens it, and `Workload.open` gives back the
-per-rank job (this module registers the form), so every command accepts it where it takes a prefix.
+per-rank job (`merged_file` registers the form), so every command accepts it where it takes a prefix.
 
 The merged file (format 1):
 
@@ -30,16 +30,10 @@ byte-identical to ``w``'s; anything that does not check out is a TraceFormatErro
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
-import stat
-import zlib
 from collections.abc import Iterable
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -49,9 +43,8 @@ from ..schema.codec import attribute_rows
 from ..schema.enums import Attr
 from ..schema.groups import group_rows, named_groups
 from ..schema.trace import Trace
-from ..schema.wire import I64, U64, Rows, decode_varint_at, ranges
-from .et import atomic_output, read_trace, write_trace
-from .workload import Progress, Workload, register_job_file, register_source, select_ranks
+from ..schema.wire import I64, U64, Rows, ranges
+from .workload import Workload, select_ranks
 
 FORMAT = 1
 MARKER = "chakra_merged"
@@ -66,7 +59,7 @@ def _marker_bytes() -> bytes:
     return meta.SerializeToString()
 
 
-_HEAD = _marker_bytes()  # how every merged file's global metadata begins
+HEAD = _marker_bytes()  # how every merged file's global metadata begins (what `merged_file` sniffs)
 
 
 # --------------------------------------------------------------------------- merge
@@ -107,7 +100,7 @@ def merge(workload: Workload | Trace) -> Trace:
     merged.extra_indptr = _indptr(extra.lens)
 
     meta = pb.GlobalMetadata()
-    meta.MergeFromString(_HEAD)
+    meta.MergeFromString(HEAD)
     meta.attr.add(name="merged_ranks").int64_list.values.extend(ranks)
     meta.attr.add(name="merged_nodes").int64_list.values.extend(counts.tolist())
     meta.attr.add(name="merged_id_stride").uint64_val = stride
@@ -366,126 +359,3 @@ def _same_rows(a: Trace, b: Trace) -> bool:
     return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in Trace._ARRAYS) and all(
         np.array_equal(x, y) for x, y in zip(a.placed, b.placed)
     )
-
-
-# --------------------------------------------------------------------------- files
-
-
-@dataclass
-class MergeSummary:
-    """What `merge_job` wrote."""
-
-    output: str
-    ranks: int
-    nodes: int
-    collective_instances: int
-    id_stride: int
-    comm_groups: int
-    bytes: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class SplitSummary:
-    """What `split_job` wrote."""
-
-    files: list[str]
-    comm_groups_file: str | None
-    ranks: int
-    nodes: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def merge_job(
-    source: str | os.PathLike | Workload,
-    output: str | os.PathLike,
-    *,
-    comm_groups: str | os.PathLike | dict | None = None,
-    progress: Progress | None = None,
-) -> MergeSummary:
-    """Merge a job (any path `Workload.open` takes, or a Workload) into one file (`.gz`: gzip).
-    A prefix's `<prefix>.comm_groups.json`, when there is one, is taken as its groups unless
-    `comm_groups` is given, so merging and splitting carries the whole job."""
-    if not isinstance(source, Workload):
-        beside = Path(f"{source}.comm_groups.json")
-        if comm_groups is None and beside.is_file():
-            comm_groups = beside
-        source = Workload.open(source, comm_groups, progress=progress)
-    elif comm_groups is not None:
-        raise ChakraError("merge_job: give comm_groups with a path, or set them on the Workload")
-    trace = merge(source)
-    write_trace(trace, output)
-    inst = trace.attr_array(INSTANCE, I64)
-    return MergeSummary(
-        output=os.fspath(output),
-        ranks=len(source),
-        nodes=len(trace),
-        collective_instances=int(np.unique(inst[0][inst[1]]).size),
-        id_stride=_layout(trace, None)[2],
-        comm_groups=len(source.groups),
-        bytes=os.path.getsize(output),
-    )
-
-
-def split_job(
-    path: str | os.PathLike, prefix: str | os.PathLike, *, compress: bool = False, progress: Progress | None = None
-) -> SplitSummary:
-    """Write a merged file's ranks as `<prefix>.<rank>.et` (`.et.gz` with compress), and its
-    communicator groups, when it has any, as `<prefix>.comm_groups.json` (as `chakra convert`
-    writes them)."""
-    with progress("merged job", Path(path)) if progress else nullcontext() as cb:
-        trace = read_trace(path, progress=cb)
-    w = split(trace, path=path)
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    files = [str(p) for p in w.save(prefix, compress=compress)]
-    groups_file = None
-    if w.groups:
-        groups_file = f"{prefix}.comm_groups.json"
-        with atomic_output(groups_file, compress=False) as f:
-            f.write((json.dumps(w.groups, indent=1) + "\n").encode())
-    return SplitSummary(files=files, comm_groups_file=groups_file, ranks=len(w), nodes=len(trace))
-
-
-# --------------------------------------------------------------------------- opening a merged file
-
-
-_SNIFF = 64
-
-
-def is_merged_file(path: Path) -> bool:
-    """Whether a path is a regular file holding a merged job: its global metadata (plain or
-    gzip) begins with the marker. Reads a few bytes; a pipe is never claimed (it reads once)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as f:
-            head = f.read(_SNIFF)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as g:
-                head = g.read(_SNIFF)
-        _, pos = decode_varint_at(np.frombuffer(head, np.uint8), 0, len(head))
-    except (OSError, EOFError, zlib.error, ValueError):
-        return False
-    return pos >= 0 and head[pos : pos + len(_HEAD)] == _HEAD
-
-
-def read_merged(path: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
-    """`Workload.open` on a merged file: the per-rank job it holds."""
-    with progress("merged job", path) if progress else nullcontext() as cb:
-        trace = read_trace(path, progress=cb)
-    w = split(trace, ranks=ranks, path=path)
-    w.paths = {r: path for r in w.traces}
-    return w
-
-
-def _job_in(trace: Trace, path: Path, ranks: list[int] | None) -> Workload | None:
-    """The job a merged trace read from a pipe holds (a file is claimed before it is read)."""
-    return split(trace, ranks=ranks, path=path) if is_merged(trace) else None
-
-
-register_source(is_merged_file, read_merged)
-register_job_file(_job_in)
