@@ -37,6 +37,8 @@ COMMANDS = {
     "report": "report:report",
     "replay": "replay:replay",
     "bench": "bench:bench",
+    "merge": "merge:merge_cmd",
+    "split": "merge:split_cmd",
 }
 
 
