@@ -29,6 +29,7 @@ COMMANDS = {
     "convert": "convert_group:convert",
     "collect": "collect:collect",
     "capture": "capture:capture",
+    "transform": "transform:transform",
     "simulate": "simulate:simulate",
     "analyze": "analyze:analyze",
     "timeline": "timeline:timeline",

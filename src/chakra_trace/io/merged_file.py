@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import stat
 import zlib
@@ -17,9 +16,9 @@ import numpy as np
 from ..errors import ChakraError
 from ..schema.trace import Trace
 from ..schema.wire import I64, decode_varint_at
-from .et import atomic_output, read_trace, write_trace
+from .et import read_trace, write_trace
 from .merge import HEAD, INSTANCE, is_merged, merge, split
-from .workload import Progress, Workload, register_job_file, register_source
+from .workload import Progress, Workload, register_job_file, register_source, write_comm_groups
 
 
 @dataclass
@@ -95,9 +94,7 @@ def split_job(
     files = [str(p) for p in w.save(prefix, compress=compress)]
     groups_file = None
     if w.groups:
-        groups_file = f"{prefix}.comm_groups.json"
-        with atomic_output(groups_file, compress=False) as f:
-            f.write((json.dumps(w.groups, indent=1) + "\n").encode())
+        groups_file = str(write_comm_groups(w.groups, f"{prefix}.comm_groups.json"))
     return SplitSummary(files=files, comm_groups_file=groups_file, ranks=len(w), nodes=len(trace))
 
 

@@ -24,7 +24,7 @@ from typing import TypeVar
 from ..errors import ChakraError, TraceFormatError, reader_limit
 from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
 from ..schema.trace import Trace
-from .et import read_trace, write_trace
+from .et import atomic_output, read_trace, write_trace
 from .jsonio import is_json_path, read_json
 
 #: (label, file) -> a context manager yielding a callback(bytes done) or None: how a caller shows
@@ -299,6 +299,13 @@ def refuse_pytorch(path: str | os.PathLike) -> None:
 def _kineto_beside(host: Path, stem: str) -> list[Path]:
     """Where `chakra collect` (rank<r>.kineto.json[.gz]) and users put a host trace's Kineto trace."""
     return [host.with_name(f"{stem}.kineto.json{gz}") for gz in (".gz", "")]
+
+
+def write_comm_groups(groups: dict[str, list[int]], path: str | os.PathLike) -> Path:
+    """ASTRA-sim's communicator-group file (`read_comm_groups`' format), written atomically."""
+    with atomic_output(os.fspath(path), compress=False) as f:
+        f.write((json.dumps({str(k): list(v) for k, v in groups.items()}, indent=1) + "\n").encode())
+    return Path(path)
 
 
 def read_comm_groups(path: str | os.PathLike) -> dict[str, list[int]]:
