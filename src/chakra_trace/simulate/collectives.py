@@ -141,6 +141,15 @@ class Collectives:
             n = min(n, len(self._impl(op)), 4)
         return [d for d in range(n) if self.f.sizes[d] > 1]
 
+    def _one_dim(self, op: str) -> int | None:
+        """compat: the first dimension whose algorithm is a one* one (oneRing, oneDirect,
+        oneHalvingDoubling), else None. ASTRA-sim (`GeneralComplexTopology`) makes that
+        dimension one ring of every NPU and builds no dimension after it."""
+        if not self.compat:
+            return None
+        impl = self._impl(op)[: min(len(self.f.sizes), 4)]
+        return next((d for d, a in enumerate(impl) if a.startswith("one")), None)
+
     def _rows(self, d: int) -> np.ndarray:
         """NPU ids of every row of dimension d: shape (npus / size_d, size_d)."""
         ids = np.arange(self.f.npus).reshape(tuple(int(x) for x in self.f.sizes[::-1]))
@@ -220,33 +229,46 @@ class Collectives:
             plan.phases.append(Phase(op, -1, ids, chunk, algo, local=self.compat))
             return plan
         first = self._impl(basic)[0] if self._impl(basic) else "ring"
-        if first.startswith("one"):  # one*: one algorithm over every NPU, the dimensions ignored
+        if first.startswith("one") and not self.compat:  # one*: one algorithm over every NPU, the dimensions ignored
             plan.phases.append(Phase(op, -1, np.arange(self.f.npus)[None, :], chunk, self._algo(basic, 0)))
             return plan
         dims = self._dims(basic)
+        one = self._one_dim(basic)
+        if one is not None:  # compat: the dimensions before the one* one, then one ring of every NPU (dim -1)
+            dims = [d for d in dims if d < one] + [-1]
+
+        def rows(d: int) -> np.ndarray:
+            return np.arange(self.f.npus)[None, :] if d < 0 else self._rows(d)
+
+        def width(d: int) -> int:
+            return self.f.npus if d < 0 else int(self.f.sizes[d])
+
+        def algo_at(o: str, d: int) -> str:
+            return self._algo(o, d if d >= 0 or one is None else one)
+
         opt = getattr(self.sys, "collective_optimization", "baseline")
         if op == AR and opt == "localBWAware" and len(dims) > 1:
             size = chunk
             # (compat: ASTRA-sim builds every phase from the all-reduce's algorithms, and a
             # doubleBinaryTree phase is a whole all-reduce whatever its operation: size kept)
-            kept = (lambda d: self._algo(AR, d) == "doubleBinaryTree") if self.compat else (lambda d: False)
+            kept = (lambda d: algo_at(AR, d) == "doubleBinaryTree") if self.compat else (lambda d: False)
             for d in dims[:-1]:  # reduce-scatter down the dimensions, all-reduce the last, all-gather back
-                plan.phases.append(Phase(RS, d, self._rows(d), size, self._algo(AR if self.compat else RS, d)))
-                size = size if kept(d) else size / self.f.sizes[d] if not self.compat else size // self.f.sizes[d]
-            plan.phases.append(Phase(AR, dims[-1], self._rows(dims[-1]), size, self._algo(AR, dims[-1])))
+                plan.phases.append(Phase(RS, d, rows(d), size, algo_at(AR if self.compat else RS, d)))
+                size = size if kept(d) else size / self.f.sizes[d] if not self.compat else size // width(d)
+            plan.phases.append(Phase(AR, dims[-1], rows(dims[-1]), size, algo_at(AR, dims[-1])))
             for d in reversed(dims[:-1]):
-                plan.phases.append(Phase(AG, d, self._rows(d), size, self._algo(AR if self.compat else AG, d)))
+                plan.phases.append(Phase(AG, d, rows(d), size, algo_at(AR if self.compat else AG, d)))
                 size = size if kept(d) else size * self.f.sizes[d]
             return plan
         size = chunk
         if self.compat and op == AG:  # ASTRA-sim runs an all-gather's dimensions last to first
             dims = dims[::-1]
         for d in dims:
-            plan.phases.append(Phase(op, d, self._rows(d), size, self._algo(basic, d)))
+            plan.phases.append(Phase(op, d, rows(d), size, algo_at(basic, d)))
             if self.compat and plan.phases[-1].algorithm == "doubleBinaryTree":
                 pass  # ASTRA-sim: a doubleBinaryTree phase is an all-reduce whatever the operation
             elif self.compat:  # ASTRA-sim: the next phase takes this one's final data size, whatever the optimization
-                size = size // int(self.f.sizes[d]) if op == RS else size * int(self.f.sizes[d]) if op == AG else size
+                size = size // width(d) if op == RS else size * width(d) if op == AG else size
             elif op == RS and opt == "localBWAware":
                 size = size / self.f.sizes[d]
         return plan

@@ -44,8 +44,10 @@ COMPAT_DIFFERENCES = {
         "dimensions first to last; reduce-scatter shrinks per phase with localBWAware only",
     ),
     "dimensions a collective covers": (
-        "as many as algorithms are listed, at most four",
-        "all (the last listed algorithm repeats)",
+        "as many as algorithms are listed, at most four; a one* algorithm (oneRing, oneDirect, "
+        "oneHalvingDoubling) makes its dimension one ring of every NPU and drops the dimensions after it",
+        "all (the last listed algorithm repeats); a one* algorithm runs over every NPU when listed first, "
+        "else as its plain algorithm on its dimension",
     ),
     "chunks waiting for a dimension": (
         "served in the order they reached its queue (one collective's chunks share a priority)",
