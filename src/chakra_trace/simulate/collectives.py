@@ -33,6 +33,8 @@ reduce-scatter-block a reduce-scatter's. All-to-allv (an all-to-all whose nodes 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -66,6 +68,7 @@ _OPS: dict[int, str] = {
 
 SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
 DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, paced as ASTRA-sim
+WINDOW = "direct_window"  # compat: ASTRA-sim's AllToAll with fewer messages in flight than peers
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class Phase:
     local: bool = False  # compat: a communicator's ring (ASTRA-sim's "Local" dimension)
     trees: tuple[int, ...] = ()  # compat doubleBinaryTree: the tree of each chunk (0 RootMax, 1 RootMin)
     tree: int = 0  # the tree of the chunk being run
+    window: int | None = None  # compat direct: messages in flight (`directN`), None: one per peer
 
 
 @dataclass
@@ -177,7 +181,23 @@ class Collectives:
             plan = Plan(int(ctype), int(nbytes), splits)
             plan.phases.append(Phase(A2A, -1, ids[None, :], nbytes / splits, algo, np.asarray(matrix, float) / splits))
             return plan
-        return self._choose_trees(self._plan(ctype, nbytes, members))
+        return self._choose_windows(self._choose_trees(self._plan(ctype, nbytes, members)))
+
+    def _choose_windows(self, plan: Plan) -> Plan:
+        """compat: the window of each direct phase (`directN`, `oneDirectN`), from the list its
+        algorithm came from (the all-reduce's for every phase of an all-reduce)."""
+        if not self.compat:
+            return plan
+        impl = self._impl(_OPS[plan.ctype] if _OPS[plan.ctype] in (AR, RS, AG, A2A) else AR)
+        one = self._one_dim(_OPS[plan.ctype] if _OPS[plan.ctype] in (AR, RS, AG, A2A) else AR)
+        for j, ph in enumerate(plan.phases):
+            if ph.algorithm != "direct" or ph.matrix is not None or not impl:
+                continue
+            d = ph.dim if ph.dim >= 0 else one if one is not None else 0
+            window = parse_algorithm(impl[min(d, len(impl) - 1)])[1]
+            if window is not None:
+                plan.phases[j] = replace(ph, window=window)
+        return plan
 
     def _choose_trees(self, plan: Plan) -> Plan:
         """compat: ASTRA-sim's DoubleBinaryTreeTopology hands out its two trees in turn, one per
@@ -386,7 +406,10 @@ class Collectives:
             off = ph.matrix[~np.eye(p, dtype=bool)]
             return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
         steps: list[Step] = []
-        if algo == "direct" and op == AR and self.compat:
+        window = p - 1 if ph.window is None else min(ph.window, p - 1)
+        if algo == "direct" and self.compat and (window < p - 1 or (ph.local and op == AR and p == 2)):
+            steps.append(Step(WINDOW, window, float(int(D) // p) if op != AG else float(int(D)), False))
+        elif algo == "direct" and op == AR and self.compat:
             steps.append(Step(DIRECT_AR, 0, D / p, True))
         elif algo == "direct":
             if op in (RS, AR, A2A, BCAST):
@@ -433,6 +456,8 @@ class Collectives:
     def _once(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         if st.kind == DIRECT:
             return self._direct(ph, T, st.nbytes, st.reduce)
+        if st.kind == WINDOW:
+            return self._direct_window(ph, T, st.dist, float(st.nbytes))
         if st.kind == DIRECT_AR:
             return self._direct_all_reduce(ph, T, float(st.nbytes))
         m = float(st.nbytes)  # (only a direct step has a matrix)
@@ -525,6 +550,150 @@ class Collectives:
         arrival = self.f.send(src, dst, m, np.maximum(G, S))
         got[:, dst_idx, np.arange(p - 1)[None, :]] = arrival
         done = got.max(axis=2) + delta + (self._reduce(m) if ph.local else 0)
+        return check_clock(np.maximum(T, done), "a collective's end")
+
+    def _direct_window(self, ph: Phase, T: np.ndarray, window: int, m: float) -> np.ndarray:
+        """compat: ASTRA-sim's AllToAll with `window` < p-1 messages in flight (`AllToAll::run`,
+        `Ring::insert_packet`). Message k of a member goes to the member k places on (round the
+        ring again for an all-reduce's second half), and its receive from the member k places
+        back is posted when it is sent: it completes at the later of the two. A member sends
+        its first `window` messages at once (T: after the endpoint delay); every completed
+        receive, taken in time order, hands on one packet after the endpoint delay plus, for a
+        processed one, a reduction (the q-th: cycles of `window` plain packets, then `window`
+        processed ones, p-1 times as many on a communicator's Local ring; an all-reduce's
+        every other such block only), and each packet handed on sends the next message. An
+        all-reduce's second half waits until p-1 receives completed: from then each packet
+        handed on sends up to `window` messages, those it holds. A member ends with the last
+        packet handed on. Message k's send time depends only on receives completed before it:
+        without congestion the messages are priced in order, every member at once; with it,
+        event by event (`_window_events`), as the links serve them in time order."""
+        g, p = ph.members.shape
+        n, op = window, ph.op
+        w = 2 * (p - 1) if op == AR else p - 1
+        delta = LOCAL_DELAY if ph.local else self.delta
+        plain = n * (p - 1) if ph.local else n  # processed packets per block
+        q = np.arange(w)  # completion rank, from 0
+        pos, cycle = (n + q) % (n + plain), (n + q) // (n + plain)
+        processed = (pos >= n) & ((op == RS) | ((op == AR) & (cycle % 2 == 0)))
+        add = delta + np.where(processed, self._reduce(m), 0)  # when the q-th receive hands its packet on
+        first = np.broadcast_to(T[:, :, None], (g, p, n))
+        dist = np.arange(w) % (p - 1) + 1
+        rows = np.arange(g)[:, None, None]
+
+        def sends(got: np.ndarray, ks: range) -> np.ndarray:
+            """Send times of messages ks (from `window` on) given the completions in `got`."""
+            c = got.shape[2]
+            done = np.sort(got, axis=2)
+            handed = np.sort(np.concatenate([first, done + add[:c]], axis=2), axis=2)
+            out = np.empty((g, p, len(ks)), np.int64)
+            idx = np.arange(n + c)
+            for j, k in enumerate(ks):
+                if k < p - 1:
+                    out[:, :, j] = handed[:, :, k]
+                    continue
+                # all-reduce, second half: from the first packet handed on after the (p-1)-th receive
+                start = np.where((idx >= p - 1) & (handed >= done[:, :, p - 2 : p - 1]), idx, n + c).min(axis=2)
+                at = np.minimum(np.maximum(k, start - 1 - (-(k - p + 2) // n)), n + c - 1)
+                out[:, :, j] = np.take_along_axis(handed, at[:, :, None], axis=2)[:, :, 0]
+            return out
+
+        def completions(send: np.ndarray, ks: np.ndarray) -> np.ndarray:
+            """When each member's receive of messages ks completes (sent at `send`, one batch)."""
+            src = np.broadcast_to(np.arange(p)[:, None], (p, ks.size))
+            dst = (src + dist[ks][None, :]) % p
+            arrival = self.f.send(ph.members[:, src], ph.members[:, dst], m, send)  # at dst
+            at_dst = np.empty_like(arrival)
+            at_dst[rows, dst[None], np.arange(ks.size)[None, None, :]] = arrival
+            return np.maximum(at_dst, send)
+
+        send = np.empty((g, p, w), np.int64)
+        send[:, :, :n] = T[:, :, None]
+        if not self.f.aware:
+            got = np.empty((g, p, w), np.int64)
+            for k in range(w):
+                if k >= n:
+                    send[:, :, k] = sends(got[:, :, :k], range(k, k + 1))[:, :, 0]
+                got[:, :, k : k + 1] = completions(send[:, :, k : k + 1], np.arange(k, k + 1))
+        else:
+            return self._window_events(ph, T, n, m, add, w)
+        done = np.sort(got, axis=2) + add
+        return check_clock(np.maximum(T, done.max(axis=2)), "a collective's end")
+
+    def _window_events(self, ph: Phase, T: np.ndarray, n: int, m: float, add: np.ndarray, w: int) -> np.ndarray:
+        """`_direct_window` on the congestion-aware network, one event at a time: a member's
+        packets handed on (the first `n` at T, then one per completed receive, `add[q]` after
+        the q-th) send its messages; each message crosses its links in time order (a link
+        serves the earliest arrival first, ties in event order)."""
+        g, p = ph.members.shape
+        f = self.f
+        members = ph.members.ravel()
+        route: list[list[list[tuple[int, int, int]]]] = []  # per message k, per member: (link, busy, hop)
+        for k in range(p - 1):
+            dst = np.roll(ph.members, -(k + 1), axis=1).ravel()
+            hops: list[list[tuple[int, int, int]]] = [[] for _ in members]
+            for ms, link, dim in f._path(members, dst):
+                busy = as_ns(np.floor(m / f.bw[dim]), "a message's time on a link")
+                hop = as_ns(np.floor(f.lat[dim] + m / f.bw[dim]), "a message's hop")
+                for x, lk, b, h in zip(ms.tolist(), link.tolist(), busy.tolist(), hop.tolist()):
+                    hops[x].append((lk, b, h))
+            route.append(hops)
+        free, busy_total = f.link_free, f.link_busy
+        size = g * p
+        row_of = np.arange(size) // p
+        col_of = np.arange(size) % p
+        sent, received, spare = [0] * size, [0] * size, [0] * size
+        posted: list[dict[int, int]] = [{} for _ in range(size)]  # message k -> when its receive was posted
+        arrived: list[dict[int, int]] = [{} for _ in range(size)]
+        end = [0] * size
+        events: list[tuple[int, int, int, int, int, int]] = []  # (time, seq, kind, member, message, hop)
+        seq = itertools.count()
+        GENERAL, HOP, DONE = 0, 1, 2
+        for x in range(size):
+            for _ in range(n):
+                heapq.heappush(events, (int(T.flat[x]), next(seq), GENERAL, x, 0, 0))
+
+        def ready(x: int, t: int) -> None:
+            if sent[x] >= w or spare[x] <= 0 or n + received[x] - sent[x] <= 0:
+                return
+            k = sent[x]
+            sent[x] += 1
+            spare[x] -= 1
+            posted[x][k] = t
+            if k in arrived[x]:
+                heapq.heappush(events, (t, next(seq), DONE, x, k, 0))
+            heapq.heappush(events, (t, next(seq), HOP, x, k, 0))
+
+        while events:
+            t, _, kind, x, k, h = heapq.heappop(events)
+            if kind == GENERAL:
+                spare[x] += 1
+                if ph.op == AR and w - sent[x] <= p - 1:
+                    if received[x] < p - 1:
+                        continue
+                    for _ in range(n):
+                        ready(x, t)
+                else:
+                    ready(x, t)
+                if sent[x] == w and spare[x] == n:
+                    end[x] = t
+            elif kind == HOP:
+                path = route[k % (p - 1)][x]
+                if h < len(path):
+                    lk, b, cost = path[h]
+                    start = max(t, int(free[lk]))
+                    free[lk] = start + b
+                    busy_total[lk] += b
+                    heapq.heappush(events, (start + cost, next(seq), HOP, x, k, h + 1))
+                    continue
+                r = int(row_of[x]) * p + (int(col_of[x]) + k % (p - 1) + 1) % p  # the receiver
+                if k in posted[r]:
+                    heapq.heappush(events, (max(t, posted[r][k]), next(seq), DONE, r, k, 0))
+                else:
+                    arrived[r][k] = t
+            else:  # a receive completed
+                received[x] += 1
+                heapq.heappush(events, (t + int(add[received[x] - 1]), next(seq), GENERAL, x, 0, 0))
+        done = np.asarray(end, np.int64).reshape(g, p)
         return check_clock(np.maximum(T, done), "a collective's end")
 
     def _binary_tree(self, ph: Phase, T: np.ndarray) -> np.ndarray:
