@@ -68,7 +68,12 @@ _OPS: dict[int, str] = {
 
 SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
 DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, paced as ASTRA-sim
-WINDOW = "direct_window"  # compat: ASTRA-sim's AllToAll with fewer messages in flight than peers
+WINDOW = "direct_window"  # compat: ASTRA-sim's AllToAll message by message (a window, or links shared)
+#: compat, congestion-aware: a direct phase of at most this many messages is priced event by
+#: event (`Collectives._window_events`, exact link order); a larger one without a window as
+#: one batch per half (`_direct`, `_direct_all_reduce`: a link serves each hop's messages in
+#: arrival order, hop after hop)
+EVENT_LIMIT = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -407,7 +412,9 @@ class Collectives:
             return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
         steps: list[Step] = []
         window = p - 1 if ph.window is None else min(ph.window, p - 1)
-        if algo == "direct" and self.compat and (window < p - 1 or (ph.local and op == AR and p == 2)):
+        g, w = ph.members.shape[0], 2 * (p - 1) if op == AR else p - 1
+        events = self.f.aware and g * p * w <= EVENT_LIMIT  # links shared in time order, message by message
+        if algo == "direct" and self.compat and (window < p - 1 or (ph.local and op == AR and p == 2) or events):
             steps.append(Step(WINDOW, window, float(int(D) // p) if op != AG else float(int(D)), False))
         elif algo == "direct" and op == AR and self.compat:
             steps.append(Step(DIRECT_AR, 0, D / p, True))
@@ -652,16 +659,35 @@ class Collectives:
             for _ in range(n):
                 heapq.heappush(events, (int(T.flat[x]), next(seq), GENERAL, x, 0, 0))
 
-        def ready(x: int, t: int) -> None:
+        def complete(x: int, t: int) -> None:  # a receive completed: its packet is handed on later
+            received[x] += 1
+            heapq.heappush(events, (t + int(add[received[x] - 1]), next(seq), GENERAL, x, 0, 0))
+
+        def enter(x: int, k: int, h: int, t: int) -> None:  # message k of x at its h-th link (or there)
+            path = route[k % (p - 1)][x]
+            if h < len(path):
+                lk, b, cost = path[h]
+                start = max(t, int(free[lk]))
+                free[lk] = start + b
+                busy_total[lk] += b
+                heapq.heappush(events, (start + cost, next(seq), HOP, x, k, h + 1))
+                return
+            r = int(row_of[x]) * p + (int(col_of[x]) + k % (p - 1) + 1) % p  # the receiver
+            if k in posted[r]:
+                complete(r, t)
+            else:
+                arrived[r][k] = t
+
+        def ready(x: int, t: int) -> None:  # send the next message (and post its receive), if any
             if sent[x] >= w or spare[x] <= 0 or n + received[x] - sent[x] <= 0:
                 return
             k = sent[x]
             sent[x] += 1
             spare[x] -= 1
+            enter(x, k, 0, t)
             posted[x][k] = t
-            if k in arrived[x]:
+            if k in arrived[x]:  # already there: completes as a new event at this time
                 heapq.heappush(events, (t, next(seq), DONE, x, k, 0))
-            heapq.heappush(events, (t, next(seq), HOP, x, k, 0))
 
         while events:
             t, _, kind, x, k, h = heapq.heappop(events)
@@ -677,22 +703,9 @@ class Collectives:
                 if sent[x] == w and spare[x] == n:
                     end[x] = t
             elif kind == HOP:
-                path = route[k % (p - 1)][x]
-                if h < len(path):
-                    lk, b, cost = path[h]
-                    start = max(t, int(free[lk]))
-                    free[lk] = start + b
-                    busy_total[lk] += b
-                    heapq.heappush(events, (start + cost, next(seq), HOP, x, k, h + 1))
-                    continue
-                r = int(row_of[x]) * p + (int(col_of[x]) + k % (p - 1) + 1) % p  # the receiver
-                if k in posted[r]:
-                    heapq.heappush(events, (max(t, posted[r][k]), next(seq), DONE, r, k, 0))
-                else:
-                    arrived[r][k] = t
-            else:  # a receive completed
-                received[x] += 1
-                heapq.heappush(events, (t + int(add[received[x] - 1]), next(seq), GENERAL, x, 0, 0))
+                enter(x, k, h, t)
+            else:
+                complete(x, t)
         done = np.asarray(end, np.int64).reshape(g, p)
         return check_clock(np.maximum(T, done), "a collective's end")
 
