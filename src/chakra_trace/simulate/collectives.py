@@ -337,11 +337,24 @@ class Collectives:
             if ph.trees:
                 ph = replace(ph, tree=ph.trees[c])
             members = ph.members.ravel()
-            t0 = np.maximum(ready[c][members], free[ph.dim][k][members]).reshape(ph.members.shape)
-            t1 = self._phase(ph, t0)
-            free[ph.dim][k][members] = t1.ravel()
-            ready[c][members] = t1.ravel()
-            ready_at[c] = free_at[ph.dim][k] = int(t1.max())
+            if self.compat and slots > 1:
+                # ASTRA-sim: each NPU runs its own queues: a member takes the slot it has free first
+                mine = np.argmin(np.stack([f[members] for f in free[ph.dim]]), axis=0)
+                held = np.stack([f[members] for f in free[ph.dim]])[mine, np.arange(members.size)]
+                t0 = np.maximum(ready[c][members], held).reshape(ph.members.shape)
+                t1 = self._phase(ph, t0)
+                for j, f in enumerate(free[ph.dim]):
+                    f[members[mine == j]] = t1.ravel()[mine == j]
+                ready[c][members] = t1.ravel()
+                ready_at[c] = int(t1.max())
+                soonest = np.min(np.stack([f[members] for f in free[ph.dim]]), axis=0)
+                free_at[ph.dim] = [int(soonest.max())] * slots  # when every member has a slot free
+            else:
+                t0 = np.maximum(ready[c][members], free[ph.dim][k][members]).reshape(ph.members.shape)
+                t1 = self._phase(ph, t0)
+                free[ph.dim][k][members] = t1.ravel()
+                ready[c][members] = t1.ravel()
+                ready_at[c] = free_at[ph.dim][k] = int(t1.max())
             order += 1
             seq[c] = plan.chunks + order
             nxt[c] += 1

@@ -50,8 +50,9 @@ COMPAT_DIFFERENCES = {
         "else as its plain algorithm on its dimension",
     ),
     "chunks waiting for a dimension": (
-        "served in the order they reached its queue (one collective's chunks share a priority)",
-        "the chunk whose phase can start first; ties by scheduling policy",
+        "served in the order they reached its queue (one collective's chunks share a priority); each NPU "
+        "starts its part of a phase in the slot it has free first",
+        "the chunk whose phase can start first; ties by scheduling policy; all members in one slot",
     ),
     "algorithms of an all-reduce's phases": (
         "the all-reduce's list for every phase (its reduce-scatter and all-gather phases too)",
