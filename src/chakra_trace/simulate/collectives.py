@@ -412,7 +412,8 @@ class Collectives:
         p = ph.members.shape[1]
         D = float(ph.nbytes)
         algo, op = ph.algorithm, ph.op
-        if algo == "halvingDoubling" and p & (p - 1):
+        uneven_hd = self.compat and op == AG and _gather_offsets(p) is not None  # compat: see below
+        if algo == "halvingDoubling" and p & (p - 1) and not uneven_hd:
             algo = "ring"
         if algo == "doubleBinaryTree" and op != AR:
             algo = "ring"
@@ -424,20 +425,27 @@ class Collectives:
             off = ph.matrix[~np.eye(p, dtype=bool)]
             return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
         steps: list[Step] = []
+        share = D / p
         window = p - 1 if ph.window is None else min(ph.window, p - 1)
         g, w = ph.members.shape[0], 2 * (p - 1) if op == AR else p - 1
         events = self.f.aware and g * p * w <= EVENT_LIMIT  # links shared in time order, message by message
         if algo == "direct" and self.compat and (window < p - 1 or (ph.local and op == AR and p == 2) or events):
             steps.append(Step(WINDOW, window, float(int(D) // p) if op != AG else float(int(D)), False))
         elif algo == "direct" and op == AR and self.compat:
-            steps.append(Step(DIRECT_AR, 0, D / p, True))
+            steps.append(Step(DIRECT_AR, 0, share, True))
         elif algo == "direct":
             if op in (RS, AR, A2A, BCAST):
-                steps.append(Step(DIRECT, 0, D / p, op in (RS, AR)))
+                steps.append(Step(DIRECT, 0, share, op in (RS, AR)))
             if op in (AG, AR, BCAST):
                 # ASTRA-sim (`AllToAll::get_non_zero_latency_packets`): on a communicator's
                 # Local ring an all-reduce reduces what its all-gather half receives too
-                steps.append(Step(DIRECT, 0, D if op == AG else D / p, op == AR and ph.local))
+                steps.append(Step(DIRECT, 0, D if op == AG else share, op == AR and ph.local))
+        elif algo == "halvingDoubling" and p & (p - 1):
+            # compat, an all-gather on p not a power of two: ASTRA-sim's HalvingDoubling runs
+            # int(log2 p) steps with partners p // 2, then half as far (truncated) each step,
+            # messages doubling from the whole size
+            offsets = _gather_offsets(p) or []
+            steps += [Step(PAIR, r, float(int(D) << j), False) for j, r in enumerate(offsets)]
         elif algo == "halvingDoubling" and self.compat and op in (RS, AR):
             # ASTRA-sim (`HalvingDoubling`): whole-byte messages halved per step; what a step
             # receives is reduced at the size of the next step's message (`insert_packet`
@@ -464,7 +472,7 @@ class Collectives:
             steps += [Step(SHIFT, 2**k, D / 2, True) for k in range(levels)]  # up the trees, reducing
             steps += [Step(SHIFT, 2**k, D / 2, False) for k in reversed(range(levels))]  # and down again
         else:  # ring
-            m = D / p
+            m = share
             if op in (RS, AR, BCAST):
                 steps.append(Step(SHIFT, 1, m, op != BCAST, p - 1))
             if op in (AG, AR, BCAST):
@@ -529,9 +537,9 @@ class Collectives:
     def _pairwise(
         self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool, reduce_bytes: float | None = None
     ) -> np.ndarray:
-        """Members exchange m bytes with their partner (index XOR dist)."""
+        """Members exchange m bytes with their partner (`_partners`)."""
         p = ph.members.shape[1]
-        partner = np.arange(p) ^ dist
+        partner = _partners(p, dist)
         arrival = self.f.send(ph.members, ph.members[:, partner], m, T)
         return self._finish(T, arrival[:, partner], m if reduce_bytes is None else reduce_bytes, reduce, ph.local)
 
@@ -751,6 +759,31 @@ class Collectives:
             arrival = self.f.send(ph.members[:, parent[lvl]], ph.members[:, lvl], D, done[:, parent[lvl]])
             done[:, lvl] = np.maximum(arrival, up[:, lvl]) + d + (red if h > 0 else 0)
         return check_clock(done, "a collective's end")
+
+
+def _partners(p: int, dist: int) -> np.ndarray:
+    """Halving-doubling partner of each member index at distance `dist` (ASTRA-sim's
+    `HalvingDoubling::specify_direction`: forward when (index // dist) is even, else back,
+    round the ring); index XOR dist when p is a power of two."""
+    idx = np.arange(p)
+    return np.where((idx // dist) % 2 == 0, idx + dist, idx - dist) % p
+
+
+@lru_cache(maxsize=64)
+def _gather_offsets(p: int) -> tuple[int, ...] | None:
+    """Partner distances of ASTRA-sim's halving-doubling all-gather on p members that need
+    not be a power of two: int(log2 p) steps from p // 2, halved (truncated) each step; None
+    when a step's partners are not mutual (ASTRA-sim then waits forever)."""
+    if p < 2:
+        return None
+    offsets, r = [], p // 2
+    for _ in range(int(math.log2(p))):
+        pair = _partners(p, max(r, 1))
+        if r < 1 or not np.array_equal(pair[pair], np.arange(p)):
+            return None
+        offsets.append(r)
+        r = int(r * 0.5)
+    return tuple(offsets)
 
 
 def _binary_tree_phase(ph: Phase) -> bool:

@@ -63,8 +63,8 @@ COMPAT_DIFFERENCES = {
         "a ring over the members in listed order, with the system's endpoint delay; the least chunk is one byte per member",
     ),
     "direct all-reduce, halving-doubling, doubleBinaryTree": (
-        "ASTRA-sim's packet flow: directN keeps N messages in flight (the next sent as a received packet is handed on); direct sends its all-gather half paced by the parts handed on; halving-doubling reduces at the next step's size and not after its last step; doubleBinaryTree runs one tree per chunk (RootMax, RootMin in turn) with whole-size messages and a finish time per NPU, and any operation as an all-reduce",
-        "direct sends to every peer at once, whatever N, and its all-gather half once every part is reduced; halving-doubling reduces each step's part; doubleBinaryTree: two trees of half the data, log2 p steps up and down, other operations as ring",
+        "ASTRA-sim's packet flow: directN keeps N messages in flight (the next sent as a received packet is handed on); direct sends its all-gather half paced by the parts handed on; halving-doubling reduces at the next step's size and not after its last step, and gathers on p not a power of two in int(log2 p) steps from p // 2 apart (halved, truncated); doubleBinaryTree runs one tree per chunk (RootMax, RootMin in turn) with whole-size messages and a finish time per NPU, and any operation as an all-reduce",
+        "direct sends to every peer at once, whatever N, and its all-gather half once every part is reduced; halving-doubling reduces each step's part, and runs as ring on p not a power of two; doubleBinaryTree: two trees of half the data, log2 p steps up and down, other operations as ring",
     ),
     "zero-duration compute": ("1 ns", "0 ns"),
     "nodes of one resource": (
