@@ -444,7 +444,7 @@ class Collectives:
             # compat, an all-gather on p not a power of two: ASTRA-sim's HalvingDoubling runs
             # int(log2 p) steps with partners p // 2, then half as far (truncated) each step,
             # messages doubling from the whole size
-            offsets = _gather_offsets(p) or []
+            offsets: tuple[int, ...] = _gather_offsets(p) or ()
             steps += [Step(PAIR, r, float(int(D) << j), False) for j, r in enumerate(offsets)]
         elif algo == "halvingDoubling" and self.compat and op in (RS, AR):
             # ASTRA-sim (`HalvingDoubling`): whole-byte messages halved per step; what a step
