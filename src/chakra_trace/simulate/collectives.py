@@ -425,12 +425,12 @@ class Collectives:
             off = ph.matrix[~np.eye(p, dtype=bool)]
             return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
         steps: list[Step] = []
-        share = D / p
+        share = float(int(D) // p) if self.compat else D / p  # ASTRA-sim: whole-byte messages
         window = p - 1 if ph.window is None else min(ph.window, p - 1)
         g, w = ph.members.shape[0], 2 * (p - 1) if op == AR else p - 1
         events = self.f.aware and g * p * w <= EVENT_LIMIT  # links shared in time order, message by message
         if algo == "direct" and self.compat and (window < p - 1 or (ph.local and op == AR and p == 2) or events):
-            steps.append(Step(WINDOW, window, float(int(D) // p) if op != AG else float(int(D)), False))
+            steps.append(Step(WINDOW, window, share if op != AG else float(int(D)), False))
         elif algo == "direct" and op == AR and self.compat:
             steps.append(Step(DIRECT_AR, 0, share, True))
         elif algo == "direct":
