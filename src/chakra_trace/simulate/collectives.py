@@ -403,12 +403,13 @@ class Collectives:
         if ph.trees:
             return self._binary_tree(ph, T)
         T = T + (LOCAL_DELAY if ph.local else self.delta)
-        for step in self._steps(ph):
+        for step in self._steps(ph, _uniform(T)):
             T = self._repeat(ph, T, step)
         return T
 
-    def _steps(self, ph: Phase) -> list[Step]:
-        """The algorithm of a phase as a list of steps, identical consecutive steps merged."""
+    def _steps(self, ph: Phase, in_step: bool = True) -> list[Step]:
+        """The algorithm of a phase as a list of steps, identical consecutive steps merged
+        (`in_step`: every member starts the phase at one time)."""
         p = ph.members.shape[1]
         D = float(ph.nbytes)
         algo, op = ph.algorithm, ph.op
@@ -429,7 +430,10 @@ class Collectives:
         window = p - 1 if ph.window is None else min(ph.window, p - 1)
         g, w = ph.members.shape[0], 2 * (p - 1) if op == AR else p - 1
         events = self.f.aware and g * p * w <= EVENT_LIMIT  # links shared in time order, message by message
-        if algo == "direct" and self.compat and (window < p - 1 or (ph.local and op == AR and p == 2) or events):
+        # compat: ASTRA-sim's packet flow message by message, unless the closed forms below give
+        # the same: no window, members in step, no link shared in time order
+        flow = window < p - 1 or not in_step or (ph.local and op == AR and p == 2) or events
+        if algo == "direct" and self.compat and flow:
             steps.append(Step(WINDOW, window, share if op != AG else float(int(D)), False))
         elif algo == "direct" and op == AR and self.compat:
             steps.append(Step(DIRECT_AR, 0, share, True))
