@@ -282,7 +282,11 @@ class Collectives:
                 size = size if kept(d) else size / self.f.sizes[d] if not self.compat else size // width(d)
             plan.phases.append(Phase(AR, dims[-1], rows(dims[-1]), size, algo_at(AR, dims[-1])))
             for d in reversed(dims[:-1]):
-                plan.phases.append(Phase(AG, d, rows(d), size, algo_at(AR if self.compat else AG, d)))
+                algo = algo_at(AR if self.compat else AG, d)
+                # compat: ASTRA-sim (`QueueLevelHandler::get_next_queue_id_last`) runs these
+                # phases anticlockwise: a ring or direct phase over the members in reverse order
+                back = self.compat and algo in ("ring", "direct")
+                plan.phases.append(Phase(AG, d, rows(d)[:, ::-1] if back else rows(d), size, algo))
                 size = size if kept(d) else size * self.f.sizes[d]
             return plan
         size = chunk

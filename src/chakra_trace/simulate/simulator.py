@@ -55,8 +55,8 @@ COMPAT_DIFFERENCES = {
         "the chunk whose phase can start first; ties by scheduling policy; all members in one slot",
     ),
     "algorithms of an all-reduce's phases": (
-        "the all-reduce's list for every phase (its reduce-scatter and all-gather phases too)",
-        "the reduce-scatter's and all-gather's lists for those phases",
+        "the all-reduce's list for every phase (its reduce-scatter and all-gather phases too); with localBWAware its all-gather phases run anticlockwise (a ring or direct phase sends to the members before it)",
+        "the reduce-scatter's and all-gather's lists for those phases; every phase clockwise",
     ),
     "communicator groups": (
         "the system's algorithm when it lists exactly one, else ring; ASTRA-sim's Local ring: a fixed 10 ns endpoint delay, a direct all-reduce reduces both halves; a group of every NPU runs as the whole machine; the least chunk is one byte per NPU of the machine",
