@@ -69,10 +69,11 @@ _OPS: dict[int, str] = {
 SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
 DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, paced as ASTRA-sim
 WINDOW = "direct_window"  # compat: ASTRA-sim's AllToAll message by message (a window, or links shared)
-#: compat, congestion-aware: a direct phase of at most this many messages is priced event by
-#: event (`Collectives._window_events`, exact link order); a larger one without a window as
-#: one batch per half (`_direct`, `_direct_all_reduce`: a link serves each hop's messages in
-#: arrival order, hop after hop)
+#: compat: a direct phase of at most this many messages follows ASTRA-sim's packet flow when
+#: its members start out of step or the network is congestion-aware (`_direct_window`; aware:
+#: event by event, exact link order); a larger one without a window takes the closed forms
+#: (`_direct`, `_direct_all_reduce`: one start per member, and on the aware network a link
+#: serves each hop's messages in arrival order, hop after hop)
 EVENT_LIMIT = 1 << 16
 
 
@@ -433,10 +434,11 @@ class Collectives:
         share = float(int(D) // p) if self.compat else D / p  # ASTRA-sim: whole-byte messages
         window = p - 1 if ph.window is None else min(ph.window, p - 1)
         g, w = ph.members.shape[0], 2 * (p - 1) if op == AR else p - 1
-        events = self.f.aware and g * p * w <= EVENT_LIMIT  # links shared in time order, message by message
         # compat: ASTRA-sim's packet flow message by message, unless the closed forms below give
-        # the same: no window, members in step, no link shared in time order
-        flow = window < p - 1 or not in_step or (ph.local and op == AR and p == 2) or events
+        # the same (no window, members in step, no link shared in time order) or the phase is
+        # too large to go message by message (EVENT_LIMIT)
+        small = g * p * w <= EVENT_LIMIT
+        flow = window < p - 1 or (ph.local and op == AR and p == 2) or (small and (self.f.aware or not in_step))
         if algo == "direct" and self.compat and flow:
             steps.append(Step(WINDOW, window, share if op != AG else float(int(D)), False))
         elif algo == "direct" and op == AR and self.compat:
