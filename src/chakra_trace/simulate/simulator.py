@@ -178,6 +178,7 @@ class Simulator:
         self.memory = memory
         self._remote = memory is not None and memory.memory_type != "NO_MEMORY_EXPANSION"
         self._mem_free: dict[int, int] = {}
+        self._mem_asked: list[tuple] = []  # remote-memory accesses asked for at this instant
         self.npus = network.npus
         _check_memory(network, system, aware)
         self.network, self.aware, self.shortcuts = network, aware, shortcuts
@@ -362,14 +363,28 @@ class Simulator:
             self.matcher.recv(npu, r)
         elif typ in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and self._remote:
             port = self._memory_port(npu.rank)  # a shared port serves one access at a time, in order
-            start = self.engine.now if port is None else max(self.engine.now, self._mem_free.get(port, 0))
-            if port is not None:
-                self._mem_free[port] = start + int(npu.dur[r])
-            self.engine.at(start + int(npu.dur[r]), npu.complete, r)
+            if port is None:
+                self.engine.after(int(npu.dur[r]), npu.complete, r)
+            else:  # accesses asked for at one instant queue in NPU order (`_queue_memory`)
+                if not self._mem_asked:
+                    self.engine.at(self.engine.now, self._queue_memory)
+                self._mem_asked.append((npu.rank, port, npu, r))
         elif typ in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             self.engine.after(int(npu.dur[r]), npu.complete, r)
         else:  # metadata and anything else take no time
             self.engine.at(self.engine.now, npu.complete, r)
+
+    def _queue_memory(self) -> None:
+        """Remote-memory accesses asked for at this instant join their port's queue in NPU
+        order, once nothing else is left to run at this instant."""
+        if self.engine.more_now():
+            self.engine.at(self.engine.now, self._queue_memory)
+            return
+        asked, self._mem_asked = sorted(self._mem_asked, key=lambda a: a[0]), []
+        for _rank, port, npu, r in asked:
+            start = max(self.engine.now, self._mem_free.get(port, 0))
+            self._mem_free[port] = start + int(npu.dur[r])
+            self.engine.at(start + int(npu.dur[r]), npu.complete, r)
 
     def run_collective(self, pg: str, k: int, inst: CollectiveInstance, finish_of: np.ndarray | None = None) -> None:
         issued = inst.issued
