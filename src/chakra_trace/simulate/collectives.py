@@ -614,48 +614,48 @@ class Collectives:
         pos, cycle = (n + q) % (n + plain), (n + q) // (n + plain)
         processed = (pos >= n) & ((op == RS) | ((op == AR) & (cycle % 2 == 0)))
         add = delta + np.where(processed, self._reduce(m), 0)  # when the q-th receive hands its packet on
-        first = np.broadcast_to(T[:, :, None], (g, p, n))
         dist = np.arange(w) % (p - 1) + 1
-        rows = np.arange(g)[:, None, None]
+        if self.f.aware:
+            return self._window_events(ph, T, n, m, add, w)
+        src = np.broadcast_to(np.arange(p)[:, None], (p, w))
+        dst = (src + dist[None, :]) % p
+        cost = self.f.delay(ph.members[:, src], ph.members[:, dst], np.full(src.shape, m))  # (g, p, w)
+        alike = _uniform(T) and bool((cost == cost[:1, :1, :]).all())  # every member the same timeline
+        T0 = T[:1, :1] if alike else T
+        first = np.broadcast_to(T0[:, :, None], T0.shape + (n,))
 
-        def sends(got: np.ndarray, ks: range) -> np.ndarray:
-            """Send times of messages ks (from `window` on) given the completions in `got`."""
-            c = got.shape[2]
-            done = np.sort(got, axis=2)
-            handed = np.sort(np.concatenate([first, done + add[:c]], axis=2), axis=2)
-            out = np.empty((g, p, len(ks)), np.int64)
-            idx = np.arange(n + c)
-            for j, k in enumerate(ks):
-                if k < p - 1:
-                    out[:, :, j] = handed[:, :, k]
-                    continue
-                # all-reduce, second half: from the first packet handed on after the (p-1)-th receive
-                start = np.where((idx >= p - 1) & (handed >= done[:, :, p - 2 : p - 1]), idx, n + c).min(axis=2)
-                at = np.minimum(np.maximum(k, start - 1 - (-(k - p + 2) // n)), n + c - 1)
-                out[:, :, j] = np.take_along_axis(handed, at[:, :, None], axis=2)[:, :, 0]
-            return out
+        def send_time(done: np.ndarray, k: int) -> np.ndarray:
+            """Send time of message k (from `window` on) given the receives completed so far
+            (sorted): every one is handed on at or after T, after the first `window` packets."""
+            given = done + add[: done.shape[2]]  # when each completed receive hands its packet on
+            if k < p - 1:
+                return np.partition(given, k - n, axis=2)[:, :, k - n]
+            # all-reduce, second half: from the first packet handed on after the (p-1)-th receive
+            handed = np.sort(np.concatenate([first, given], axis=2), axis=2)
+            c = handed.shape[2]
+            idx = np.arange(c)
+            start = np.where((idx >= p - 1) & (handed >= done[:, :, p - 2 : p - 1]), idx, c).min(axis=2)
+            at = np.minimum(np.maximum(k, start - 1 - (-(k - p + 2) // n)), c - 1)
+            return np.take_along_axis(handed, at[:, :, None], axis=2)[:, :, 0]
 
-        def completions(send: np.ndarray, ks: np.ndarray) -> np.ndarray:
-            """When each member's receive of messages ks completes (sent at `send`, one batch)."""
-            src = np.broadcast_to(np.arange(p)[:, None], (p, ks.size))
-            dst = (src + dist[ks][None, :]) % p
-            arrival = self.f.send(ph.members[:, src], ph.members[:, dst], m, send)  # at dst
-            at_dst = np.empty_like(arrival)
-            at_dst[rows, dst[None], np.arange(ks.size)[None, None, :]] = arrival
+        def completion(send: np.ndarray, k: int) -> np.ndarray:
+            """When each member's receive of message k completes (each sent it at `send`): the
+            later of its arrival and the receive's post, with this member's own send."""
+            if alike:
+                return send + cost[0, 0, k]
+            at_dst = np.empty_like(send)
+            at_dst[:, dst[:, k]] = send + cost[:, :, k]
             return np.maximum(at_dst, send)
 
-        send = np.empty((g, p, w), np.int64)
-        send[:, :, :n] = T[:, :, None]
-        if not self.f.aware:
-            got = np.empty((g, p, w), np.int64)
-            for k in range(w):
-                if k >= n:
-                    send[:, :, k] = sends(got[:, :, :k], range(k, k + 1))[:, :, 0]
-                got[:, :, k : k + 1] = completions(send[:, :, k : k + 1], np.arange(k, k + 1))
-        else:
-            return self._window_events(ph, T, n, m, add, w)
-        done = np.sort(got, axis=2) + add
-        return check_clock(np.maximum(T, done.max(axis=2)), "a collective's end")
+        send = np.broadcast_to(T0, T0.shape).copy()
+        done = np.empty(T0.shape + (0,), np.int64)  # completed receives, sorted (grown one message at a time)
+        for k in range(w):
+            if k >= n:
+                send = send_time(done, k)
+            got = completion(send, k)
+            done = np.sort(np.concatenate([done, got[:, :, None]], axis=2), axis=2, kind="stable")  # two runs
+        end = np.broadcast_to((done + add).max(axis=2), T.shape)
+        return check_clock(np.maximum(T, end), "a collective's end")
 
     def _window_events(self, ph: Phase, T: np.ndarray, n: int, m: float, add: np.ndarray, w: int) -> np.ndarray:
         """`_direct_window` on the congestion-aware network, one event at a time: a member's
