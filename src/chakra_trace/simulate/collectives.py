@@ -20,9 +20,16 @@ Algorithms (per phase; p members, D bytes held per member, m = D / p):
 - one* variants (oneRing, oneDirect, ...): the algorithm over all NPUs as one dimension,
   every message costed on the physical network.
 
+Compat mode (`--compat astra`) follows ASTRA-sim's source where it differs: a one* algorithm
+listed for dimension k makes k one ring of every NPU and drops the dimensions after it;
+directN keeps N messages in flight and, like direct with members out of step or on the
+congestion-aware network, follows ASTRA-sim's packet flow (`_direct_window`); a
+halving-doubling all-gather on p not a power of two runs int(log2 p) steps from p // 2 apart;
+doubleBinaryTree is ASTRA-sim's tree per chunk (`_binary_tree`); a localBWAware all-reduce's
+all-gather phases run anticlockwise; messages are whole bytes.
+
 The reference cases check ring and direct (one and two dimensions, unaware and aware) to the
-nanosecond; halvingDoubling and doubleBinaryTree follow ASTRA-sim's descriptions but have no
-reference numbers to check against.
+nanosecond; the random differential sweep (tools/astra/) checks the rest against the binary.
 
 Beyond ASTRA-sim (default mode): broadcast and reduce cost an all-reduce's steps (broadcast
 without reductions: scatter then all-gather; reduce: reduce-scatter then gather), gather and
