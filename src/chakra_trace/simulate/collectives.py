@@ -20,9 +20,16 @@ Algorithms (per phase; p members, D bytes held per member, m = D / p):
 - one* variants (oneRing, oneDirect, ...): the algorithm over all NPUs as one dimension,
   every message costed on the physical network.
 
+Compat mode (`--compat astra`) follows ASTRA-sim's source where it differs: a one* algorithm
+listed for dimension k makes k one ring of every NPU and drops the dimensions after it;
+directN keeps N messages in flight and, like direct with members out of step or on the
+congestion-aware network, follows ASTRA-sim's packet flow (`_direct_window`); a
+halving-doubling all-gather on p not a power of two runs int(log2 p) steps from p // 2 apart;
+doubleBinaryTree is ASTRA-sim's tree per chunk (`_binary_tree`); a localBWAware all-reduce's
+all-gather phases run anticlockwise; messages are whole bytes.
+
 The reference cases check ring and direct (one and two dimensions, unaware and aware) to the
-nanosecond; halvingDoubling and doubleBinaryTree follow ASTRA-sim's descriptions but have no
-reference numbers to check against.
+nanosecond; the random differential sweep (tools/astra/) checks the rest against the binary.
 
 Beyond ASTRA-sim (default mode): broadcast and reduce cost an all-reduce's steps (broadcast
 without reductions: scatter then all-gather; reduce: reduce-scatter then gather), gather and
@@ -33,6 +40,8 @@ reduce-scatter-block a reduce-scatter's. All-to-allv (an all-to-all whose nodes 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -66,6 +75,13 @@ _OPS: dict[int, str] = {
 
 SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
 DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, paced as ASTRA-sim
+WINDOW = "direct_window"  # compat: ASTRA-sim's AllToAll message by message (a window, or links shared)
+#: compat: a direct phase of at most this many messages follows ASTRA-sim's packet flow when
+#: its members start out of step or the network is congestion-aware (`_direct_window`; aware:
+#: event by event, exact link order); a larger one without a window takes the closed forms
+#: (`_direct`, `_direct_all_reduce`: one start per member, and on the aware network a link
+#: serves each hop's messages in arrival order, hop after hop)
+EVENT_LIMIT = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,7 @@ class Phase:
     local: bool = False  # compat: a communicator's ring (ASTRA-sim's "Local" dimension)
     trees: tuple[int, ...] = ()  # compat doubleBinaryTree: the tree of each chunk (0 RootMax, 1 RootMin)
     tree: int = 0  # the tree of the chunk being run
+    window: int | None = None  # compat direct: messages in flight (`directN`), None: one per peer
 
 
 @dataclass
@@ -141,6 +158,15 @@ class Collectives:
             n = min(n, len(self._impl(op)), 4)
         return [d for d in range(n) if self.f.sizes[d] > 1]
 
+    def _one_dim(self, op: str) -> int | None:
+        """compat: the first dimension whose algorithm is a one* one (oneRing, oneDirect,
+        oneHalvingDoubling), else None. ASTRA-sim (`GeneralComplexTopology`) makes that
+        dimension one ring of every NPU and builds no dimension after it."""
+        if not self.compat:
+            return None
+        impl = self._impl(op)[: min(len(self.f.sizes), 4)]
+        return next((d for d, a in enumerate(impl) if a.startswith("one")), None)
+
     def _rows(self, d: int) -> np.ndarray:
         """NPU ids of every row of dimension d: shape (npus / size_d, size_d)."""
         ids = np.arange(self.f.npus).reshape(tuple(int(x) for x in self.f.sizes[::-1]))
@@ -168,7 +194,23 @@ class Collectives:
             plan = Plan(int(ctype), int(nbytes), splits)
             plan.phases.append(Phase(A2A, -1, ids[None, :], nbytes / splits, algo, np.asarray(matrix, float) / splits))
             return plan
-        return self._choose_trees(self._plan(ctype, nbytes, members))
+        return self._choose_windows(self._choose_trees(self._plan(ctype, nbytes, members)))
+
+    def _choose_windows(self, plan: Plan) -> Plan:
+        """compat: the window of each direct phase (`directN`, `oneDirectN`), from the list its
+        algorithm came from (the all-reduce's for every phase of an all-reduce)."""
+        if not self.compat:
+            return plan
+        impl = self._impl(_OPS[plan.ctype] if _OPS[plan.ctype] in (AR, RS, AG, A2A) else AR)
+        one = self._one_dim(_OPS[plan.ctype] if _OPS[plan.ctype] in (AR, RS, AG, A2A) else AR)
+        for j, ph in enumerate(plan.phases):
+            if ph.algorithm != "direct" or ph.matrix is not None or not impl:
+                continue
+            d = ph.dim if ph.dim >= 0 else one if one is not None else 0
+            window = parse_algorithm(impl[min(d, len(impl) - 1)])[1]
+            if window is not None:
+                plan.phases[j] = replace(ph, window=window)
+        return plan
 
     def _choose_trees(self, plan: Plan) -> Plan:
         """compat: ASTRA-sim's DoubleBinaryTreeTopology hands out its two trees in turn, one per
@@ -220,33 +262,50 @@ class Collectives:
             plan.phases.append(Phase(op, -1, ids, chunk, algo, local=self.compat))
             return plan
         first = self._impl(basic)[0] if self._impl(basic) else "ring"
-        if first.startswith("one"):  # one*: one algorithm over every NPU, the dimensions ignored
+        if first.startswith("one") and not self.compat:  # one*: one algorithm over every NPU, the dimensions ignored
             plan.phases.append(Phase(op, -1, np.arange(self.f.npus)[None, :], chunk, self._algo(basic, 0)))
             return plan
         dims = self._dims(basic)
+        one = self._one_dim(basic)
+        if one is not None:  # compat: the dimensions before the one* one, then one ring of every NPU (dim -1)
+            dims = [d for d in dims if d < one] + [-1]
+
+        def rows(d: int) -> np.ndarray:
+            return np.arange(self.f.npus)[None, :] if d < 0 else self._rows(d)
+
+        def width(d: int) -> int:
+            return self.f.npus if d < 0 else int(self.f.sizes[d])
+
+        def algo_at(o: str, d: int) -> str:
+            return self._algo(o, d if d >= 0 or one is None else one)
+
         opt = getattr(self.sys, "collective_optimization", "baseline")
         if op == AR and opt == "localBWAware" and len(dims) > 1:
             size = chunk
             # (compat: ASTRA-sim builds every phase from the all-reduce's algorithms, and a
             # doubleBinaryTree phase is a whole all-reduce whatever its operation: size kept)
-            kept = (lambda d: self._algo(AR, d) == "doubleBinaryTree") if self.compat else (lambda d: False)
+            kept = (lambda d: algo_at(AR, d) == "doubleBinaryTree") if self.compat else (lambda d: False)
             for d in dims[:-1]:  # reduce-scatter down the dimensions, all-reduce the last, all-gather back
-                plan.phases.append(Phase(RS, d, self._rows(d), size, self._algo(AR if self.compat else RS, d)))
-                size = size if kept(d) else size / self.f.sizes[d] if not self.compat else size // self.f.sizes[d]
-            plan.phases.append(Phase(AR, dims[-1], self._rows(dims[-1]), size, self._algo(AR, dims[-1])))
+                plan.phases.append(Phase(RS, d, rows(d), size, algo_at(AR if self.compat else RS, d)))
+                size = size if kept(d) else size / self.f.sizes[d] if not self.compat else size // width(d)
+            plan.phases.append(Phase(AR, dims[-1], rows(dims[-1]), size, algo_at(AR, dims[-1])))
             for d in reversed(dims[:-1]):
-                plan.phases.append(Phase(AG, d, self._rows(d), size, self._algo(AR if self.compat else AG, d)))
+                algo = algo_at(AR if self.compat else AG, d)
+                # compat: ASTRA-sim (`QueueLevelHandler::get_next_queue_id_last`) runs these
+                # phases anticlockwise: a ring or direct phase over the members in reverse order
+                back = self.compat and algo in ("ring", "direct")
+                plan.phases.append(Phase(AG, d, rows(d)[:, ::-1] if back else rows(d), size, algo))
                 size = size if kept(d) else size * self.f.sizes[d]
             return plan
         size = chunk
         if self.compat and op == AG:  # ASTRA-sim runs an all-gather's dimensions last to first
             dims = dims[::-1]
         for d in dims:
-            plan.phases.append(Phase(op, d, self._rows(d), size, self._algo(basic, d)))
+            plan.phases.append(Phase(op, d, rows(d), size, algo_at(basic, d)))
             if self.compat and plan.phases[-1].algorithm == "doubleBinaryTree":
                 pass  # ASTRA-sim: a doubleBinaryTree phase is an all-reduce whatever the operation
             elif self.compat:  # ASTRA-sim: the next phase takes this one's final data size, whatever the optimization
-                size = size // int(self.f.sizes[d]) if op == RS else size * int(self.f.sizes[d]) if op == AG else size
+                size = size // width(d) if op == RS else size * width(d) if op == AG else size
             elif op == RS and opt == "localBWAware":
                 size = size / self.f.sizes[d]
         return plan
@@ -290,11 +349,24 @@ class Collectives:
             if ph.trees:
                 ph = replace(ph, tree=ph.trees[c])
             members = ph.members.ravel()
-            t0 = np.maximum(ready[c][members], free[ph.dim][k][members]).reshape(ph.members.shape)
-            t1 = self._phase(ph, t0)
-            free[ph.dim][k][members] = t1.ravel()
-            ready[c][members] = t1.ravel()
-            ready_at[c] = free_at[ph.dim][k] = int(t1.max())
+            if self.compat and slots > 1:
+                # ASTRA-sim: each NPU runs its own queues: a member takes the slot it has free first
+                mine = np.argmin(np.stack([f[members] for f in free[ph.dim]]), axis=0)
+                held = np.stack([f[members] for f in free[ph.dim]])[mine, np.arange(members.size)]
+                t0 = np.maximum(ready[c][members], held).reshape(ph.members.shape)
+                t1 = self._phase(ph, t0)
+                for j, f in enumerate(free[ph.dim]):
+                    f[members[mine == j]] = t1.ravel()[mine == j]
+                ready[c][members] = t1.ravel()
+                ready_at[c] = int(t1.max())
+                soonest = np.min(np.stack([f[members] for f in free[ph.dim]]), axis=0)
+                free_at[ph.dim] = [int(soonest.max())] * slots  # when every member has a slot free
+            else:
+                t0 = np.maximum(ready[c][members], free[ph.dim][k][members]).reshape(ph.members.shape)
+                t1 = self._phase(ph, t0)
+                free[ph.dim][k][members] = t1.ravel()
+                ready[c][members] = t1.ravel()
+                ready_at[c] = free_at[ph.dim][k] = int(t1.max())
             order += 1
             seq[c] = plan.chunks + order
             nxt[c] += 1
@@ -343,16 +415,18 @@ class Collectives:
         if ph.trees:
             return self._binary_tree(ph, T)
         T = T + (LOCAL_DELAY if ph.local else self.delta)
-        for step in self._steps(ph):
+        for step in self._steps(ph, _uniform(T)):
             T = self._repeat(ph, T, step)
         return T
 
-    def _steps(self, ph: Phase) -> list[Step]:
-        """The algorithm of a phase as a list of steps, identical consecutive steps merged."""
+    def _steps(self, ph: Phase, in_step: bool = True) -> list[Step]:
+        """The algorithm of a phase as a list of steps, identical consecutive steps merged
+        (`in_step`: every member starts the phase at one time)."""
         p = ph.members.shape[1]
         D = float(ph.nbytes)
         algo, op = ph.algorithm, ph.op
-        if algo == "halvingDoubling" and p & (p - 1):
+        uneven_hd = self.compat and op == AG and _gather_offsets(p) is not None  # compat: see below
+        if algo == "halvingDoubling" and p & (p - 1) and not uneven_hd:
             algo = "ring"
         if algo == "doubleBinaryTree" and op != AR:
             algo = "ring"
@@ -364,15 +438,31 @@ class Collectives:
             off = ph.matrix[~np.eye(p, dtype=bool)]
             return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
         steps: list[Step] = []
-        if algo == "direct" and op == AR and self.compat:
-            steps.append(Step(DIRECT_AR, 0, D / p, True))
+        share = float(int(D) // p) if self.compat else D / p  # ASTRA-sim: whole-byte messages
+        window = p - 1 if ph.window is None else min(ph.window, p - 1)
+        g, w = ph.members.shape[0], 2 * (p - 1) if op == AR else p - 1
+        # compat: ASTRA-sim's packet flow message by message, unless the closed forms below give
+        # the same (no window, members in step, no link shared in time order) or the phase is
+        # too large to go message by message (EVENT_LIMIT)
+        small = g * p * w <= EVENT_LIMIT
+        flow = window < p - 1 or (ph.local and op == AR and p == 2) or (small and (self.f.aware or not in_step))
+        if algo == "direct" and self.compat and flow:
+            steps.append(Step(WINDOW, window, share if op != AG else float(int(D)), False))
+        elif algo == "direct" and op == AR and self.compat:
+            steps.append(Step(DIRECT_AR, 0, share, True))
         elif algo == "direct":
             if op in (RS, AR, A2A, BCAST):
-                steps.append(Step(DIRECT, 0, D / p, op in (RS, AR)))
+                steps.append(Step(DIRECT, 0, share, op in (RS, AR)))
             if op in (AG, AR, BCAST):
                 # ASTRA-sim (`AllToAll::get_non_zero_latency_packets`): on a communicator's
                 # Local ring an all-reduce reduces what its all-gather half receives too
-                steps.append(Step(DIRECT, 0, D if op == AG else D / p, op == AR and ph.local))
+                steps.append(Step(DIRECT, 0, D if op == AG else share, op == AR and ph.local))
+        elif algo == "halvingDoubling" and p & (p - 1):
+            # compat, an all-gather on p not a power of two: ASTRA-sim's HalvingDoubling runs
+            # int(log2 p) steps with partners p // 2, then half as far (truncated) each step,
+            # messages doubling from the whole size
+            offsets: tuple[int, ...] = _gather_offsets(p) or ()
+            steps += [Step(PAIR, r, float(int(D) << j), False) for j, r in enumerate(offsets)]
         elif algo == "halvingDoubling" and self.compat and op in (RS, AR):
             # ASTRA-sim (`HalvingDoubling`): whole-byte messages halved per step; what a step
             # receives is reduced at the size of the next step's message (`insert_packet`
@@ -399,7 +489,7 @@ class Collectives:
             steps += [Step(SHIFT, 2**k, D / 2, True) for k in range(levels)]  # up the trees, reducing
             steps += [Step(SHIFT, 2**k, D / 2, False) for k in reversed(range(levels))]  # and down again
         else:  # ring
-            m = D / p
+            m = share
             if op in (RS, AR, BCAST):
                 steps.append(Step(SHIFT, 1, m, op != BCAST, p - 1))
             if op in (AG, AR, BCAST):
@@ -411,6 +501,8 @@ class Collectives:
     def _once(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         if st.kind == DIRECT:
             return self._direct(ph, T, st.nbytes, st.reduce)
+        if st.kind == WINDOW:
+            return self._direct_window(ph, T, st.dist, float(st.nbytes))
         if st.kind == DIRECT_AR:
             return self._direct_all_reduce(ph, T, float(st.nbytes))
         m = float(st.nbytes)  # (only a direct step has a matrix)
@@ -462,9 +554,9 @@ class Collectives:
     def _pairwise(
         self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool, reduce_bytes: float | None = None
     ) -> np.ndarray:
-        """Members exchange m bytes with their partner (index XOR dist)."""
+        """Members exchange m bytes with their partner (`_partners`)."""
         p = ph.members.shape[1]
-        partner = np.arange(p) ^ dist
+        partner = _partners(p, dist)
         arrival = self.f.send(ph.members, ph.members[:, partner], m, T)
         return self._finish(T, arrival[:, partner], m if reduce_bytes is None else reduce_bytes, reduce, ph.local)
 
@@ -505,6 +597,156 @@ class Collectives:
         done = got.max(axis=2) + delta + (self._reduce(m) if ph.local else 0)
         return check_clock(np.maximum(T, done), "a collective's end")
 
+    def _direct_window(self, ph: Phase, T: np.ndarray, window: int, m: float) -> np.ndarray:
+        """compat: ASTRA-sim's AllToAll with `window` < p-1 messages in flight (`AllToAll::run`,
+        `Ring::insert_packet`). Message k of a member goes to the member k places on (round the
+        ring again for an all-reduce's second half), and its receive from the member k places
+        back is posted when it is sent: it completes at the later of the two. A member sends
+        its first `window` messages at once (T: after the endpoint delay); every completed
+        receive, taken in time order, hands on one packet after the endpoint delay plus, for a
+        processed one, a reduction (the q-th: cycles of `window` plain packets, then `window`
+        processed ones, p-1 times as many on a communicator's Local ring; an all-reduce's
+        every other such block only), and each packet handed on sends the next message. An
+        all-reduce's second half waits until p-1 receives completed: from then each packet
+        handed on sends up to `window` messages, those it holds. A member ends with the last
+        packet handed on. Message k's send time depends only on receives completed before it:
+        without congestion the messages are priced in order, every member at once; with it,
+        event by event (`_window_events`), as the links serve them in time order."""
+        g, p = ph.members.shape
+        n, op = window, ph.op
+        w = 2 * (p - 1) if op == AR else p - 1
+        delta = LOCAL_DELAY if ph.local else self.delta
+        plain = n * (p - 1) if ph.local else n  # processed packets per block
+        q = np.arange(w)  # completion rank, from 0
+        pos, cycle = (n + q) % (n + plain), (n + q) // (n + plain)
+        processed = (pos >= n) & ((op == RS) | ((op == AR) & (cycle % 2 == 0)))
+        add = delta + np.where(processed, self._reduce(m), 0)  # when the q-th receive hands its packet on
+        dist = np.arange(w) % (p - 1) + 1
+        if self.f.aware:
+            return self._window_events(ph, T, n, m, add, w)
+        src = np.broadcast_to(np.arange(p)[:, None], (p, w))
+        dst = (src + dist[None, :]) % p
+        cost = self.f.delay(ph.members[:, src], ph.members[:, dst], np.full(src.shape, m))  # (g, p, w)
+        alike = _uniform(T) and bool((cost == cost[:1, :1, :]).all())  # every member the same timeline
+        T0 = T[:1, :1] if alike else T
+        first = np.broadcast_to(T0[:, :, None], T0.shape + (n,))
+
+        def send_time(done: np.ndarray, k: int) -> np.ndarray:
+            """Send time of message k (from `window` on) given the receives completed so far
+            (sorted): every one is handed on at or after T, after the first `window` packets."""
+            given = done + add[: done.shape[2]]  # when each completed receive hands its packet on
+            if k < p - 1:
+                return np.partition(given, k - n, axis=2)[:, :, k - n]
+            # all-reduce, second half: from the first packet handed on after the (p-1)-th receive
+            handed = np.sort(np.concatenate([first, given], axis=2), axis=2)
+            c = handed.shape[2]
+            idx = np.arange(c)
+            start = np.where((idx >= p - 1) & (handed >= done[:, :, p - 2 : p - 1]), idx, c).min(axis=2)
+            at = np.minimum(np.maximum(k, start - 1 - (-(k - p + 2) // n)), c - 1)
+            return np.take_along_axis(handed, at[:, :, None], axis=2)[:, :, 0]
+
+        def completion(send: np.ndarray, k: int) -> np.ndarray:
+            """When each member's receive of message k completes (each sent it at `send`): the
+            later of its arrival and the receive's post, with this member's own send."""
+            if alike:
+                return send + cost[0, 0, k]
+            at_dst = np.empty_like(send)
+            at_dst[:, dst[:, k]] = send + cost[:, :, k]
+            return np.maximum(at_dst, send)
+
+        send = np.broadcast_to(T0, T0.shape).copy()
+        done = np.empty(T0.shape + (0,), np.int64)  # completed receives, sorted (grown one message at a time)
+        for k in range(w):
+            if k >= n:
+                send = send_time(done, k)
+            got = completion(send, k)
+            done = np.sort(np.concatenate([done, got[:, :, None]], axis=2), axis=2, kind="stable")  # two runs
+        end = np.broadcast_to((done + add).max(axis=2), T.shape)
+        return check_clock(np.maximum(T, end), "a collective's end")
+
+    def _window_events(self, ph: Phase, T: np.ndarray, n: int, m: float, add: np.ndarray, w: int) -> np.ndarray:
+        """`_direct_window` on the congestion-aware network, one event at a time: a member's
+        packets handed on (the first `n` at T, then one per completed receive, `add[q]` after
+        the q-th) send its messages; each message crosses its links in time order (a link
+        serves the earliest arrival first, ties in event order)."""
+        g, p = ph.members.shape
+        f = self.f
+        members = ph.members.ravel()
+        route: list[list[list[tuple[int, int, int]]]] = []  # per message k, per member: (link, busy, hop)
+        for k in range(p - 1):
+            dst = np.roll(ph.members, -(k + 1), axis=1).ravel()
+            hops: list[list[tuple[int, int, int]]] = [[] for _ in members]
+            for ms, link, dim in f._path(members, dst):
+                busy = as_ns(np.floor(m / f.bw[dim]), "a message's time on a link")
+                hop = as_ns(np.floor(f.lat[dim] + m / f.bw[dim]), "a message's hop")
+                for x, lk, b, h in zip(ms.tolist(), link.tolist(), busy.tolist(), hop.tolist()):
+                    hops[x].append((lk, b, h))
+            route.append(hops)
+        free, busy_total = f.link_free, f.link_busy
+        size = g * p
+        row_of = np.arange(size) // p
+        col_of = np.arange(size) % p
+        sent, received, spare = [0] * size, [0] * size, [0] * size
+        posted: list[dict[int, int]] = [{} for _ in range(size)]  # message k -> when its receive was posted
+        arrived: list[dict[int, int]] = [{} for _ in range(size)]
+        end = [0] * size
+        events: list[tuple[int, int, int, int, int, int]] = []  # (time, seq, kind, member, message, hop)
+        seq = itertools.count()
+        GENERAL, HOP, DONE = 0, 1, 2
+        for x in range(size):
+            for _ in range(n):
+                heapq.heappush(events, (int(T.flat[x]), next(seq), GENERAL, x, 0, 0))
+
+        def complete(x: int, t: int) -> None:  # a receive completed: its packet is handed on later
+            received[x] += 1
+            heapq.heappush(events, (t + int(add[received[x] - 1]), next(seq), GENERAL, x, 0, 0))
+
+        def enter(x: int, k: int, h: int, t: int) -> None:  # message k of x at its h-th link (or there)
+            path = route[k % (p - 1)][x]
+            if h < len(path):
+                lk, b, cost = path[h]
+                start = max(t, int(free[lk]))
+                free[lk] = start + b
+                busy_total[lk] += b
+                heapq.heappush(events, (start + cost, next(seq), HOP, x, k, h + 1))
+                return
+            r = int(row_of[x]) * p + (int(col_of[x]) + k % (p - 1) + 1) % p  # the receiver
+            if k in posted[r]:
+                complete(r, t)
+            else:
+                arrived[r][k] = t
+
+        def ready(x: int, t: int) -> None:  # send the next message (and post its receive), if any
+            if sent[x] >= w or spare[x] <= 0 or n + received[x] - sent[x] <= 0:
+                return
+            k = sent[x]
+            sent[x] += 1
+            spare[x] -= 1
+            enter(x, k, 0, t)
+            posted[x][k] = t
+            if k in arrived[x]:  # already there: completes as a new event at this time
+                heapq.heappush(events, (t, next(seq), DONE, x, k, 0))
+
+        while events:
+            t, _, kind, x, k, h = heapq.heappop(events)
+            if kind == GENERAL:
+                spare[x] += 1
+                if ph.op == AR and w - sent[x] <= p - 1:
+                    if received[x] < p - 1:
+                        continue
+                    for _ in range(n):
+                        ready(x, t)
+                else:
+                    ready(x, t)
+                if sent[x] == w and spare[x] == n:
+                    end[x] = t
+            elif kind == HOP:
+                enter(x, k, h, t)
+            else:
+                complete(x, t)
+        done = np.asarray(end, np.int64).reshape(g, p)
+        return check_clock(np.maximum(T, done), "a collective's end")
+
     def _binary_tree(self, ph: Phase, T: np.ndarray) -> np.ndarray:
         """compat doubleBinaryTree: ASTRA-sim's DoubleBinaryTreeAllReduce on this chunk's tree
         (`_tree_of`). Whole-size messages. Up: a leaf sends after the endpoint delay; a node
@@ -534,6 +776,31 @@ class Collectives:
             arrival = self.f.send(ph.members[:, parent[lvl]], ph.members[:, lvl], D, done[:, parent[lvl]])
             done[:, lvl] = np.maximum(arrival, up[:, lvl]) + d + (red if h > 0 else 0)
         return check_clock(done, "a collective's end")
+
+
+def _partners(p: int, dist: int) -> np.ndarray:
+    """Halving-doubling partner of each member index at distance `dist` (ASTRA-sim's
+    `HalvingDoubling::specify_direction`: forward when (index // dist) is even, else back,
+    round the ring); index XOR dist when p is a power of two."""
+    idx = np.arange(p)
+    return np.where((idx // dist) % 2 == 0, idx + dist, idx - dist) % p
+
+
+@lru_cache(maxsize=64)
+def _gather_offsets(p: int) -> tuple[int, ...] | None:
+    """Partner distances of ASTRA-sim's halving-doubling all-gather on p members that need
+    not be a power of two: int(log2 p) steps from p // 2, halved (truncated) each step; None
+    when a step's partners are not mutual (ASTRA-sim then waits forever)."""
+    if p < 2:
+        return None
+    offsets, r = [], p // 2
+    for _ in range(int(math.log2(p))):
+        pair = _partners(p, max(r, 1))
+        if r < 1 or not np.array_equal(pair[pair], np.arange(p)):
+            return None
+        offsets.append(r)
+        r = int(r * 0.5)
+    return tuple(offsets)
 
 
 def _binary_tree_phase(ph: Phase) -> bool:

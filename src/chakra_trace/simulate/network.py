@@ -58,8 +58,8 @@ class Fabric:
         self.aware = aware
         dims = network.dims
         self.sizes = np.array([d.npus for d in dims], np.int64)
-        scale = GIB_PER_GB if compat else 1.0
-        self.bw = np.array([d.bandwidth * scale for d in dims], float)  # bytes per ns
+        # bytes per ns; compat: rounded as ASTRA-sim's bw_GBps_to_Bpns, bw * 2^30 first, then / 1e9
+        self.bw = np.array([d.bandwidth * 2**30 / 1e9 if compat else d.bandwidth for d in dims], float)
         self.lat = np.array([d.latency for d in dims], float)
         self.kind = [d.topology for d in dims]
         self.npus = int(np.prod(self.sizes))

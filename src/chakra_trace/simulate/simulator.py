@@ -44,24 +44,27 @@ COMPAT_DIFFERENCES = {
         "dimensions first to last; reduce-scatter shrinks per phase with localBWAware only",
     ),
     "dimensions a collective covers": (
-        "as many as algorithms are listed, at most four",
-        "all (the last listed algorithm repeats)",
+        "as many as algorithms are listed, at most four; a one* algorithm (oneRing, oneDirect, "
+        "oneHalvingDoubling) makes its dimension one ring of every NPU and drops the dimensions after it",
+        "all (the last listed algorithm repeats); a one* algorithm runs over every NPU when listed first, "
+        "else as its plain algorithm on its dimension",
     ),
     "chunks waiting for a dimension": (
-        "served in the order they reached its queue (one collective's chunks share a priority)",
-        "the chunk whose phase can start first; ties by scheduling policy",
+        "served in the order they reached its queue (one collective's chunks share a priority); each NPU "
+        "starts its part of a phase in the slot it has free first",
+        "the chunk whose phase can start first; ties by scheduling policy; all members in one slot",
     ),
     "algorithms of an all-reduce's phases": (
-        "the all-reduce's list for every phase (its reduce-scatter and all-gather phases too)",
-        "the reduce-scatter's and all-gather's lists for those phases",
+        "the all-reduce's list for every phase (its reduce-scatter and all-gather phases too); with localBWAware its all-gather phases run anticlockwise (a ring or direct phase sends to the members before it)",
+        "the reduce-scatter's and all-gather's lists for those phases; every phase clockwise",
     ),
     "communicator groups": (
         "the system's algorithm when it lists exactly one, else ring; ASTRA-sim's Local ring: a fixed 10 ns endpoint delay, a direct all-reduce reduces both halves; a group of every NPU runs as the whole machine; the least chunk is one byte per NPU of the machine",
         "a ring over the members in listed order, with the system's endpoint delay; the least chunk is one byte per member",
     ),
     "direct all-reduce, halving-doubling, doubleBinaryTree": (
-        "ASTRA-sim's packet flow: direct sends its all-gather half paced by the parts handed on; halving-doubling reduces at the next step's size and not after its last step; doubleBinaryTree runs one tree per chunk (RootMax, RootMin in turn) with whole-size messages and a finish time per NPU, and any operation as an all-reduce",
-        "direct sends its all-gather half once every part is reduced; halving-doubling reduces each step's part; doubleBinaryTree: two trees of half the data, log2 p steps up and down, other operations as ring",
+        "ASTRA-sim's packet flow: directN keeps N messages in flight (the next sent as a received packet is handed on); direct sends its all-gather half paced by the parts handed on; halving-doubling reduces at the next step's size and not after its last step, and gathers on p not a power of two in int(log2 p) steps from p // 2 apart (halved, truncated); doubleBinaryTree runs one tree per chunk (RootMax, RootMin in turn) with whole-size messages and a finish time per NPU, and any operation as an all-reduce",
+        "direct sends to every peer at once, whatever N, and its all-gather half once every part is reduced; halving-doubling reduces each step's part, and runs as ring on p not a power of two; doubleBinaryTree: two trees of half the data, log2 p steps up and down, other operations as ring",
     ),
     "zero-duration compute": ("1 ns", "0 ns"),
     "nodes of one resource": (
@@ -175,6 +178,7 @@ class Simulator:
         self.memory = memory
         self._remote = memory is not None and memory.memory_type != "NO_MEMORY_EXPANSION"
         self._mem_free: dict[int, int] = {}
+        self._mem_asked: list[tuple] = []  # remote-memory accesses asked for at this instant
         self.npus = network.npus
         _check_memory(network, system, aware)
         self.network, self.aware, self.shortcuts = network, aware, shortcuts
@@ -359,14 +363,28 @@ class Simulator:
             self.matcher.recv(npu, r)
         elif typ in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and self._remote:
             port = self._memory_port(npu.rank)  # a shared port serves one access at a time, in order
-            start = self.engine.now if port is None else max(self.engine.now, self._mem_free.get(port, 0))
-            if port is not None:
-                self._mem_free[port] = start + int(npu.dur[r])
-            self.engine.at(start + int(npu.dur[r]), npu.complete, r)
+            if port is None:
+                self.engine.after(int(npu.dur[r]), npu.complete, r)
+            else:  # accesses asked for at one instant queue in NPU order (`_queue_memory`)
+                if not self._mem_asked:
+                    self.engine.at(self.engine.now, self._queue_memory)
+                self._mem_asked.append((npu.rank, port, npu, r))
         elif typ in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             self.engine.after(int(npu.dur[r]), npu.complete, r)
         else:  # metadata and anything else take no time
             self.engine.at(self.engine.now, npu.complete, r)
+
+    def _queue_memory(self) -> None:
+        """Remote-memory accesses asked for at this instant join their port's queue in NPU
+        order, once nothing else is left to run at this instant."""
+        if self.engine.more_now():
+            self.engine.at(self.engine.now, self._queue_memory)
+            return
+        asked, self._mem_asked = sorted(self._mem_asked, key=lambda a: a[0]), []
+        for _rank, port, npu, r in asked:
+            start = max(self.engine.now, self._mem_free.get(port, 0))
+            self._mem_free[port] = start + int(npu.dur[r])
+            self.engine.at(start + int(npu.dur[r]), npu.complete, r)
 
     def run_collective(self, pg: str, k: int, inst: CollectiveInstance, finish_of: np.ndarray | None = None) -> None:
         issued = inst.issued
