@@ -41,9 +41,7 @@ import numpy as np
 
 from ..schema.enums import CollectiveType
 from .config import parse_algorithm
-from .inflight import InFlight
 from .network import as_ns, check_clock
-from .requests import REPEAT, SEND, Steps, drive
 
 #: ASTRA-sim's memory-bus delay on a communicator's "Local" ring (`MemBus`, `Transmition::Fast`):
 #: fixed, whatever the system's endpoint-delay
@@ -292,7 +290,7 @@ class Collectives:
                 ph = replace(ph, tree=ph.trees[c])
             members = ph.members.ravel()
             t0 = np.maximum(ready[c][members], free[ph.dim][k][members]).reshape(ph.members.shape)
-            t1 = drive(self._phase(ph, t0), self.f)
+            t1 = self._phase(ph, t0)
             free[ph.dim][k][members] = t1.ravel()
             ready[c][members] = t1.ravel()
             ready_at[c] = free_at[ph.dim][k] = int(t1.max())
@@ -302,11 +300,6 @@ class Collectives:
             if nxt[c] == nphase:
                 pending.discard(c)
         return np.max(np.stack([r[npus] for r in ready]), axis=0)
-
-    def start(self, plan: Plan, npus: np.ndarray, start: np.ndarray, policy: str, stepper, then) -> None:
-        """`run` on the engine (congestion-aware): every step priced when it is sent, in time
-        order with everything else in flight (`inflight`); `then(finish)` once it ends."""
-        InFlight(self, stepper, plan, npus, start, policy, then)
 
     def run_together(
         self,
@@ -321,7 +314,7 @@ class Collectives:
         groups with the same phases run as one plan with their rows stacked, so their messages
         meet on the links within each step (ASTRA-sim's network interleaves them message by
         message); any other runs alone. With a `stepper` (congestion-aware) they all run on the
-        engine at once (`start`), `thens[i]` getting collective i's finish; else one after the
+        engine at once (`inflight.Runner`), `thens[i]` getting collective i's finish; else one after the
         other, the finishes returned."""
         out: list[np.ndarray | None] = [None] * len(plans)
         alike: dict[tuple, list[int]] = {}
@@ -336,7 +329,7 @@ class Collectives:
                     if stepper is None:
                         out[i] = self.run(plans[i], npus[i], starts[i], policy)
                     else:
-                        self.start(plans[i], npus[i], starts[i], policy, stepper, thens[i])
+                        stepper.run(plans[i], npus[i], starts[i], policy, thens[i])
                 continue
             first = plans[idx[0]]
             phases = [
@@ -357,18 +350,18 @@ class Collectives:
             if stepper is None:
                 split(self.run(stacked, ids, start, policy))
             else:
-                self.start(stacked, ids, start, policy, stepper, split)
+                stepper.run(stacked, ids, start, policy, split)
         return [o for o in out if o is not None]
 
-    def _phase(self, ph: Phase, T: np.ndarray) -> Steps:
+    def _phase(self, ph: Phase, T: np.ndarray) -> np.ndarray:
         """Member times after one phase of one chunk (T: groups x p, when each member starts)."""
         if ph.members.shape[1] < 2:
             return T.copy()
         if ph.trees:
-            return (yield from self._binary_tree(ph, T))
+            return self._binary_tree(ph, T)
         T = T + (LOCAL_DELAY if ph.local else self.delta)
         for step in self._steps(ph):
-            T = yield from self._repeat(ph, T, step)
+            T = self._repeat(ph, T, step)
         return T
 
     def _steps(self, ph: Phase) -> list[Step]:
@@ -432,42 +425,30 @@ class Collectives:
                 steps.append(Step(SHIFT, 1, m, False, p * (p - 1) // 2))
         return steps
 
-    def _once(self, ph: Phase, T: np.ndarray, st: Step) -> Steps:
+    def _once(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         if st.kind == DIRECT:
-            return (yield from self._direct(ph, T, st.nbytes, st.reduce))
+            return self._direct(ph, T, st.nbytes, st.reduce)
         if st.kind == DIRECT_AR:
-            return (yield from self._direct_all_reduce(ph, T, float(st.nbytes)))
+            return self._direct_all_reduce(ph, T, float(st.nbytes))
         m = float(st.nbytes)  # (only a direct step has a matrix)
         if st.kind == SHIFT:
-            return (yield from self._shift(ph, T, st.dist, m, st.reduce))
-        return (yield from self._pairwise(ph, T, st.dist, m, st.reduce, st.reduce_bytes))
+            return self._shift(ph, T, st.dist, m, st.reduce)
+        return self._pairwise(ph, T, st.dist, m, st.reduce, st.reduce_bytes)
 
-    def _repeat(self, ph: Phase, T: np.ndarray, st: Step) -> Steps:
+    def _repeat(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         """`st.repeat` identical steps. When every member starts a step at one time and ends it
         at one time, the next steps are the same step shifted in time, so they are added in
         closed form (exact, counted in `closed_form_steps`): without congestion a step's cost
-        does not depend on when it starts. With it, a step whose messages share no link costs
-        their uncontended route time for as long as its links are free when it starts and no
-        other message touches them: the network checks that at each step's time (`REPEAT`) and
-        the rest are priced one by one from the first step that fails it."""
+        does not depend on when it starts. (The congestion-aware model runs its algorithms on
+        the event loop, `inflight`, with a closed form of its own.)"""
         n = st.repeat
-        T1 = yield from self._once(ph, T, st)
+        T1 = self._once(ph, T, st)
         n -= 1
-        if n and self.shortcuts and st.kind == SHIFT and _uniform(T) and _uniform(T1):
-            src, dst = ph.members, np.roll(ph.members, -st.dist, axis=1)
-            if not self.f.aware:
-                self.closed_form_steps += n
-                return check_clock(T1 + n * (T1 - T), "a collective's end")
-            cost = self.f.alone_cost(src, dst, st.nbytes)
-            if cost is not None:
-                delta = LOCAL_DELAY if ph.local else self.delta
-                inc = cost + delta + (self._reduce(float(st.nbytes)) if st.reduce else 0)
-                k = yield (REPEAT, src, dst, st.nbytes, int(T1.flat[0]), inc, n)
-                self.closed_form_steps += k
-                n -= k
-                T1 = check_clock(T1 + k * inc, "a collective's end")
+        if n and self.shortcuts and st.kind == SHIFT and _uniform(T) and _uniform(T1) and not self.f.aware:
+            self.closed_form_steps += n
+            return check_clock(T1 + n * (T1 - T), "a collective's end")
         for _ in range(n):
-            T1 = yield from self._once(ph, T1, st)
+            T1 = self._once(ph, T1, st)
         return T1
 
     def _reduce(self, m: float) -> int:
@@ -477,23 +458,23 @@ class Collectives:
         delta = LOCAL_DELAY if local else self.delta
         return np.maximum(T, arrival) + delta + (self._reduce(m) if reduce else 0)
 
-    def _shift(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> Steps:
+    def _shift(self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool) -> np.ndarray:
         """Every member sends m bytes to the member `dist` places on, and waits for its own."""
         src = ph.members
         dst = np.roll(src, -dist, axis=1)
-        arrival = yield (SEND, src, dst, m, T)  # at dst
+        arrival = self.f.send(src, dst, m, T)  # at dst
         return self._finish(T, np.roll(arrival, dist, axis=1), m, reduce, ph.local)
 
     def _pairwise(
         self, ph: Phase, T: np.ndarray, dist: int, m: float, reduce: bool, reduce_bytes: float | None = None
-    ) -> Steps:
+    ) -> np.ndarray:
         """Members exchange m bytes with their partner (index XOR dist)."""
         p = ph.members.shape[1]
         partner = np.arange(p) ^ dist
-        arrival = yield (SEND, ph.members, ph.members[:, partner], m, T)
+        arrival = self.f.send(ph.members, ph.members[:, partner], m, T)
         return self._finish(T, arrival[:, partner], m if reduce_bytes is None else reduce_bytes, reduce, ph.local)
 
-    def _direct(self, ph: Phase, T: np.ndarray, m, reduce: bool) -> Steps:
+    def _direct(self, ph: Phase, T: np.ndarray, m, reduce: bool) -> np.ndarray:
         """Every member sends m bytes (or matrix m[i, j]) to every other at once, in a rotated
         order; waits for all it receives."""
         g, p = ph.members.shape
@@ -503,12 +484,12 @@ class Collectives:
         src = ph.members[:, src_idx]
         dst = ph.members[:, dst_idx]
         size = m[src_idx, dst_idx] if isinstance(m, np.ndarray) else m
-        arrival = yield (SEND, src, dst, size, np.broadcast_to(T[:, :, None], src.shape))
+        arrival = self.f.send(src, dst, size, np.broadcast_to(T[:, :, None], src.shape))
         last = np.zeros((g, p), np.int64)
         np.maximum.at(last, (np.arange(g)[:, None, None], dst_idx[None, :, :].repeat(g, 0)), arrival)
         return self._finish(T, last, float(np.max(m)) if isinstance(m, np.ndarray) else m, reduce, ph.local)
 
-    def _direct_all_reduce(self, ph: Phase, T: np.ndarray, m: float) -> Steps:
+    def _direct_all_reduce(self, ph: Phase, T: np.ndarray, m: float) -> np.ndarray:
         """ASTRA-sim's direct all-reduce (`AllToAll::run`): every member sends m bytes to every
         other; each part received is handed on after the endpoint delay and its reduction
         (time G). A member sends its all-gather half once it has received every part, at the
@@ -520,17 +501,17 @@ class Collectives:
         dst_idx = (src_idx + np.arange(1, p)[None, :]) % p
         src, dst = ph.members[:, src_idx], ph.members[:, dst_idx]
         got = np.empty((g, p, p - 1), np.int64)  # got[:, j, k]: arrival at j of the part from j - k - 1
-        arrival = yield (SEND, src, dst, m, np.broadcast_to(T[:, :, None], src.shape))
+        arrival = self.f.send(src, dst, m, np.broadcast_to(T[:, :, None], src.shape))
         got[:, dst_idx, np.arange(p - 1)[None, :]] = arrival
         G = np.sort(got, axis=2) + delta + self._reduce(m)
         last = got.max(axis=2, keepdims=True)
         S = np.where(G >= last, G, np.iinfo(np.int64).max).min(axis=2, keepdims=True)
-        arrival = yield (SEND, src, dst, m, np.maximum(G, S))
+        arrival = self.f.send(src, dst, m, np.maximum(G, S))
         got[:, dst_idx, np.arange(p - 1)[None, :]] = arrival
         done = got.max(axis=2) + delta + (self._reduce(m) if ph.local else 0)
         return check_clock(np.maximum(T, done), "a collective's end")
 
-    def _binary_tree(self, ph: Phase, T: np.ndarray) -> Steps:
+    def _binary_tree(self, ph: Phase, T: np.ndarray) -> np.ndarray:
         """compat doubleBinaryTree: ASTRA-sim's DoubleBinaryTreeAllReduce on this chunk's tree
         (`_tree_of`). Whole-size messages. Up: a leaf sends after the endpoint delay; a node
         with children sends once the later child's part arrived (not before it started),
@@ -550,13 +531,13 @@ class Collectives:
         for h in range(top):
             lvl = np.flatnonzero(height == h)
             up[:, lvl] = T[:, lvl] + d if h == 0 else got[:, lvl] + d + red
-            arrival = yield (SEND, ph.members[:, lvl], ph.members[:, parent[lvl]], D, up[:, lvl])
+            arrival = self.f.send(ph.members[:, lvl], ph.members[:, parent[lvl]], D, up[:, lvl])
             np.maximum.at(got, (rows, parent[lvl][None, :]), arrival)
         done = np.zeros_like(T)
         done[:, root] = got[:, root] + d + red
         for h in range(top - 1, -1, -1):
             lvl = np.flatnonzero(height == h)
-            arrival = yield (SEND, ph.members[:, parent[lvl]], ph.members[:, lvl], D, done[:, parent[lvl]])
+            arrival = self.f.send(ph.members[:, parent[lvl]], ph.members[:, lvl], D, done[:, parent[lvl]])
             done[:, lvl] = np.maximum(arrival, up[:, lvl]) + d + (red if h > 0 else 0)
         return check_clock(done, "a collective's end")
 

@@ -74,10 +74,8 @@ class Fabric:
         links = base if aware else 0  # the unaware model has no link state
         self.link_free = np.zeros(links, np.int64)  # when each link is next free
         self.link_busy = np.zeros(links, np.int64)  # busy time of each link so far
-        # steps added in closed form while their links stay theirs (`open_run`): the pricing
-        # count, the count at which each link was last priced, and which run holds each link
-        self.touch = 0
-        self.stamp = np.zeros(links, np.int64)
+        # steps added in closed form while their links stay theirs (`open_run`): which run
+        # holds each link
         self._owner = np.full(links, -1, np.int64)
         self._runs: dict[int, list] = {}
         self._run_ids = 0
@@ -146,8 +144,8 @@ class Fabric:
         t_send = np.broadcast_to(np.asarray(t_send, np.int64), src.shape)
         if self.aware:
             if self._runs:
-                self.settle()
-            self.touch += 1
+                for _ms, link, _d in self._path(src.ravel(), dst.ravel()):
+                    self._touch(link)
             t = self._route(src.ravel(), dst.ravel(), nbytes.ravel(), t_send.ravel()).reshape(src.shape)
         else:
             t = t_send + self.delay(src, dst, nbytes)  # both < 2^62: the sum cannot wrap
@@ -274,35 +272,46 @@ class Fabric:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(links), np.concatenate(ends), np.concatenate(busys)
 
-    def repeat_at(self, src, dst, nbytes, t: int, inc: int, n: int) -> None:
-        """Account for n copies of a batch (`alone_cost`) sent every `inc` ns from `t`, on
-        links free by `t` that nothing else uses meanwhile."""
-        if n:
-            links, ends, busy = self._layout(src, dst, nbytes)
-            self.link_free[links] = check_clock(t + (n - 1) * inc + ends, "a link's queue")
-            self.link_busy[links] += n * busy
+    def run_layout(self, src, dst, nbytes) -> tuple:
+        """What `open_run` needs of a batch (`alone_cost`): its links, when each is free again
+        and how long busy after the send time, and its later hops' start (`run_late`)."""
+        return (*self._layout(src, dst, nbytes), self._late_hop(src, dst, nbytes))
 
-    def open_run(self, src, dst, nbytes, t: int) -> int | None:
-        """Start adding copies of a batch (`alone_cost`) one by one at their times (`step_run`)
+    def open_run(self, layout: tuple, t: int) -> int | None:
+        """Start adding copies of a batch (`run_layout`) one by one at their times (`step_run`)
         without pricing them: refused (None) where another run holds one of its links or a link
         is not free by `t`."""
-        links, ends, busy = self._layout(src, dst, nbytes)
+        links, ends, busy, later = layout
         if (self._owner[links] >= 0).any() or int(self.link_free[links].max(initial=0)) > t:
             return None
         rid = self._run_ids = self._run_ids + 1
         self._owner[links] = rid
-        self._runs[rid] = [links, ends, busy, self.touch, 0, t]  # links, ends, busy, seen, pending, last
+        self._runs[rid] = [links, ends, busy, False, 0, t, later]  # (+ touched, pending, last, later)
         return rid
+
+    def run_late(self, rid: int) -> int:
+        """How long after a copy's send time its messages still take links (their later hops):
+        anything that reaches the links before then would go first (-1: one hop each)."""
+        return int(self._runs[rid][6])
+
+    def _late_hop(self, src, dst, nbytes) -> int:
+        src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
+        nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).ravel()
+        at = np.zeros(src.size, np.int64)
+        later = -1
+        for k, (ms, _link, dim) in enumerate(self._path(src, dst)):
+            if k:
+                later = max(later, int(at[ms].max(initial=0)))
+            at[ms] += as_ns(np.floor(self.lat[dim] + nb[ms] / self.bw[dim]), "a message's hop")
+        return later
 
     def step_run(self, rid: int, t: int, copies: int = 1) -> bool:
         """Add the copy sent at `t` (and `copies - 1` before it, with nothing else priced
-        between) if nothing was priced on the run's links since its last one (then it finds
-        them free and costs its uncontended time); else False."""
+        between) if nothing was priced on the run's links since it opened (then it finds them
+        free and costs its uncontended time); else False."""
         run = self._runs[rid]
-        if self.touch != run[3]:
-            if int(self.stamp[run[0]].max(initial=0)) > run[3]:
-                return False
-            run[3] = self.touch
+        if run[3]:
+            return False
         run[4] += copies
         run[5] = t
         return True
@@ -312,13 +321,8 @@ class Fabric:
         self._settle(run)
         self._owner[run[0]] = -1
 
-    def settle(self) -> None:
-        """Write the copies added so far into the link state (before anything else is priced)."""
-        for run in self._runs.values():
-            self._settle(run)
-
     def _settle(self, run: list) -> None:
-        links, ends, busy, _seen, pending, last = run
+        links, ends, busy, _touched, pending, last, _later = run
         if pending:
             self.link_free[links] = check_clock(last + ends, "a link's queue")
             self.link_busy[links] += pending * busy
@@ -349,9 +353,19 @@ class Fabric:
         link serves them after what it already took, in arrival order; when each reaches the
         next device. `alone`: no two of them share a link."""
         if self._runs:
-            self.settle()
-        self.touch += 1
+            self._touch(link)
         return self._serve(link, dim, nbytes, arrive, alone)
+
+    def _touch(self, link: np.ndarray) -> None:
+        """Links about to be priced: a run (`open_run`) holding one of them is written into
+        the link state and adds no more copies."""
+        owner = self._owner[link]
+        held = owner >= 0
+        if held.any():
+            for rid in np.unique(owner[held]).tolist():
+                run = self._runs[rid]
+                self._settle(run)
+                run[3] = True
 
     def _serve(self, link, dim, nbytes, arrive, alone: bool) -> np.ndarray:
         busy = as_ns(np.floor(nbytes / self.bw[dim]), "a message's time on a link")
@@ -363,8 +377,10 @@ class Fabric:
             self.link_free[link] = start + busy
         else:
             start = _fifo(link, arrive, busy, self.link_free)
-        np.add.at(self.link_busy, link, busy)
-        self.stamp[link] = self.touch
+        if alone:
+            self.link_busy[link] += busy
+        else:
+            np.add.at(self.link_busy, link, busy)
         return start + hop
 
     def _route(self, src, dst, nbytes, t_send) -> np.ndarray:

@@ -22,7 +22,7 @@ from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
 from .config.values import MAX_NS
 from .engine import Engine
-from .inflight import Stepper
+from .inflight import Runner
 from .network import ClockOverflow, Fabric, as_ns
 from .result import CollectiveRecord, SimResult
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
@@ -224,7 +224,7 @@ class Simulator:
         self.npus_state = [Npu(r, t[r], self.static[id(t[r])], self, self.offsets.get(r, 0)) for r in ranks]
         self.records: list[CollectiveRecord] = []
         self._issue_order: dict[tuple[str, int], int] = {}  # records are listed in issue order
-        self.stepper = Stepper(self.engine, self.fabric)
+        self.stepper = Runner(self.engine, self.fabric, self.coll)
         self._together: list[tuple] = []  # group collectives issued this instant (`_run_together`)
 
     def _symmetric(self) -> bool:
@@ -395,7 +395,7 @@ class Simulator:
                 self.engine.at(self.engine.now, self._run_together)
             self._together.append((plan, ranks, start, done))
         else:  # every step priced when it is sent, with everything else in flight
-            self.coll.start(plan, ranks, start, policy, self.stepper, done)
+            self.stepper.run(plan, ranks, start, policy, done)
 
     def _collective_done(
         self,
