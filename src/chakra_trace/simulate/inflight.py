@@ -41,29 +41,44 @@ class Mover:
     def send(self, src, dst, nbytes, t: np.ndarray, arrived: Callable, table: tuple | None = None) -> None:
         """Send message i from src[i] to dst[i] at t[i]; `arrived(indices, times)` once some
         have reached their destinations (called when their last hop is taken). `table`: their
-        routes (`Fabric.table`), when known."""
-        links, dims, nhops, alone = self.f.table(src, dst) if table is None else table
-        done = nhops == 0
-        batch = (links, dims, nhops, nbytes, t.copy(), np.zeros(src.size, np.int64), alone, arrived, done)
+        routes (`Fabric.table`) and costs per hop (`Fabric.costs`, None: worked out here), when
+        known."""
+        links, dims, nhops, alone = (self.f.table(src, dst) if table is None else table)[:4]
+        costs = table[4] if table is not None and len(table) > 4 else None
+        # together: every message has the same hops and has taken the same number of them
+        together = bool(nhops.size) and int(nhops.min()) == int(nhops.max()) > 0
+        batch = [links, dims, nhops, nbytes, t.copy(), np.zeros(src.size, np.int64), alone, arrived, nhops == 0]
+        batch += [together, 0, costs]
         first = int(t.min(initial=0))
         if first > self.engine.now:
             self.engine.at(first, self._hop, batch)
         else:
-            self._hop(batch)
+            self._hop(batch, True)
 
-    def _hop(self, batch: tuple) -> None:
-        links, dims, nhops, nbytes, at, hop, alone, arrived, done = batch
+    def _hop(self, batch: list, sending: bool = False) -> None:
+        """Messages that reach a link now take it. (Those that arrive while their batch is
+        being sent are handed over in an event of their own: the sender is mid-step.)"""
+        links, dims, nhops, nbytes, at, hop, alone, arrived, done, together, k, costs = batch
         now = self.engine.now
-        k = int(hop[0]) if hop.size else 0
-        if int(at.max(initial=0)) <= now and bool((hop == k).all()) and bool((nhops > k).all()):
-            at[:] = self.f.serve(links[:, k], dims[:, k], nbytes, at, alone)  # all at once: lock step
-            hop += 1
-        else:
-            m = np.flatnonzero((hop < nhops) & (at <= now))
-            if m.size:
-                km = hop[m]
-                at[m] = self.f.serve(links[m, km], dims[m, km], nbytes[m], at[m], alone)
-                hop[m] += 1
+        if sending:
+            arrived = _Later(self.engine, arrived)
+        if together and int(at.max(initial=0)) <= now:  # every message takes its k-th hop now
+            c = costs[k] if costs is not None else None
+            at[:] = self.f.serve(links[:, k], dims[:, k], nbytes, at, alone, c)
+            k = batch[10] = k + 1
+            if k == int(nhops[0]):
+                arrived(np.arange(at.size), at)
+            else:
+                self.engine.at(max(int(at.min()), now), self._hop, batch)
+            return
+        if together:  # from here on, message by message
+            hop[:] = k
+            batch[9] = False
+        m = np.flatnonzero((hop < nhops) & (at <= now))
+        if m.size:
+            km = hop[m]
+            at[m] = self.f.serve(links[m, km], dims[m, km], nbytes[m], at[m], alone)
+            hop[m] += 1
         landed = np.flatnonzero((hop >= nhops) & ~done)
         done[landed] = True
         left = hop < nhops
@@ -71,6 +86,16 @@ class Mover:
             self.engine.at(max(int(at[left].min()), now), self._hop, batch)
         if landed.size:
             arrived(landed, at[landed])
+
+
+class _Later:
+    """A callback run in an event of its own at the current time."""
+
+    def __init__(self, engine, callback: Callable):
+        self.engine, self.callback = engine, callback
+
+    def __call__(self, i: np.ndarray, at: np.ndarray) -> None:
+        self.engine.at(self.engine.now, self.callback, i, at.copy())
 
 
 class PhaseRun:
@@ -91,21 +116,26 @@ class PhaseRun:
         self.acc: dict[tuple[int, int], list] = {}  # arrivals per (operation, copy)
         self.paced: np.ndarray | None = None  # a direct all-reduce's second-half send times
         self.real = (-1, -1)  # the copy that a closed form just gave back: priced, not retried
+        self.all = np.arange(n)
+        self.joined = self.ended = 0  # members that started it, that finished it
 
     def join(self, u: np.ndarray, t0, slot: int) -> None:
         """Members u start the phase at t0."""
         self.X[u] = t0 + self.lead
         self.slot[u] = slot
+        self.joined += u.size
         self._advance(u)
 
     def _advance(self, u: np.ndarray) -> None:
         """Members u go on as far as what they wait for has arrived."""
-        ops, todo = self.ops, [u]
+        ops, todo, n = self.ops, [u], self.X.size
         while todo:
             u = todo.pop()
+            if u.size == n and self.joined == n and self._together():
+                continue
             end = self.pc[u] >= len(ops)
             if end.any():
-                self.flight.landed(self, u[end], self.X[u[end]])
+                self._end(u[end])
                 u = u[~end]
             if not u.size:
                 continue
@@ -114,12 +144,11 @@ class PhaseRun:
             if not bool(same.all()):
                 todo.append(u[~same])
                 u = u[same]
-            if c > 0 and u.size == self.X.size and not self.sent[u[0]] and (s, c) != self.real and self._closed(s, c):
-                continue
             op = ops[s]
             fresh = u[~self.sent[u]]
             if fresh.size:
                 self._send(op, s, c, fresh)
+                u = u[(self.pc[u] == s) & (self.cp[u] == c)]  # (those that what arrived at once moved on)
             acc = self.acc.get((s, c))
             got = acc[0][u] if acc is not None else np.zeros(u.size, np.int64)
             u = u[got >= op.need[u]]
@@ -131,7 +160,58 @@ class PhaseRun:
                 self.sent[u] = False
                 todo.append(u)
 
+    def _together(self) -> bool:
+        """Every member at one copy of one operation (lock step, the usual case): moved on with
+        whole arrays, as far as they all can. False (nothing done) where they are not."""
+        ops = self.ops
+        while True:
+            s, c = int(self.pc[0]), int(self.cp[0])
+            sent = bool(self.sent[0])
+            if not ((self.pc == s).all() and (self.cp == c).all() and (self.sent == sent).all()):
+                return False
+            if s >= len(ops):
+                self._end(self.all)
+                return True
+            if c > 0 and not sent and (s, c) != self.real and self._closed(s, c):
+                return True
+            op = ops[s]
+            if not sent:  # (what arrives at once moves members on before this returns: look again)
+                self._send(op, s, c, self.all)
+                continue
+            acc = self.acc.get((s, c))
+            if acc is None:
+                if int(op.need.max(initial=0)) == 0:
+                    done = True
+                elif int(op.need.min(initial=0)) > 0:
+                    return True  # every member waits
+                else:
+                    return False
+            else:
+                ready = acc[0] >= op.need
+                if not ready.all():
+                    return bool(not ready.any())
+                done = True
+            if done:
+                self._receive(op, s, c, self.all, acc)
+                if c + 1 < op.repeat:
+                    self.cp += 1
+                else:
+                    self.cp[:] = 0
+                    self.pc += 1
+                self.sent[:] = False
+
+    def _end(self, u: np.ndarray) -> None:
+        self.flight.landed(self, u, self.X[u])
+        self.ended += u.size
+        if self.ended == self.X.size:  # (its state is not needed any more)
+            self.flight.runs.pop((self.chunk, self.index), None)
+
     def _send(self, op: Op, s: int, c: int, u: np.ndarray) -> None:
+        if u is self.all and op.whole:  # every member sends its one message: the whole operation
+            self.X += op.pre
+            self.sent[:] = True
+            self._send_all(op, s, c, self.X if op.paced != 2 or self.paced is None else self.paced[:, 0])
+            return
         self.X[u] += op.pre[u]
         self.sent[u] = True
         senders = u[op.count[u] > 0]
@@ -146,12 +226,8 @@ class PhaseRun:
             m = np.repeat(op.first[senders], cnt) + k
         who = np.repeat(senders, cnt) if total != senders.size else senders
         t = self.paced[who, k] if op.paced == 2 and self.paced is not None else self.X[who]
-        if total == op.src.size:  # the whole operation at once (lock step): its routes worked out once
-            if "table" not in op.memo:
-                op.memo["ends"] = (self.npu[op.src], self.npu[op.dst])
-                op.memo["table"] = self.flight.f.table(*op.memo["ends"])
-            src, dst = op.memo["ends"]
-            self.flight.mover.send(src, dst, op.nbytes, t, lambda i, at: self._arrived(s, c, i, at), op.memo["table"])
+        if total == op.src.size:  # the whole operation at once (lock step)
+            self._send_all(op, s, c, t)
             return
         self.flight.mover.send(
             self.npu[op.src[m]],
@@ -160,6 +236,19 @@ class PhaseRun:
             t,
             lambda i, at: self._arrived(s, c, m[i], at),
         )
+
+    def _send_all(self, op: Op, s: int, c: int, t: np.ndarray) -> None:
+        """Every message of the operation, in its order (routes worked out once)."""
+        if "table" not in op.memo:
+            f = self.flight.f
+            op.memo["ends"] = (self.npu[op.src], self.npu[op.dst])
+            links, dims, nhops, alone = f.table(*op.memo["ends"])
+            costs = None
+            if nhops.size and int(nhops.min()) == int(nhops.max()):  # per hop, for all messages at once
+                costs = [f.costs(dims[:, k], op.nbytes) for k in range(int(nhops[0]))]
+            op.memo["table"] = (links, dims, nhops, alone, costs)
+        src, dst = op.memo["ends"]
+        self.flight.mover.send(src, dst, op.nbytes, t, lambda i, at: self._arrived(s, c, i, at), op.memo["table"])
 
     def _arrived(self, s: int, c: int, m: np.ndarray, at: np.ndarray) -> None:
         op = self.ops[s]
@@ -183,11 +272,18 @@ class PhaseRun:
             np.add.at(acc[0], dst, 1)
             np.maximum.at(acc[1], dst, at)
             waiting = np.unique(dst)
+        if waiting.size == self.X.size == self.joined and bool((self.pc == s).all()):
+            self._advance(self.all)
+            return
         waiting = waiting[(self.pc[waiting] == s) & (self.cp[waiting] == c) & self.sent[waiting]]
         if waiting.size:
             self._advance(waiting)
 
     def _receive(self, op: Op, s: int, c: int, u: np.ndarray, acc: list | None) -> None:
+        if u is self.all and op.whole and acc is not None and op.paced != 1:
+            self.X = check_clock(np.maximum(self.X, acc[1]) + op.post, "a collective's end")
+            del self.acc[(s, c)]
+            return
         r = u[op.need[u] > 0]
         if not r.size or acc is None:
             return
@@ -248,7 +344,7 @@ class PhaseRun:
             self.cp[:] = 0
             self.pc += 1
         self.real = (int(self.pc[0]), int(self.cp[0]))
-        self._advance(np.arange(self.X.size))
+        self._advance(self.all)
 
 
 class InFlight:

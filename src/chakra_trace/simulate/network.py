@@ -348,13 +348,21 @@ class Fabric:
             dims[ms, k] = d
         return links, dims, (links >= 0).sum(axis=1), self.exclusive(src, dst)
 
-    def serve(self, link, dim, nbytes, arrive, alone: bool = False) -> np.ndarray:
+    def serve(self, link, dim, nbytes, arrive, alone: bool = False, costs: tuple | None = None) -> np.ndarray:
         """Messages reaching these links at `arrive` (no earlier message still to come): each
         link serves them after what it already took, in arrival order; when each reaches the
-        next device. `alone`: no two of them share a link."""
+        next device. `alone`: no two of them share a link. `costs`: their busy and hop times
+        and the sum of the one and most of the other (`costs`), when worked out before."""
         if self._runs:
             self._touch(link)
-        return self._serve(link, dim, nbytes, arrive, alone)
+        return self._serve(link, dim, nbytes, arrive, alone, costs)
+
+    def costs(self, dim: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """Busy and hop time of each message on a link of its dimension, and what bounds a
+        queue's sums (`_serve`)."""
+        busy = as_ns(np.floor(nbytes / self.bw[dim]), "a message's time on a link")
+        hop = as_ns(np.floor(self.lat[dim] + nbytes / self.bw[dim]), "a message's hop")
+        return busy, hop, busy.sum(dtype=float) + float(hop.max(initial=0))
 
     def _touch(self, link: np.ndarray) -> None:
         """Links about to be priced: a run (`open_run`) holding one of them is written into
@@ -367,19 +375,16 @@ class Fabric:
                 self._settle(run)
                 run[3] = True
 
-    def _serve(self, link, dim, nbytes, arrive, alone: bool) -> np.ndarray:
-        busy = as_ns(np.floor(nbytes / self.bw[dim]), "a message's time on a link")
-        hop = as_ns(np.floor(self.lat[dim] + nbytes / self.bw[dim]), "a message's hop")
-        latest = max(float(arrive.max(initial=0)), float(self.link_free.max(initial=0)))
-        as_ns(latest + busy.sum(dtype=float) + float(hop.max(initial=0)), "a link's queue")  # bounds _fifo's sums
+    def _serve(self, link, dim, nbytes, arrive, alone: bool, costs: tuple | None = None) -> np.ndarray:
+        busy, hop, bound = self.costs(dim, nbytes) if costs is None else costs
+        latest = max(float(arrive.max(initial=0)), float(self.link_free[link].max(initial=0)))
+        as_ns(latest + bound, "a link's queue")  # bounds _fifo's sums
         if alone:
             start = np.maximum(arrive, self.link_free[link])
             self.link_free[link] = start + busy
-        else:
-            start = _fifo(link, arrive, busy, self.link_free)
-        if alone:
             self.link_busy[link] += busy
         else:
+            start = _fifo(link, arrive, busy, self.link_free)
             np.add.at(self.link_busy, link, busy)
         return start + hop
 

@@ -36,6 +36,7 @@ class Op:
     paced: int = 0  # 1: keep each arrival (a direct all-reduce's first half); 2: send at paced times
     reduce_ns: int = 0  # paced: endpoint delay + reduction of a part
     single: bool = False  # every member receives at most one message
+    whole: bool = False  # every member sends one message and receives one
     memo: dict = field(default_factory=dict)  # its routes and closed form, once worked out
 
 
@@ -47,7 +48,9 @@ def _op(n: int, src, dst, nbytes, pre, post, **kw) -> Op:
     nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).copy()
     pre_a = np.broadcast_to(np.asarray(pre, np.int64), (n,)).copy()
     post_a = np.broadcast_to(np.asarray(post, np.int64), (n,)).copy()
-    return Op(src, dst, nb, first, count, need, pre_a, post_a, single=bool(need.max(initial=0) <= 1), **kw)
+    single = bool(need.max(initial=0) <= 1)
+    whole = single and bool(need.min(initial=0) == 1) and bool((count == 1).all())
+    return Op(src, dst, nb, first, count, need, pre_a, post_a, single=single, whole=whole, **kw)
 
 
 def program(coll, ph: Phase) -> tuple[list[Op], int]:
