@@ -118,12 +118,14 @@ class PhaseRun:
         self.real = (-1, -1)  # the copy that a closed form just gave back: priced, not retried
         self.all = np.arange(n)
         self.joined = self.ended = 0  # members that started it, that finished it
+        self.lock: tuple[int, int, bool] | None = None  # (operation, copy, sent) of every member, when one
 
     def join(self, u: np.ndarray, t0, slot: int) -> None:
         """Members u start the phase at t0."""
         self.X[u] = t0 + self.lead
         self.slot[u] = slot
         self.joined += u.size
+        self.lock = (0, 0, False) if u.size == self.X.size else None
         self._advance(u)
 
     def _advance(self, u: np.ndarray) -> None:
@@ -153,6 +155,7 @@ class PhaseRun:
             got = acc[0][u] if acc is not None else np.zeros(u.size, np.int64)
             u = u[got >= op.need[u]]
             if u.size:
+                self.lock = None
                 self._receive(op, s, c, u, acc)
                 nxt = self.cp[u] + 1 < op.repeat
                 self.cp[u] = np.where(nxt, self.cp[u] + 1, 0)
@@ -165,10 +168,13 @@ class PhaseRun:
         whole arrays, as far as they all can. False (nothing done) where they are not."""
         ops = self.ops
         while True:
-            s, c = int(self.pc[0]), int(self.cp[0])
-            sent = bool(self.sent[0])
-            if not ((self.pc == s).all() and (self.cp == c).all() and (self.sent == sent).all()):
-                return False
+            if self.lock is None:
+                s, c = int(self.pc[0]), int(self.cp[0])
+                sent = bool(self.sent[0])
+                if not ((self.pc == s).all() and (self.cp == c).all() and (self.sent == sent).all()):
+                    return False
+                self.lock = (s, c, sent)
+            s, c, sent = self.lock
             if s >= len(ops):
                 self._end(self.all)
                 return True
@@ -195,9 +201,11 @@ class PhaseRun:
                 self._receive(op, s, c, self.all, acc)
                 if c + 1 < op.repeat:
                     self.cp += 1
+                    self.lock = (s, c + 1, False)
                 else:
                     self.cp[:] = 0
                     self.pc += 1
+                    self.lock = (s + 1, 0, False)
                 self.sent[:] = False
 
     def _end(self, u: np.ndarray) -> None:
@@ -210,10 +218,13 @@ class PhaseRun:
         if u is self.all and op.whole:  # every member sends its one message: the whole operation
             self.X += op.pre
             self.sent[:] = True
+            if self.lock is not None:
+                self.lock = (self.lock[0], self.lock[1], True)
             self._send_all(op, s, c, self.X if op.paced != 2 or self.paced is None else self.paced[:, 0])
             return
         self.X[u] += op.pre[u]
         self.sent[u] = True
+        self.lock = None
         senders = u[op.count[u] > 0]
         if not senders.size:
             return
@@ -254,6 +265,12 @@ class PhaseRun:
         op = self.ops[s]
         dst = op.dst[m]
         acc = self.acc.get((s, c))
+        if acc is None and op.whole and m.size == self.X.size and self.lock == (s, c, True):
+            last = np.empty(m.size, np.int64)  # every member's one message, all at once
+            last[dst] = at
+            self.acc[(s, c)] = [np.ones(m.size, np.int64), last, None, 0]
+            self._advance(self.all)
+            return
         if acc is None:
             n, p = self.X.size, self.ph.members.shape[1]
             keep = np.zeros((n, p - 1), np.int64) if op.paced == 1 else None
@@ -344,6 +361,7 @@ class PhaseRun:
             self.cp[:] = 0
             self.pc += 1
         self.real = (int(self.pc[0]), int(self.cp[0]))
+        self.lock = (self.real[0], self.real[1], False)
         self._advance(self.all)
 
 
