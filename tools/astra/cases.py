@@ -377,32 +377,28 @@ def astra_known_failure(case: dict) -> str | None:
 #: Causes of the differences the sweep of 2026-11-26 found (`cause_of` names them; their text is
 #: the xfail reason of the recorded fixtures, tests/data/astra-sim/sweep_causes.json).
 CAUSES = {
-    "memory-slot": "memory nodes: ASTRA-sim's HardwareResource gives MEM_LOAD/MEM_STORE the NPU's one GPU-comm "
-    "slot (one collective, send or memory access in flight); ours runs memory nodes without a limit",
-    "groups": "sub-cluster communicator groups (differences-found.md classes 5 and 6: ring instead of the "
-    "system's algorithm; groups serialized on the congestion-aware backend; also congestion-unaware: all-to-all "
-    "of 100 B in groups [0,1],[2,3] of a 4-ring takes 20 ns in ASTRA-sim, 100 ns in ours)",
-    "one-algorithm-multidim": "oneRing/oneDirect/oneHalvingDoubling on a multi-dimensional network: ASTRA-sim's "
-    "GeneralComplexTopology makes that dimension one ring of all NPUs and drops the dimensions after it",
-    "double-binary-tree": "doubleBinaryTree: ASTRA-sim runs DoubleBinaryTreeAllReduce for every collective type "
-    "on its tree topology (per-NPU spread); ours does not match it",
-    "halving-doubling": "halvingDoubling (and oneHalvingDoubling): per-step sizes and peers on NPU counts, "
-    "chunk sizes or dimensions where ours differs from ASTRA-sim's HalvingDoubling",
-    "direct-window": "direct/oneDirect with a window (directN): ASTRA-sim's AllToAll with a window of N "
-    "messages in flight per step differs from ours",
-    "aware-chunks": "congestion-aware backend with more than one chunk in flight (active-chunks-per-dimension > 1 "
-    "and preferred-dataset-splits > 1): link sharing between concurrent chunks differs",
-    "cpu-op-roofline": "roofline on and an is_cpu_op compute node: ASTRA-sim replays its recorded duration, ours "
-    "prices it by the roofline (differences-found.md class 8)",
-    "aware-direct": "direct/oneDirect on the congestion-aware backend (differences-found.md class 7: shards that are "
-    "not whole bytes, and message order on shared links)",
-    "tiny-all-gather": "all-gather with size // preferred-dataset-splits below the NPU count: ASTRA-sim keeps "
-    "chunk = size // splits (the NPU-count floor it applies to the other collectives is skipped for all-gather) "
-    "and makes ceil(size / chunk) chunks (7 B with 5 splits: 7 chunks of 1 B); ours makes `splits` chunks",
-    "multidim": "multi-dimensional collective on ring/direct only: per-phase sizes where the size does not divide "
-    "evenly (partial chunks, localBWAware), a few ns to a few percent",
-    "other": "not yet classified (seen: 1-D all-to-all whose size the NPU count does not divide, ours one "
-    "endpoint delay later)",
+    "memory-slot": "remote memory: accesses that reach a shared pool port at the same nanosecond are served in "
+    "ASTRA-sim's event order (after a ring collective, NPU order rotated by its step count), ours in NPU order",
+    "groups": "sub-cluster communicator groups: how ASTRA-sim schedules a group's chunks when several are in "
+    "flight (e.g. reduce-scatter on 4-NPU blocks of a ring of 16, 2 active chunks), not traced yet",
+    "one-algorithm-multidim": "oneRing/oneDirect/oneHalvingDoubling on a multi-dimensional network (fixed: "
+    "GeneralComplexTopology makes that dimension one ring of all NPUs and drops the ones after it)",
+    "double-binary-tree": "doubleBinaryTree: per-NPU trees and slots (RootMax/RootMin in turn); what remains are "
+    "trees that do not fit the NPU count and ASTRA-sim's own undefined cases",
+    "halving-doubling": "halvingDoubling (and oneHalvingDoubling): per-step sizes and partners where ours still "
+    "differs from ASTRA-sim's HalvingDoubling",
+    "direct-window": "direct/oneDirect with a window (directN) on the congestion-aware backend: the event-ordered "
+    "runner sends a direct phase's messages at once; the window (AllToAll's parallel_reduce) is modelled on the "
+    "congestion-unaware backend only",
+    "aware-chunks": "congestion-aware backend with more than one chunk in flight (fixed by event-ordered "
+    "pricing: whatever is left is listed here)",
+    "cpu-op-roofline": "roofline on and an is_cpu_op compute node (fixed: ASTRA-sim replays its recorded time)",
+    "aware-direct": "direct/oneDirect on the congestion-aware backend: message order on shared links",
+    "tiny-all-gather": "all-gather with size // preferred-dataset-splits below the NPU count (fixed: "
+    "ceil(size / chunk) chunks)",
+    "multidim": "multi-dimensional collective on ring/direct only (fixed: whole-byte shares, ASTRA-sim's "
+    "bandwidth rounding)",
+    "other": "not yet classified",
 }
 
 

@@ -375,12 +375,20 @@ class Collectives:
         return np.max(np.stack([r[npus] for r in ready]), axis=0)
 
     def run_together(
-        self, plans: list[Plan], npus: list[np.ndarray], starts: list[np.ndarray], policy: str = "LIFO"
+        self,
+        plans: list[Plan],
+        npus: list[np.ndarray],
+        starts: list[np.ndarray],
+        policy: str = "LIFO",
+        stepper=None,
+        thens=None,
     ) -> list[np.ndarray]:
         """`run` for collectives of communicator groups issued at one instant. Those of disjoint
         groups with the same phases run as one plan with their rows stacked, so their messages
-        meet on the links step by step (ASTRA-sim's network interleaves them message by
-        message), not one whole collective after the other; any other runs alone, in order."""
+        meet on the links within each step (ASTRA-sim's network interleaves them message by
+        message); any other runs alone. With a `stepper` (congestion-aware) they all run on the
+        engine at once (`inflight.Runner`), `thens[i]` getting collective i's finish; else one after the
+        other, the finishes returned."""
         out: list[np.ndarray | None] = [None] * len(plans)
         alike: dict[tuple, list[int]] = {}
         for i, pl in enumerate(plans):
@@ -391,21 +399,31 @@ class Collectives:
             ids = np.concatenate([npus[i] for i in idx])
             if len(idx) == 1 or np.unique(ids).size < ids.size:
                 for i in idx:
-                    out[i] = self.run(plans[i], npus[i], starts[i], policy)
+                    if stepper is None:
+                        out[i] = self.run(plans[i], npus[i], starts[i], policy)
+                    else:
+                        stepper.run(plans[i], npus[i], starts[i], policy, thens[i])
                 continue
             first = plans[idx[0]]
             phases = [
                 replace(ph, members=np.vstack([plans[i].phases[j].members for i in idx]))
                 for j, ph in enumerate(first.phases)
             ]
-            both = self.run(
-                Plan(first.ctype, first.nbytes, first.chunks, phases),
-                ids,
-                np.concatenate([starts[i] for i in idx]),
-                policy,
-            )
-            for i, part in zip(idx, np.split(both, np.cumsum([npus[i].size for i in idx])[:-1])):
-                out[i] = part
+            cuts = np.cumsum([npus[i].size for i in idx])[:-1]
+
+            def split(both: np.ndarray, idx: list[int] = idx, cuts: np.ndarray = cuts) -> None:
+                for i, part in zip(idx, np.split(both, cuts)):
+                    if thens is None:
+                        out[i] = part
+                    else:
+                        thens[i](part)
+
+            stacked = Plan(first.ctype, first.nbytes, first.chunks, phases)
+            start = np.concatenate([starts[i] for i in idx])
+            if stepper is None:
+                split(self.run(stacked, ids, start, policy))
+            else:
+                stepper.run(stacked, ids, start, policy, split)
         return [o for o in out if o is not None]
 
     def _phase(self, ph: Phase, T: np.ndarray) -> np.ndarray:
@@ -445,7 +463,9 @@ class Collectives:
         # the same (no window, members in step, no link shared in time order) or the phase is
         # too large to go message by message (EVENT_LIMIT)
         small = g * p * w <= EVENT_LIMIT
-        flow = window < p - 1 or (ph.local and op == AR and p == 2) or (small and (self.f.aware or not in_step))
+        # (congestion-aware: the event-ordered runner already sends each message when its member
+        # is ready and serves links in time order, `program.py`; only a window needs the flow)
+        flow = window < p - 1 or (ph.local and op == AR and p == 2) or (small and not self.f.aware and not in_step)
         if algo == "direct" and self.compat and flow:
             steps.append(Step(WINDOW, window, share if op != AG else float(int(D)), False))
         elif algo == "direct" and op == AR and self.compat:
@@ -514,25 +534,14 @@ class Collectives:
         """`st.repeat` identical steps. When every member starts a step at one time and ends it
         at one time, the next steps are the same step shifted in time, so they are added in
         closed form (exact, counted in `closed_form_steps`): without congestion a step's cost
-        does not depend on when it starts; with it, once a step found its links free (the
-        second one, when no two of its messages share a link), every later one does too."""
+        does not depend on when it starts. (The congestion-aware model runs its algorithms on
+        the event loop, `inflight`, with a closed form of its own.)"""
         n = st.repeat
         T1 = self._once(ph, T, st)
         n -= 1
-        if n and self.shortcuts and st.kind == SHIFT and _uniform(T) and _uniform(T1):
-            src, dst = ph.members, np.roll(ph.members, -st.dist, axis=1)
-            if not self.f.aware:
-                self.closed_form_steps += n
-                return check_clock(T1 + n * (T1 - T), "a collective's end")
-            if self.f.exclusive(src, dst):
-                T2 = self._once(ph, T1, st)
-                n -= 1
-                if n and _uniform(T2):
-                    inc = int(T2.flat[0] - T1.flat[0])
-                    self.f.repeat(src, dst, st.nbytes, inc, n)
-                    self.closed_form_steps += n
-                    return check_clock(T2 + n * inc, "a collective's end")
-                T1 = T2
+        if n and self.shortcuts and st.kind == SHIFT and _uniform(T) and _uniform(T1) and not self.f.aware:
+            self.closed_form_steps += n
+            return check_clock(T1 + n * (T1 - T), "a collective's end")
         for _ in range(n):
             T1 = self._once(ph, T1, st)
         return T1

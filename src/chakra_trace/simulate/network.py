@@ -11,10 +11,10 @@ arrival times in whole ns, so a collective step over a thousand NPUs is a few nu
   (dimension by dimension, lowest first; shortest way round a ring; up and down a switch);
   each hop costs ``latency + bytes / bandwidth`` and keeps the link busy for
   ``bytes / bandwidth``, each truncated to whole ns. Link busy time is counted for the
-  utilization report. Messages are served in the order their batches are priced (one
-  collective step at a time, in simulated time order of the steps' issue); two collectives
-  of different groups that overlap in time therefore queue behind each other a step at a
-  time rather than message by message.
+  utilization report. A link serves messages in the order they reach it: collectives move
+  their messages one hop at a time on the event loop (`serve`, driven by `inflight`), so a
+  message passes another that reaches the link later, whichever collective, chunk or step
+  sent it. (`send` prices a message's whole route at once: point-to-point sends.)
 """
 
 from __future__ import annotations
@@ -73,7 +73,13 @@ class Fabric:
         links = base if aware else 0  # the unaware model has no link state
         self.link_free = np.zeros(links, np.int64)  # when each link is next free
         self.link_busy = np.zeros(links, np.int64)  # busy time of each link so far
+        # steps added in closed form while their links stay theirs (`open_run`): which run
+        # holds each link
+        self._owner = np.full(links, -1, np.int64)
+        self._runs: dict[int, list] = {}
+        self._run_ids = 0
         self._paths: dict = {}
+        self._tables: dict = {}
         self._delays: dict = {}
         self._exclusive: dict = {}
 
@@ -132,6 +138,9 @@ class Fabric:
         nbytes = np.broadcast_to(np.asarray(nbytes, float), src.shape)
         t_send = np.broadcast_to(np.asarray(t_send, np.int64), src.shape)
         if self.aware:
+            if self._runs:
+                for _ms, link, _d in self._path(src.ravel(), dst.ravel()):
+                    self._touch(link)
             t = self._route(src.ravel(), dst.ravel(), nbytes.ravel(), t_send.ravel()).reshape(src.shape)
         else:
             t = t_send + self.delay(src, dst, nbytes)  # both < 2^62: the sum cannot wrap
@@ -229,32 +238,156 @@ class Fabric:
                 self._exclusive.clear()
         return hit
 
-    def repeat(self, src, dst, nbytes, shift: int, times: int) -> None:
-        """Account for `times` more copies of a batch just routed, each `shift` ns after the
-        previous one, whose links were free when it came (`exclusive`): every link on the
-        routes is free `times x shift` later and was busy `times` more message times."""
+    def alone_cost(self, src, dst, nbytes) -> int | None:
+        """The time every message of a batch takes on free links, when they share no link and
+        all take the same (else None): then a step that finds its links free costs this."""
+        src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
+        if not self.exclusive(src, dst):
+            return None
+        nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).ravel()
+        total = np.zeros(src.size, np.int64)
+        for ms, _link, dim in self._path(src, dst):
+            total[ms] += as_ns(np.floor(self.lat[dim] + nb[ms] / self.bw[dim]), "a message's hop")
+        return int(total[0]) if total.size and int(total.min()) == int(total.max()) else None
+
+    def _layout(self, src, dst, nbytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each link of a batch's routes (free, uncontended), when it is free again after the
+        batch's send time, and how long it is busy."""
         src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
         nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).ravel()
+        at = np.zeros(src.size, np.int64)
+        links, ends, busys = [], [], []
         for ms, link, dim in self._path(src, dst):
             busy = as_ns(np.floor(nb[ms] / self.bw[dim]), "a message's time on a link")
-            self.link_free[link] = check_clock(self.link_free[link] + times * shift, "a link's queue")
-            self.link_busy[link] += times * busy
+            links.append(link)
+            ends.append(at[ms] + busy)
+            busys.append(busy)
+            at[ms] += as_ns(np.floor(self.lat[dim] + nb[ms] / self.bw[dim]), "a message's hop")
+        if not links:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(links), np.concatenate(ends), np.concatenate(busys)
+
+    def run_layout(self, src, dst, nbytes) -> tuple:
+        """What `open_run` needs of a batch (`alone_cost`): its links, when each is free again
+        and how long busy after the send time, and its later hops' start (`run_late`)."""
+        return (*self._layout(src, dst, nbytes), self._late_hop(src, dst, nbytes))
+
+    def open_run(self, layout: tuple, t: int) -> int | None:
+        """Start adding copies of a batch (`run_layout`) one by one at their times (`step_run`)
+        without pricing them: refused (None) where another run holds one of its links or a link
+        is not free by `t`."""
+        links, ends, busy, later = layout
+        if (self._owner[links] >= 0).any() or int(self.link_free[links].max(initial=0)) > t:
+            return None
+        rid = self._run_ids = self._run_ids + 1
+        self._owner[links] = rid
+        self._runs[rid] = [links, ends, busy, False, 0, t, later]  # (+ touched, pending, last, later)
+        return rid
+
+    def run_late(self, rid: int) -> int:
+        """How long after a copy's send time its messages still take links (their later hops):
+        anything that reaches the links before then would go first (-1: one hop each)."""
+        return int(self._runs[rid][6])
+
+    def _late_hop(self, src, dst, nbytes) -> int:
+        src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
+        nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).ravel()
+        at = np.zeros(src.size, np.int64)
+        later = -1
+        for k, (ms, _link, dim) in enumerate(self._path(src, dst)):
+            if k:
+                later = max(later, int(at[ms].max(initial=0)))
+            at[ms] += as_ns(np.floor(self.lat[dim] + nb[ms] / self.bw[dim]), "a message's hop")
+        return later
+
+    def step_run(self, rid: int, t: int, copies: int = 1) -> bool:
+        """Add the copy sent at `t` (and `copies - 1` before it, with nothing else priced
+        between) if nothing was priced on the run's links since it opened (then it finds them
+        free and costs its uncontended time); else False."""
+        run = self._runs[rid]
+        if run[3]:
+            return False
+        run[4] += copies
+        run[5] = t
+        return True
+
+    def close_run(self, rid: int) -> None:
+        run = self._runs.pop(rid)
+        self._settle(run)
+        self._owner[run[0]] = -1
+
+    def _settle(self, run: list) -> None:
+        links, ends, busy, _touched, pending, last, _later = run
+        if pending:
+            self.link_free[links] = check_clock(last + ends, "a link's queue")
+            self.link_busy[links] += pending * busy
+            run[4] = 0
+
+    def table(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """Routes as rows (`_path`): the link and dimension of each message's hop k (-1 past its
+        last), its number of hops, and whether no two messages share a link (`exclusive`)."""
+        key = (src.tobytes(), dst.tobytes())
+        hit = self._tables.get(key)
+        if hit is None:
+            if len(self._tables) > 4096:
+                self._tables.clear()
+            hit = self._tables[key] = self._table(src, dst)
+        return hit
+
+    def _table(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        hops = self._path(src, dst)
+        links = np.full((src.size, max(1, len(hops))), -1, np.int64)
+        dims = np.full(links.shape, -1, np.int64)
+        for k, (ms, link, d) in enumerate(hops):
+            links[ms, k] = link
+            dims[ms, k] = d
+        return links, dims, (links >= 0).sum(axis=1), self.exclusive(src, dst)
+
+    def serve(self, link, dim, nbytes, arrive, alone: bool = False, costs: tuple | None = None) -> np.ndarray:
+        """Messages reaching these links at `arrive` (no earlier message still to come): each
+        link serves them after what it already took, in arrival order; when each reaches the
+        next device. `alone`: no two of them share a link. `costs`: their busy and hop times
+        and the sum of the one and most of the other (`costs`), when worked out before."""
+        if self._runs:
+            self._touch(link)
+        return self._serve(link, dim, nbytes, arrive, alone, costs)
+
+    def costs(self, dim: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """Busy and hop time of each message on a link of its dimension, and what bounds a
+        queue's sums (`_serve`)."""
+        busy = as_ns(np.floor(nbytes / self.bw[dim]), "a message's time on a link")
+        hop = as_ns(np.floor(self.lat[dim] + nbytes / self.bw[dim]), "a message's hop")
+        return busy, hop, busy.sum(dtype=float) + float(hop.max(initial=0))
+
+    def _touch(self, link: np.ndarray) -> None:
+        """Links about to be priced: a run (`open_run`) holding one of them is written into
+        the link state and adds no more copies."""
+        owner = self._owner[link]
+        held = owner >= 0
+        if held.any():
+            for rid in np.unique(owner[held]).tolist():
+                run = self._runs[rid]
+                self._settle(run)
+                run[3] = True
+
+    def _serve(self, link, dim, nbytes, arrive, alone: bool, costs: tuple | None = None) -> np.ndarray:
+        busy, hop, bound = self.costs(dim, nbytes) if costs is None else costs
+        latest = max(float(arrive.max(initial=0)), float(self.link_free[link].max(initial=0)))
+        as_ns(latest + bound, "a link's queue")  # bounds _fifo's sums
+        if alone:
+            start = np.maximum(arrive, self.link_free[link])
+            self.link_free[link] = start + busy
+            self.link_busy[link] += busy
+        else:
+            start = _fifo(link, arrive, busy, self.link_free)
+            np.add.at(self.link_busy, link, busy)
+        return start + hop
 
     def _route(self, src, dst, nbytes, t_send) -> np.ndarray:
         t = t_send.astype(np.int64).copy()
         alone = self.exclusive(src, dst)  # no queue to order: each link carries one message
         for ms, link, dim in self._path(src, dst):
-            busy = as_ns(np.floor(nbytes[ms] / self.bw[dim]), "a message's time on a link")
-            hop = as_ns(np.floor(self.lat[dim] + nbytes[ms] / self.bw[dim]), "a message's hop")
-            latest = max(float(t[ms].max(initial=0)), float(self.link_free[link].max(initial=0)))
-            as_ns(latest + busy.sum(dtype=float) + float(hop.max(initial=0)), "a link's queue")  # bounds _fifo's sums
-            if alone:
-                start = np.maximum(t[ms], self.link_free[link])
-                self.link_free[link] = start + busy
-            else:
-                start = _fifo(link, t[ms], busy, self.link_free)
-            np.add.at(self.link_busy, link, busy)
-            t[ms] = start + hop
+            t[ms] = self._serve(link, dim, nbytes[ms], t[ms], alone)
         return t
 
 

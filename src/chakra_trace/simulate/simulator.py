@@ -22,6 +22,7 @@ from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
 from .config.values import MAX_NS
 from .engine import Engine
+from .inflight import Runner
 from .network import ClockOverflow, Fabric, as_ns
 from .result import CollectiveRecord, SimResult
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
@@ -234,6 +235,8 @@ class Simulator:
         self.npus_state = [Npu(r, t[r], self.static[id(t[r])], self, self.offsets.get(r, 0)) for r in ranks]
         self._state = {u.rank: u for u in self.npus_state}
         self.records: list[CollectiveRecord] = []
+        self._issue_order: dict[tuple[str, int], int] = {}  # records are listed in issue order
+        self.stepper = Runner(self.engine, self.fabric, self.coll)
         self._together: list[tuple] = []  # group collectives issued this instant (`_run_together`)
 
     def state(self, rank: int) -> Npu:
@@ -386,8 +389,9 @@ class Simulator:
             self._mem_free[port] = start + int(npu.dur[r])
             self.engine.at(start + int(npu.dur[r]), npu.complete, r)
 
-    def run_collective(self, pg: str, k: int, inst: CollectiveInstance, finish_of: np.ndarray | None = None) -> None:
+    def run_collective(self, pg: str, k: int, inst: CollectiveInstance) -> None:
         issued = inst.issued
+        self._issue_order[(pg or "all", k)] = len(self._issue_order)
         if self.cls is not None:  # each class's first NPU stands for the class (`_classes`)
             n = self.npus
             ranks, start, took = np.arange(n, dtype=np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -402,31 +406,51 @@ class Simulator:
             took = np.array([int(self._state[r].dur[issued[r][1]]) for r in ranks.tolist()], np.int64)
         if self.comm == "ideal":  # done as the last member issues it
             finish = np.full(ranks.size, int(start.max()), np.int64)
-            algorithm, chunks = self.comm, 1
-        elif self.comm == "recorded":  # its recorded time, and not before the last member is there
+            self._collective_done(pg, k, inst, ranks, start, self.comm, 1, finish)
+            return
+        if self.comm == "recorded":  # its recorded time, and not before the last member is there
             finish = np.maximum(start + took, int(start.max()))
-            algorithm, chunks = self.comm, 1
-        else:
-            if not self.coll.knows(inst.ctype):  # (validation rejects it first, unless switched off)
-                r0 = int(ranks[0])
-                node = int(self.state(r0).ids[issued[self.state(r0).rank][1]])
-                raise ChakraError(
-                    f"NPU {r0} node {node} ({inst.name!r}): comm_type {inst.ctype} is not a collective type "
-                    "the simulator knows"
-                )
-            plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
-            if finish_of is None and self.fabric.aware and inst.members is not None:
-                if not self._together:  # priced with the other groups' collectives of this instant
-                    self.engine.at(self.engine.now, self._run_together)
-                self._together.append((pg, k, inst, plan, ranks, start))
-                return
-            if finish_of is None:
-                finish_of = self.coll.run(plan, ranks, start, getattr(self.system, "scheduling_policy", "LIFO"))
-            finish = finish_of
-            algorithm, chunks = plan.algorithms, plan.chunks
+            self._collective_done(pg, k, inst, ranks, start, self.comm, 1, finish)
+            return
+        if not self.coll.knows(inst.ctype):  # (validation rejects it first, unless switched off)
+            r0 = int(ranks[0])
+            node = int(self.state(r0).ids[issued[self.state(r0).rank][1]])
+            raise ChakraError(
+                f"NPU {r0} node {node} ({inst.name!r}): comm_type {inst.ctype} is not a collective type "
+                "the simulator knows"
+            )
+        plan = self.coll.plan(inst.ctype, inst.bytes, inst.members, self._matrix(inst, ranks))
+        policy = getattr(self.system, "scheduling_policy", "LIFO")
+
+        def done(finish: np.ndarray) -> None:
+            self._collective_done(pg, k, inst, ranks, start, plan.algorithms, plan.chunks, finish)
+
+        if not self.fabric.aware:
+            done(self.coll.run(plan, ranks, start, policy))
+        elif inst.members is not None:
+            if not self._together:  # priced with the other groups' collectives of this instant
+                self.engine.at(self.engine.now, self._run_together)
+            self._together.append((plan, ranks, start, done))
+        else:  # every step priced when it is sent, with everything else in flight
+            self.stepper.run(plan, ranks, start, policy, done)
+
+    def _collective_done(
+        self,
+        pg: str,
+        k: int,
+        inst: CollectiveInstance,
+        ranks: np.ndarray,
+        start: np.ndarray,
+        algorithm: str,
+        chunks: int,
+        finish: np.ndarray,
+    ) -> None:
+        """Each member's node completes when the collective ends there (known once its last
+        step is priced, before it ends)."""
         # a member whose part never waited for the last one to issue (no phase links them, e.g.
         # compat mode running fewer dimensions than the network has) is done when the collective runs
-        done = np.maximum(finish, self.engine.now)
+        done = np.maximum(finish, start.max())
+        issued = inst.issued
         if self.cls is not None:
             lo, hi = np.full(len(self.members), MAX_NS), np.zeros(len(self.members), np.int64)
             np.minimum.at(lo, self.cls, done)
@@ -436,10 +460,10 @@ class Simulator:
                     f"{inst.name!r} (#{k} of group {pg or 'all'}) ends at different times on NPUs running one trace"
                 )
             for rank, (_when, row) in issued.items():
-                self.engine.at(int(lo[self.cls[rank]]), self._state[rank].complete, row)
+                self.engine.late(int(lo[self.cls[rank]]), self._state[rank].complete, row)
         else:
             for rank, t in zip(ranks.tolist(), done.tolist()):
-                self.engine.at(t, self._state[rank].complete, issued[rank][1])
+                self.engine.late(t, self._state[rank].complete, issued[rank][1])
         self.records.append(
             CollectiveRecord(
                 group=pg or "all",
@@ -463,9 +487,14 @@ class Simulator:
             return
         batch, self._together = self._together, []
         policy = getattr(self.system, "scheduling_policy", "LIFO")
-        finishes = self.coll.run_together([b[3] for b in batch], [b[4] for b in batch], [b[5] for b in batch], policy)
-        for (pg, k, inst, *_), finish in zip(batch, finishes):
-            self.run_collective(pg, k, inst, finish)
+        self.coll.run_together(
+            [b[0] for b in batch],
+            [b[1] for b in batch],
+            [b[2] for b in batch],
+            policy,
+            self.stepper,
+            [b[3] for b in batch],
+        )
 
     def own_time(self, npu: Npu, r: int) -> int:
         """The least time a send or receive takes once posted: its recorded time in the
@@ -525,6 +554,7 @@ class Simulator:
                 f"closed form: {self.coll.closed_form_steps:,} repeats of collective algorithm steps that every "
                 "member started and ended at one time were added without simulating each"
             )
+        self.records.sort(key=lambda r: self._issue_order[(r.group, r.index)])
         result = self._result(time.perf_counter() - t0)
         blocked = self.matcher.blocked()
         for npu in self.npus_state:
