@@ -10,8 +10,10 @@ Tensor parallelism (Megatron-LM): in each layer the modules holding column-/row-
 (`attn`, `mlp`: the TP region) have every op's FLOPs and bytes divided by tp (heads and FFN
 columns are split, so attention, RoPE, activation functions shrink with them); norms and residual
 adds are replicated on every TP rank (with sequence parallelism they run on 1/tp of the
-sequence: divided too). Embeddings, the LM head and the loss are vocab-parallel (divided); the
-final norm is replicated. Optimizer ops divide as their parameters do.
+sequence: divided too). Token embeddings, the LM head and the loss are vocab-parallel (divided);
+the final norm and learned position embeddings (a leaf name holding "pos") are replicated.
+Optimizer ops divide as their parameters do. Division is per op, rounded down (a 1-FLOP step
+counter divides to 0), so per-rank sums can fall short of master / tp by less than tp per op.
 """
 
 from __future__ import annotations
@@ -98,7 +100,11 @@ def layout(m: Master, plan: Plan) -> Layout:
             continue
         parent = mod.rpartition(".")[0]
         region_roots.add(parent if parent != lp else mod)
-    vocab = {mod for mod, where in m.place.items() if where in ("pre", "post") and not _is_norm(mod)}
+    vocab = {
+        mod
+        for mod, where in m.place.items()
+        if where in ("pre", "post") and not _is_norm(mod) and "pos" not in leaf(mod)
+    }
 
     def tp_split(mod: str) -> bool:
         if mod in vocab:
