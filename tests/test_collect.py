@@ -124,7 +124,9 @@ def _check_manifest(out: Path, *, world_size: int, backend, mode: str, gz: bool 
         assert [s["step"] for s in d["steps"]] == [2, 3]
         for s in d["steps"]:
             assert s["finished"] and s["wall_ms"] > 0 and s["profiler_ms"] > 0
-            assert s["profiler_ms"] <= s["wall_ms"] * 1.5 + 1  # host time of the same step, roughly
+            # host time of the same step, roughly: a unit or step mix-up is off by 1000x or a whole
+            # step; a loaded machine preempting the profiler's span by tens of ms is neither
+            assert s["profiler_ms"] <= s["wall_ms"] * 1.5 + 50
     assert not [p.name for p in out.iterdir() if p.name.startswith(".chakra-")]  # no temporary files left
     return m
 

@@ -113,6 +113,7 @@ def _replay(job: str, **kw):
 
 
 @pytest.mark.torch
+@pytest.mark.timing  # (measures this machine: a loaded one skews the profiled pass)
 @pytest.mark.timeout(300)
 def test_a_plain_job_calibrates_to_nothing():
     """gpt2 runs plain tensors: every replayed op runs the code its recording ran (as many
@@ -133,6 +134,7 @@ def test_a_plain_job_calibrates_to_nothing():
 
 
 @pytest.mark.torch
+@pytest.mark.timing  # (measures this machine: a loaded one skews the profiled pass)
 @pytest.mark.timeout(300)
 def test_a_dtensor_job_gets_its_dispatch_time_inside_ops():
     """tp ran its linear layers on DTensors: their recording holds the subclass dispatch

@@ -2,7 +2,7 @@
 
 The public facade: the names a notebook needs first. Each lives in the package the layer map
 (CONTRIBUTING.md) puts it in; importing the facade also registers every way `Workload.open`
-can read a job (Chakra files here, `chakra collect` folders through the PyTorch converter).
+can read a job (Chakra files and merged jobs here, `chakra collect` folders through the PyTorch converter).
 """
 
 from .analyze.summary import TraceSummary, summarize
@@ -10,6 +10,8 @@ from .convert.pytorch import convert_pytorch
 from .errors import ChakraError, TraceFormatError
 from .io.et import iter_chunks, iter_nodes, read_metadata, read_trace, write_trace
 from .io.jsonio import read_json, write_json
+from .io.merge import merge, split
+from .io.merged_file import merge_job, split_job
 from .io.stream import Limits
 from .io.workload import Workload, discover, read_comm_groups
 from .schema.builder import TraceBuilder
@@ -42,10 +44,14 @@ __all__ = [
     "fix_trace",
     "iter_chunks",
     "iter_nodes",
+    "merge",
+    "merge_job",
     "read_comm_groups",
     "read_json",
     "read_metadata",
     "read_trace",
+    "split",
+    "split_job",
     "summarize",
     "validate_trace",
     "validate_workload",

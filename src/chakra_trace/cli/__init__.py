@@ -30,6 +30,7 @@ COMMANDS = {
     "collect": "collect:collect",
     "capture": "capture:capture",
     "parallelize": "parallelize:parallelize",
+    "transform": "transform:transform",
     "simulate": "simulate:simulate",
     "analyze": "analyze:analyze",
     "timeline": "timeline:timeline",
@@ -38,6 +39,8 @@ COMMANDS = {
     "report": "report:report",
     "replay": "replay:replay",
     "bench": "bench:bench",
+    "merge": "merge:merge_cmd",
+    "split": "merge:split_cmd",
 }
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import click
 
 from ..convert.text import read_text_workload, text_to_chakra
-from ..io.et import atomic_output
+from ..io.workload import write_comm_groups
 from .common import json_option, print_json
 
 
@@ -102,9 +101,7 @@ def convert_text(
     files = [str(p) for p in w.save(prefix, compress=compress)]
     groups_path = None
     if w.groups:
-        groups_path = f"{prefix}.comm_groups.json"
-        with atomic_output(groups_path, compress=False) as f:
-            f.write((json.dumps(w.groups, indent=1) + "\n").encode())
+        groups_path = str(write_comm_groups(w.groups, f"{prefix}.comm_groups.json"))
     t0 = w.traces[0]
     info = {
         "input": src,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..io.merged_file import is_merged_file
 from ..visualize.graph import MAX_NODES, export_graph, render
 from .common import console, json_option, open_workload, print_json
 
@@ -53,7 +54,8 @@ def graph(
     suffix = out_path.suffix.lower()
     rendered = suffix in _RENDERED
     target = out_path.with_suffix(".dot") if rendered else out_path
-    lone = rank is None and Path(workload).is_file()  # a file is the rank its name says
+    # a file is the rank its name says; a merged job's file is the job
+    lone = rank is None and Path(workload).is_file() and not is_merged_file(Path(workload))
     w = open_workload(workload, ranks=None if lone else [0 if rank is None else rank])
     ((rank, trace),) = w.traces.items()
     res = export_graph(

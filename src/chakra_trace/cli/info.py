@@ -22,7 +22,7 @@ def info(path: str, as_json: bool) -> None:
     """
     w = open_workload(path)
     summaries = {r: summarize(t) for r, t in w.traces.items()}
-    if os.path.isfile(path):
+    if os.path.isfile(path) and len(summaries) == 1:  # (a merged file holds a whole job)
         (s,) = summaries.values()
         print_json(s.to_dict()) if as_json else _print_trace(path, s)
     elif as_json:

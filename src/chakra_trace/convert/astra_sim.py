@@ -18,7 +18,6 @@ Our traces are valid Chakra, but ASTRA-sim aborts or stops on some valid things:
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ChakraError
-from ..io.workload import Workload
+from ..io.workload import Workload, write_comm_groups
+from ..schema.edit import drop_nodes
 from ..schema.enums import Attr, NodeType
 from ..schema.groups import ALL_RANKS_GROUPS, declared_groups, group_rows
 from ..schema.trace import Trace
@@ -89,49 +89,10 @@ def astra_groups(workload: Workload) -> tuple[dict[str, str], dict[str, list[int
 
 
 def without_metadata(t: Trace) -> tuple[Trace, int]:
-    """The trace without METADATA nodes; a dependency on one becomes that node's own
-    dependencies (through chains of them), of the same kind."""
+    """The trace without METADATA nodes (dependencies through them kept: `drop_nodes`), and how
+    many there were."""
     gone = t.types == NodeType.METADATA_NODE
-    if not gone.any():
-        return t, 0
-    removed = set(t.ids[gone].tolist())
-    inherit: dict[int, list[int]] = {}  # removed id -> the kept ids it stands for
-
-    def resolve(node_id: int, seen: frozenset = frozenset()) -> list[int]:
-        if node_id in inherit:
-            return inherit[node_id]
-        row = t.row(node_id)
-        out: list[int] = []
-        for dep in [*t.data_deps(row).tolist(), *t.ctrl_deps(row).tolist()]:
-            if dep in removed:
-                if dep not in seen:  # (a cycle among METADATA nodes stands for nothing)
-                    out += resolve(dep, seen | {node_id})
-            else:
-                out.append(dep)
-        inherit[node_id] = list(dict.fromkeys(out))
-        return inherit[node_id]
-
-    kept = t.take(~gone)
-    for kind in ("data", "ctrl"):
-        indptr = kept.data_indptr if kind == "data" else kept.ctrl_indptr
-        flat = kept.data if kind == "data" else kept.ctrl
-        if not np.isin(flat, list(removed)).any():
-            continue
-        lists = []
-        for r in range(len(kept)):
-            deps: list[int] = []
-            for d in flat[indptr[r] : indptr[r + 1]].tolist():
-                deps += resolve(d) if d in removed else [d]
-            lists.append(list(dict.fromkeys(deps)))
-        counts = np.array([len(x) for x in lists], np.int64)
-        new_indptr = np.zeros(len(kept) + 1, np.int64)
-        np.cumsum(counts, out=new_indptr[1:])
-        new_flat = np.array([d for x in lists for d in x], dtype=flat.dtype)
-        if kind == "data":
-            kept.data_indptr, kept.data = new_indptr, new_flat
-        else:
-            kept.ctrl_indptr, kept.ctrl = new_indptr, new_flat
-    return kept, int(gone.sum())
+    return drop_nodes(t, gone), int(gone.sum())
 
 
 def uneven_collectives(workload: Workload) -> list[dict]:
@@ -189,10 +150,7 @@ def to_astra_sim(
     files = Workload(out).save(prefix, compress=compress)
     groups_file = None
     if members:
-        groups_file = Path(f"{prefix}.comm_groups.json")
-        tmp = groups_file.with_name(groups_file.name + ".tmp")
-        tmp.write_text(json.dumps(members, indent=1) + "\n")
-        os.replace(tmp, groups_file)
+        groups_file = write_comm_groups(members, f"{prefix}.comm_groups.json")
     return AstraExport(
         files=[str(f) for f in files],
         comm_groups_file=str(groups_file) if groups_file else None,

@@ -24,7 +24,7 @@ from typing import TypeVar
 from ..errors import ChakraError, TraceFormatError, reader_limit
 from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
 from ..schema.trace import Trace
-from .et import read_trace, write_trace
+from .et import atomic_output, read_trace, write_trace
 from .jsonio import is_json_path, read_json
 
 #: (label, file) -> a context manager yielding a callback(bytes done) or None: how a caller shows
@@ -105,6 +105,13 @@ class Workload:
                 continue
             with progress(f"rank {rank}", p) if progress else nullcontext() as cb:
                 traces[rank] = read_json(p) if is_json_path(str(p)) else read_trace(p, progress=cb, **read_options)
+        if len(traces) == 1:  # a lone file no source claimed (a pipe) may still hold a whole job
+            ((rank, trace),) = traces.items()
+            for expand in _JOB_FILES:
+                job = expand(trace, files[rank], wanted)
+                if job is not None:
+                    job.groups.update(groups)
+                    return job
         return cls(traces, groups, files)
 
     def save(self, prefix: str | os.PathLike, *, compress: bool = False) -> list[Path]:
@@ -155,6 +162,18 @@ def register_source(claims: Callable[[Path], bool], read: Reader) -> None:
     None). Later layers (the PyTorch converter) register here, so opening stays one call however
     the job was stored."""
     _SOURCES.append((claims, read))
+
+
+#: (trace, file, ranks) -> its workload, or None: a whole job held in one trace (`io.merge`
+#: registers merged jobs), asked about a lone file read when no source claimed it (a pipe).
+JobFile = Callable[[Trace, Path, "list[int] | None"], "Workload | None"]
+_JOB_FILES: list[JobFile] = []
+
+
+def register_job_file(expand: JobFile) -> None:
+    """Let `Workload.open` find a whole job in a lone trace it has read: `expand(trace, path,
+    ranks)` returns the job (only `ranks`, when not None), or None when the trace is one rank."""
+    _JOB_FILES.append(expand)
 
 
 _F = TypeVar("_F")
@@ -280,6 +299,13 @@ def refuse_pytorch(path: str | os.PathLike) -> None:
 def _kineto_beside(host: Path, stem: str) -> list[Path]:
     """Where `chakra collect` (rank<r>.kineto.json[.gz]) and users put a host trace's Kineto trace."""
     return [host.with_name(f"{stem}.kineto.json{gz}") for gz in (".gz", "")]
+
+
+def write_comm_groups(groups: dict[str, list[int]], path: str | os.PathLike) -> Path:
+    """ASTRA-sim's communicator-group file (`read_comm_groups`' format), written atomically."""
+    with atomic_output(os.fspath(path), compress=False) as f:
+        f.write((json.dumps({str(k): list(v) for k, v in groups.items()}, indent=1) + "\n").encode())
+    return Path(path)
 
 
 def read_comm_groups(path: str | os.PathLike) -> dict[str, list[int]]:

@@ -552,8 +552,14 @@ def extra_attr_array(t: Trace, name: str, dtype=None) -> tuple[np.ndarray, np.nd
     vals = np.empty(n, object)
     for r in rows.tolist():
         vals[r] = t.node(r).attr(name)
-    if dtype is not None:
-        vals = np.where(present, vals, 0).astype(dtype)
+    if dtype is not None:  # a value that is no number of that type (a list, a string) counts as absent
+        typed = np.zeros(n, dtype)
+        for r in rows.tolist():
+            try:
+                typed[r] = vals[r]
+            except (TypeError, ValueError, OverflowError):
+                present[r] = False
+        vals = typed
     return vals, present
 
 
