@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import click
 from rich.table import Table
 
-from ..io.et import atomic_output, read_trace
+from ..io.et import read_trace
+from ..io.workload import write_comm_groups
 from ..synthesize.parallel import SCHEDULES, Plan, parallelize_detailed
 from .common import console, json_option, print_json, steps
 
@@ -57,8 +57,7 @@ def parallelize(master, tp, pp, dp, sp, schedule, micro_batches, zero, bucket_mb
         with steps(f"writing {plan.ranks} traces", None):
             Path(prefix).parent.mkdir(parents=True, exist_ok=True)
             result.workload.save(prefix)
-            with atomic_output(f"{prefix}.comm_groups.json", compress=False) as f:
-                f.write(json.dumps(result.workload.groups).encode())
+            write_comm_groups(result.workload.groups, f"{prefix}.comm_groups.json")
         d["output"] = prefix
     d["wall_s"] = round(time.perf_counter() - t0, 3)
     if as_json:
