@@ -74,7 +74,7 @@ class Parallelized:
             "stages": [
                 {
                     "stage": p,
-                    "ranks": [plan.rank(t, p, d) for d in range(plan.dp) for t in range(plan.tp)][:8],
+                    "ranks": [plan.rank(t, p, d) for d in range(plan.dp) for t in range(plan.tp)],
                     **asdict(s),
                 }
                 for p, s in enumerate(self.stages)
