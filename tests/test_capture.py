@@ -311,7 +311,16 @@ def test_trace_is_a_master_trace(tiny, tmp_path):
     assert validate_trace(back).ok
     meta = {a.name: a.string_val for a in back.metadata.attr}
     assert meta["schema"] == "chakra-trace capture 1"
-    assert json.loads(meta["capture"]) == {
+    about = json.loads(meta["capture"])
+    # per trainable parameter: name, numel, itemsize, the backward op that wrote its gradient, and
+    # its place in the order the gradients were accumulated (what DDP's bucketing follows)
+    parameters = about.pop("parameters")
+    backward = {op.id for op in tiny.ops if op.phase == "backward"}
+    assert sum(p[1] for p in parameters) == tiny.params and {p[2] for p in parameters} == {4}
+    assert all(p[3] in backward for p in parameters)
+    assert sorted(p[4] for p in parameters) == list(range(len(parameters)))
+    assert parameters[0][0] == "pos" and parameters[-1][0] == "head.bias"
+    assert about == {
         "config": {},
         "batch": 8,
         "seq": 32,

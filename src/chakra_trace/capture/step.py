@@ -210,7 +210,18 @@ def capture(
                     raise CaptureError("the loss function must return a scalar tensor")
                 label_autograd(loss, output, LOSS, recorder.labels)
                 recorder.phase = "backward"
-                loss.backward()
+                ready: list[int] = []  # parameters in the order their gradients were accumulated
+                trainable = [p for p in params if p.requires_grad]
+                grad_hooks = [
+                    p.register_post_accumulate_grad_hook(lambda _p, i=i: ready.append(i))
+                    for i, p in enumerate(trainable)
+                ]
+                try:
+                    loss.backward()
+                finally:
+                    for h in grad_hooks:
+                        h.remove()
+                grads = _grad_producers(recorder, model, ready)
                 if opt is not None:
                     recorder.phase = "optimizer"
                     recorder.modules = [("optimizer", type(opt).__name__)]
@@ -229,7 +240,15 @@ def capture(
                 h.remove()
     ops = [op for op in recorder.ops if not (fold_views and op.view)]
     params_n = sum(p.numel() for p in params)
-    about = {"config": config, "batch": batch, "seq": seq, "optimizer": optimizer, "dtype": dtype, "params": params_n}
+    about = {
+        "config": config,
+        "batch": batch,
+        "seq": seq,
+        "optimizer": optimizer,
+        "dtype": dtype,
+        "params": params_n,
+        "parameters": grads,
+    }
     trace = build_trace(ops, metadata={"schema": SCHEMA, "capture": json.dumps(about, sort_keys=True, default=str)})
     return CaptureResult(
         trace=trace,
@@ -241,6 +260,24 @@ def capture(
         peak_rss_mib=_peak_rss_mib(),
         config=config,
     )
+
+
+def _grad_producers(recorder: Any, model: Any, ready: list[int]) -> list[list]:
+    """[name, numel, dtype itemsize, id of the backward op that wrote its gradient or -1, place in
+    the order gradients were accumulated or -1] of each trainable parameter in registration order:
+    what a data-parallel pass needs to bucket the gradients as DDP does (by size, in the order its
+    gradient hooks fire)."""
+    out = []
+    when = {i: k for k, i in enumerate(ready)}
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    for i, (name, p) in enumerate(trainable):
+        producer = -1
+        if p.grad is not None:
+            k = recorder._key(p.grad)
+            w = recorder._writer.get(k[0]) if k is not None else None
+            producer = w[1] if w is not None else -1
+        out.append([name, int(p.numel()), int(p.element_size()), int(producer), when.get(i, -1)])
+    return out
 
 
 def _adopt(model: Any, fake: Any) -> None:

@@ -29,6 +29,7 @@ COMMANDS = {
     "convert": "convert_group:convert",
     "collect": "collect:collect",
     "capture": "capture:capture",
+    "parallelize": "parallelize:parallelize",
     "transform": "transform:transform",
     "simulate": "simulate:simulate",
     "analyze": "analyze:analyze",

@@ -1,0 +1,123 @@
+"""Parallelization: a captured master trace (one logical device) -> one trace per rank of a
+TP x PP x DP plan, with communicator groups (`parallelize`).
+
+The rules, each in its module: rank order and groups (`plan`), which ops run where and how
+tensor parallelism divides them (`layout`), pipeline schedules (`pp`), DDP buckets and FSDP units
+(`dp`), the per-stage program with its collectives and sends (`build`). Sizes:
+
+- the master trace's batch is one data-parallel replica's batch; with pipeline parallelism it is
+  split into M micro-batches, each op's FLOPs and bytes shared exactly among them (the shares sum
+  to the master's value);
+- TP all-reduce (Megatron): batch x seq x hidden x dtype bytes per micro-batch (comm_size, the
+  bytes each rank holds), after every row-parallel linear in forward and after every group of
+  column-parallel linears' input gradient in backward: 2 per layer per direction; with sequence
+  parallelism each becomes a reduce-scatter (comm_size: those bytes) and an all-gather
+  (comm_size: bytes / tp, its input). Vocab-parallel embedding: one all-reduce of its output in
+  forward; LM head: one of its input gradient in backward; the cross entropy: three all-reduces
+  of 4 bytes per token (max logit, target logit, sum of exponentials), Megatron's reductions;
+- PP send/receive: the layer output (micro-batch x seq x hidden x dtype; / tp with sequence
+  parallelism), tag m in forward and M + m in backward for micro-batch m;
+- DP: see `dp`.
+
+Durations are left to the simulator's device model: every compute node keeps num_ops and
+tensor_size and says duration_unknown; node shapes are dropped (they describe the unsplit op).
+Ranks that differ only by their TP rank or DP replica run one program: their traces share every
+column but their communicator ids and peers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from ...io.workload import Workload
+from ...schema.trace import Trace
+from .build import DP, TP, StageBuilder, StageStats, rank_trace
+from .layout import layout
+from .master import FWD, OPT, ParallelizeError, read_master
+from .plan import SCHEDULES, Plan
+
+SCHEMA = "chakra-trace parallelize 1"
+
+
+@dataclass
+class Parallelized:
+    """The per-rank workload and what each stage holds (every rank of a stage alike)."""
+
+    workload: Workload
+    plan: Plan
+    stages: list[StageStats]
+    master_flops: int
+    master_flops_by_phase: dict[str, int] = field(default_factory=dict)
+
+    def stage_of(self, rank: int) -> int:
+        return self.plan.coords(rank)[1]
+
+    @property
+    def total_flops(self) -> int:
+        """FLOPs over every rank."""
+        return sum(s.flops for s in self.stages) * self.plan.tp * self.plan.dp
+
+    def to_dict(self) -> dict:
+        plan = self.plan
+        fb = self.master_flops - self.master_flops_by_phase.get("optimizer", 0)
+        opt = self.master_flops_by_phase.get("optimizer", 0)
+        expected = plan.dp * fb + (opt if plan.zero == 3 else plan.dp * opt)
+        return {
+            "plan": {**asdict(plan), "micro_batches": plan.m, "ranks": plan.ranks},
+            "ranks": plan.ranks,
+            "groups": len(self.workload.groups),
+            "master_flops": self.master_flops,
+            "total_flops": self.total_flops,
+            # beyond dp x the master's work (optimizer once per replica under DDP, sharded under FSDP)
+            "redundant_flops": self.total_flops - expected,
+            "stages": [
+                {
+                    "stage": p,
+                    "ranks": [plan.rank(t, p, d) for d in range(plan.dp) for t in range(plan.tp)],
+                    **asdict(s),
+                }
+                for p, s in enumerate(self.stages)
+            ],
+        }
+
+
+def parallelize(master: Trace, plan: Plan) -> Workload:
+    """The per-rank traces of `plan` from a captured master trace (see the module docstring)."""
+    return parallelize_detailed(master, plan).workload
+
+
+def parallelize_detailed(master: Trace, plan: Plan) -> Parallelized:
+    m = read_master(master)
+    if m.batch % plan.m:
+        raise ParallelizeError(f"the batch of {m.batch} does not split into {plan.m} micro-batches")
+    lay = layout(m, plan)
+    about = {"schema": SCHEMA, "plan": json.dumps({**asdict(plan), "micro_batches": plan.m}, sort_keys=True)}
+    for a in master.metadata.attr:
+        if a.name == "capture":
+            about["capture"] = a.string_val
+    templates: list[Trace] = []
+    stats: list[StageStats] = []
+    for p in range(plan.pp):
+        sb = StageBuilder(lay, p, {**about, "stage": p})
+        templates.append(sb.build())
+        stats.append(sb.stats)
+    traces: dict[int, Trace] = {}
+    for d in range(plan.dp):
+        for p in range(plan.pp):
+            for t in range(plan.tp):
+                names = {TP: plan.tp_group(p, d), DP: plan.dp_group(t, p)}
+                traces[plan.rank(t, p, d)] = rank_trace(templates[p], names, t + plan.tp * plan.pp * d, plan.tp)
+    by_phase = {"forward": 0, "backward": 0, "optimizer": 0}
+    for ph, v in zip(m.phase.tolist(), m.num_ops):
+        by_phase[("forward", "backward", "optimizer")[ph]] += v
+    return Parallelized(
+        workload=Workload(dict(sorted(traces.items())), plan.groups()),
+        plan=plan,
+        stages=stats,
+        master_flops=sum(m.num_ops),
+        master_flops_by_phase=by_phase,
+    )
+
+
+__all__ = ["parallelize", "parallelize_detailed", "Parallelized", "Plan", "ParallelizeError", "SCHEDULES", "FWD", "OPT"]

@@ -1,0 +1,288 @@
+"""One pipeline stage's program as a trace template: its micro-batches in schedule order, the
+tensor-parallel collectives inside them, the sends and receives between stages, the gradient
+synchronization and the optimizer. Every TP rank and DP replica of a stage runs this program;
+`rank_trace` gives each its own communicator ids and peers while sharing every other column.
+
+Template conventions: collectives name the placeholder groups TP / DP, and sends and receives
+name the peer's pipeline stage in comm_dst / comm_src.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...schema.builder import TraceBuilder
+from ...schema.enums import Attr, CollectiveType, NodeType
+from ...schema.trace import Trace
+from .dp import Bucket, buckets, fsdp_units
+from .layout import Layout
+from .master import BWD, FWD, OPT
+from .pp import schedule
+
+TP, DP = "__tp__", "__dp__"
+AR, RS, AG = CollectiveType.ALL_REDUCE, CollectiveType.REDUCE_SCATTER, CollectiveType.ALL_GATHER
+LOSS_REDUCTIONS = 3  # vocab-parallel cross entropy: max logit, target logit, sum of exponentials
+LOSS_BYTES = 4  # ... each one fp32 value per token
+
+
+@dataclass
+class StageStats:
+    nodes: int = 0
+    flops: int = 0
+    bytes: int = 0
+    collectives: dict[str, dict[str, int]] = field(default_factory=dict)  # "TP ALL_REDUCE" -> count, bytes
+    p2p: dict[str, int] = field(default_factory=dict)
+
+    def add_coll(self, group: str, ctype: CollectiveType, size: int) -> None:
+        k = f"{'TP' if group == TP else 'DP'} {ctype.name}"
+        d = self.collectives.setdefault(k, {"count": 0, "bytes": 0})
+        d["count"] += 1
+        d["bytes"] += int(size)
+
+
+class StageBuilder:
+    def __init__(self, lay: Layout, stage: int, metadata: dict):
+        self.lay, self.m, self.plan, self.stage = lay, lay.master, lay.plan, stage
+        self.b = TraceBuilder(metadata=metadata)
+        self.stats = StageStats()
+        m, pp = self.m, self.plan.pp
+        self.rows = {
+            ph: [r for r in range(len(m)) if m.phase[r] == ph and stage in lay.stages[r]] for ph in (FWD, BWD, OPT)
+        }
+        self.maps: dict[tuple[int, int], dict[int, int]] = {}
+        M = self.plan.m
+        self.M = M
+        act = lay.master_act_bytes
+        self.act = act // M // (self.plan.tp if self.plan.sp else 1)
+        self.first, self.last = stage == 0, stage == pp - 1
+        self.tp_on, self.dp_on = self.plan.tp > 1, self.plan.dp > 1
+        self.fwd_after: dict[int, list[tuple[CollectiveType, int, str]]] = {}
+        self.bwd_after: dict[int, list[tuple[CollectiveType, int, str]]] = {}
+        if self.tp_on:
+            self._tp_points()
+        self.buckets: list[Bucket] = []
+        self.units = None
+        if self.dp_on and self.plan.zero == 0:
+            self.buckets = buckets(lay, stage)
+        elif self.dp_on:
+            self.units = fsdp_units(lay, stage)
+
+    # ------------------------------------------------------------------ TP collectives
+    def _pair(self, size: int, name: str) -> list[tuple[CollectiveType, int, str]]:
+        """An all-reduce of `size` bytes of the whole micro-batch, or with sequence parallelism a
+        reduce-scatter of it and an all-gather back (comm_size: its input, size / tp per rank)."""
+        if self.plan.sp:
+            return [(RS, size, f"{name}_reduce_scatter"), (AG, size // self.plan.tp, f"{name}_all_gather")]
+        return [(AR, size, f"{name}_all_reduce")]
+
+    def _tp_points(self) -> None:
+        lay, M = self.lay, self.M
+        for lc in lay.layer_comm.values():
+            size = lc.act_bytes // M
+            for r in lc.fwd_after:
+                self.fwd_after.setdefault(r, []).extend(self._pair(size, "tp_fwd"))
+            for r in lc.bwd_after:
+                self.bwd_after.setdefault(r, []).extend(self._pair(size, "tp_bwd"))
+        for r, size in lay.vocab_fwd_after:
+            self.fwd_after.setdefault(r, []).extend(self._pair(size // M, "tp_embed"))
+        for r, size in lay.vocab_bwd_after:
+            self.bwd_after.setdefault(r, []).extend(self._pair(size // M, "tp_head_bwd"))
+        if lay.loss_after is not None:
+            per = lay.tokens // M * LOSS_BYTES
+            self.fwd_after.setdefault(lay.loss_after, []).extend(
+                (AR, per, f"tp_loss_all_reduce{i}") for i in range(LOSS_REDUCTIONS)
+            )
+
+    # ------------------------------------------------------------------ nodes
+    def coll(self, ctype: CollectiveType, size: int, group: str, name: str, deps, **kw) -> int:
+        self.stats.add_coll(group, ctype, size)
+        return self.b.collective(ctype, max(int(size), 0), name=name, deps=deps, pg_name=group, **kw)
+
+    def block(self, ph: int, mb: int, head: list[int]) -> tuple[int | None, int | None]:
+        """Emit one micro-batch's forward (FWD) or backward (BWD), or the optimizer (OPT, mb -1).
+        `head`: what the block's first ops wait for. Returns (id of its last real op, its last
+        id)."""
+        m, lay, M = self.m, self.lay, self.M
+        rows = self.rows[ph]
+        own: dict[int, int] = {}
+        use: dict[int, int] = {}
+        self.maps[(ph, mb)] = own
+        lookups = [self.maps.get((FWD, mb), {})] if ph == BWD else []
+        if ph == OPT:
+            last = self.order[-1][1] if self.order else 0
+            lookups = [self.maps.get((BWD, last), {}), self.maps.get((FWD, last), {})]
+        after = self.fwd_after if ph == FWD else self.bwd_after if ph == BWD else {}
+        opt_div = self.plan.dp if (ph == OPT and self.units is not None) else 1
+        units = self.units
+        unit_gather: dict[str, int] = {}
+        prev_gather: int | None = None
+        unit_started: dict[str, int] = {}
+        rs_after = units.rs_after if (units is not None and ph == BWD) else {}
+        tail = None
+        last_id = None
+        b = self.b
+        for r in rows:
+            deps: list[int] = []
+            inside = False
+            for d in m.deps[r]:
+                nid = use.get(d)
+                if nid is not None:
+                    inside = True
+                else:
+                    for table in lookups:
+                        nid = table.get(d)
+                        if nid is not None:
+                            break
+                if nid is not None:
+                    deps.append(nid)
+            if not inside:
+                deps.extend(head)
+                if ph == OPT:
+                    deps.extend(self.opt_waits(r))
+            if units is not None and ph != OPT:
+                u = units.unit_of(r)
+                if u is not None:
+                    if u not in unit_gather:
+                        gdeps = [] if prev_gather is None else [prev_gather]
+                        gdeps += [unit_started[k] for k in list(unit_started)[-1:]]
+                        g = self.coll(
+                            AG, units.gather_size(u), DP, f"fsdp_all_gather_{'fwd' if ph == FWD else 'bwd'}", gdeps
+                        )
+                        unit_gather[u] = prev_gather = g
+                    if not any(units.unit_of(d) == u and d in use for d in m.deps[r]):
+                        deps.append(unit_gather[u])
+            v_ops, v_bytes = m.num_ops[r], m.nbytes[r]
+            dv = int(lay.div[r])
+            if ph == OPT:
+                ops, nbytes = v_ops // dv // opt_div, v_bytes // dv // opt_div
+            else:
+                ops, nbytes = _part(v_ops // dv, mb, M), _part(v_bytes // dv, mb, M)
+            nid = b.add(
+                m.names[r],
+                NodeType.COMP_NODE,
+                data_deps=dict.fromkeys(deps),
+                is_cpu_op=False,
+                num_ops=ops,
+                tensor_size=nbytes,
+                duration_unknown=True,
+                op=m.ops[r],
+                phase=("forward", "backward", "optimizer")[ph],
+                module=m.module[r],
+                micro_batch=mb if ph != OPT else None,
+            )
+            self.stats.flops += ops
+            self.stats.bytes += nbytes
+            own[r] = use[r] = nid
+            if units is not None and ph != OPT:
+                u = units.unit_of(r)
+                if u is not None and u not in unit_started:
+                    unit_started[u] = nid
+            last_id = nid
+            if m.is_real(r):
+                tail = nid
+            prev = nid
+            for ctype, size, name in after.get(r, ()):
+                prev = self.coll(ctype, size, TP, name, [prev])
+            if prev != nid:
+                use[r] = tail = last_id = prev
+            for u in rs_after.get(r, ()):  # FSDP: this unit's gradients are all written
+                assert units is not None
+                prods = [own[p] for p in units.producers[u] if p in own]
+                g = self.coll(RS, units.size[u], DP, "fsdp_reduce_scatter", prods)
+                self.rs_ids.setdefault(u, []).append(g)
+        return tail, last_id
+
+    def opt_waits(self, r: int) -> list[int]:
+        """What an optimizer op waits for beyond its data: its parameters' gradient buckets'
+        all-reduces (DDP) or its unit's last reduce-scatter (FSDP)."""
+        mod = self.m.module[r]
+        if self.units is not None:
+            u = self.units.unit_of_module(mod)
+            return self.rs_ids.get(u, [])[-1:] if u is not None else []
+        return self.bucket_of_module.get(mod, [])
+
+    def build(self) -> Trace:
+        plan, M, b = self.plan, self.M, self.b
+        self.order = schedule(plan.schedule, self.stage, plan.pp, M)
+        self.rs_ids: dict[str, list[int]] = {}
+        self.bucket_of_module: dict[str, list[int]] = {}
+        groups = plan.groups()
+        if groups:  # the whole job's communicators, as the PyTorch converter declares them (same on every rank)
+            config = [{"pg_name": g, "ranks": members} for g, members in groups.items()]
+            b.add("process_groups", NodeType.METADATA_NODE, pg_config=json.dumps(config, separators=(",", ":")))
+        prev_tail: int | None = None
+        for ph, mb in self.order:
+            head = [] if prev_tail is None else [prev_tail]
+            if ph == FWD and not self.first:
+                head.append(b.recv(self.stage - 1, self.act, tag=mb, name="pp_recv_activation", micro_batch=mb))
+                self._p2p("recv")
+            if ph == BWD and not self.last:
+                head.append(b.recv(self.stage + 1, self.act, tag=M + mb, name="pp_recv_gradient", micro_batch=mb))
+                self._p2p("recv")
+            tail, last_id = self.block(ph, mb, head)
+            out = tail if tail is not None else last_id
+            if ph == FWD and not self.last:
+                b.send(
+                    self.stage + 1,
+                    self.act,
+                    tag=mb,
+                    name="pp_send_activation",
+                    deps=[] if out is None else [out],
+                    micro_batch=mb,
+                )
+                self._p2p("send")
+            if ph == BWD and not self.first:
+                b.send(
+                    self.stage - 1,
+                    self.act,
+                    tag=M + mb,
+                    name="pp_send_gradient",
+                    deps=[] if out is None else [out],
+                    micro_batch=mb,
+                )
+                self._p2p("send")
+            prev_tail = last_id if last_id is not None else prev_tail
+        if self.buckets:  # DDP: one all-reduce per bucket once the last micro-batch wrote its gradients
+            last_bwd = self.maps.get((BWD, self.order[-1][1]), {})
+            for i, bk in enumerate(self.buckets):
+                deps = [last_bwd[p] for p in bk.producers if p in last_bwd]
+                ar = self.coll(AR, bk.nbytes, DP, "dp_bucket_all_reduce", deps, bucket=i)
+                for mod in bk.modules:
+                    self.bucket_of_module.setdefault(mod, []).append(ar)
+        head = [] if prev_tail is None else [prev_tail]
+        self.block(OPT, -1, head)
+        trace = b.build()
+        self.stats.nodes = len(trace)
+        return trace
+
+    def _p2p(self, kind: str) -> None:
+        d = self.stats.p2p
+        d[f"{kind}s"] = d.get(f"{kind}s", 0) + 1
+        d[f"{kind}_bytes"] = d.get(f"{kind}_bytes", 0) + self.act
+
+
+def _part(v: int, mb: int, M: int) -> int:
+    """Micro-batch mb's share of v: the shares of all M sum to v exactly."""
+    return v * (mb + 1) // M - v * mb // M
+
+
+def rank_trace(template: Trace, groups: dict[str, str], peer_base: int, peer_stride: int) -> Trace:
+    """`template` for one rank: placeholder groups renamed, peers' stages made ranks
+    (rank = peer_base + peer_stride * stage); every other column shared with the template."""
+    names = [groups.get(g, g) for g in template.groups]
+    cols = {k: getattr(template, k) for k in Trace._ARRAYS}
+    p2p = (template.types == NodeType.COMM_SEND_NODE) | (template.types == NodeType.COMM_RECV_NODE)
+    if p2p.any():
+        for attr in (Attr.COMM_SRC, Attr.COMM_DST):
+            col = getattr(template, attr)
+            mask = p2p & template.has(attr)
+            cols[attr] = np.where(mask, peer_base + peer_stride * col.astype(np.int64), col).astype(col.dtype)
+    return Trace(
+        len(template), metadata=template.metadata, names=template.names, groups=names, placed=template.placed, **cols
+    )
+
+
+__all__ = ["StageBuilder", "StageStats", "rank_trace", "TP", "DP"]

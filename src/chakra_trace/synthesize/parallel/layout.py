@@ -1,0 +1,215 @@
+"""Where each master-trace op runs under a plan: its pipeline stage(s), its tensor-parallel
+divisor, and the points where tensor- and data-parallel communication attaches.
+
+Stages: layer L runs on stage L * pp // layers (an even split); "pre" modules (embeddings) on the
+first stage, "post" modules (final norm, LM head, loss) on the last; the model's own ops (module
+"", e.g. RoPE tables) on every stage that uses their results (redundant work, counted), and on
+the first stage when only an optimizer does.
+
+Tensor parallelism (Megatron-LM): in each layer the modules holding column-/row-parallel linears
+(`attn`, `mlp`: the TP region) have every op's FLOPs and bytes divided by tp (heads and FFN
+columns are split, so attention, RoPE, activation functions shrink with them); norms and residual
+adds are replicated on every TP rank (with sequence parallelism they run on 1/tp of the
+sequence: divided too). Token embeddings, the LM head and the loss are vocab-parallel (divided);
+the final norm and learned position embeddings (a leaf name holding "pos") are replicated.
+Optimizer ops divide as their parameters do. Division is per op, rounded down (a 1-FLOP step
+counter divides to 0), so per-rank sums can fall short of master / tp by less than tp per op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .master import BWD, COLUMN, FWD, OPT, ROW, Master, ParallelizeError, Param, layer_of, layer_path, leaf
+from .plan import Plan
+
+
+def _is_norm(module: str) -> bool:
+    return "norm" in leaf(module).lower() or leaf(module).lower().startswith("ln")
+
+
+@dataclass
+class LayerComm:
+    """A layer's TP collective points: rows after which forward all-reduces go (the row-parallel
+    linears' last ops), rows after which backward all-reduces go (each column-parallel group's last
+    backward op), and the activation bytes (batch x seq x hidden x dtype) of the whole batch."""
+
+    fwd_after: list[int] = field(default_factory=list)
+    bwd_after: list[int] = field(default_factory=list)
+    act_bytes: int = 0
+
+
+@dataclass
+class Layout:
+    master: Master
+    plan: Plan
+    stages: list[set[int]]  # stages of each row (one, or several for shared root ops)
+    div: np.ndarray  # TP divisor of each row's FLOPs and bytes (forward/backward)
+    opt_div: np.ndarray  # TP divisor of optimizer rows (parameters' split; no SP)
+    layer_comm: dict[int, LayerComm]
+    vocab_fwd_after: list[tuple[int, int]]  # (row, bytes): all-reduce after (embedding output)
+    vocab_bwd_after: list[tuple[int, int]]  # (row, bytes): all-reduce after (LM head input grad)
+    loss_after: int | None  # row after which the vocab-parallel loss's three all-reduces go
+    tokens: int  # batch x seq
+    param_div: dict[str, int]  # parameter name -> TP divisor
+    master_act_bytes: int  # one layer's output (batch x seq x hidden x dtype): what stages pass on
+    redundant_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def stage_of_param(self, p: Param) -> int:
+        m = self.master
+        if p.producer >= 0:
+            return min(self.stages[p.producer])
+        return _module_stage(m, self.plan, p.module)
+
+
+def _module_stage(m: Master, plan: Plan, module: str) -> int:
+    lay = layer_of(module)
+    if lay is not None and m.layers:
+        return lay * plan.pp // m.layers
+    return plan.pp - 1 if m.place.get(module) == "post" else 0
+
+
+def layout(m: Master, plan: Plan) -> Layout:
+    n = len(m)
+    if plan.pp > 1 and m.layers < plan.pp:
+        raise ParallelizeError(f"{m.layers} layers cannot fill {plan.pp} pipeline stages")
+    stages: list[set[int]] = [set() for _ in range(n)]
+    for r in range(n):
+        mod = m.module[r]
+        if m.place.get(mod) == "root":
+            continue
+        stages[r] = {_module_stage(m, plan, mod)}
+    for r in range(n - 1, -1, -1):  # root ops: wherever their results are used
+        if m.place.get(m.module[r]) != "root":
+            continue
+        used: set[int] = set()
+        for c in m.consumers[r]:
+            used |= stages[c]
+        stages[r] = used or {0}
+    # tensor-parallel regions and roles, per layer
+    firsts: dict[str, int] = {}
+    for r in range(n):
+        if m.phase[r] == FWD:
+            firsts.setdefault(m.module[r], r)
+    region_roots: set[str] = set()
+    for mod in firsts:
+        lp = layer_path(mod)
+        if lp is None or leaf(mod) not in COLUMN | ROW:
+            continue
+        parent = mod.rpartition(".")[0]
+        region_roots.add(parent if parent != lp else mod)
+    vocab = {
+        mod
+        for mod, where in m.place.items()
+        if where in ("pre", "post") and not _is_norm(mod) and "pos" not in leaf(mod)
+    }
+
+    def tp_split(mod: str) -> bool:
+        if mod in vocab:
+            return True
+        return any(mod == root or mod.startswith(root + ".") for root in region_roots)
+
+    split = {mod: tp_split(mod) for mod in set(m.module)}
+    div = np.ones(n, np.int64)
+    opt_div = np.ones(n, np.int64)
+    tp = plan.tp
+    for r in range(n):
+        mod = m.module[r]
+        if split[mod]:
+            opt_div[r] = tp
+            div[r] = tp
+        elif plan.sp and m.layer[r] >= 0 and m.phase[r] != OPT:
+            div[r] = tp  # sequence parallel: norms, residuals and dropout on 1/tp of the sequence
+    opt_rows = m.phase == OPT
+    div = np.where(opt_rows, opt_div, div)
+    param_div = {p.name: tp if split.get(p.module, tp_split(p.module)) else 1 for p in m.params}
+    layer_comm = _layer_comm(m, firsts) if tp > 1 else {}
+    vocab_fwd: list[tuple[int, int]] = []
+    vocab_bwd: list[tuple[int, int]] = []
+    loss_after = None
+    if tp > 1:
+        for mod in sorted(vocab, key=lambda x: firsts.get(x, n)):
+            rows = [r for r in range(n) if m.module[r] == mod and m.is_real(r)]
+            fwd = [r for r in rows if m.phase[r] == FWD]
+            bwd = [r for r in rows if m.phase[r] == BWD]
+            if m.place[mod] == "pre" and fwd and mod != "loss":
+                vocab_fwd.append((fwd[-1], m.out_bytes(fwd[-1])))
+            elif m.place[mod] == "post" and mod != "loss" and bwd and fwd:
+                act = _act_bytes(m, layer_comm)
+                vocab_bwd.append((bwd[-1], act))
+                loss_after = fwd[-1]
+    redundant = np.flatnonzero(div[:n] == 1) if tp > 1 else np.zeros(0, np.int64)
+    return Layout(
+        master=m,
+        plan=plan,
+        stages=stages,
+        div=div,
+        opt_div=opt_div,
+        layer_comm=layer_comm,
+        vocab_fwd_after=vocab_fwd,
+        vocab_bwd_after=vocab_bwd,
+        loss_after=loss_after,
+        tokens=m.batch * m.seq,
+        param_div=param_div,
+        master_act_bytes=_layer_output(m),
+        redundant_rows=redundant,
+    )
+
+
+def _layer_output(m: Master) -> int:
+    """Bytes of the first layer's output (its last real forward op's): the activation one pipeline
+    stage hands the next for the whole batch."""
+    rows = np.flatnonzero((m.layer == 0) & (m.phase == FWD))
+    real = [int(r) for r in rows if m.is_real(int(r))]
+    return m.out_bytes(real[-1]) if real else 0
+
+
+def _act_bytes(m: Master, layer_comm: dict[int, LayerComm]) -> int:
+    for lc in layer_comm.values():
+        if lc.act_bytes:
+            return lc.act_bytes
+    return 0
+
+
+def _layer_comm(m: Master, firsts: dict[str, int]) -> dict[int, LayerComm]:
+    """Per layer: the forward all-reduce after each row-parallel linear, and the backward
+    all-reduce after each group of column-parallel linears (those before one row-parallel
+    linear in forward order: q/k/v before o_proj, gate/up before down_proj) has its input
+    gradient."""
+    out: dict[int, LayerComm] = {}
+    last_fwd: dict[str, int] = {}
+    last_bwd: dict[str, int] = {}
+    for r in range(len(m)):
+        if not m.is_real(r) or m.layer[r] < 0:
+            continue
+        if m.phase[r] == FWD:
+            last_fwd[m.module[r]] = r
+        elif m.phase[r] == BWD:
+            last_bwd[m.module[r]] = r
+    by_layer: dict[int, list[str]] = {}
+    for mod, first in sorted(firsts.items(), key=lambda kv: kv[1]):
+        lp = layer_path(mod)
+        if lp is not None and leaf(mod) in COLUMN | ROW:
+            by_layer.setdefault(int(m.layer[first]), []).append(mod)
+    for lay, mods in by_layer.items():
+        lc = LayerComm()
+        group: list[str] = []
+        for mod in mods:
+            if leaf(mod) in COLUMN:
+                group.append(mod)
+                continue
+            if mod in last_fwd:
+                lc.fwd_after.append(last_fwd[mod])
+                if not lc.act_bytes:
+                    lc.act_bytes = m.out_bytes(last_fwd[mod])
+            ends = [last_bwd[g] for g in group if g in last_bwd]
+            if ends:
+                lc.bwd_after.append(max(ends))
+            group = []
+        out[lay] = lc
+    return out
+
+
+__all__ = ["Layout", "LayerComm", "layout"]

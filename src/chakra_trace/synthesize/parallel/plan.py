@@ -1,0 +1,111 @@
+"""A parallelism plan and the ranks and communicator groups it makes.
+
+Ranks are numbered in Megatron-LM's order: tensor-parallel ranks are consecutive (so a TP group
+sits inside one node of a DGX-like system), then pipeline stages, then data-parallel replicas:
+
+    rank = t + tp * (p + pp * d)        (t: TP rank, p: pipeline stage, d: DP replica)
+
+Groups (ASTRA-sim's communicator-group file, ids from 1): one TP group per (p, d) -- ranks
+t = 0..tp-1 --, then one DP group per (t, p) -- replicas d = 0..dp-1. Pipeline stages talk by
+send/receive between (t, p, d) and (t, p +- 1, d), so they need no group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .master import ParallelizeError
+
+SCHEDULES = ("1f1b", "gpipe")
+DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB), with the default cap
+DDP_BUCKET_MB = 25.0  # DistributedDataParallel's default bucket_cap_mb
+
+
+@dataclass(frozen=True)
+class Plan:
+    """TP x PP x DP with its options. `micro_batches` (default: pp) split the master trace's batch
+    (the batch of one data-parallel replica); `zero` 0 (DDP: all-reduced gradient buckets of
+    `bucket_mb` MiB) or 3 (FSDP: all-gather parameters, reduce-scatter gradients); `sp`:
+    Megatron's sequence parallelism; `first_bucket_mb`: DDP's smaller first bucket (default: 1 MiB
+    when `bucket_mb` is DDP's default 25, else `bucket_mb`, as DDP does)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    sp: bool = False
+    schedule: str = "1f1b"
+    micro_batches: int | None = None
+    zero: int = 0
+    bucket_mb: float = DDP_BUCKET_MB
+    first_bucket_mb: float | None = None
+
+    def __post_init__(self) -> None:
+        for k in ("tp", "pp", "dp"):
+            if getattr(self, k) < 1:
+                raise ParallelizeError(f"{k} must be at least 1 (got {getattr(self, k)})")
+        if self.schedule not in SCHEDULES:
+            raise ParallelizeError(f"schedule {self.schedule!r}: expected one of {', '.join(SCHEDULES)}")
+        if self.zero not in (0, 3):
+            raise ParallelizeError(f"zero {self.zero}: expected 0 (DDP) or 3 (FSDP)")
+        if self.micro_batches is not None and self.micro_batches < 1:
+            raise ParallelizeError(f"micro_batches must be at least 1 (got {self.micro_batches})")
+        if self.bucket_mb <= 0:
+            raise ParallelizeError(f"bucket_mb must be positive (got {self.bucket_mb})")
+
+    @property
+    def ranks(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def m(self) -> int:
+        """Micro-batches per step."""
+        return self.micro_batches if self.micro_batches is not None else self.pp
+
+    @property
+    def bucket_bytes(self) -> int:
+        return int(self.bucket_mb * (1 << 20))
+
+    @property
+    def first_bucket_bytes(self) -> int:
+        if self.first_bucket_mb is not None:
+            return int(self.first_bucket_mb * (1 << 20))
+        return int((DDP_FIRST_BUCKET_MB if self.bucket_mb == DDP_BUCKET_MB else self.bucket_mb) * (1 << 20))
+
+    def rank(self, t: int, p: int, d: int) -> int:
+        return t + self.tp * (p + self.pp * d)
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """(t, p, d) of a rank."""
+        return rank % self.tp, (rank // self.tp) % self.pp, rank // (self.tp * self.pp)
+
+    def tp_group(self, p: int, d: int) -> str:
+        return str(1 + p + self.pp * d)
+
+    def dp_group(self, t: int, p: int) -> str:
+        return str(1 + self.pp * self.dp + t + self.tp * p)
+
+    def groups(self) -> dict[str, list[int]]:
+        """Communicator groups (id -> ranks) the plan's collectives use: TP groups when tp > 1, DP
+        groups when dp > 1."""
+        out: dict[str, list[int]] = {}
+        if self.tp > 1:
+            for d in range(self.dp):
+                for p in range(self.pp):
+                    out[self.tp_group(p, d)] = [self.rank(t, p, d) for t in range(self.tp)]
+        if self.dp > 1:
+            for p in range(self.pp):
+                for t in range(self.tp):
+                    out[self.dp_group(t, p)] = [self.rank(t, p, d) for d in range(self.dp)]
+        return out
+
+    def describe(self) -> str:
+        parts = [f"TP {self.tp}", f"PP {self.pp}", f"DP {self.dp}"]
+        if self.sp:
+            parts.append("SP")
+        if self.pp > 1:
+            parts.append(f"{self.schedule} x {self.m} micro-batches")
+        parts.append("FSDP" if self.zero == 3 else f"DDP buckets {self.bucket_mb:g} MiB")
+        return ", ".join(parts)
+
+
+__all__ = ["Plan", "SCHEDULES"]

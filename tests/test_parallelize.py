@@ -1,0 +1,318 @@
+"""`chakra parallelize`: a captured master trace as per-rank traces of a parallelism plan.
+
+The tiny preset of examples/models/gpt.py is captured once; each plan's workload must validate,
+its FLOPs must add up to the master's (plus the redundant work each rule states, computed here
+from module names, independently of the pass), and its collectives and sends must have the sizes
+of Megatron-LM's formulas. The DDP plan on the corpus's TinyLM must issue the all-reduces the
+recorded DDP job issued (tests/data/corpus/ddp: bucket_cap_mb=0.1, 2 ranks).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed; capturing needs it")
+pytestmark = pytest.mark.torch
+
+from chakra_trace.capture import capture, load_build  # noqa: E402
+from chakra_trace.cli import main  # noqa: E402
+from chakra_trace.io.workload import Workload  # noqa: E402
+from chakra_trace.schema.builder import TraceBuilder  # noqa: E402
+from chakra_trace.schema.enums import CollectiveType, NodeType  # noqa: E402
+from chakra_trace.simulate.presets import resolve, simulate_on  # noqa: E402
+from chakra_trace.synthesize.parallel import ParallelizeError, Plan, parallelize, parallelize_detailed  # noqa: E402
+from chakra_trace.synthesize.parallel.pp import schedule  # noqa: E402
+from chakra_trace.validate.workload import validate_workload  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+GPT = ROOT / "examples" / "models" / "gpt.py"
+JOBS = ROOT / "benchmarks" / "corpus" / "jobs"
+DDP_RECORDING = ROOT / "tests" / "data" / "corpus" / "ddp" / "rank0.et.json.gz"
+BATCH, SEQ, HIDDEN, LAYERS, ITEM = 4, 16, 64, 2, 4  # the tiny preset, float32
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return capture(load_build(f"{GPT}:build"), {"preset": "tiny"}, batch=BATCH, seq=SEQ)
+
+
+def _attrs(t, name):
+    vals, has = t.attr_array(name)
+    return [v if h else None for v, h in zip(vals.tolist(), has.tolist())]
+
+
+def _colls(t, ctype=None, group_kind=None):
+    """(name, comm_size) of a trace's collectives in order."""
+    rows = np.flatnonzero(t.types == NodeType.COMM_COLL_NODE)
+    names = t.name_array
+    out = []
+    for r in rows.tolist():
+        if ctype is not None and int(t.comm_type[r]) != ctype:
+            continue
+        if group_kind is not None and not str(names[r]).startswith(group_kind):
+            continue
+        out.append((str(names[r]), int(t.comm_size[r])))
+    return out
+
+
+def _flops(w: Workload) -> int:
+    return sum(int(t.num_ops[t.types == NodeType.COMP_NODE].sum()) for t in w.traces.values())
+
+
+PLANS = [
+    Plan(dp=2),
+    Plan(tp=2),
+    Plan(pp=2),
+    Plan(tp=2, pp=2, dp=2),
+    Plan(tp=2, sp=True),
+    Plan(dp=2, zero=3),
+    Plan(pp=2, schedule="gpipe", micro_batches=4),
+    Plan(tp=2, pp=2, dp=2, sp=True, zero=3, micro_batches=4),
+]
+
+
+@pytest.mark.parametrize("plan", PLANS, ids=lambda p: p.describe())
+def test_plans_validate(tiny, plan):
+    w = parallelize(tiny.trace, plan)
+    assert w.ranks == list(range(plan.ranks))
+    rep = validate_workload(w)
+    assert not rep.issues, [str(i) for i in rep.issues[:5]]
+    for g, members in w.groups.items():  # every group's members name it, and only they
+        assert sorted(r for r, t in w.traces.items() if g in t.groups) == members
+
+
+def test_ranks_and_groups_in_megatron_order():
+    plan = Plan(tp=2, pp=3, dp=2)
+    assert [plan.coords(r) for r in (0, 1, 2, 5, 6, 11)] == [
+        (0, 0, 0),
+        (1, 0, 0),
+        (0, 1, 0),
+        (1, 2, 0),
+        (0, 0, 1),
+        (1, 2, 1),
+    ]
+    groups = plan.groups()
+    assert groups[plan.tp_group(1, 1)] == [8, 9]  # TP: consecutive ranks
+    assert groups[plan.dp_group(1, 2)] == [5, 11]  # DP: one rank per replica
+    assert len(groups) == 3 * 2 + 2 * 3
+
+
+def test_data_parallel_runs_the_master_on_every_rank(tiny):
+    w = parallelize(tiny.trace, Plan(dp=2))
+    for t in w.traces.values():
+        comp = t.types == NodeType.COMP_NODE
+        assert int(t.num_ops[comp].sum()) == tiny.flops
+        assert int(t.tensor_size[comp].sum()) == sum(op.bytes for op in tiny.ops)
+    (ar,) = _colls(w.traces[0], CollectiveType.ALL_REDUCE)  # 156,480 fp32 gradients fit DDP's 1 MiB first bucket
+    assert ar[1] == tiny.params * 4
+
+
+def _replicated_under_tp(op) -> bool:
+    """Ops Megatron runs whole on every TP rank: outside attention/MLP (norms, residual adds,
+    the model's own ops) and not vocab-parallel (embedding, LM head, loss)."""
+    m = op.module
+    if m in ("embed", "lm_head", "loss"):
+        return False
+    parts = m.split(".")
+    return "attn" not in parts and "mlp" not in parts
+
+
+def test_tensor_parallel_flops_and_all_reduces(tiny):
+    tp = 2
+    w = parallelize(tiny.trace, Plan(tp=tp))
+    replicated = sum(op.flops for op in tiny.ops if _replicated_under_tp(op))
+    shards = sum(op.flops // tp for op in tiny.ops if not _replicated_under_tp(op))  # (a 1-FLOP step count: 0)
+    assert _flops(w) == tp * (replicated + shards)
+    assert tiny.flops - (replicated + tp * shards) == sum(
+        op.flops % tp for op in tiny.ops if not _replicated_under_tp(op)
+    )
+    for t in w.traces.values():
+        ars = _colls(t, CollectiveType.ALL_REDUCE)
+        act = BATCH * SEQ * HIDDEN * ITEM  # b x s x h x dtype
+        fwd = [s for n, s in ars if n.startswith("tp_fwd")]
+        bwd = [s for n, s in ars if n.startswith("tp_bwd")]
+        assert fwd == [act] * (2 * LAYERS) and bwd == [act] * (2 * LAYERS)  # 2 per layer per direction
+        assert [s for n, s in ars if n.startswith("tp_embed")] == [act]
+        assert [s for n, s in ars if n.startswith("tp_head")] == [act]
+        assert [s for n, s in ars if n.startswith("tp_loss")] == [BATCH * SEQ * 4] * 3
+
+
+def test_sequence_parallel_pairs_have_the_all_reduce_volume(tiny):
+    tp = 4
+    w = parallelize(tiny.trace, Plan(tp=tp, sp=True))
+    t = w.traces[1]
+    act = BATCH * SEQ * HIDDEN * ITEM
+    rs = _colls(t, CollectiveType.REDUCE_SCATTER)
+    ag = _colls(t, CollectiveType.ALL_GATHER)
+    assert len(rs) == len(ag) == 4 * LAYERS + 2
+    assert {s for _, s in rs} == {act} and {s for _, s in ag} == {act // tp}
+    # norms and residuals run on 1/tp of the sequence: only the model's own ops stay whole
+    own = sum(op.flops for op in tiny.ops if op.module == "" or op.module == "norm" and op.phase != "optimizer")
+    opt_replicated = sum(op.flops for op in tiny.ops if op.phase == "optimizer" and _replicated_under_tp(op))
+    fb_split = tiny.flops - own - opt_replicated
+    per_rank = int(t.num_ops[t.types == NodeType.COMP_NODE].sum())
+    assert abs(per_rank - (fb_split / tp + own + opt_replicated)) < 64  # (per-op rounding down of / tp)
+
+
+def test_pipeline_stages_sends_and_schedule(tiny):
+    M = 4
+    w = parallelize(tiny.trace, Plan(pp=2, micro_batches=M))
+    root = sum(op.flops for op in tiny.ops if op.module == "")  # RoPE tables: computed on both stages
+    assert root > 0 and _flops(w) == tiny.flops + root
+    act = BATCH // M * SEQ * HIDDEN * ITEM
+    for r, peer in ((0, 1), (1, 0)):
+        t = w.traces[r]
+        for kind, col in ((NodeType.COMM_SEND_NODE, t.comm_dst), (NodeType.COMM_RECV_NODE, t.comm_src)):
+            rows = t.types == kind
+            assert rows.sum() == M and set(col[rows].tolist()) == {peer} and set(t.comm_size[rows].tolist()) == {act}
+    stage0 = w.traces[0]
+    mb, phase = _attrs(stage0, "micro_batch"), _attrs(stage0, "phase")
+    order = []
+    for m, p in zip(mb, phase):
+        if m is not None and p is not None and (not order or order[-1] != (p, m)):
+            order.append((p, m))
+    assert order == [("forward", 0), ("forward", 1), ("backward", 0), ("forward", 2), ("backward", 1)] + [
+        ("forward", 3),
+        ("backward", 2),
+        ("backward", 3),
+    ]
+
+
+def test_schedules():
+    assert schedule("gpipe", 0, 2, 2) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert schedule("1f1b", 3, 4, 3) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]  # last stage: no warm-up
+    assert schedule("1f1b", 0, 4, 2) == [(0, 0), (0, 1), (1, 0), (1, 1)]  # warm-up capped by M
+
+
+def test_micro_batch_shares_sum_exactly(tiny):
+    w = parallelize(tiny.trace, Plan(pp=1, micro_batches=4))
+    assert _flops(w) == tiny.flops
+
+
+def test_combined_plan_accounts_for_every_flop(tiny):
+    plan = Plan(tp=2, pp=2, dp=2)
+    res = parallelize_detailed(tiny.trace, plan)
+    tp = plan.tp
+    replicated = sum(op.flops for op in tiny.ops if _replicated_under_tp(op))
+    shards = sum(op.flops // tp for op in tiny.ops if not _replicated_under_tp(op))
+    root = sum(op.flops for op in tiny.ops if op.module == "")
+    # per replica: every TP rank runs the replicated ops and its shard of the others; RoPE (the
+    # model's own ops) on both stages
+    per_replica = tp * (replicated + shards + root)
+    assert _flops(res.workload) == plan.dp * per_replica
+    assert res.to_dict()["redundant_flops"] == plan.dp * (per_replica - tiny.flops)
+
+
+def test_fsdp_gathers_and_scatters_every_parameter(tiny):
+    dp = 2
+    w = parallelize(tiny.trace, Plan(dp=dp, zero=3))
+    t = w.traces[0]
+    total = tiny.params * 4
+    ag = _colls(t, CollectiveType.ALL_GATHER)
+    rs = _colls(t, CollectiveType.REDUCE_SCATTER)
+    assert sum(s for n, s in ag if n.endswith("fwd")) == total // dp  # each rank holds 1/dp of the parameters
+    assert sum(s for n, s in ag if n.endswith("bwd")) == total // dp
+    assert sum(s for _, s in rs) == total
+    opt = sum(op.flops for op in tiny.ops if op.phase == "optimizer")
+    per_rank = int(t.num_ops[t.types == NodeType.COMP_NODE].sum())
+    assert abs(per_rank - (tiny.flops - opt + opt / dp)) < len(tiny.ops)  # optimizer on the shard
+
+
+def test_refusals(tiny):
+    with pytest.raises(ParallelizeError, match="micro-batches"):
+        parallelize(tiny.trace, Plan(pp=2, micro_batches=3))
+    with pytest.raises(ParallelizeError, match="pipeline stages"):
+        parallelize(tiny.trace, Plan(pp=4))
+    with pytest.raises(ParallelizeError, match="schedule"):
+        Plan(schedule="zigzag")
+    w = parallelize(tiny.trace, Plan(dp=2))
+    with pytest.raises(ParallelizeError, match="compute nodes only"):  # a rank's trace, not the master
+        parallelize(w.traces[0], Plan(dp=2))
+    b = TraceBuilder()
+    b.comp("mm", 10, num_ops=100)
+    with pytest.raises(ParallelizeError, match="not a master trace"):
+        parallelize(b.build(), Plan(dp=2))
+
+
+def test_simulates_on_a_preset(tiny):
+    w = parallelize(tiny.trace, Plan(tp=2, pp=2, dp=2))
+    res = simulate_on(w, resolve("ring-8"))
+    assert res.step_ns > 0 and len(res.finish_ns) == 8
+
+
+def test_cli_writes_ranks_and_groups(tiny, tmp_path, capsys):
+    master = tmp_path / "tiny.et"
+    from chakra_trace.io.et import write_trace
+
+    write_trace(tiny.trace, master)
+    prefix = tmp_path / "out" / "job"
+    rc = main(["parallelize", str(master), "--tp", "2", "--pp", "2", "--dp", "2", "-o", str(prefix), "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ranks"] == 8 and d["groups"] == 8 and len(d["stages"]) == 2
+    groups = json.loads((tmp_path / "out" / "job.comm_groups.json").read_text())
+    assert groups == {str(k): v for k, v in Plan(tp=2, pp=2, dp=2).groups().items()}
+    back = Workload.open(prefix)
+    assert back.ranks == list(range(8))
+    rc = main(["simulate", str(prefix), "--system", "ring-8", "--device", "h100", "--json"])
+    assert rc == 0
+    sim = json.loads(capsys.readouterr().out)
+    assert sim["step_ns"] > 0
+
+
+# --------------------------------------------------------------------------- DDP against a recording
+
+
+def _tiny_lm():
+    sys.path.insert(0, str(JOBS))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(JOBS))
+
+    def inputs(batch: int, seq: int):
+        tokens = torch.randint(0, _common.VOCAB, (batch, seq + 1))
+        return (tokens[:, :-1],), tokens[:, 1:]
+
+    return _common.TinyLM(), inputs, _common.lm_loss
+
+
+def _recorded_all_reduces(path: Path, step: str = "ProfilerStep#2") -> list[int]:
+    """Bytes of the gradient all-reduces DDP issued in one recorded step, in order."""
+    nodes = json.loads(gzip.decompress(path.read_bytes()))["nodes"]
+    by_id = {n["id"]: n for n in nodes}
+    (root,) = [n for n in nodes if n["name"] == step]
+
+    def in_step(n):
+        while n is not None:
+            if n["id"] == root["id"]:
+                return True
+            parent = by_id.get(n["ctrl_deps"])
+            n = parent if parent is not n else None  # (the trace's root is its own parent)
+        return False
+
+    out = []
+    for n in sorted(nodes, key=lambda n: n["id"]):
+        if n["name"] == "c10d::allreduce_" and in_step(n):
+            (shape,) = n["inputs"]["shapes"][0]
+            assert n["inputs"]["types"][0] == "GenericList[Tensor(float)]"
+            out.append(int(np.prod(shape)) * 4)
+    return out
+
+
+def test_ddp_buckets_equal_the_recorded_jobs():
+    """The corpus's DDP job (TinyLM, bucket_cap_mb=0.1, 8 x 32 tokens per rank, 2 ranks): DDP's
+    steady-state buckets, rebuilt in the order gradients became ready, and their all-reduces."""
+    res = capture(_tiny_lm, batch=8, seq=32)
+    w = parallelize(res.trace, Plan(dp=2, bucket_mb=0.1))
+    recorded = [_recorded_all_reduces(DDP_RECORDING.with_name(f"rank{r}.et.json.gz")) for r in (0, 1)]
+    assert recorded[0] == recorded[1] and len(recorded[0]) == 4
+    for r in (0, 1):
+        ours = [s for _, s in _colls(w.traces[r], CollectiveType.ALL_REDUCE)]
+        assert ours == recorded[r]  # count, sizes and order
