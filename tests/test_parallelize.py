@@ -316,3 +316,23 @@ def test_ddp_buckets_equal_the_recorded_jobs():
     for r in (0, 1):
         ours = [s for _, s in _colls(w.traces[r], CollectiveType.ALL_REDUCE)]
         assert ours == recorded[r]  # count, sizes and order
+
+
+def test_a_master_without_its_parameters_is_refused_for_data_parallelism(tiny):
+    """An older capture lists no parameters: DP would get no gradient all-reduces, so it is refused."""
+    import json as _json
+
+    from chakra_trace.schema import proto as pb
+
+    old = tiny.trace.copy()
+    meta = pb.GlobalMetadata()
+    meta.CopyFrom(old.metadata)
+    for a in meta.attr:
+        if a.name == "capture":
+            about = _json.loads(a.string_val)
+            about.pop("parameters", None)
+            a.string_val = _json.dumps(about)
+    old.metadata = meta
+    with pytest.raises(ParallelizeError, match="parameters"):
+        parallelize(old, Plan(dp=2))
+    assert len(parallelize(old, Plan(tp=2))) == 2  # (tensor parallelism needs none)

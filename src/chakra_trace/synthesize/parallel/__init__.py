@@ -89,6 +89,11 @@ def parallelize(master: Trace, plan: Plan) -> Workload:
 
 def parallelize_detailed(master: Trace, plan: Plan) -> Parallelized:
     m = read_master(master)
+    if plan.dp > 1 and not m.params:
+        raise ParallelizeError(
+            "data parallelism needs the master trace's parameters (sizes, gradient producers), which this "
+            "trace does not list: capture it again with this version of `chakra capture`"
+        )
     if m.batch % plan.m:
         raise ParallelizeError(f"the batch of {m.batch} does not split into {plan.m} micro-batches")
     lay = layout(m, plan)
