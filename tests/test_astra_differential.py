@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import json
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
 from chakra_trace.errors import ChakraError
-from chakra_trace.simulate import simulate
-from chakra_trace.simulate.config import MemoryConfig, Network, SystemConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools" / "astra"))
@@ -33,17 +30,7 @@ CAUSES = json.loads((ROOT / "tests/data/astra-sim/sweep_causes.json").read_text(
 
 
 def _ours(case: dict):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return simulate(
-            astra_cases.workload_of(case),
-            Network.from_dict(case["network"]),
-            SystemConfig.from_dict(case["system"]),
-            memory=MemoryConfig.from_dict(case["memory"]) if case.get("memory") else None,
-            comm_groups=case.get("comm_groups"),
-            compat=True,
-            aware=case["backend"] == "aware",
-        )
+    return astra_cases.simulate_case(case)
 
 
 def _param(f: dict):

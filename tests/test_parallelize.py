@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from chakra_trace.simulate.presets import resolve, simulate_on  # noqa: E402
 from chakra_trace.synthesize.parallel import ParallelizeError, Plan, parallelize, parallelize_detailed  # noqa: E402
 from chakra_trace.synthesize.parallel.pp import schedule  # noqa: E402
 from chakra_trace.validate.workload import validate_workload  # noqa: E402
+from test_capture import tiny_lm  # noqa: E402  (the corpus TinyLM, as the DDP job recorded it)
 
 ROOT = Path(__file__).resolve().parent.parent
 GPT = ROOT / "examples" / "models" / "gpt.py"
@@ -269,20 +269,6 @@ def test_cli_writes_ranks_and_groups(tiny, tmp_path, capsys):
 # --------------------------------------------------------------------------- DDP against a recording
 
 
-def _tiny_lm():
-    sys.path.insert(0, str(JOBS))
-    try:
-        import _common
-    finally:
-        sys.path.remove(str(JOBS))
-
-    def inputs(batch: int, seq: int):
-        tokens = torch.randint(0, _common.VOCAB, (batch, seq + 1))
-        return (tokens[:, :-1],), tokens[:, 1:]
-
-    return _common.TinyLM(), inputs, _common.lm_loss
-
-
 def _recorded_all_reduces(path: Path, step: str = "ProfilerStep#2") -> list[int]:
     """Bytes of the gradient all-reduces DDP issued in one recorded step, in order."""
     nodes = json.loads(gzip.decompress(path.read_bytes()))["nodes"]
@@ -309,7 +295,7 @@ def _recorded_all_reduces(path: Path, step: str = "ProfilerStep#2") -> list[int]
 def test_ddp_buckets_equal_the_recorded_jobs():
     """The corpus's DDP job (TinyLM, bucket_cap_mb=0.1, 8 x 32 tokens per rank, 2 ranks): DDP's
     steady-state buckets, rebuilt in the order gradients became ready, and their all-reduces."""
-    res = capture(_tiny_lm, batch=8, seq=32)
+    res = capture(tiny_lm, batch=8, seq=32)
     w = parallelize(res.trace, Plan(dp=2, bucket_mb=0.1))
     recorded = [_recorded_all_reduces(DDP_RECORDING.with_name(f"rank{r}.et.json.gz")) for r in (0, 1)]
     assert recorded[0] == recorded[1] and len(recorded[0]) == 4

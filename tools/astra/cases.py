@@ -449,3 +449,23 @@ def cause_of(case: dict) -> str:
     if multidim:
         return "multidim"
     return "other"
+
+
+def simulate_case(case: dict):
+    """`--compat astra` on a case (its workload rebuilt), warnings silenced: the SimResult."""
+    import warnings
+
+    from chakra_trace.simulate import simulate
+    from chakra_trace.simulate.config import MemoryConfig, Network, SystemConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return simulate(
+            workload_of(case),
+            Network.from_dict(case["network"]),
+            SystemConfig.from_dict(case["system"]),
+            memory=MemoryConfig.from_dict(case["memory"]) if case.get("memory") else None,
+            comm_groups=case.get("comm_groups"),
+            compat=True,
+            aware=case["backend"] == "aware",
+        )

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import cases as C
@@ -93,22 +92,9 @@ def _last_words(out: str) -> str:
 
 def run_ours(case: dict) -> dict:
     """Our simulator in-process, ASTRA-sim compatibility mode."""
-    from chakra_trace.simulate import simulate
-    from chakra_trace.simulate.config import MemoryConfig, Network, SystemConfig
-
     t0 = time.perf_counter()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            r = simulate(
-                C.workload_of(case),
-                Network.from_dict(case["network"]),
-                SystemConfig.from_dict(case["system"]),
-                memory=MemoryConfig.from_dict(case["memory"]) if case.get("memory") else None,
-                comm_groups=case.get("comm_groups"),
-                compat=True,
-                aware=case["backend"] == "aware",
-            )
+        r = C.simulate_case(case)
     except Exception as e:  # (any refusal or bug is an outcome of its own)
         return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"}
     return {
