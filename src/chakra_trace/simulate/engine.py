@@ -69,9 +69,20 @@ class Engine:
         return self._queue[0][0] if self._queue else None
 
     def more_now(self) -> bool:
-        """Whether another event is waiting at the current time (one that wants to run after
-        everything else at this instant reschedules itself while this holds)."""
+        """Whether another event is waiting at the current time."""
         return bool(self._queue) and self._queue[0][0] == self.now
+
+    def settled(self, callback: Callable[..., Any], *args: Any) -> None:
+        """Run callback(*args) at the current time once nothing else is left to run at it
+        (what gathers the requests of one instant: they are all in by then)."""
+
+        def when_settled() -> None:
+            if self.more_now():
+                self.at(self.now, when_settled)
+            else:
+                callback(*args)
+
+        self.at(self.now, when_settled)
 
     def run(self) -> int:
         """Run until no event is left; returns the time of the last one."""

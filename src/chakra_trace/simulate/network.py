@@ -24,8 +24,6 @@ import numpy as np
 from ..errors import ChakraError
 from .config.values import MAX_NS
 
-GIB_PER_GB = 2**30 / 1e9  # ASTRA-sim reads "GB/s" as GiB/s
-
 
 class ClockOverflow(ChakraError):
     """A simulated time past the int64-ns clock: refused rather than wrapped to garbage."""
@@ -244,33 +242,36 @@ class Fabric:
         src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
         if not self.exclusive(src, dst):
             return None
-        nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).ravel()
-        total = np.zeros(src.size, np.int64)
-        for ms, _link, dim in self._path(src, dst):
-            total[ms] += as_ns(np.floor(self.lat[dim] + nb[ms] / self.bw[dim]), "a message's hop")
+        total = self._walk(src, dst, nbytes)[3]
         return int(total[0]) if total.size and int(total.min()) == int(total.max()) else None
 
-    def _layout(self, src, dst, nbytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each link of a batch's routes (free, uncontended), when it is free again after the
-        batch's send time, and how long it is busy."""
+    def run_layout(self, src, dst, nbytes) -> tuple:
+        """What `open_run` needs of a batch (`alone_cost`): its links, when each is free again
+        and how long busy after the send time, and its later hops' start (`run_late`)."""
+        links, ends, busys, _total, later = self._walk(src, dst, nbytes)
+        return links, ends, busys, later
+
+    def _walk(self, src, dst, nbytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+        """A batch on free, uncontended links, hop by hop: each link of its routes, when it is
+        free again after the send time and how long it is busy; each message's time to its
+        destination; and when the latest of its later hops starts (-1: one hop each)."""
         src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
         nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).ravel()
         at = np.zeros(src.size, np.int64)
         links, ends, busys = [], [], []
-        for ms, link, dim in self._path(src, dst):
+        later = -1
+        for k, (ms, link, dim) in enumerate(self._path(src, dst)):
+            if k:
+                later = max(later, int(at[ms].max(initial=0)))
             busy = as_ns(np.floor(nb[ms] / self.bw[dim]), "a message's time on a link")
             links.append(link)
             ends.append(at[ms] + busy)
             busys.append(busy)
             at[ms] += as_ns(np.floor(self.lat[dim] + nb[ms] / self.bw[dim]), "a message's hop")
         if not links:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate(links), np.concatenate(ends), np.concatenate(busys)
-
-    def run_layout(self, src, dst, nbytes) -> tuple:
-        """What `open_run` needs of a batch (`alone_cost`): its links, when each is free again
-        and how long busy after the send time, and its later hops' start (`run_late`)."""
-        return (*self._layout(src, dst, nbytes), self._late_hop(src, dst, nbytes))
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty, at, later
+        return np.concatenate(links), np.concatenate(ends), np.concatenate(busys), at, later
 
     def open_run(self, layout: tuple, t: int) -> int | None:
         """Start adding copies of a batch (`run_layout`) one by one at their times (`step_run`)
@@ -288,17 +289,6 @@ class Fabric:
         """How long after a copy's send time its messages still take links (their later hops):
         anything that reaches the links before then would go first (-1: one hop each)."""
         return int(self._runs[rid][6])
-
-    def _late_hop(self, src, dst, nbytes) -> int:
-        src, dst = np.asarray(src, np.int64).ravel(), np.asarray(dst, np.int64).ravel()
-        nb = np.broadcast_to(np.asarray(nbytes, float), src.shape).ravel()
-        at = np.zeros(src.size, np.int64)
-        later = -1
-        for k, (ms, _link, dim) in enumerate(self._path(src, dst)):
-            if k:
-                later = max(later, int(at[ms].max(initial=0)))
-            at[ms] += as_ns(np.floor(self.lat[dim] + nb[ms] / self.bw[dim]), "a message's hop")
-        return later
 
     def step_run(self, rid: int, t: int, copies: int = 1) -> bool:
         """Add the copy sent at `t` (and `copies - 1` before it, with nothing else priced

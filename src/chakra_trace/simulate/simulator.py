@@ -13,7 +13,7 @@ from ..intervals import busy
 from ..io.memory import available_bytes
 from ..io.workload import Workload, read_comm_groups
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
-from ..schema.groups import declared_groups
+from ..schema.groups import ALL_RANKS_GROUPS, declared_groups
 from ..schema.resources import ACCEL, comm_mask, compute_mask
 from ..schema.trace import Trace
 from ..validate import fix_trace
@@ -231,6 +231,7 @@ class Simulator:
             bounds = np.flatnonzero(np.r_[True, classes[order][1:] != classes[order][:-1]])
             self.members = np.split(order, bounds[1:])  # NPUs of each class, the first stands for them
             ranks = [int(m[0]) for m in self.members]
+            self.first = np.array(ranks, np.int64)[classes]  # the NPU that stands for each NPU
         t = self.traces
         self.npus_state = [Npu(r, t[r], self.static[id(t[r])], self, self.offsets.get(r, 0)) for r in ranks]
         self._state = {u.rank: u for u in self.npus_state}
@@ -241,7 +242,7 @@ class Simulator:
 
     def state(self, rank: int) -> Npu:
         """The simulated NPU that stands for `rank` (itself unless NPUs share a class)."""
-        return self._state[rank if self.cls is None else int(self.members[self.cls[rank]][0])]
+        return self._state[rank if self.cls is None else int(self.first[rank])]
 
     def _classes(self) -> np.ndarray | None:
         """NPUs that run one trace object, as classes (an index per NPU), when each class must
@@ -261,7 +262,7 @@ class Simulator:
             coll = np.flatnonzero(t.types == NodeType.COMM_COLL_NODE)
             named = t.has(Attr.PG_NAME)[coll]
             for pg in {t.groups[int(c)] for c in t.pg_name[coll[named]].tolist()}:
-                if pg not in ("", "0") and pg in self.groups and list(self.groups[pg]) != everyone:
+                if pg not in ALL_RANKS_GROUPS and pg in self.groups and list(self.groups[pg]) != everyone:
                     return None
         return cls
 
@@ -370,7 +371,7 @@ class Simulator:
                 self.engine.after(int(npu.dur[r]), npu.complete, r)
             else:  # accesses asked for at one instant queue in NPU order (`_queue_memory`)
                 if not self._mem_asked:
-                    self.engine.at(self.engine.now, self._queue_memory)
+                    self.engine.settled(self._queue_memory)
                 self._mem_asked.append((npu.rank, port, npu, r))
         elif typ in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             self.engine.after(int(npu.dur[r]), npu.complete, r)
@@ -380,9 +381,6 @@ class Simulator:
     def _queue_memory(self) -> None:
         """Remote-memory accesses asked for at this instant join their port's queue in NPU
         order, once nothing else is left to run at this instant."""
-        if self.engine.more_now():
-            self.engine.at(self.engine.now, self._queue_memory)
-            return
         asked, self._mem_asked = sorted(self._mem_asked, key=lambda a: a[0]), []
         for _rank, port, npu, r in asked:
             start = max(self.engine.now, self._mem_free.get(port, 0))
@@ -399,7 +397,7 @@ class Simulator:
                 m = self.members[self.cls[rank]]
                 start[m], took[m] = when, int(self._state[rank].dur[row])
             if inst.splits and len(inst.splits) < n:
-                inst.splits = {r: inst.splits[int(self.members[self.cls[r]][0])] for r in range(n)}
+                inst.splits = {r: inst.splits[f] for r, f in enumerate(self.first.tolist())}
         else:
             ranks = np.array(sorted(issued), np.int64)
             start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
@@ -429,7 +427,7 @@ class Simulator:
             done(self.coll.run(plan, ranks, start, policy))
         elif inst.members is not None:
             if not self._together:  # priced with the other groups' collectives of this instant
-                self.engine.at(self.engine.now, self._run_together)
+                self.engine.settled(self._run_together)
             self._together.append((plan, ranks, start, done))
         else:  # every step priced when it is sent, with everything else in flight
             self.stepper.run(plan, ranks, start, policy, done)
@@ -482,9 +480,6 @@ class Simulator:
         """Run the group collectives issued at this instant once nothing else happens at it:
         on a congestion-aware network, those of disjoint groups share the links step by step
         (`Collectives.run_together`) rather than one collective after the other."""
-        if self.engine.more_now():
-            self.engine.at(self.engine.now, self._run_together)
-            return
         batch, self._together = self._together, []
         policy = getattr(self.system, "scheduling_policy", "LIFO")
         self.coll.run_together(
@@ -594,11 +589,10 @@ class Simulator:
                 cols[k][npu.rank] = tot[k]
             nodes[npu.rank] = (npu.start, npu.end, npu.kind)
         if self.cls is not None:  # every NPU did what its class's first NPU did
-            first = np.array([int(m[0]) for m in self.members])[self.cls]
             for k in cols:
-                cols[k] = cols[k][first]
-            nodes = {r: nodes[int(f)] for r, f in enumerate(first.tolist())}
-            names = {r: names[int(f)] for r, f in enumerate(first.tolist())}
+                cols[k] = cols[k][self.first]
+            nodes = {r: nodes[f] for r, f in enumerate(self.first.tolist())}
+            names = {r: names[f] for r, f in enumerate(self.first.tolist())}
         exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]
         return SimResult(
             finish_ns=cols["finish"],
