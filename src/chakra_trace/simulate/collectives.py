@@ -40,8 +40,6 @@ reduce-scatter-block a reduce-scatter's. All-to-allv (an all-to-all whose nodes 
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -379,17 +377,15 @@ class Collectives:
         plans: list[Plan],
         npus: list[np.ndarray],
         starts: list[np.ndarray],
-        policy: str = "LIFO",
-        stepper=None,
-        thens=None,
-    ) -> list[np.ndarray]:
-        """`run` for collectives of communicator groups issued at one instant. Those of disjoint
+        policy: str,
+        stepper,
+        thens: list,
+    ) -> None:
+        """Collectives of communicator groups issued at one instant, on the congestion-aware
+        network (`inflight.Runner`), `thens[i]` getting collective i's finish. Those of disjoint
         groups with the same phases run as one plan with their rows stacked, so their messages
         meet on the links within each step (ASTRA-sim's network interleaves them message by
-        message); any other runs alone. With a `stepper` (congestion-aware) they all run on the
-        engine at once (`inflight.Runner`), `thens[i]` getting collective i's finish; else one after the
-        other, the finishes returned."""
-        out: list[np.ndarray | None] = [None] * len(plans)
+        message); any other runs alone."""
         alike: dict[tuple, list[int]] = {}
         for i, pl in enumerate(plans):
             groups_only = all(ph.dim < 0 and ph.matrix is None for ph in pl.phases) and pl.phases
@@ -399,10 +395,7 @@ class Collectives:
             ids = np.concatenate([npus[i] for i in idx])
             if len(idx) == 1 or np.unique(ids).size < ids.size:
                 for i in idx:
-                    if stepper is None:
-                        out[i] = self.run(plans[i], npus[i], starts[i], policy)
-                    else:
-                        stepper.run(plans[i], npus[i], starts[i], policy, thens[i])
+                    stepper.run(plans[i], npus[i], starts[i], policy, thens[i])
                 continue
             first = plans[idx[0]]
             phases = [
@@ -413,18 +406,10 @@ class Collectives:
 
             def split(both: np.ndarray, idx: list[int] = idx, cuts: np.ndarray = cuts) -> None:
                 for i, part in zip(idx, np.split(both, cuts)):
-                    if thens is None:
-                        out[i] = part
-                    else:
-                        thens[i](part)
+                    thens[i](part)
 
             stacked = Plan(first.ctype, first.nbytes, first.chunks, phases)
-            start = np.concatenate([starts[i] for i in idx])
-            if stepper is None:
-                split(self.run(stacked, ids, start, policy))
-            else:
-                stepper.run(stacked, ids, start, policy, split)
-        return [o for o in out if o is not None]
+            stepper.run(stacked, ids, np.concatenate([starts[i] for i in idx]), policy, split)
 
     def _phase(self, ph: Phase, T: np.ndarray) -> np.ndarray:
         """Member times after one phase of one chunk (T: groups x p, when each member starts)."""
@@ -539,7 +524,7 @@ class Collectives:
         n = st.repeat
         T1 = self._once(ph, T, st)
         n -= 1
-        if n and self.shortcuts and st.kind == SHIFT and _uniform(T) and _uniform(T1) and not self.f.aware:
+        if n and self.shortcuts and st.kind == SHIFT and _uniform(T) and _uniform(T1):
             self.closed_form_steps += n
             return check_clock(T1 + n * (T1 - T), "a collective's end")
         for _ in range(n):
@@ -619,8 +604,8 @@ class Collectives:
         all-reduce's second half waits until p-1 receives completed: from then each packet
         handed on sends up to `window` messages, those it holds. A member ends with the last
         packet handed on. Message k's send time depends only on receives completed before it:
-        without congestion the messages are priced in order, every member at once; with it,
-        event by event (`_window_events`), as the links serve them in time order."""
+        without congestion the messages are priced in order, every member at once. (The
+        congestion-aware model runs on the event loop, `inflight`, which has no window yet.)"""
         g, p = ph.members.shape
         n, op = window, ph.op
         w = 2 * (p - 1) if op == AR else p - 1
@@ -631,8 +616,6 @@ class Collectives:
         processed = (pos >= n) & ((op == RS) | ((op == AR) & (cycle % 2 == 0)))
         add = delta + np.where(processed, self._reduce(m), 0)  # when the q-th receive hands its packet on
         dist = np.arange(w) % (p - 1) + 1
-        if self.f.aware:
-            return self._window_events(ph, T, n, m, add, w)
         src = np.broadcast_to(np.arange(p)[:, None], (p, w))
         dst = (src + dist[None, :]) % p
         cost = self.f.delay(ph.members[:, src], ph.members[:, dst], np.full(src.shape, m))  # (g, p, w)
@@ -672,89 +655,6 @@ class Collectives:
             done = np.sort(np.concatenate([done, got[:, :, None]], axis=2), axis=2, kind="stable")  # two runs
         end = np.broadcast_to((done + add).max(axis=2), T.shape)
         return check_clock(np.maximum(T, end), "a collective's end")
-
-    def _window_events(self, ph: Phase, T: np.ndarray, n: int, m: float, add: np.ndarray, w: int) -> np.ndarray:
-        """`_direct_window` on the congestion-aware network, one event at a time: a member's
-        packets handed on (the first `n` at T, then one per completed receive, `add[q]` after
-        the q-th) send its messages; each message crosses its links in time order (a link
-        serves the earliest arrival first, ties in event order)."""
-        g, p = ph.members.shape
-        f = self.f
-        members = ph.members.ravel()
-        route: list[list[list[tuple[int, int, int]]]] = []  # per message k, per member: (link, busy, hop)
-        for k in range(p - 1):
-            dst = np.roll(ph.members, -(k + 1), axis=1).ravel()
-            hops: list[list[tuple[int, int, int]]] = [[] for _ in members]
-            for ms, link, dim in f._path(members, dst):
-                busy = as_ns(np.floor(m / f.bw[dim]), "a message's time on a link")
-                hop = as_ns(np.floor(f.lat[dim] + m / f.bw[dim]), "a message's hop")
-                for x, lk, b, h in zip(ms.tolist(), link.tolist(), busy.tolist(), hop.tolist()):
-                    hops[x].append((lk, b, h))
-            route.append(hops)
-        free, busy_total = f.link_free, f.link_busy
-        size = g * p
-        row_of = np.arange(size) // p
-        col_of = np.arange(size) % p
-        sent, received, spare = [0] * size, [0] * size, [0] * size
-        posted: list[dict[int, int]] = [{} for _ in range(size)]  # message k -> when its receive was posted
-        arrived: list[dict[int, int]] = [{} for _ in range(size)]
-        end = [0] * size
-        events: list[tuple[int, int, int, int, int, int]] = []  # (time, seq, kind, member, message, hop)
-        seq = itertools.count()
-        GENERAL, HOP, DONE = 0, 1, 2
-        for x in range(size):
-            for _ in range(n):
-                heapq.heappush(events, (int(T.flat[x]), next(seq), GENERAL, x, 0, 0))
-
-        def complete(x: int, t: int) -> None:  # a receive completed: its packet is handed on later
-            received[x] += 1
-            heapq.heappush(events, (t + int(add[received[x] - 1]), next(seq), GENERAL, x, 0, 0))
-
-        def enter(x: int, k: int, h: int, t: int) -> None:  # message k of x at its h-th link (or there)
-            path = route[k % (p - 1)][x]
-            if h < len(path):
-                lk, b, cost = path[h]
-                start = max(t, int(free[lk]))
-                free[lk] = start + b
-                busy_total[lk] += b
-                heapq.heappush(events, (start + cost, next(seq), HOP, x, k, h + 1))
-                return
-            r = int(row_of[x]) * p + (int(col_of[x]) + k % (p - 1) + 1) % p  # the receiver
-            if k in posted[r]:
-                complete(r, t)
-            else:
-                arrived[r][k] = t
-
-        def ready(x: int, t: int) -> None:  # send the next message (and post its receive), if any
-            if sent[x] >= w or spare[x] <= 0 or n + received[x] - sent[x] <= 0:
-                return
-            k = sent[x]
-            sent[x] += 1
-            spare[x] -= 1
-            enter(x, k, 0, t)
-            posted[x][k] = t
-            if k in arrived[x]:  # already there: completes as a new event at this time
-                heapq.heappush(events, (t, next(seq), DONE, x, k, 0))
-
-        while events:
-            t, _, kind, x, k, h = heapq.heappop(events)
-            if kind == GENERAL:
-                spare[x] += 1
-                if ph.op == AR and w - sent[x] <= p - 1:
-                    if received[x] < p - 1:
-                        continue
-                    for _ in range(n):
-                        ready(x, t)
-                else:
-                    ready(x, t)
-                if sent[x] == w and spare[x] == n:
-                    end[x] = t
-            elif kind == HOP:
-                enter(x, k, h, t)
-            else:
-                complete(x, t)
-        done = np.asarray(end, np.int64).reshape(g, p)
-        return check_clock(np.maximum(T, done), "a collective's end")
 
     def _binary_tree(self, ph: Phase, T: np.ndarray) -> np.ndarray:
         """compat doubleBinaryTree: ASTRA-sim's DoubleBinaryTreeAllReduce on this chunk's tree
