@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
-from ..schema.groups import group_rows
+from ..schema.groups import collective_instances
 from ..schema.trace import Trace
 
 # bus bandwidth = algorithm bandwidth x factor(n), as NCCL's tests report it
@@ -159,12 +159,7 @@ class ImbalanceReport:
 
 def _instances(workload):
     """(group, index) -> {rank: row} for every group the workload's collectives use."""
-    out: dict[tuple[str, int], dict[int, int]] = {}
-    for g in workload.all_groups():
-        for rank in workload.ranks:
-            for k, row in enumerate(group_rows(workload.traces[rank], g).tolist()):
-                out.setdefault((g, k), {})[rank] = row
-    return out
+    return collective_instances(workload.traces, workload.all_groups())
 
 
 def collective_stats(workload) -> CollectiveStats:

@@ -28,7 +28,7 @@ from ..errors import ChakraError
 from ..io.workload import Workload, write_comm_groups
 from ..schema.edit import drop_nodes
 from ..schema.enums import Attr, NodeType
-from ..schema.groups import ALL_RANKS_GROUPS, declared_groups, group_rows
+from ..schema.groups import ALL_RANKS_GROUPS, collective_instances, declared_groups, group_rows
 from ..schema.trace import Trace
 
 
@@ -98,15 +98,13 @@ def without_metadata(t: Trace) -> tuple[Trace, int]:
 def uneven_collectives(workload: Workload) -> list[dict]:
     """Collectives (matched by group and position in its issue order) whose `comm_size` differs
     across the ranks that issue them: {group, index, name, sizes: {rank: bytes}}."""
-    seen: dict[tuple[str, int], dict] = {}
-    for rank, t in sorted(workload.traces.items()):
-        for name in dict.fromkeys(t.groups[c] for c in np.unique(t.pg_name[t.has(Attr.PG_NAME)]).tolist()) | {"": None}:
-            for k, row in enumerate(group_rows(t, name).tolist()):
-                entry = seen.setdefault(
-                    (name, k), {"group": name, "index": k, "name": t.names[t.name_codes[row]], "sizes": {}}
-                )
-                entry["sizes"][rank] = int(t.comm_size[row])
-    return [e for e in seen.values() if len(set(e["sizes"].values())) > 1]
+    out = []
+    for (group, k), rows in collective_instances(workload.traces, workload.all_groups()).items():
+        sizes = {rank: int(workload.traces[rank].comm_size[row]) for rank, row in sorted(rows.items())}
+        if len(set(sizes.values())) > 1:
+            t, row = workload.traces[min(rows)], rows[min(rows)]
+            out.append({"group": group, "index": k, "name": t.names[t.name_codes[row]], "sizes": sizes})
+    return out
 
 
 def _even(t: Trace, rank: int, uneven: list[dict]) -> Trace:

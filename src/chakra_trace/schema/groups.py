@@ -45,6 +45,17 @@ def group_rows(t: Trace, group: str) -> np.ndarray:
     return rows
 
 
+def collective_instances(traces: dict[int, Trace], groups: Iterable[str]) -> dict[tuple[str, int], dict[int, int]]:
+    """(group, index) -> {rank: row}: the k-th collective each rank issues on a group
+    (`group_rows`) is one instance across the ranks."""
+    out: dict[tuple[str, int], dict[int, int]] = {}
+    for g in groups:
+        for rank in sorted(traces):
+            for k, row in enumerate(group_rows(traces[rank], g).tolist()):
+                out.setdefault((g, k), {})[rank] = row
+    return out
+
+
 def uses_group(t: Trace, pg_name: str) -> bool:
     """Whether any node of the trace names the group."""
     return pg_name in t.groups and bool(np.any(t.has(Attr.PG_NAME) & (t.pg_name == t.groups.index(pg_name))))
