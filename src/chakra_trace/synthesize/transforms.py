@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from ..convert.rank_graph import name_mask
 from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.devices import device_spec
@@ -39,8 +40,7 @@ def _matching(t: Trace, pattern: str | None) -> np.ndarray:
         rx = re.compile(pattern)
     except re.error as e:
         raise ChakraError(f"op name pattern {pattern!r}: {e}") from None
-    hits = np.array([bool(rx.search(n)) for n in t.names], bool)
-    return hits[t.name_codes] if len(t.names) else np.zeros(len(t), bool)
+    return name_mask(t.names, t.name_codes, rx.search)
 
 
 def _compute(t: Trace) -> np.ndarray:
@@ -140,19 +140,17 @@ def fuse_ops(w: Workload, match: str) -> Workload:
         order = g.order(partial=True)  # (parents first, whatever the ids)
         for r in order[joins[order]].tolist():
             head[r] = head[parent[r]]
+        heads = np.unique(head[joins])
         out = t.copy()
-        for col, has in (("duration", None), (Attr.NUM_OPS, Attr.NUM_OPS), (Attr.TENSOR_SIZE, Attr.TENSOR_SIZE)):
-            vals = getattr(t, col).astype(np.float64)
-            summed = np.bincount(head, weights=vals, minlength=len(t))
+        for col in ("duration", Attr.NUM_OPS, Attr.TENSOR_SIZE):
+            summed = np.bincount(head, weights=getattr(t, col).astype(np.float64), minlength=len(t))
             new = getattr(out, col).copy()
-            heads = np.unique(head[joins])
             new[heads] = summed[heads].astype(new.dtype)
             setattr(out, col, new)
-            if has is not None and heads.size:
-                present = np.bincount(head, weights=t.has(has).astype(np.float64), minlength=len(t)) > 0
-                out.set_attr(has, new[heads[present[heads]]], heads[present[heads]])
+            if col != "duration" and heads.size:  # (an attribute: present where a chain member had it)
+                present = np.bincount(head, weights=t.has(col).astype(np.float64), minlength=len(t)) > 0
+                out.set_attr(col, new[heads[present[heads]]], heads[present[heads]])
         count = np.bincount(head, minlength=len(t))
-        heads = np.unique(head[joins])
         names = list(out.names)
         codes = out.name_codes.copy()
         for r in heads.tolist():  # the fused node says what it holds
