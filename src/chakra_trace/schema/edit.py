@@ -49,7 +49,7 @@ def drop_nodes(t: Trace, drop: np.ndarray) -> Trace:
         for r in np.unique(owner[hit]).tolist():
             deps: list[int] = []
             for d in flat[indptr[r] : indptr[r + 1]].tolist():
-                deps += inherit.get(d) or resolve(d) if d in removed else [d]
+                deps += (inherit[d] if d in inherit else resolve(d)) if d in removed else [d]
             parts[r] = list(dict.fromkeys(deps))
             counts[r] = len(parts[r])
         new_indptr = np.zeros(len(kept) + 1, np.int64)
