@@ -17,14 +17,6 @@ if TYPE_CHECKING:
 ALL_RANKS_GROUPS = ("", "0")  # pg_name values that mean "every rank"
 
 
-def extra_column(t: Trace, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:
-    """`t.attr_array(name, dtype)`, decoded once per trace while its columns stay the same: checks
-    that ask per communicator group (hundreds of groups on a 1,024-rank job) reuse it."""
-    return t._cached(
-        ("attr_array", name, dtype), ("extra", "extra_indptr", "present"), lambda: t.attr_array(name, dtype)
-    )
-
-
 def group_rows(t: Trace, group: str) -> np.ndarray:
     """Rows of the typed collectives a rank issues on a group ("" = unnamed), in issue order:
     by `comm_seq` where the trace has it, else in trace order."""
@@ -39,7 +31,7 @@ def group_rows(t: Trace, group: str) -> np.ndarray:
     else:
         m = np.zeros(len(t), bool)
     rows = np.flatnonzero(m)
-    seq, has = extra_column(t, Attr.COMM_SEQ, np.int64)
+    seq, has = t.attr_column(Attr.COMM_SEQ, np.int64)
     if has[rows].any():
         rows = rows[np.lexsort((rows, np.where(has[rows], seq[rows], np.iinfo(np.int64).max)))]
     return rows

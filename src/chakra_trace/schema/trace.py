@@ -313,6 +313,13 @@ class Trace:
             return vals, self.has(name)
         return codec.extra_attr_array(self, name, dtype)
 
+    def attr_column(self, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:
+        """`attr_array`, decoded once while the trace's attributes stay the same (for checks that
+        ask per communicator group: hundreds of groups on a 1,024-rank job). Read-only arrays."""
+        return self._cached(
+            ("attr_array", name, dtype), ("extra", "extra_indptr", "present"), lambda: self.attr_array(name, dtype)
+        )
+
     # ------------------------------------------------------------------ summaries
     def node_type_counts(self) -> dict[str, int]:
         vals, counts = np.unique(self.types, return_counts=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
-from ..schema.groups import extra_column, group_rows
+from ..schema.groups import group_rows
 from ..schema.trace import Trace
 from .checks import validate_trace
 from .report import ERROR, SAMPLE, WARNING, Issue, ValidationReport, count_noun, sample_ids
@@ -31,7 +31,7 @@ def _collective_seq(t: Trace, group: str) -> tuple[np.ndarray, np.ndarray, np.nd
     not every backend records the split sizes that would tell it from an even one."""
     m = group_rows(t, group)
     size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)
-    split = extra_column(t, "in_split_size")[1] | extra_column(t, "out_split_size")[1]
+    split = t.attr_column("in_split_size")[1] | t.attr_column("out_split_size")[1]
     size = np.where(split | (t.comm_type == CollectiveType.ALL_TO_ALL), VARIES, size)
     return t.comm_type[m].astype(np.int64), size[m].astype(np.int64), t.ids[m]
 
