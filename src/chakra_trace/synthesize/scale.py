@@ -46,7 +46,7 @@ def data_parallel(workload: Workload, npus: int) -> Workload:
     traces = {}
     for n in range(npus):
         t = workload.traces[n % R]
-        traces[n] = _shift_peers(t, n - n % R) if n >= R and _p2p_rows(t).any() else t
+        traces[n] = with_peers(t, n - n % R) if n >= R and _p2p_rows(t).any() else t
     return Workload(traces, groups)
 
 
@@ -69,12 +69,14 @@ def _check_peers(t: Trace, rank: int, R: int) -> None:
             )
 
 
-def _shift_peers(t: Trace, offset: int) -> Trace:
-    """`t` with its send/receive peers moved `offset` NPUs on; every other column shared."""
+def with_peers(t: Trace, base: int, stride: int = 1, groups: list[str] | None = None) -> Trace:
+    """`t` with each send/receive peer p made base + stride * p (and its communicator names
+    `groups`, when given); every other column shared with `t`."""
     p2p = _p2p_rows(t)
     cols = {k: getattr(t, k) for k in Trace._ARRAYS}
     for attr in (Attr.COMM_SRC, Attr.COMM_DST):
         col = getattr(t, attr)
         m = p2p & t.has(attr)
-        cols[attr] = np.where(m, col.astype(np.int64) + offset, col).astype(col.dtype)
-    return Trace(len(t), metadata=t.metadata, names=t.names, groups=t.groups, placed=t.placed, **cols)
+        cols[attr] = np.where(m, base + stride * col.astype(np.int64), col).astype(col.dtype)
+    names = t.groups if groups is None else groups
+    return Trace(len(t), metadata=t.metadata, names=t.names, groups=names, placed=t.placed, **cols)

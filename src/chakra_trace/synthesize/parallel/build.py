@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ...schema.builder import TraceBuilder
-from ...schema.enums import Attr, CollectiveType, NodeType
+from ...schema.enums import CollectiveType, NodeType
 from ...schema.trace import Trace
+from ..scale import with_peers
 from .dp import Bucket, buckets, fsdp_units
 from .layout import Layout
 from .master import BWD, FWD, OPT
@@ -272,17 +271,7 @@ def _part(v: int, mb: int, M: int) -> int:
 def rank_trace(template: Trace, groups: dict[str, str], peer_base: int, peer_stride: int) -> Trace:
     """`template` for one rank: placeholder groups renamed, peers' stages made ranks
     (rank = peer_base + peer_stride * stage); every other column shared with the template."""
-    names = [groups.get(g, g) for g in template.groups]
-    cols = {k: getattr(template, k) for k in Trace._ARRAYS}
-    p2p = (template.types == NodeType.COMM_SEND_NODE) | (template.types == NodeType.COMM_RECV_NODE)
-    if p2p.any():
-        for attr in (Attr.COMM_SRC, Attr.COMM_DST):
-            col = getattr(template, attr)
-            mask = p2p & template.has(attr)
-            cols[attr] = np.where(mask, peer_base + peer_stride * col.astype(np.int64), col).astype(col.dtype)
-    return Trace(
-        len(template), metadata=template.metadata, names=template.names, groups=names, placed=template.placed, **cols
-    )
+    return with_peers(template, peer_base, peer_stride, [groups.get(g, g) for g in template.groups])
 
 
 __all__ = ["StageBuilder", "StageStats", "rank_trace", "TP", "DP"]
