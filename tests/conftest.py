@@ -28,3 +28,16 @@ def ddp_pair():
                 for r in (0, 1)
             }
         )
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """`chakra ARGV` in this process: (exit status, stdout, stderr); a command's own exit status
+    (validate: 1 on errors) is returned, not raised."""
+    from chakra_trace.cli import main
+
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return rc, out.out, out.err

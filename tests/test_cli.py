@@ -13,7 +13,7 @@ import pytest
 
 from chakra_trace.cli import cli, main
 from chakra_trace.simulate.presets import PRESETS
-from conftest import DATA
+from conftest import DATA, run_cli
 
 
 def _walk(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
@@ -75,15 +75,6 @@ def bad_inputs(tmp_path):
     }
 
 
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # a command's own exit status (validate: 1 on errors)
-        rc = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 def test_the_walk_finds_every_command():
     assert {"info", "simulate", "analyze breakdown", "convert pytorch", "collect", "bench compare"} <= set(IDS)
     assert len(IDS) >= 25
@@ -93,7 +84,7 @@ def test_the_walk_finds_every_command():
 @pytest.mark.parametrize(("path", "cmd"), COMMANDS, ids=IDS)
 def test_bad_input_is_one_line_and_exit_2(path, cmd, kind, bad_inputs, tmp_path, capsys):
     argv = _argv(path, cmd, bad_inputs[kind], tmp_path)
-    rc, out, err = _run(argv, capsys)
+    rc, out, err = run_cli(argv, capsys)
     lines = err.splitlines()
     assert rc == 2, (argv, rc, err)
     assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) > len("error: "), (argv, err)
@@ -101,7 +92,7 @@ def test_bad_input_is_one_line_and_exit_2(path, cmd, kind, bad_inputs, tmp_path,
 
 
 def test_a_usage_error_is_one_line_naming_the_help(capsys):
-    rc, _, err = _run(["info", "--no-such-option"], capsys)
+    rc, _, err = run_cli(["info", "--no-such-option"], capsys)
     assert rc == 2
     (line,) = err.splitlines()
     assert line.startswith("error: No such option") and "--no-such-option" in line
@@ -115,7 +106,7 @@ def test_a_bug_is_one_line_and_says_how_to_see_more(monkeypatch, capsys, tmp_pat
         raise KeyError("oops")
 
     monkeypatch.setattr(info_mod, "open_workload", boom)
-    rc, _, err = _run(["info", str(tmp_path)], capsys)
+    rc, _, err = run_cli(["info", str(tmp_path)], capsys)
     assert rc == 2
     assert err.splitlines() == ["error: internal error: KeyError: 'oops' (run with --debug for the traceback)"]
     with pytest.raises(KeyError):
@@ -145,7 +136,7 @@ def test_a_pytorch_host_trace_says_how_to_convert_it(command, tmp_path, capsys):
     extra["graph"] = ["-o", str(tmp_path / "g.dot")]
     extra["to-json"] = [str(tmp_path / "t.json")]
     extra["report"] = ["-o", str(tmp_path / "r.html")]
-    rc, _, err = _run([*command, str(host), *extra.get(command[0], [])], capsys)
+    rc, _, err = run_cli([*command, str(host), *extra.get(command[0], [])], capsys)
     assert rc == 2
     (line,) = err.splitlines()
     assert "a PyTorch host execution trace" in line
@@ -156,7 +147,7 @@ def test_a_kineto_trace_says_what_it_is(tmp_path, capsys):
     k = tmp_path / "trace.json"
     with gzip.open(DATA / "kineto" / "ddp_rank0.kineto.json.gz") as f:
         k.write_bytes(f.read())
-    rc, _, err = _run(["info", str(k)], capsys)
+    rc, _, err = run_cli(["info", str(k)], capsys)
     assert rc == 2
     (line,) = err.splitlines()
     assert "a Kineto (PyTorch profiler) trace" in line and "chakra convert pytorch HOST_TRACE.json" in line
@@ -203,7 +194,7 @@ def test_old_spellings_still_work_hidden(tmp_path, capsys):
         for p, c in COMMANDS
     }
     assert "--out" in hidden["collect"] and "--workload" in hidden["simulate"]
-    rc, _, err = _run(["collect", "--out", str(tmp_path / "a"), "-o", str(tmp_path / "b"), "--", "true"], capsys)
+    rc, _, err = run_cli(["collect", "--out", str(tmp_path / "a"), "-o", str(tmp_path / "b"), "--", "true"], capsys)
     assert rc == 2 and "give the output folder once" in err
 
 
@@ -224,7 +215,7 @@ def demo_job(tmp_path_factory):
 
 
 def test_simulate_takes_the_workload_positionally_and_a_preset(demo_job, capsys):
-    rc, out, _ = _run(["simulate", str(demo_job), "--system", "ring-8", "--json"], capsys)
+    rc, out, _ = run_cli(["simulate", str(demo_job), "--system", "ring-8", "--json"], capsys)
     assert rc == 0
     assert len(json.loads(out)["finish_ns"]) == 8
 
@@ -234,8 +225,8 @@ def test_simulate_old_flags_and_config_files(demo_job, tmp_path, capsys):
     net.write_text("topology: [Ring]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [500]\n")
     sys_ = tmp_path / "sys.json"
     sys_.write_text(json.dumps({"all-reduce-implementation": ["ring"]}))
-    new = _run(["simulate", str(demo_job), "--network", str(net), "--system", str(sys_), "--json"], capsys)
-    old = _run(
+    new = run_cli(["simulate", str(demo_job), "--network", str(net), "--system", str(sys_), "--json"], capsys)
+    old = run_cli(
         ["simulate", "--workload", str(demo_job), "--network", str(net), "--system", str(sys_), "--json"], capsys
     )
     assert new[0] == old[0] == 0
@@ -243,13 +234,13 @@ def test_simulate_old_flags_and_config_files(demo_job, tmp_path, capsys):
 
 
 def test_simulate_errors_list_the_presets(demo_job, tmp_path, capsys):
-    rc, _, err = _run(["simulate", str(demo_job), "--system", "nope"], capsys)
+    rc, _, err = run_cli(["simulate", str(demo_job), "--system", "nope"], capsys)
     assert rc == 2 and ", ".join(PRESETS) in err
     sys_ = tmp_path / "sys.json"
     sys_.write_text("{}")
-    rc, _, err = _run(["simulate", str(demo_job), "--system", str(sys_)], capsys)
+    rc, _, err = run_cli(["simulate", str(demo_job), "--system", str(sys_)], capsys)
     assert rc == 2 and "--network" in err and len(err.splitlines()) == 1
-    rc, _, err = _run(["simulate", str(demo_job)], capsys)
+    rc, _, err = run_cli(["simulate", str(demo_job)], capsys)
     assert rc == 2 and "--system" in err
 
 
@@ -266,7 +257,7 @@ def test_analyses_take_a_system_file_pair_too(demo_job, tmp_path, capsys):
     net.write_text("topology: [Ring]\nnpus_count: [2]\nbandwidth: [50]\nlatency: [500]\n")
     sys_ = tmp_path / "sys.json"
     sys_.write_text(json.dumps({"all-reduce-implementation": ["ring"]}))
-    rc, out, _ = _run(["analyze", "breakdown", str(demo_job), "--simulate", f"{net},{sys_}", "--json"], capsys)
+    rc, out, _ = run_cli(["analyze", "breakdown", str(demo_job), "--simulate", f"{net},{sys_}", "--json"], capsys)
     assert rc == 0 and len(json.loads(out)["ranks"]) == 2
 
 
@@ -308,6 +299,6 @@ def test_bad_values_name_what_is_wrong(demo_job, tmp_path, capsys):
         (["simulate", str(demo_job), "--system", "ring-8", "--network", "x"], "'--network'"),
     ]
     for argv, expected in cases:
-        rc, _, err = _run(argv, capsys)
+        rc, _, err = run_cli(argv, capsys)
         assert rc == 2 and expected in err and len(err.splitlines()) == 1, (argv, err)
         assert ".tmp" not in err  # the file asked for, not the temporary one beside it

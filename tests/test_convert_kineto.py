@@ -21,7 +21,6 @@ import pytest
 
 from chakra_trace.analyze.collectives import imbalance
 from chakra_trace.analyze.critical_path import critical_path
-from chakra_trace.cli import main
 from chakra_trace.convert import kineto as kineto_mod
 from chakra_trace.convert.collectives import classify
 from chakra_trace.convert.profiler import convert_kineto, convert_kineto_trace, kineto_files
@@ -32,6 +31,7 @@ from chakra_trace.io.workload import Workload
 from chakra_trace.schema.enums import Attr, CollectiveType, NodeType, collective_name
 from chakra_trace.schema.groups import group_rows
 from chakra_trace.validate.workload import validate_workload
+from conftest import run_cli
 
 DATA = Path(__file__).parent / "data"
 PIPELINE = DATA / "pipeline"
@@ -333,25 +333,18 @@ def test_args_for_keeps_the_same_args_on_both_reader_paths(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------- CLI
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
-    return rc, out.out, out.err
 
 
 def test_cli_writes_one_trace_per_rank(tmp_path, capsys):
     out = tmp_path / "out" / "job"
-    rc, text, err = _run(["convert", "kineto", str(PIPELINE), "-o", str(out)], capsys)
+    rc, text, err = run_cli(["convert", "kineto", str(PIPELINE), "-o", str(out)], capsys)
     assert rc == 0, err
     for r in range(4):
         assert f"rank {r}:" in text
         t = read_trace(f"{out}.{r}.et")
         assert t.has(Attr.COMM_SIZE).any()
     assert "message sizes from" in text
-    rc, text, err = _run(
+    rc, text, err = run_cli(
         ["convert", "kineto", str(PIPELINE / "rank1.kineto.json.gz"), "-o", str(out), "--json"], capsys
     )
     assert rc == 0, err
@@ -372,13 +365,13 @@ def test_cli_writes_one_trace_per_rank(tmp_path, capsys):
 def test_bad_input_is_one_line_naming_the_file(tmp_path, capsys, data):
     path = tmp_path / "x.json"
     path.write_bytes(data)
-    rc, _, err = _run(["convert", "kineto", str(path), "-o", str(tmp_path / "o")], capsys)
+    rc, _, err = run_cli(["convert", "kineto", str(path), "-o", str(tmp_path / "o")], capsys)
     assert rc == 2
     assert err.count("\n") == 1 and err.startswith("error: ") and str(path) in err
 
 
 def test_empty_folder_is_an_error(tmp_path, capsys):
-    rc, _, err = _run(["convert", "kineto", str(tmp_path), "-o", str(tmp_path / "o")], capsys)
+    rc, _, err = run_cli(["convert", "kineto", str(tmp_path), "-o", str(tmp_path / "o")], capsys)
     assert rc == 2 and "no Kineto traces" in err and err.count("\n") == 1
 
 

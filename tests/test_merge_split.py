@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chakra_trace.analyze.collectives import _instances
-from chakra_trace.cli import main
 from chakra_trace.convert.text import text_to_chakra
 from chakra_trace.errors import ChakraError, TraceFormatError
 from chakra_trace.io.et import encode_trace, read_trace, write_trace
@@ -30,7 +29,7 @@ from chakra_trace.schema.node import Attribute, Node
 from chakra_trace.schema.trace import Trace
 from chakra_trace.synthesize.patterns import training_step
 from chakra_trace.synthesize.scale import data_parallel
-from conftest import DATA
+from conftest import DATA, run_cli
 from strategies import attribute_lists, metadatas, traces, unknown_fields
 
 PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -217,27 +216,18 @@ def test_the_corpus_has_the_jobs_we_merge():
 # --------------------------------------------------------------------------- commands
 
 
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
 def test_cli_merge_and_split_carry_the_groups_file(tmp_path, capsys):
     w = job("text:Transformer_HybridParallel_Fwd_In_Bckwd.txt@16")
     w.save(tmp_path / "tx")
     groups = (json.dumps(w.groups, indent=1) + "\n").encode()  # as `chakra convert text` writes it
     (tmp_path / "tx.comm_groups.json").write_bytes(groups)
-    rc, out, _ = _run(["merge", str(tmp_path / "tx"), "-o", str(tmp_path / "job.et.gz"), "--json"], capsys)
+    rc, out, _ = run_cli(["merge", str(tmp_path / "tx"), "-o", str(tmp_path / "job.et.gz"), "--json"], capsys)
     assert rc == 0
     summary = json.loads(out)
     assert summary["ranks"] == 16 and summary["comm_groups"] == 8 and summary["id_stride"] == 1000
     assert summary["nodes"] == 16 * len(w[0]) and summary["collective_instances"] > 0
     assert is_merged_file(tmp_path / "job.et.gz") and not is_merged_file(tmp_path / "tx.0.et")
-    rc, out, _ = _run(["split", str(tmp_path / "job.et.gz"), "-o", str(tmp_path / "back" / "tx"), "--json"], capsys)
+    rc, out, _ = run_cli(["split", str(tmp_path / "job.et.gz"), "-o", str(tmp_path / "back" / "tx"), "--json"], capsys)
     assert rc == 0 and len(json.loads(out)["files"]) == 16
     for p in sorted(tmp_path.glob("tx.*")):
         assert (tmp_path / "back" / p.name).read_bytes() == p.read_bytes(), p.name
@@ -258,7 +248,7 @@ def ddp_files(tmp_path_factory):
 )
 def test_commands_take_the_merged_file_as_the_job(command, ddp_files, capsys):
     def result(path):
-        rc, out, err = _run([*command, str(path), "--json"], capsys)
+        rc, out, err = run_cli([*command, str(path), "--json"], capsys)
         assert rc == 0, err
         doc = json.loads(out)
         doc.pop("wall_s", None)  # (how long the simulator ran)
@@ -269,11 +259,11 @@ def test_commands_take_the_merged_file_as_the_job(command, ddp_files, capsys):
 
 
 def test_info_graph_and_report_take_the_merged_file(ddp_files, capsys, tmp_path):
-    rc, out, _ = _run(["info", str(ddp_files / "job.et"), "--json"], capsys)
+    rc, out, _ = run_cli(["info", str(ddp_files / "job.et"), "--json"], capsys)
     assert rc == 0 and sorted(json.loads(out)["ranks"]) == ["0", "1"]
-    rc, out, _ = _run(["graph", str(ddp_files / "job.et"), "-o", str(tmp_path / "g.dot"), "--json"], capsys)
+    rc, out, _ = run_cli(["graph", str(ddp_files / "job.et"), "-o", str(tmp_path / "g.dot"), "--json"], capsys)
     assert rc == 0 and json.loads(out)["rank"] == 0
-    rc, _, err = _run(["report", str(ddp_files / "job.et"), "-o", str(tmp_path / "r.html")], capsys)
+    rc, _, err = run_cli(["report", str(ddp_files / "job.et"), "-o", str(tmp_path / "r.html")], capsys)
     assert rc == 0, err
 
 
@@ -305,7 +295,7 @@ def test_split_of_a_per_rank_file_says_what_it_expected(ddp_files, capsys):
     path = ddp_files / "ddp.0.et"
     with pytest.raises(TraceFormatError, match=r"ddp\.0\.et: not a merged job .* written by `chakra merge`"):
         split(read_trace(path), path=path)
-    rc, _, err = _run(["split", str(path), "-o", str(ddp_files / "x")], capsys)
+    rc, _, err = run_cli(["split", str(path), "-o", str(ddp_files / "x")], capsys)
     assert rc == 2 and "not a merged job" in err and str(path) in err
     assert Workload.open(path).ranks == [0]  # a per-rank file still opens as its rank
 
@@ -353,5 +343,5 @@ def test_a_damaged_merge_is_named(how, message, tmp_path, capsys):
     with pytest.raises(TraceFormatError, match=message) as e:
         Workload.open(path)
     assert str(e.value).startswith(str(path))
-    rc, _, err = _run(["split", str(path), "-o", str(tmp_path / "x")], capsys)
+    rc, _, err = run_cli(["split", str(path), "-o", str(tmp_path / "x")], capsys)
     assert rc == 2 and err.startswith(f"error: {path}")
