@@ -387,13 +387,13 @@ CAUSES = {
     "trees that do not fit the NPU count and ASTRA-sim's own undefined cases",
     "halving-doubling": "halvingDoubling (and oneHalvingDoubling): per-step sizes and partners where ours still "
     "differs from ASTRA-sim's HalvingDoubling",
-    "direct-window": "direct/oneDirect with a window (directN) on the congestion-aware backend: the event-ordered "
-    "runner sends a direct phase's messages at once; the window (AllToAll's parallel_reduce) is modelled on the "
-    "congestion-unaware backend only",
+    "direct-window": "direct/oneDirect with a window (directN) on the congestion-aware backend (fixed: "
+    "`window.WindowRun` runs ASTRA-sim's AllToAll packet by packet on the event loop)",
     "aware-chunks": "congestion-aware backend with more than one chunk in flight (fixed by event-ordered "
     "pricing: whatever is left is listed here)",
     "cpu-op-roofline": "roofline on and an is_cpu_op compute node (fixed: ASTRA-sim replays its recorded time)",
-    "aware-direct": "direct/oneDirect on the congestion-aware backend: message order on shared links",
+    "aware-direct": "direct/oneDirect on the congestion-aware backend (fixed: every direct phase runs as "
+    "ASTRA-sim's AllToAll, `window.WindowRun`; before, a full window on a ring of odd size differed)",
     "tiny-all-gather": "all-gather with size // preferred-dataset-splits below the NPU count (fixed: "
     "ceil(size / chunk) chunks)",
     "multidim": "multi-dimensional collective on ring/direct only (fixed: whole-byte shares, ASTRA-sim's "

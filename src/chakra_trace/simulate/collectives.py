@@ -74,11 +74,9 @@ _OPS: dict[int, str] = {
 SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
 DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, paced as ASTRA-sim
 WINDOW = "direct_window"  # compat: ASTRA-sim's AllToAll message by message (a window, or links shared)
-#: compat: a direct phase of at most this many messages follows ASTRA-sim's packet flow when
-#: its members start out of step or the network is congestion-aware (`_direct_window`; aware:
-#: event by event, exact link order); a larger one without a window takes the closed forms
-#: (`_direct`, `_direct_all_reduce`: one start per member, and on the aware network a link
-#: serves each hop's messages in arrival order, hop after hop)
+#: compat, congestion-unaware: a direct phase of at most this many messages follows ASTRA-sim's
+#: packet flow when its members start out of step (`_direct_window`); a larger one without a
+#: window takes the closed forms (`_direct`, `_direct_all_reduce`: one start per member)
 EVENT_LIMIT = 1 << 16
 
 
@@ -444,13 +442,11 @@ class Collectives:
         share = float(int(D) // p) if self.compat else D / p  # ASTRA-sim: whole-byte messages
         window = p - 1 if ph.window is None else min(ph.window, p - 1)
         g, w = ph.members.shape[0], 2 * (p - 1) if op == AR else p - 1
-        # compat: ASTRA-sim's packet flow message by message, unless the closed forms below give
-        # the same (no window, members in step, no link shared in time order) or the phase is
-        # too large to go message by message (EVENT_LIMIT)
+        # compat: ASTRA-sim's packet flow message by message (congestion-aware: always, on the
+        # event loop, `window.WindowRun`), unless the closed forms below give the same (no
+        # window, members in step) or the phase is too large to go message by message (EVENT_LIMIT)
         small = g * p * w <= EVENT_LIMIT
-        # (congestion-aware: the event-ordered runner already sends each message when its member
-        # is ready and serves links in time order, `program.py`; only a window needs the flow)
-        flow = window < p - 1 or (ph.local and op == AR and p == 2) or (small and not self.f.aware and not in_step)
+        flow = window < p - 1 or (ph.local and op == AR and p == 2) or self.f.aware or (small and not in_step)
         if algo == "direct" and self.compat and flow:
             steps.append(Step(WINDOW, window, share if op != AG else float(int(D)), False))
         elif algo == "direct" and op == AR and self.compat:
@@ -591,30 +587,44 @@ class Collectives:
         done = got.max(axis=2) + delta + (self._reduce(m) if ph.local else 0)
         return check_clock(np.maximum(T, done), "a collective's end")
 
+    def hand_on_delays(self, ph: Phase, window: int, m: float) -> np.ndarray:
+        """compat, ASTRA-sim's AllToAll with a window: how long after the q-th completed receive
+        (in time order) its packet is handed on (`Ring::insert_packet`): the endpoint delay,
+        plus a reduction for a processed packet (cycles of `window` plain packets, then `window`
+        processed ones, p-1 times as many on a communicator's Local ring; an all-reduce's
+        every other such block only)."""
+        p, op = ph.members.shape[1], ph.op
+        w = 2 * (p - 1) if op == AR else p - 1
+        plain = window * (p - 1) if ph.local else window  # processed packets per block
+        q = np.arange(w)  # completion rank, from 0
+        pos, cycle = (window + q) % (window + plain), (window + q) // (window + plain)
+        processed = (pos >= window) & ((op == RS) | ((op == AR) & (cycle % 2 == 0)))
+        return (LOCAL_DELAY if ph.local else self.delta) + np.where(processed, self._reduce(m), 0).astype(np.int64)
+
+    def window_step(self, ph: Phase) -> Step | None:
+        """compat: the phase's AllToAll step when it runs ASTRA-sim's packet flow (`WINDOW`)."""
+        if not (self.compat and ph.algorithm == "direct" and ph.matrix is None and ph.members.shape[1] > 1):
+            return None
+        steps = self._steps(ph)
+        return steps[0] if len(steps) == 1 and steps[0].kind == WINDOW else None
+
     def _direct_window(self, ph: Phase, T: np.ndarray, window: int, m: float) -> np.ndarray:
         """compat: ASTRA-sim's AllToAll with `window` < p-1 messages in flight (`AllToAll::run`,
         `Ring::insert_packet`). Message k of a member goes to the member k places on (round the
         ring again for an all-reduce's second half), and its receive from the member k places
         back is posted when it is sent: it completes at the later of the two. A member sends
         its first `window` messages at once (T: after the endpoint delay); every completed
-        receive, taken in time order, hands on one packet after the endpoint delay plus, for a
-        processed one, a reduction (the q-th: cycles of `window` plain packets, then `window`
-        processed ones, p-1 times as many on a communicator's Local ring; an all-reduce's
-        every other such block only), and each packet handed on sends the next message. An
+        receive, taken in time order, hands on one packet (`hand_on_delays`), and each packet
+        handed on sends the next message. An
         all-reduce's second half waits until p-1 receives completed: from then each packet
         handed on sends up to `window` messages, those it holds. A member ends with the last
         packet handed on. Message k's send time depends only on receives completed before it:
-        without congestion the messages are priced in order, every member at once. (The
-        congestion-aware model runs on the event loop, `inflight`, which has no window yet.)"""
+        without congestion the messages are priced in order, every member at once. (On the
+        congestion-aware network the same flow runs on the event loop: `window.WindowRun`.)"""
         g, p = ph.members.shape
         n, op = window, ph.op
         w = 2 * (p - 1) if op == AR else p - 1
-        delta = LOCAL_DELAY if ph.local else self.delta
-        plain = n * (p - 1) if ph.local else n  # processed packets per block
-        q = np.arange(w)  # completion rank, from 0
-        pos, cycle = (n + q) % (n + plain), (n + q) // (n + plain)
-        processed = (pos >= n) & ((op == RS) | ((op == AR) & (cycle % 2 == 0)))
-        add = delta + np.where(processed, self._reduce(m), 0)  # when the q-th receive hands its packet on
+        add = self.hand_on_delays(ph, window, m)
         dist = np.arange(w) % (p - 1) + 1
         src = np.broadcast_to(np.arange(p)[:, None], (p, w))
         dst = (src + dist[None, :]) % p

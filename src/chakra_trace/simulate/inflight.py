@@ -9,6 +9,7 @@ chunk for a dimension when its own slot there is free. So here:
   a message passes another that reaches the link later, whichever collective sent it.
 - `PhaseRun`: one chunk's phase, each member running its operations (`program`) on its own:
   it sends as soon as its previous operation's messages arrived, not when every member's did.
+- `window.WindowRun` (compat): a direct phase as ASTRA-sim's AllToAll, packet by packet.
 - `InFlight`: one collective; each member starts a chunk's next phase when the chunk is ready
   there and a slot of the phase's dimension is free there (`Collectives.run`'s choice, made per
   member at that time).
@@ -27,6 +28,7 @@ import numpy as np
 
 from .network import check_clock
 from .program import Op, program
+from .window import WindowRun
 
 INF = np.iinfo(np.int64).max
 
@@ -114,7 +116,6 @@ class PhaseRun:
         self.sent = np.zeros(n, bool)  # it sent its messages of that copy
         self.slot = np.zeros(n, np.int64)  # the dimension slot it runs in
         self.acc: dict[tuple[int, int], list] = {}  # arrivals per (operation, copy)
-        self.paced: np.ndarray | None = None  # a direct all-reduce's second-half send times
         self.real = (-1, -1)  # the copy that a closed form just gave back: priced, not retried
         self.all = np.arange(n)
         self.joined = self.ended = 0  # members that started it, that finished it
@@ -220,7 +221,7 @@ class PhaseRun:
             self.sent[:] = True
             if self.lock is not None:
                 self.lock = (self.lock[0], self.lock[1], True)
-            self._send_all(op, s, c, self.X if op.paced != 2 or self.paced is None else self.paced[:, 0])
+            self._send_all(op, s, c, self.X)
             return
         self.X[u] += op.pre[u]
         self.sent[u] = True
@@ -236,7 +237,7 @@ class PhaseRun:
             k = np.arange(total) - np.repeat(np.concatenate(([0], np.cumsum(cnt)[:-1])), cnt)
             m = np.repeat(op.first[senders], cnt) + k
         who = np.repeat(senders, cnt) if total != senders.size else senders
-        t = self.paced[who, k] if op.paced == 2 and self.paced is not None else self.X[who]
+        t = self.X[who]
         if total == op.src.size:  # the whole operation at once (lock step)
             self._send_all(op, s, c, t)
             return
@@ -268,20 +269,13 @@ class PhaseRun:
         if acc is None and op.whole and m.size == self.X.size and self.lock == (s, c, True):
             last = np.empty(m.size, np.int64)  # every member's one message, all at once
             last[dst] = at
-            self.acc[(s, c)] = [np.ones(m.size, np.int64), last, None, 0]
+            self.acc[(s, c)] = [np.ones(m.size, np.int64), last, 0]
             self._advance(self.all)
             return
-        if acc is None:
-            n, p = self.X.size, self.ph.members.shape[1]
-            keep = np.zeros((n, p - 1), np.int64) if op.paced == 1 else None
-            acc = self.acc[(s, c)] = [np.zeros(n, np.int64), np.zeros(n, np.int64), keep, 0]
-        if acc[2] is not None:  # each part kept (a direct all-reduce: p - 1 parts per member)
-            for j, a in zip(dst.tolist(), at.tolist()):
-                acc[2][j, acc[0][j]] = a
-                acc[0][j] += 1
-            np.maximum.at(acc[1], dst, at)
-            waiting = np.unique(dst)
-        elif op.single:  # one message per member: no two of these share a receiver
+        if acc is None:  # [arrived per member, latest arrival per member, members done]
+            n = self.X.size
+            acc = self.acc[(s, c)] = [np.zeros(n, np.int64), np.zeros(n, np.int64), 0]
+        if op.single:  # one message per member: no two of these share a receiver
             acc[0][dst] += 1
             acc[1][dst] = np.maximum(acc[1][dst], at)
             waiting = dst
@@ -297,24 +291,16 @@ class PhaseRun:
             self._advance(waiting)
 
     def _receive(self, op: Op, s: int, c: int, u: np.ndarray, acc: list | None) -> None:
-        if u is self.all and op.whole and acc is not None and op.paced != 1:
+        if u is self.all and op.whole and acc is not None:
             self.X = check_clock(np.maximum(self.X, acc[1]) + op.post, "a collective's end")
             del self.acc[(s, c)]
             return
         r = u[op.need[u] > 0]
         if not r.size or acc is None:
             return
-        if op.paced == 1:  # a direct all-reduce: the second half paced by the parts handed on
-            got = np.sort(acc[2][r], axis=1)
-            G = got + op.reduce_ns
-            S = np.where(G >= got[:, -1:], G, INF).min(axis=1, keepdims=True)
-            if self.paced is None:
-                self.paced = np.zeros(acc[2].shape, np.int64)
-            self.paced[r] = np.maximum(G, S)
-        else:
-            self.X[r] = check_clock(np.maximum(self.X[r], acc[1][r]) + op.post[r], "a collective's end")
-        acc[3] += r.size
-        if acc[3] >= int((op.need > 0).sum()):
+        self.X[r] = check_clock(np.maximum(self.X[r], acc[1][r]) + op.post[r], "a collective's end")
+        acc[2] += r.size
+        if acc[2] >= int((op.need > 0).sum()):
             del self.acc[(s, c)]
 
     def _closed(self, s: int, c: int) -> bool:
@@ -387,7 +373,7 @@ class InFlight:
         self.sfree = {d: np.tile(start, (self.slots, 1)).astype(np.int64) for d in self.dims}
         self.fin = start.copy()
         self.left = np.full(n, chunks, np.int64)
-        self.runs: dict[tuple[int, int], PhaseRun] = {}
+        self.runs: dict[tuple[int, int], PhaseRun | WindowRun] = {}
         self.pdim = np.array([ph.dim for ph in plan.phases] + [0], np.int64)
         if not plan.phases:
             then(start.copy())
@@ -466,16 +452,17 @@ class InFlight:
         lo = int(i_all.min(initial=0))
         for i in [lo] if lo == int(i_all.max(initial=0)) else np.unique(i_all).tolist():
             sel = slice(None) if lo == int(i_all.max(initial=0)) else i_all == i
-            run = self.runs.get((c, i))
+            run: PhaseRun | WindowRun | None = self.runs.get((c, i))
             if run is None:
                 ph = self.plan.phases[i]
                 if ph.trees:
                     ph = replace(ph, tree=ph.trees[c])
-                run = self.runs[(c, i)] = PhaseRun(self, ph, c, i)
+                st = self.coll.window_step(ph) if self.coll.compat else None
+                run = self.runs[(c, i)] = PhaseRun(self, ph, c, i) if st is None else WindowRun(self, ph, c, i, st)
             us = u[sel]
             run.join(run.pos[self.npus[us]], t0 if np.isscalar(t0) else t0[sel], k)
 
-    def landed(self, run: PhaseRun, m: np.ndarray, t: np.ndarray) -> None:
+    def landed(self, run: PhaseRun | WindowRun, m: np.ndarray, t: np.ndarray) -> None:
         """Members m of a phase finished it at t (now or later): then their slot is free and
         the chunk ready for its next phase there."""
         lo = int(t.min(initial=0))
@@ -483,7 +470,7 @@ class InFlight:
             sel = m if when == lo and lo == int(t.max(initial=0)) else m[t == when]
             self.engine.at(max(int(when), self.engine.now), self._free, run, sel, int(when))
 
-    def _free(self, run: PhaseRun, m: np.ndarray, t: int) -> None:
+    def _free(self, run: PhaseRun | WindowRun, m: np.ndarray, t: int) -> None:
         c, i = run.chunk, run.index
         u = self.local[run.npu[m]]
         d = int(self.pdim[i])

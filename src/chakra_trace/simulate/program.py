@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .collectives import AR, DIRECT, DIRECT_AR, LOCAL_DELAY, PAIR, SHIFT, WINDOW, Phase, Step, _partners, _tree_of
+from .collectives import DIRECT, LOCAL_DELAY, PAIR, SHIFT, Phase, Step, _partners, _tree_of
 
 
 @dataclass
@@ -33,8 +33,6 @@ class Op:
     post: np.ndarray  # per member: added after its last arrival
     repeat: int = 1  # identical copies (closed form where they run in lock step)
     closed: bool = False  # copies may be added in closed form (a shift step)
-    paced: int = 0  # 1: keep each arrival (a direct all-reduce's first half); 2: send at paced times
-    reduce_ns: int = 0  # paced: endpoint delay + reduction of a part
     single: bool = False  # every member receives at most one message
     whole: bool = False  # every member sends one message and receives one
     memo: dict = field(default_factory=dict)  # its routes and closed form, once worked out
@@ -91,15 +89,9 @@ def _step(coll, ph: Phase, st: Step, base: np.ndarray, n: int, delta: int) -> li
         big = float(np.max(mb))
     else:
         size, big = float(mb), float(mb)
-    if st.kind == WINDOW and ph.op != AR:  # (the window itself is not modelled here: see WINDOW)
-        return [_op(n, src, dst, size, 0, delta)]
-    if st.kind == DIRECT:
-        post = delta + (coll._reduce(big) if st.reduce else 0)
-        return [_op(n, src, dst, size, 0, post)]
-    assert st.kind in (DIRECT_AR, WINDOW)
-    first = _op(n, src, dst, size, 0, 0, paced=1, reduce_ns=delta + coll._reduce(big))
-    second = _op(n, src, dst, size, 0, delta + (coll._reduce(big) if ph.local else 0), paced=2)
-    return [first, second]
+    assert st.kind == DIRECT  # (compat's packet flow runs on its own: `window.WindowRun`)
+    post = delta + (coll._reduce(big) if st.reduce else 0)
+    return [_op(n, src, dst, size, 0, post)]
 
 
 def _tree(coll, ph: Phase, base: np.ndarray) -> list[Op]:
