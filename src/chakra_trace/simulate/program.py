@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .collectives import DIRECT, LOCAL_DELAY, PAIR, SHIFT, Phase, Step, _partners, _tree_of
+from .algorithms import DIRECT, LOCAL_DELAY, PAIR, SHIFT, Phase, Step, partners, tree_of
 
 
 @dataclass
@@ -61,7 +61,7 @@ def program(coll, ph: Phase) -> tuple[list[Op], int]:
     if ph.trees:
         return _tree(coll, ph, base), 0
     delta = LOCAL_DELAY if ph.local else coll.delta
-    ops = [_step(coll, ph, st, base, n, delta) for st in coll._steps(ph)]
+    ops = [_step(coll, ph, st, base, n, delta) for st in coll.steps(ph)]
     return [o for pair in ops for o in pair], delta
 
 
@@ -70,7 +70,7 @@ def _step(coll, ph: Phase, st: Step, base: np.ndarray, n: int, delta: int) -> li
     idx = np.arange(p, dtype=np.int64)
     if st.kind in (SHIFT, PAIR):
         src = (base + idx[None, :]).ravel()
-        to = (idx + st.dist) % p if st.kind == SHIFT else _partners(p, st.dist)
+        to = (idx + st.dist) % p if st.kind == SHIFT else partners(p, st.dist)
         dst = (base + to[None, :]).ravel()
         m = float(st.nbytes)
         red_m = m if st.reduce_bytes is None else st.reduce_bytes
@@ -99,7 +99,7 @@ def _tree(coll, ph: Phase, base: np.ndarray) -> list[Op]:
     node sending once its children's parts arrived; the root turns the part round; down again."""
     g, p = ph.members.shape
     n = g * p
-    parent, height = _tree_of(p, ph.tree)
+    parent, height = tree_of(p, ph.tree)
     d, red = coll.delta, coll._reduce(float(ph.nbytes))
     D = float(ph.nbytes)
     top = int(height.max())

@@ -79,7 +79,7 @@ COMPAT_DIFFERENCES = {
     ),
     "broadcast, reduce, gather, scatter, barrier, reduce-scatter-block": (
         "unsupported (broadcast replays its recorded duration)",
-        "simulated (algorithms documented in simulate/collectives.py)",
+        "simulated (algorithms documented in simulate/algorithms.py)",
     ),
     "all-to-allv split sizes": ("ignored", "each peer gets its own size"),
     "missing dependencies, control cycles": (

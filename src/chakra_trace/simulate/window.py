@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .collectives import AR, LOCAL_DELAY
+from .algorithms import AR, LOCAL_DELAY
 from .network import check_clock
 
 INF = np.iinfo(np.int64).max
