@@ -102,6 +102,24 @@ def test_group_names_astra_sim_cannot_read_are_numbered(tmp_path):
     assert _compat(out, net, SYS_1D, groups) == _compat(w, net, SYS_1D)
 
 
+def test_public_trace_with_broken_dependencies_runs_as_on_the_binary(tmp_path):
+    """Chakra's public resnet50_ddp.0.et names 210 nodes it does not hold, depends on itself,
+    has control cycles and host-side c10d collectives: the binary aborts on the original
+    ("dependency not found") and, with only those dropped, stops with nodes never run ("Comm
+    node should not be on CPU"). Exported (`fix_trace`'s repairs) it runs, the one file on both
+    NPUs of a ring of 2: 303,270,000 ns, 10,441,843 exposed, as --compat astra on the export."""
+    job = Workload.open(DATA / "resnet50_ddp.0.et.gz")
+    res = to_astra_sim(job, tmp_path / "rn")
+    assert res.dropped == {0: 0} and list(res.repairs) == [0]
+    assert res.repairs[0][0] == "dropped 1,277 control dependencies on 210 missing nodes"
+    assert any(c.startswith("retyped 14 host-side COMM_COLL nodes") for c in res.repairs[0])
+    one = Workload.open(tmp_path / "rn").traces[0]
+    both = Workload({0: one, 1: one})
+    assert _compat(both, Network.simple("Ring", 2, 50, 500), SYS_1D) == ([303270000] * 2, [10441843] * 2)
+    clean = to_astra_sim(Workload.open(tmp_path / "rn"), tmp_path / "again")
+    assert clean.repairs == {}  # (what was repaired stays repaired)
+
+
 def test_dependencies_through_a_metadata_node_are_kept():
     b = TraceBuilder()
     a = b.comp("a", 5)

@@ -23,7 +23,8 @@ from .common import comm_groups_option, console, json_option, open_workload, pri
 @json_option
 def convert_astra_cmd(workload, prefix, comm_groups, compress, even_sizes, as_json) -> None:
     """Write WORKLOAD so that ASTRA-sim's binary runs it: METADATA nodes dropped (its statistics
-    abort on them), communicator groups named as it reads them ("0" for every rank, positive
+    abort on them), what `chakra validate --fix` repairs repaired (it aborts or stops on those),
+    communicator groups named as it reads them ("0" for every rank, positive
     integers for the others, listed in PREFIX.comm_groups.json for its --comm-group-configuration).
 
     \b
@@ -36,6 +37,10 @@ def convert_astra_cmd(workload, prefix, comm_groups, compress, even_sizes, as_js
     con = console()
     dropped = sum(res.dropped.values())
     con.print(f"wrote {len(res.files)} rank files ({prefix}.<rank>.et); {dropped} METADATA node(s) dropped")
+    for rank, changes in list(res.repairs.items())[:4]:
+        con.print(f"rank {rank}: " + "; ".join(changes))
+    if len(res.repairs) > 4:
+        con.print(f"... {len(res.repairs) - 4} more ranks repaired (--json)")
     for ours, theirs in res.groups.items():
         members = res.members.get(theirs)
         con.print(f"group {ours or '(unnamed)'!r} -> {theirs}" + (f": ranks {members}" if members else ": every rank"))

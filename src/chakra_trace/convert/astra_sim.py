@@ -12,6 +12,11 @@ Our traces are valid Chakra, but ASTRA-sim aborts or stops on some valid things:
 - A collective whose size differs across its members (an uneven all-to-all: PyTorch's
   `all_to_all_single` with splits) leaves ASTRA-sim waiting for messages that never match, a
   deadlock. Such collectives are listed; ``even_sizes="max"`` gives every member the largest.
+- What `chakra validate --fix` repairs (`fix_trace`), on which it aborts or stops with nodes
+  never run: dependencies on nodes the trace does not hold (public PyTorch traces have them, a
+  parent outside the recorded window), on the node itself or repeated, control dependencies on
+  a cycle, and host-side collective nodes (``c10d::allreduce_`` on the CPU, no comm_type: "Comm
+  node should not be on CPU"), made compute nodes. Each rank's repairs are listed.
 `chakra simulate --compat astra` on the exported files gives what it gives on the originals
 (with ``even_sizes``: on the exported files).
 """
@@ -30,6 +35,7 @@ from ..schema.edit import drop_nodes
 from ..schema.enums import Attr, NodeType
 from ..schema.groups import ALL_RANKS_GROUPS, collective_instances, declared_groups, group_rows
 from ..schema.trace import Trace
+from ..validate import fix_trace
 
 
 @dataclass
@@ -42,6 +48,7 @@ class AstraExport:
     groups: dict[str, str]  # our pg_name -> ASTRA-sim's
     members: dict[str, list[int]]  # ASTRA-sim group id -> ranks
     dropped: dict[int, int] = field(default_factory=dict)  # rank -> METADATA nodes dropped
+    repairs: dict[int, list[str]] = field(default_factory=dict)  # rank -> what `fix_trace` changed (none: absent)
     prefix: str = ""
     uneven: list[dict] = field(default_factory=list)  # collectives whose size differs across members
     evened: bool = False  # whether they were given their largest size
@@ -122,7 +129,8 @@ def to_astra_sim(
     workload: Workload, prefix: str | os.PathLike, *, compress: bool = False, even_sizes: str | None = None
 ) -> AstraExport:
     """Write `<prefix>.<rank>.et` (and `<prefix>.comm_groups.json` when the job has subgroups)
-    that ASTRA-sim's binary runs: METADATA nodes dropped, groups named as it reads them.
+    that ASTRA-sim's binary runs: METADATA nodes dropped, what `fix_trace` repairs repaired,
+    groups named as it reads them.
     ``even_sizes="max"``: a collective whose size differs across its members gets the largest."""
     if not len(workload):
         raise ChakraError("to_astra_sim: the workload has no ranks")
@@ -130,18 +138,21 @@ def to_astra_sim(
         raise ChakraError(f"to_astra_sim: even_sizes must be None or 'max', not {even_sizes!r}")
     uneven = uneven_collectives(workload)
     rename, members = astra_groups(workload)
-    done: dict[int, tuple[Trace, int]] = {}  # per trace object: ranks sharing one keep sharing it
+    done: dict[int, tuple[Trace, int, list[str]]] = {}  # per trace object: ranks sharing one keep sharing it
     for t in workload.traces.values():
         if id(t) not in done:
-            new, n = without_metadata(t)
+            base, n = without_metadata(t)
+            fixed, changes = fix_trace(base)
+            new = fixed if changes else base
             if any(rename.get(g, g) != g for g in new.groups):
                 new = new.copy() if new is t else new
                 new.groups = [rename.get(g, g) for g in new.groups]
-            done[id(t)] = (new, n)
+            done[id(t)] = (new, n, changes)
     out = {rank: done[id(t)][0] for rank, t in workload.traces.items()}
     if uneven and even_sizes:
         out = {rank: _even(t, rank, uneven) for rank, t in out.items()}
     dropped = {rank: done[id(t)][1] for rank, t in workload.traces.items()}
+    repairs = {rank: done[id(t)][2] for rank, t in workload.traces.items() if done[id(t)][2]}
     prefix = Path(prefix)
     if prefix.parent and not prefix.parent.exists():
         raise ChakraError(f"{prefix.parent}: no such folder for the exported files")
@@ -155,6 +166,7 @@ def to_astra_sim(
         groups=rename,
         members=members,
         dropped=dropped,
+        repairs=repairs,
         prefix=str(prefix),
         uneven=uneven,
         evened=bool(uneven and even_sizes),

@@ -21,9 +21,11 @@ from .checks import check_workload, refuse_invalid
 from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
 from .config.values import MAX_NS
+from .costs import durations, remote
 from .engine import Engine
 from .inflight import Runner
-from .network import ClockOverflow, Fabric, as_ns
+from .memory import MemoryPorts
+from .network import Fabric
 from .result import CollectiveRecord, SimResult
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
 
@@ -136,18 +138,6 @@ def _check_memory(network, system, aware: bool) -> None:
         )
 
 
-def _us_to_ns(t: Trace, us: np.ndarray, what: str) -> np.ndarray:
-    """A recorded µs column in int64 ns, refusing (naming the node) what the clock cannot hold:
-    uint64 µs times 1000 would wrap, and a duration of 2^64 - 1 µs finish at 0."""
-    if us.size and int(us.max()) >= MAX_NS // 1000:
-        row = int(np.argmax(us))
-        raise ClockOverflow(
-            f"node {int(t.ids[row])} ({t.names[t.name_codes[row]]!r}): {what} of {int(us[row]):,} µs overflows the simulated "
-            "clock (int64 ns, at most 2^62 ns, 146 years)"
-        )
-    return us.astype(np.int64) * 1000
-
-
 def _span(npus: list[int]) -> str:
     if len(npus) > 2 and npus == list(range(npus[0], npus[-1] + 1)):
         return f"{npus[0]}-{npus[-1]}"
@@ -177,9 +167,7 @@ class Simulator:
         self.comm = comm
         self.system = system
         self.memory = memory
-        self._remote = memory is not None and memory.memory_type != "NO_MEMORY_EXPANSION"
-        self._mem_free: dict[int, int] = {}
-        self._mem_asked: list[tuple] = []  # remote-memory accesses asked for at this instant
+        self._remote = remote(memory)
         self.npus = network.npus
         _check_memory(network, system, aware)
         self.network, self.aware, self.shortcuts = network, aware, shortcuts
@@ -208,7 +196,8 @@ class Simulator:
         self.static: dict[int, Static] = {}  # per distinct trace object
         for t in traces.values():
             if id(t) not in self.static:
-                self.static[id(t)] = Static(t, self._durations(t), lanes=not compat, recorded_waits=comm == "recorded")
+                dur = durations(t, system, memory, comm=comm, compat=compat, warn=self.warn)
+                self.static[id(t)] = Static(t, dur, lanes=not compat, recorded_waits=comm == "recorded")
         self.offsets = self._recorded_offsets(traces) if comm == "recorded" else {}
         missing = sum(self.static[id(t)].missing for t in traces.values())
         if missing:
@@ -221,6 +210,7 @@ class Simulator:
         of them (`_classes`); None: every NPU is simulated."""
         self.cls = classes
         self.engine = Engine()
+        self.ports = MemoryPorts(self.engine, self.memory)
         self.fabric = Fabric(self.network, compat=self.compat, aware=self.aware)
         self.coll = Collectives(self.fabric, self.system, compat=self.compat, shortcuts=self.shortcuts)
         self.matcher = Matchmaker(self, self.groups)
@@ -290,64 +280,6 @@ class Simulator:
             self.warnings.append(message)
             warnings.warn(message, SimulationWarning, stacklevel=3)
 
-    # ------------------------------------------------------------------ node costs
-    def _durations(self, t: Trace) -> np.ndarray:
-        """Time of each node in ns: the recorded one, or the roofline's (compute nodes with
-        FLOPs, in every comm model: a device preset costs them) or the memory model's
-        (communication nodes: the recorded time, used by the `recorded` model only)."""
-        s = self.system
-        dur = _us_to_ns(t, t.duration, "duration")
-        if getattr(s, "roofline_enabled", False):
-            ops = t.num_ops.astype(float)
-            size = t.tensor_size.astype(float)
-            comp = t.types == NodeType.COMP_NODE
-            if self.compat:  # ASTRA-sim replays a CPU op's recorded time, roofline or not
-                comp &= ~(t.has(Attr.IS_CPU_OP) & t.is_cpu_op)
-            has = t.has(Attr.NUM_OPS) & (ops > 0)
-            peak = float(s.peak_perf) * 1e3  # TFLOPS -> FLOP per ns
-            bw = float(s.local_mem_bw)  # GB/s -> bytes per ns
-            with np.errstate(divide="ignore", invalid="ignore"):
-                perf = np.where(size > 0, np.minimum(peak, bw * ops / np.where(size > 0, size, 1)), peak)
-                roof = np.floor(ops / perf)
-            roof = as_ns(np.where(has & comp, roof, 0), "a roofline compute time")
-            dur = np.where(has & comp, roof, dur)
-            # a device op of a host-only trace that moves data but does no arithmetic (copies, fills)
-            unknown = t.attr_array("duration_unknown")[1]
-            if unknown.any():
-                mem_only = unknown & comp & ~has & (size > 0) & (dur == 0)
-                dur = np.where(mem_only, as_ns(np.floor(size / bw), "a memory-bound device time"), dur)
-        if self.comm != "network":
-            return dur
-        if self.compat:
-            dur = np.maximum(dur, 1)
-        mem = (t.types == NodeType.MEM_LOAD_NODE) | (t.types == NodeType.MEM_STORE_NODE)
-        if mem.any():
-            dur[mem] = self._memory_time(t.tensor_size[mem].astype(float))
-        return dur
-
-    def _memory_time(self, nbytes: np.ndarray) -> np.ndarray:
-        """Time of a memory node: ASTRA-sim's remote-memory runtime (latency + bytes at the
-        remote bandwidth), or bytes at the local bandwidth without memory expansion."""
-        m = self.memory
-        if self._remote:
-            return as_ns(
-                int(m.remote_mem_latency) + np.floor(nbytes / float(m.remote_mem_bw)), "a remote-memory access"
-            )
-        bw = float(self.system.local_mem_bw)
-        if bw <= 0:
-            self.warn("memory nodes take no time: the system config gives no local-mem-bw")
-            return np.zeros(nbytes.shape, np.int64)
-        if self.compat:
-            self.warn("memory nodes without memory expansion (ASTRA-sim stops here): costed at local-mem-bw")
-        return as_ns(np.floor(nbytes / bw), "a memory access")
-
-    def _memory_port(self, rank: int) -> int | None:
-        """The remote-memory port a node's access queues at (None: no queue)."""
-        kind = self.memory.memory_type
-        if kind == "PER_NODE_MEMORY_EXPANSION":
-            return rank // max(1, int(self.memory.num_npus_per_node))
-        return 0 if kind == "MEMORY_POOL" else None
-
     # ------------------------------------------------------------------ node starts
     def begin(self, npu: Npu, r: int) -> None:
         typ = int(npu.t.types[r])
@@ -366,26 +298,11 @@ class Simulator:
         elif typ == NodeType.COMM_RECV_NODE:
             self.matcher.recv(npu, r)
         elif typ in (NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE) and self._remote:
-            port = self._memory_port(npu.rank)  # a shared port serves one access at a time, in order
-            if port is None:
-                self.engine.after(int(npu.dur[r]), npu.complete, r)
-            else:  # accesses asked for at one instant queue in NPU order (`_queue_memory`)
-                if not self._mem_asked:
-                    self.engine.settled(self._queue_memory)
-                self._mem_asked.append((npu.rank, port, npu, r))
+            self.ports.access(npu, r)  # a shared port serves one access at a time, in order
         elif typ in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
             self.engine.after(int(npu.dur[r]), npu.complete, r)
         else:  # metadata and anything else take no time
             self.engine.at(self.engine.now, npu.complete, r)
-
-    def _queue_memory(self) -> None:
-        """Remote-memory accesses asked for at this instant join their port's queue in NPU
-        order, once nothing else is left to run at this instant."""
-        asked, self._mem_asked = sorted(self._mem_asked, key=lambda a: a[0]), []
-        for _rank, port, npu, r in asked:
-            start = max(self.engine.now, self._mem_free.get(port, 0))
-            self._mem_free[port] = start + int(npu.dur[r])
-            self.engine.at(start + int(npu.dur[r]), npu.complete, r)
 
     def run_collective(self, pg: str, k: int, inst: CollectiveInstance) -> None:
         issued = inst.issued
