@@ -453,8 +453,10 @@ class Collectives:
         its first `window` messages at once (T: after the endpoint delay); every completed
         receive, taken in time order, hands on one packet (`hand_on_delays`), and each packet
         handed on sends the next message. An
-        all-reduce's second half waits until p-1 receives completed: from then each packet
-        handed on sends up to `window` messages, those it holds. A member ends with the last
+        all-reduce's second half waits until p-1 receives completed before a packet is handed on
+        (one completing at that same nanosecond comes after it: its event was queued later,
+        when its message was sent): from then each packet handed on sends up to `window`
+        messages, those it holds. A member ends with the last
         packet handed on. Message k's send time depends only on receives completed before it:
         without congestion the messages are priced in order, every member at once. (On the
         congestion-aware network the same flow runs on the event loop: `window.WindowRun`.)"""
@@ -476,11 +478,11 @@ class Collectives:
             given = done + add[: done.shape[2]]  # when each completed receive hands its packet on
             if k < p - 1:
                 return np.partition(given, k - n, axis=2)[:, :, k - n]
-            # all-reduce, second half: from the first packet handed on after the (p-1)-th receive
+            # all-reduce, second half: from the first packet handed on after the (p-1)-th receive (strictly)
             handed = np.sort(np.concatenate([first, given], axis=2), axis=2)
             c = handed.shape[2]
             idx = np.arange(c)
-            start = np.where((idx >= p - 1) & (handed >= done[:, :, p - 2 : p - 1]), idx, c).min(axis=2)
+            start = np.where((idx >= p - 1) & (handed > done[:, :, p - 2 : p - 1]), idx, c).min(axis=2)
             at = np.minimum(np.maximum(k, start - 1 - (-(k - p + 2) // n)), c - 1)
             return np.take_along_axis(handed, at[:, :, None], axis=2)[:, :, 0]
 

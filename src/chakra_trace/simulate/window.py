@@ -15,7 +15,9 @@ Per member (p members, w = p-1 messages, 2(p-1) for an all-reduce; message k goe
   hands its packet on `hand_on_delays[q]` later;
 - each packet handed on sends the next message, until p-1 are sent; an all-reduce's second
   half waits until p-1 receives completed, then each packet handed on sends up to N messages,
-  as many as the member holds (packets handed on and not yet used);
+  as many as the member holds (packets handed on and not yet used). A receive completing at
+  the nanosecond a packet is handed on counts for it only when its event was queued first (as
+  ASTRA-sim's event list takes events of one time in the order they were queued);
 - the member ends with its last packet handed on (N + w in all).
 """
 
@@ -51,6 +53,7 @@ class WindowRun:
         self.posted = np.full((n, self.w), -1, np.int64)  # when it sent message k (its receive k posted)
         self.arrived = np.full((n, self.w), -1, np.int64)  # when the message k places back reached it
         self.done = np.full((n, self.w), INF, np.int64)  # when its receive k completes (INF: not known yet)
+        self.known = np.full((n, self.w), INF, np.int64)  # when that became known (its event's insertion)
         self.ncomp = np.zeros(n, np.int64)  # completions taken (in time order)
         self.handed = np.zeros(n, np.int64)  # packets handed on
         self.sent = np.zeros(n, np.int64)  # messages sent
@@ -98,6 +101,7 @@ class WindowRun:
     def _known(self, v: np.ndarray, k: np.ndarray, c: np.ndarray) -> None:
         """Receives k of members v complete at c: each is taken at its time."""
         self.done[v, k] = c
+        self.known[v, k] = self.flight.engine.now
         eng = self.flight.engine
         for t in np.unique(c).tolist():
             eng.at(max(t, eng.now), self._complete, v[c == t])
@@ -108,17 +112,18 @@ class WindowRun:
         _, rank = _ranks(v)
         q = self.ncomp[v] + rank
         np.add.at(self.ncomp, v, 1)
-        at = self.flight.engine.now + self.add[q]
+        now = self.flight.engine.now
+        at = now + self.add[q]
         for t in np.unique(at).tolist():
-            self.flight.engine.at(t, self._hand, v[at == t])
+            self.flight.engine.at(t, self._hand, v[at == t], now)
 
-    def _hand(self, v: np.ndarray) -> None:
+    def _hand(self, v: np.ndarray, since: int) -> None:
         """A packet of each member of v is handed on: it sends what it may (a member twice in
-        v: two packets, one after the other)."""
+        v: two packets, one after the other). ``since``: when this event was scheduled."""
         first, _ = _ranks(v)
         if not first.all():
-            self._hand(v[first])
-            self._hand(v[~first])
+            self._hand(v[first], since)
+            self._hand(v[~first], since)
             return
         now, p, w = self.flight.engine.now, self.p, self.w
         self.handed[v] += 1
@@ -130,7 +135,9 @@ class WindowRun:
         more = ~one & (s < w)
         if more.any():
             j = v[more]
-            ready = (self.done[j] <= now).sum(axis=1) >= p - 1
+            # (a receive completing now counts when its event came first: known before this one)
+            done, known = self.done[j], self.known[j]
+            ready = ((done < now) | ((done == now) & (known < since))).sum(axis=1) >= p - 1
             j, sj = j[ready], s[more][ready]
             cnt = np.minimum(np.minimum(self.win, self.handed[j] - sj), w - sj)
             if int(cnt.sum()) > 0:
