@@ -594,13 +594,9 @@ def test_sizes_with_a_partial_chunk_as_astra_sim(case):
 #: the order they reach it; communicator groups (the system's algorithm when one is listed,
 #: ASTRA-sim's "Local" ring). A `comm_groups` file (groups/) puts each NPU's collective in its group.
 CLASSES = list(csv.DictReader(open(REF / "classes.csv")))
-KNOWN_CLASS_DIFFERENCES = {
-    "c9_rs_1MiB_ring16_blocks_direct_s2_a2_aware": "communicator groups with active-chunks 2: ASTRA-sim schedules a "
-    "group's chunks differently (the unaware backend differs too, 4,690 vs 4,204 ns): not the network's order",
-}
 
 
-@pytest.mark.parametrize("case", recorded(CLASSES, KNOWN_CLASS_DIFFERENCES))
+@pytest.mark.parametrize("case", recorded(CLASSES, {}))
 def test_astra_sim_classes(case):
     from chakra_trace.io.workload import read_comm_groups
     from chakra_trace.synthesize.patterns import collective

@@ -379,8 +379,8 @@ def astra_known_failure(case: dict) -> str | None:
 CAUSES = {
     "memory-slot": "remote memory: accesses that reach a shared pool port at the same nanosecond are served in "
     "ASTRA-sim's event order (after a ring collective, NPU order rotated by its step count), ours in NPU order",
-    "groups": "sub-cluster communicator groups: how ASTRA-sim schedules a group's chunks when several are in "
-    "flight (e.g. reduce-scatter on 4-NPU blocks of a ring of 16, 2 active chunks), not traced yet",
+    "groups": "sub-cluster communicator groups on the congestion-aware backend: messages of several groups' chunks "
+    "reaching a link at the same nanosecond, taken in ASTRA-sim's event order",
     "one-algorithm-multidim": "oneRing/oneDirect/oneHalvingDoubling on a multi-dimensional network (fixed: "
     "GeneralComplexTopology makes that dimension one ring of all NPUs and drops the ones after it)",
     "double-binary-tree": "doubleBinaryTree: per-NPU trees and slots (RootMax/RootMin in turn); what remains are "

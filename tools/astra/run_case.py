@@ -51,15 +51,25 @@ def npus_of(network_yml: Path) -> int:
 def run(
     backend: str, network: Path, system: Path, workload_spec: str, comm_groups: Path | None = None, timeout: float = 600
 ) -> dict:
-    """Run ASTRA-sim once; {'finish_ns': max over NPUs, 'exposed_ns', 'per_npu', 'wall_s'}."""
+    """Run ASTRA-sim once; {'finish_ns': max over NPUs, 'exposed_ns', 'per_npu', 'wall_s'}.
+    With `comm_groups`, a `coll:TYPE:SIZE` workload is that collective in each NPU's group (as
+    tests/test_simulate.py simulates it), not one over every NPU."""
+    from chakra_trace.io.workload import read_comm_groups
     from chakra_trace.synthesize import from_spec
+    from chakra_trace.synthesize.patterns import collective
 
     binary = BIN_DIR / BINARIES[backend]
     if not binary.exists():
         raise SystemExit(f"{binary} not found: build ASTRA-sim first (tools/astra/README.md)")
     with tempfile.TemporaryDirectory(prefix="astra_case_") as tmp:
         tmp = Path(tmp)
-        from_spec(workload_spec, npus_of(network)).save(tmp / "workload")
+        npus = npus_of(network)
+        if comm_groups and workload_spec.startswith("coll:"):
+            _, ctype, size = workload_spec.split(":")
+            workload = collective(npus, ctype, int(size), read_comm_groups(comm_groups))
+        else:
+            workload = from_spec(workload_spec, npus)
+        workload.save(tmp / "workload")
         mem = tmp / "memory.json"
         mem.write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
         cmd = [
