@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import chakra_trace  # noqa: F401  (registers `chakra collect` folders with Workload.open)
 from chakra_trace.cli import cli
+from chakra_trace.errors import ChakraError
 from chakra_trace.io.workload import Workload
 from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.devices import device_spec
@@ -146,6 +147,16 @@ def test_fuse_ops_merges_chains_only():
     assert names == ["k (+2 fused)", "after"]
     assert out.duration.tolist() == [60, 1] and out.num_ops.tolist() == [300, 100]
     assert out.tensor_size.tolist() == [24, 8] and out.data_deps(1).tolist() == [int(out.ids[0])]
+
+
+def test_fuse_ops_sums_exactly_past_2_53_and_refuses_an_overflow():
+    big = 2**53 + 1  # float64 would round each sum
+    t = _chain(["k", "k", "after"], [1, 1, 1], num_ops=big, tensor_size=big)
+    out = tf.fuse_ops(Workload({0: t}), "^k$").traces[0]
+    assert out.num_ops.tolist()[0] == 2 * big and out.tensor_size.tolist()[0] == 2 * big
+    huge = _chain(["k", "k", "k"], [1, 1, 1], num_ops=2**63 - 1, tensor_size=8)
+    with pytest.raises(ChakraError, match="fused num_ops .* does not fit int64"):
+        tf.fuse_ops(Workload({0: huge}), "^k$")
 
 
 def test_transforms_compose_and_share_traces(ddp):

@@ -117,6 +117,21 @@ def remove_ops(w: Workload, match: str) -> Workload:
     return _per_trace(w, lambda t: drop_nodes(t, _compute(t) & _matching(t, match)))
 
 
+def _sum_by(t: Trace, group: np.ndarray, col: str) -> np.ndarray:
+    """Per row, the exact integer sum of column `col` over the rows whose group it is (not through
+    float64, which rounds above 2^53); a sum past the column's type is refused, not wrapped."""
+    values = getattr(t, col)
+    out = np.zeros(values.shape, values.dtype)
+    np.add.at(out, group, values)
+    approx = np.bincount(group, weights=values.astype(np.float64), minlength=values.size)
+    if approx.size and float(approx.max()) >= float(np.iinfo(values.dtype).max) * 0.999:
+        row = int(np.argmax(approx))
+        raise ChakraError(
+            f"fuse_ops: node {int(t.ids[row])}'s fused {col} ({approx[row]:.3g}) does not fit {values.dtype}"
+        )
+    return out
+
+
 def fuse_ops(w: Workload, match: str) -> Workload:
     """Chains of compute nodes whose names match `match`, each the only successor of the one
     before and depending on nothing else, become their first node: durations, FLOPs and bytes
@@ -143,9 +158,9 @@ def fuse_ops(w: Workload, match: str) -> Workload:
         heads = np.unique(head[joins])
         out = t.copy()
         for col in ("duration", Attr.NUM_OPS, Attr.TENSOR_SIZE):
-            summed = np.bincount(head, weights=getattr(t, col).astype(np.float64), minlength=len(t))
+            summed = _sum_by(t, head, col)
             new = getattr(out, col).copy()
-            new[heads] = summed[heads].astype(new.dtype)
+            new[heads] = summed[heads]
             setattr(out, col, new)
             if col != "duration" and heads.size:  # (an attribute: present where a chain member had it)
                 present = np.bincount(head, weights=t.has(col).astype(np.float64), minlength=len(t)) > 0
