@@ -488,6 +488,25 @@ def test_validation_warnings_are_simulation_warnings():
     assert any("over 1 PiB" in x for x in res.warnings)
 
 
+def test_compat_says_when_a_large_out_of_step_direct_phase_leaves_the_packet_flow():
+    """compat, congestion-unaware: a direct phase whose members start apart follows ASTRA-sim's
+    packet flow up to EVENT_LIMIT messages; past it, the closed form, and the result says so."""
+    from chakra_trace.simulate import SimulationWarning
+
+    def job(n):
+        def build(b, r):
+            c = b.comp("before", r % 3)  # members reach the collective 0-2 µs apart
+            b.collective("ALL_REDUCE", 1 << 20, deps=[c])
+
+        return _job(build, n)
+
+    direct = system(**{"all-reduce-implementation": ["direct"], "preferred-dataset-splits": 1})
+    small = simulate(job(16), Network.simple("Ring", 16, 50, 500), direct, compat=True)
+    assert not any("closed form" in x for x in small.warnings)
+    with pytest.warns(SimulationWarning, match=r"direct all-reduce phase over 1 x 200 members .* closed form"):
+        simulate(job(200), Network.simple("Ring", 200, 50, 500), direct, compat=True)
+
+
 def test_cli_refuses_an_invalid_job_in_one_line_and_no_validate_runs_it(tmp_path, capsys):
     _job(lambda b, r: b.collective("ALL_REDUCE", 4096 * (r + 1)), 2).save(tmp_path / "job")
     rc, err = _cli(["simulate", str(tmp_path / "job"), "--system", "ring-8"], capsys)

@@ -23,6 +23,7 @@ from .algorithms import (
     BARRIER,
     DIRECT,
     DIRECT_AR,
+    EVENT_LIMIT,
     LOCAL_DELAY,
     OPS,
     RS,
@@ -44,8 +45,10 @@ from .network import as_ns, check_clock
 class Collectives:
     """Plans collectives and computes their per-member finish times on a fabric."""
 
-    def __init__(self, fabric, system, *, compat: bool, shortcuts: bool = True):
+    def __init__(self, fabric, system, *, compat: bool, shortcuts: bool = True, warn=None):
         self.f = fabric
+        self.warn = warn or (lambda message: None)
+        self._warned_flow = False
         self.shortcuts = shortcuts
         self.closed_form_steps = 0  # algorithm steps added in closed form (`_repeat`)
         self.sys = system
@@ -334,7 +337,17 @@ class Collectives:
 
     def steps(self, ph: Phase, in_step: bool = True) -> list[Step]:
         """The phase's algorithm as steps (`algorithms.steps`) in this simulator's mode."""
-        return steps(ph, compat=self.compat, aware=self.f.aware, in_step=in_step)
+        sts = steps(ph, compat=self.compat, aware=self.f.aware, in_step=in_step)
+        direct = self.compat and not in_step and ph.algorithm == "direct" and ph.matrix is None
+        if direct and not self._warned_flow and all(st.kind != WINDOW for st in sts):
+            self._warned_flow = True
+            g, p = ph.members.shape
+            self.warn(
+                f"a direct {ph.op.replace('_', '-')} phase over {g} x {p} members starting at different times is "
+                f"priced in closed form (ASTRA-sim's packet flow is followed up to {EVENT_LIMIT:,} messages a "
+                "phase): its finish times may differ from ASTRA-sim's"
+            )
+        return sts
 
     def _once(self, ph: Phase, T: np.ndarray, st: Step) -> np.ndarray:
         if st.kind == DIRECT:

@@ -212,7 +212,7 @@ class Simulator:
         self.engine = Engine()
         self.ports = MemoryPorts(self.engine, self.memory)
         self.fabric = Fabric(self.network, compat=self.compat, aware=self.aware)
-        self.coll = Collectives(self.fabric, self.system, compat=self.compat, shortcuts=self.shortcuts)
+        self.coll = Collectives(self.fabric, self.system, compat=self.compat, shortcuts=self.shortcuts, warn=self.warn)
         self.matcher = Matchmaker(self, self.groups)
         if classes is None:
             ranks = list(range(self.npus))
