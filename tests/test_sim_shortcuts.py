@@ -160,3 +160,86 @@ def test_no_stand_in_for_subgroups_or_p2p():
     system = SystemConfig.from_dict({"all-reduce-implementation": ["ring"]})
     res = _run(net, system, "p2p:size=4096", False, False, True)
     assert not any(s.startswith("symmetric") for s in res.shortcuts) and res.events > 4
+
+
+def _replicated(net: Network, tp: int, pp: int, dp: int, size: int, *, skew: int = 0) -> Workload:
+    """TP x PP x DP in Megatron order (rank = t + tp * (p + pp * d)): per rank a forward whose
+    length depends on its TP rank and stage, a TP all-reduce, the activation sent to the next
+    stage, a backward, and the DP all-reduce over the replicas. ``skew``: replica 1's first NPU
+    computes that much longer (no longer a replica)."""
+    groups: dict[str, list[int]] = {}
+
+    def rank(t, p, d):
+        return t + tp * (p + pp * d)
+
+    traces = {}
+    for d in range(dp):
+        for p in range(pp):
+            for t in range(tp):
+                r = rank(t, p, d)
+                tpg, dpg = f"tp{p}.{d}", f"dp{t}.{p}"
+                groups[tpg] = [rank(x, p, d) for x in range(tp)]
+                groups[dpg] = [rank(t, p, x) for x in range(dp)]
+                b = TraceBuilder()
+                last = None
+                if p > 0:
+                    last = b.recv(rank(t, p - 1, d), size, tag=7)
+                fwd = b.comp(
+                    "fwd", 5 + 3 * t + 7 * p + (skew if (d, p, t) == (1, 0, 0) else 0), deps=[last] if last else []
+                )
+                ar = b.collective("ALL_REDUCE", size // 4, deps=[fwd], pg_name=tpg)
+                if p + 1 < pp:
+                    ar = b.send(rank(t, p + 1, d), size, tag=7, deps=[ar])
+                bwd = b.comp("bwd", 11 + 2 * p, deps=[ar])
+                b.collective("ALL_REDUCE", size, deps=[bwd], pg_name=dpg)
+                traces[r] = b.build()
+    return Workload(traces, groups=groups)
+
+
+REPLICA_NETS = [
+    (["Switch", "Switch"], [4, 8], 2, 2, 8),  # TP 2 x PP 2 in a node of 4, 8 nodes: 8 replicas of a node
+    (["Ring", "Ring"], [2, 12], 2, 3, 4),  # a ring top dimension turned by 3
+    (["FullyConnected", "Ring", "Switch"], [2, 2, 4], 2, 2, 4),
+    (["Ring"], [12], 2, 2, 3),  # one dimension: replicas of 4 NPUs
+]
+
+
+@pytest.mark.parametrize("topo,sizes,tp,pp,dp", REPLICA_NETS)
+@pytest.mark.parametrize("compat", [False, True])
+def test_replicas_stand_for_each_other_with_peers_and_groups(topo, sizes, tp, pp, dp, compat):
+    """A TP x PP x DP job with sends and sub-groups: one replica is simulated for all, with the
+    same result as every NPU, and the result says so."""
+    net = Network.simple(topo, sizes, [100.0] * len(sizes), [100] * len(sizes))
+    system = SystemConfig.from_dict(
+        {"all-reduce-implementation": ["ring"] * len(sizes), "preferred-dataset-splits": 2, "endpoint-delay": 10}
+    )
+    job = _replicated(net, tp, pp, dp, 65536)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = simulate(job, net, system, comm_groups=job.groups, compat=compat)
+        slow = simulate(job, net, system, comm_groups=job.groups, compat=compat, shortcuts=False)
+    for f in FIELDS:
+        assert getattr(fast, f).tolist() == getattr(slow, f).tolist(), f
+    assert fast.shortcuts[0].startswith(
+        f"symmetric NPUs: the {net.npus} NPUs are {dp} replicas of NPUs 0-{tp * pp - 1}"
+    )
+    assert fast.events * dp == slow.events
+    key = lambda c: (c.group, c.index)  # noqa: E731  (records of replicas follow their own: order aside, the same)
+    assert sorted(fast.collectives, key=key) == sorted(slow.collectives, key=key)
+
+
+def test_no_replicas_where_one_differs_or_the_network_is_aware():
+    net = Network.simple(["Switch", "Switch"], [4, 8], [100, 50], [100, 500])
+    system = SystemConfig.from_dict({"all-reduce-implementation": ["ring", "ring"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        skewed = _replicated(net, 2, 2, 8, 4096, skew=3)
+        res = simulate(skewed, net, system, comm_groups=skewed.groups)
+        assert not any(s.startswith("symmetric") for s in res.shortcuts)
+        same = _replicated(net, 2, 2, 8, 4096)
+        aware = simulate(same, net, system, comm_groups=same.groups, aware=True)
+        assert not any(s.startswith("symmetric") for s in aware.shortcuts)
+        assert (
+            aware.finish_ns.tolist()
+            == simulate(same, net, system, comm_groups=same.groups, aware=True, shortcuts=False).finish_ns.tolist()
+        )

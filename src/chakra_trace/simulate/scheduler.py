@@ -196,13 +196,10 @@ class Matchmaker:
         inst = self.open.get(key)
         if inst is None:
             members = self.members(pg)
-            size = (
-                len(self.sim.members)
-                if self.sim.cls is not None
-                else self.sim.npus
-                if members is None
-                else len(members)
-            )
+            if self.sim.cls is not None:  # (the NPUs that stand for the members issue it)
+                size = len(self.sim.members) if members is None else len({int(self.sim.first[m]) for m in members})
+            else:
+                size = self.sim.npus if members is None else len(members)
             inst = self.open[key] = CollectiveInstance(
                 members, size, int(t.comm_type[r]), int(t.comm_size[r]), t.names[t.name_codes[r]]
             )

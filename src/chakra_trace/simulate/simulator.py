@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from .memory import MemoryPorts
 from .network import Fabric
 from .result import CollectiveRecord, SimResult
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
+from .symmetry import replica_period, used_groups
 
 #: What our default mode does differently from ASTRA-sim (kept in compat mode).
 COMPAT_DIFFERENCES = {
@@ -203,6 +205,7 @@ class Simulator:
         if missing:
             self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
         self.shortcuts_used: list[str] = []
+        self._period: int | None = None  # replicas: rank r stands for r + k * period (`_replica_classes`)
         self._build(self._classes() if shortcuts else None)
 
     def _build(self, classes: np.ndarray | None) -> None:
@@ -239,22 +242,48 @@ class Simulator:
         do exactly what its first NPU does as long as every collective ends at one time on all
         NPUs of each class (checked as each runs): no sends or receives, every collective over
         the whole machine, no memory port shared by NPUs. None when nothing is to be gained."""
+        if self._remote and self.memory.memory_type in ("PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"):
+            return None
         ids: dict[int, int] = {}
         cls = np.array([ids.setdefault(id(self.traces[r]), len(ids)) for r in range(self.npus)], np.int64)
         if len(ids) == self.npus:
-            return None
-        if self._remote and self.memory.memory_type in ("PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"):
-            return None
+            return self._replica_classes()
         everyone = list(range(self.npus))
         for t in {id(t): t for t in self.traces.values()}.values():
             if np.isin(t.types, (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)).any():
-                return None
-            coll = np.flatnonzero(t.types == NodeType.COMM_COLL_NODE)
-            named = t.has(Attr.PG_NAME)[coll]
-            for pg in {t.groups[int(c)] for c in t.pg_name[coll[named]].tolist()}:
+                return self._replica_classes()
+            for pg in used_groups(t):
                 if pg not in ALL_RANKS_GROUPS and pg in self.groups and list(self.groups[pg]) != everyone:
-                    return None
+                    return self._replica_classes()
         return cls
+
+    def _replica_classes(self) -> np.ndarray | None:
+        """Replicas (`symmetry.replica_period`): rank r stands for r + k * period, the first
+        period ranks are simulated. Congestion-unaware only: the replicas' messages would share
+        links on the aware network."""
+        if self.aware:
+            return None
+        period = replica_period(self.traces, self.groups, self.network)
+        if period is None:
+            return None
+        self._period = period
+        return np.arange(self.npus, dtype=np.int64) % period
+
+    def _mirrored(self, records: list[CollectiveRecord]) -> list[CollectiveRecord]:
+        """With replicas, the collectives of a group inside the first replica ran, at the same
+        times, in the matching group of every other replica: their records, each after its own."""
+        period, by_members = self._period, {tuple(m): name for name, m in self.groups.items()}
+        out = []
+        for rec in records:
+            out.append(rec)
+            members = self.groups.get(rec.group)
+            if members is None or max(members) >= period:
+                continue
+            for k in range(1, self.npus // period):
+                name = by_members.get(tuple(m + k * period for m in members))
+                if name is not None:
+                    out.append(replace(rec, group=name))
+        return out
 
     def _repaired(self, traces: dict[int, Trace]) -> dict[int, Trace]:
         fixed: dict[int, Trace] = {}
@@ -308,13 +337,12 @@ class Simulator:
         issued = inst.issued
         self._issue_order[(pg or "all", k)] = len(self._issue_order)
         if self.cls is not None:  # each class's first NPU stands for the class (`_classes`)
-            n = self.npus
-            ranks, start, took = np.arange(n, dtype=np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
-            for rank, (when, row) in issued.items():
-                m = self.members[self.cls[rank]]
-                start[m], took[m] = when, int(self._state[rank].dur[row])
-            if inst.splits and len(inst.splits) < n:
-                inst.splits = {r: inst.splits[f] for r, f in enumerate(self.first.tolist())}
+            ranks = np.arange(self.npus, dtype=np.int64) if inst.members is None else np.array(inst.members, np.int64)
+            rep = self.first[ranks]
+            start = np.array([issued[f][0] for f in rep.tolist()], np.int64)
+            took = np.array([int(self._state[f].dur[issued[f][1]]) for f in rep.tolist()], np.int64)
+            if inst.splits and len(inst.splits) < ranks.size:
+                inst.splits = {r: inst.splits[f] for r, f in zip(ranks.tolist(), rep.tolist())}
         else:
             ranks = np.array(sorted(issued), np.int64)
             start = np.array([issued[r][0] for r in ranks.tolist()], np.int64)
@@ -368,9 +396,10 @@ class Simulator:
         issued = inst.issued
         if self.cls is not None:
             lo, hi = np.full(len(self.members), MAX_NS), np.zeros(len(self.members), np.int64)
-            np.minimum.at(lo, self.cls, done)
-            np.maximum.at(hi, self.cls, done)
-            if (lo != hi).any():
+            here = self.cls[ranks]
+            np.minimum.at(lo, here, done)
+            np.maximum.at(hi, here, done)
+            if (lo[here] != hi[here]).any():
                 raise _Asymmetric(
                     f"{inst.name!r} (#{k} of group {pg or 'all'}) ends at different times on NPUs running one trace"
                 )
@@ -455,18 +484,27 @@ class Simulator:
             self._events()
         if self.cls is not None:
             k = len(self.members)
-            self.shortcuts_used.insert(
-                0,
-                f"symmetric NPUs: the {self.npus:,} NPUs run {k} trace{'s' if k > 1 else ''} and every collective "
-                f"spans all of them and ended at one time on the NPUs of each trace, so {k} NPU"
-                f"{'s were' if k > 1 else ' was'} simulated for all",
-            )
+            if self._period is not None:
+                what = (
+                    f"symmetric NPUs: the {self.npus:,} NPUs are {self.npus // k} replicas of NPUs 0-{k - 1} (traces, "
+                    "peers and groups shifted by the period, the network's top dimension turned by it), and every "
+                    f"collective ended at one time on the NPUs of each class, so {k} NPUs were simulated for all"
+                )
+            else:
+                what = (
+                    f"symmetric NPUs: the {self.npus:,} NPUs run {k} trace{'s' if k > 1 else ''} and every collective "
+                    f"spans all of them and ended at one time on the NPUs of each trace, so {k} NPU"
+                    f"{'s were' if k > 1 else ' was'} simulated for all"
+                )
+            self.shortcuts_used.insert(0, what)
         if self.coll.closed_form_steps:
             self.shortcuts_used.append(
                 f"closed form: {self.coll.closed_form_steps:,} repeats of collective algorithm steps that every "
                 "member started and ended at one time were added without simulating each"
             )
         self.records.sort(key=lambda r: self._issue_order[(r.group, r.index)])
+        if self.cls is not None and self._period is not None:
+            self.records = self._mirrored(self.records)
         result = self._result(time.perf_counter() - t0)
         blocked = self.matcher.blocked()
         for npu in self.npus_state:
