@@ -516,6 +516,16 @@ _SCALAR_DTYPES = {
 }
 
 
+def attr_fields(t: Trace):
+    """The extras split into fields, and their attributes (field 10) into theirs: (fields,
+    attribute rows among them, the attributes' fields; None without attributes). Not kept:
+    on a 1,024-rank job the scans of every trace would hold tens of GB."""
+    buf = t.extra
+    f = scan_fields(buf, t.extra_indptr[:-1], t.extra_indptr[1:])
+    a = np.flatnonzero((f.number == 10) & (f.wtype == WT_LEN))
+    return f, a, (scan_fields(buf, f.data[a], f.end[a]) if a.size else None)
+
+
 def extra_attr_array(t: Trace, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:
     """(values, present) of an attribute stored in the extras, decoded for all nodes at once.
 
@@ -523,12 +533,10 @@ def extra_attr_array(t: Trace, name: str, dtype=None) -> tuple[np.ndarray, np.nd
     """
     n = len(t)
     buf = t.extra
-    f = scan_fields(buf, t.extra_indptr[:-1], t.extra_indptr[1:])
-    a = np.flatnonzero((f.number == 10) & (f.wtype == WT_LEN))
+    f, a, sub = attr_fields(t)
     present = np.zeros(n, bool)
     if not a.size:
         return np.zeros(n, dtype or I64), present
-    sub = scan_fields(buf, f.data[a], f.end[a])
     is_name = (sub.number == 1) & (sub.wtype == WT_LEN)
     hit = np.zeros(a.size, bool)
     nr = np.flatnonzero(is_name)

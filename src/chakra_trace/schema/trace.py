@@ -248,7 +248,7 @@ class Trace:
     def data_deps(self, i: int) -> np.ndarray:
         return self.data[self.data_indptr[i] : self.data_indptr[i + 1]]
 
-    def _cached(self, key: Any, sources: tuple[str, ...], make):
+    def cached(self, key: Any, sources: tuple[str, ...], make):
         """Something derived from the columns `sources`, computed once while those columns stay
         the same objects (replacing a column recomputes it; edit arrays in place only before use)."""
         arrays = tuple(getattr(self, s) for s in sources)
@@ -261,13 +261,13 @@ class Trace:
 
     def index_of(self, ids) -> np.ndarray:
         """Row index of each id (-1 where the id is not in the trace). Duplicates: first row."""
-        return rows_of(self._cached("index", ("ids",), lambda: id_index(self.ids)), ids)
+        return rows_of(self.cached("index", ("ids",), lambda: id_index(self.ids)), ids)
 
     def graph(self, kinds: tuple[str, ...] = ("data", "ctrl")) -> DepGraph:
         """The row-level dependency graph over `kinds` (data and control by default), cached."""
         kinds = tuple(kinds)
         sources = ("ids", *(a for k in kinds for a in (f"{k}_indptr", k)))
-        return self._cached(("graph", kinds), sources, lambda: DepGraph.of(self, kinds))
+        return self.cached(("graph", kinds), sources, lambda: DepGraph.of(self, kinds))
 
     def row(self, node_id: int) -> int:
         i = int(self.index_of([node_id])[0])
@@ -316,7 +316,7 @@ class Trace:
     def attr_column(self, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:
         """`attr_array`, decoded once while the trace's attributes stay the same (for checks that
         ask per communicator group: hundreds of groups on a 1,024-rank job). Read-only arrays."""
-        return self._cached(
+        return self.cached(
             ("attr_array", name, dtype), ("extra", "extra_indptr", "present"), lambda: self.attr_array(name, dtype)
         )
 

@@ -191,19 +191,11 @@ class Simulator:
             refuse_invalid(report)
             for issue in report.warnings:
                 self.warn(f"validation: {'rank %d: ' % issue.rank if issue.rank is not None else ''}{issue.message}")
-        if not compat:  # repair what has one reading (ASTRA-sim aborts or hangs on these)
-            traces = self._repaired(traces)
         self.groups = groups
-        self.traces = traces
-        self.static: dict[int, Static] = {}  # per distinct trace object
-        for t in traces.values():
-            if id(t) not in self.static:
-                dur = durations(t, system, memory, comm=comm, compat=compat, warn=self.warn)
-                self.static[id(t)] = Static(t, dur, lanes=not compat, recorded_waits=comm == "recorded")
+        self.traces = traces  # as given: repaired (`_prepared`) when an NPU running one is simulated
+        self._prepared_traces: dict[int, tuple[Trace, Static]] = {}  # per distinct trace object
+        self._missing_said = False
         self.offsets = self._recorded_offsets(traces) if comm == "recorded" else {}
-        missing = sum(self.static[id(t)].missing for t in traces.values())
-        if missing:
-            self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
         self.shortcuts_used: list[str] = []
         self._period: int | None = None  # replicas: rank r stands for r + k * period (`_replica_classes`)
         self._build(self._classes() if shortcuts else None)
@@ -225,8 +217,14 @@ class Simulator:
             self.members = np.split(order, bounds[1:])  # NPUs of each class, the first stands for them
             ranks = [int(m[0]) for m in self.members]
             self.first = np.array(ranks, np.int64)[classes]  # the NPU that stands for each NPU
-        t = self.traces
-        self.npus_state = [Npu(r, t[r], self.static[id(t[r])], self, self.offsets.get(r, 0)) for r in ranks]
+        ready = [self._prepared(self.traces[r]) for r in ranks]
+        self.npus_state = [Npu(r, t, st, self, self.offsets.get(r, 0)) for r, (t, st) in zip(ranks, ready)]
+        if not self._missing_said:  # (every NPU counted: those that stand for others as often as they do)
+            self._missing_said = True
+            times = [1] * len(ranks) if classes is None else [len(m) for m in self.members]
+            missing = sum(st.missing * k for (_t, st), k in zip(ready, times))
+            if missing:
+                self.warn(f"{missing} dependencies name nodes that do not exist: dropped")
         self._state = {u.rank: u for u in self.npus_state}
         self.records: list[CollectiveRecord] = []
         self._issue_order: dict[tuple[str, int], int] = {}  # records are listed in issue order
@@ -269,10 +267,10 @@ class Simulator:
         self._period = period
         return np.arange(self.npus, dtype=np.int64) % period
 
-    def _mirrored(self, records: list[CollectiveRecord]) -> list[CollectiveRecord]:
+    def _mirrored(self, records: list[CollectiveRecord], period: int) -> list[CollectiveRecord]:
         """With replicas, the collectives of a group inside the first replica ran, at the same
         times, in the matching group of every other replica: their records, each after its own."""
-        period, by_members = self._period, {tuple(m): name for name, m in self.groups.items()}
+        by_members = {tuple(m): name for name, m in self.groups.items()}
         out = []
         for rec in records:
             out.append(rec)
@@ -285,14 +283,22 @@ class Simulator:
                     out.append(replace(rec, group=name))
         return out
 
-    def _repaired(self, traces: dict[int, Trace]) -> dict[int, Trace]:
-        fixed: dict[int, Trace] = {}
-        for t in {id(t): t for t in traces.values()}.values():
-            new, changes = fix_trace(t)
-            fixed[id(t)] = new
-            for c in changes:
-                self.warn(f"trace repaired before simulation: {c}")
-        return {r: fixed[id(t)] for r, t in traces.items()}
+    def _prepared(self, t: Trace) -> tuple[Trace, Static]:
+        """A trace as simulated, once per trace object however many NPUs run it: repaired where
+        a repair has one reading (default mode; ASTRA-sim aborts or hangs on these), its node
+        times and the scheduler's tables. Only the traces of simulated NPUs are prepared."""
+        hit = self._prepared_traces.get(id(t))
+        if hit is None:
+            fixed = t
+            if not self.compat:
+                repaired, changes = fix_trace(t)
+                for c in changes:
+                    self.warn(f"trace repaired before simulation: {c}")
+                fixed = repaired if changes else t
+            dur = durations(fixed, self.system, self.memory, comm=self.comm, compat=self.compat, warn=self.warn)
+            static = Static(fixed, dur, lanes=not self.compat, recorded_waits=self.comm == "recorded")
+            hit = self._prepared_traces[id(t)] = (fixed, static)
+        return hit
 
     @staticmethod
     def _recorded_offsets(traces: dict[int, Trace]) -> dict[int, int]:
@@ -504,7 +510,7 @@ class Simulator:
             )
         self.records.sort(key=lambda r: self._issue_order[(r.group, r.index)])
         if self.cls is not None and self._period is not None:
-            self.records = self._mirrored(self.records)
+            self.records = self._mirrored(self.records, self._period)
         result = self._result(time.perf_counter() - t0)
         blocked = self.matcher.blocked()
         for npu in self.npus_state:
@@ -560,7 +566,7 @@ class Simulator:
             collectives=self.records,
             nodes=nodes,
             names=names,
-            traces=dict(sorted(self.traces.items())),
+            traces={r: self._prepared_traces.get(id(t), (t,))[0] for r, t in sorted(self.traces.items())},
             link_busy_ns=self.fabric.link_busy if self.fabric.aware else None,
             describe_links=self.fabric.links if self.fabric.aware else None,
             mode=("astra" if self.compat else "default")

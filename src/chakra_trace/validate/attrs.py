@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..schema.codec import attr_fields
 from ..schema.enums import ATTR_MEMBER
 from ..schema.proto import ATTR_MEMBERS
 from ..schema.trace import Trace
-from ..schema.wire import I64, WT_LEN, WT_VARINT, equals_literal, scan_fields
+from ..schema.wire import I64, WT_LEN, WT_VARINT, equals_literal
 
 KNOWN = list(ATTR_MEMBER)
 
@@ -35,11 +36,9 @@ def extra_attrs(trace: Trace) -> ExtraAttrs:
     if trace.extra.size == 0:
         return empty
     buf = trace.extra
-    f = scan_fields(buf, trace.extra_indptr[:-1], trace.extra_indptr[1:])
-    a = np.flatnonzero((f.number == 10) & (f.wtype == WT_LEN))
+    f, a, sub = attr_fields(trace)
     if not a.size:
         return empty
-    sub = scan_fields(buf, f.data[a], f.end[a])
     nr = np.flatnonzero((sub.number == 1) & (sub.wtype == WT_LEN))
     name_idx = np.full(a.size, -1, np.int64)
     nd, nl = sub.data[nr], sub.value[nr].astype(I64)
