@@ -135,6 +135,35 @@ def test_cli_report(tmp_path, ddp_pair, capsys):
     assert main(["report", str(tmp_path / "job"), "--simulate", "nope", "-o", str(out)]) == 2
 
 
+def test_cli_report_costs_a_timeless_job_at_the_device_roofline(tmp_path, capsys):
+    """A captured or parallelized job has FLOPs and no times: with --device, its simulations cost
+    compute at that device's roofline, as `chakra simulate --device` does (not as free)."""
+    import re
+
+    from chakra_trace.cli import main
+    from chakra_trace.io.workload import Workload
+    from chakra_trace.schema.builder import TraceBuilder
+
+    traces = {}
+    for r in range(2):
+        b = TraceBuilder()
+        c = b.comp("aten::mm", 0, num_ops=2e12, tensor_size=1 << 20)
+        b.collective("ALL_REDUCE", 1 << 20, deps=[c])
+        traces[r] = b.build()
+    Workload(traces).save(tmp_path / "job")
+    out = tmp_path / "r.html"
+
+    def step(*extra):
+        assert main(["report", str(tmp_path / "job"), "--simulate", "ring-8", "-o", str(out), *extra]) == 0
+        printed = capsys.readouterr().out
+        return printed, float(re.search(r"simulated on ring-8[^:]*: ([\d,.]+) ms", printed).group(1).replace(",", ""))
+
+    printed, fast = step("--device", "h100")
+    assert "with NVIDIA H100-SXM5 compute" in printed and fast > 2.0  # 2 TFLOP at the H100's peak: over 2 ms
+    _, free = step("--peak-tflops", "1e9", "--mem-bw-gbps", "1e9")
+    assert free < 0.5 < fast
+
+
 def _check_chrome_trace(doc: dict, *, slices: int, flows: int | None = None, processes=None) -> None:
     """What Perfetto's JSON importer needs: µs slices that nest on each (pid, tid), one "s" per
     flow and its "f" steps, every flow event inside a slice of its own track."""

@@ -3,14 +3,17 @@ its simulations on other systems."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import click
 
+from ..schema.enums import NodeType
+from ..simulate.devices import with_device
 from ..simulate.presets import resolve
 from ..visualize.report import report_parts, write_report
 from .common import comm_groups_option, console, open_workload, steps
-from .plot import device_options
+from .plot import device_options, roofline_device
 from .systems import run_simulations, simulate_many_option
 
 
@@ -27,17 +30,26 @@ from .systems import run_simulations, simulate_many_option
 def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_gbps, title, timeline_events) -> None:
     """Write WORKLOAD's report (a `.et` file, a `<prefix>.<rank>.et` prefix or a folder): summary,
     breakdowns, critical path, top operations, collectives and imbalance, communication
-    matrix, roofline, and interactive timelines, recorded and simulated."""
+    matrix, roofline, and interactive timelines, recorded and simulated. A job whose compute
+    nodes have FLOPs but no times (`chakra capture`, `chakra parallelize`) is simulated with its
+    compute at the --device roofline, as `chakra simulate --device` does."""
     t0 = time.perf_counter()
     wl = open_workload(workload, comm_groups)
     presets = [resolve(spec) for spec in systems]  # (read once: a system may be config files)
+    costed = _timeless(wl) and (device is not None or (peak_tflops is not None and mem_bw_gbps is not None))
+    if costed:  # compute nodes with FLOPs and no time (captured, parallelized): at the device's roofline
+        dev = roofline_device(wl, device, peak_tflops, mem_bw_gbps)
+        presets = [
+            dataclasses.replace(p, system=with_device(p.system, dev)) if p.network is not None else p for p in presets
+        ]
     failed: dict[str, str] = {}  # the report says why in that system's place; the others still run
     sims = run_simulations(wl, presets, failed)
     for label, why in failed.items():
         click.echo(f"warning: not simulated on {label}: {why}", err=True)
     for label, res in sims.items():
         console().print(
-            f"simulated on {label}: {res.step_ns / 1e6:,.3f} ms (the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
+            f"simulated on {label}{f' with {dev.name} compute' if costed else ''}: {res.step_ns / 1e6:,.3f} ms "
+            f"(the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
         )
     with steps("report", report_parts(wl, sims, failed)) as advance:
         path = write_report(
@@ -54,3 +66,12 @@ def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_g
             progress=advance,
         )
     console().print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
+
+
+def _timeless(wl) -> bool:
+    """Whether the job's compute nodes carry FLOPs and no recorded time (its first rank's trace)."""
+    if not len(wl):
+        return False
+    t = wl.traces[min(wl.ranks)]
+    comp = (t.types == NodeType.COMP_NODE) & (t.num_ops > 0)
+    return bool(comp.any()) and not bool(t.duration[comp].any())
