@@ -72,6 +72,8 @@ PLANS = [
     Plan(tp=2, pp=2, dp=2),
     Plan(tp=2, sp=True),
     Plan(dp=2, zero=3),
+    Plan(dp=2, zero=1),
+    Plan(tp=2, pp=2, dp=2, zero=2),
     Plan(pp=2, schedule="gpipe", micro_batches=4),
     Plan(tp=2, pp=2, dp=2, sp=True, zero=3, micro_batches=4),
 ]
@@ -222,6 +224,31 @@ def test_fsdp_gathers_and_scatters_every_parameter(tiny):
     opt = sum(op.flops for op in tiny.ops if op.phase == "optimizer")
     per_rank = int(t.num_ops[t.types == NodeType.COMP_NODE].sum())
     assert abs(per_rank - (tiny.flops - opt + opt / dp)) < len(tiny.ops)  # optimizer on the shard
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero_shards_the_optimizer_and_gathers_each_bucket(tiny, zero):
+    """ZeRO-1/2: DDP's buckets (all-reduced, or reduce-scattered at stage 2), the optimizer on the
+    rank's 1/dp, then each bucket's parameters all-gathered (the shard each rank holds), after
+    the optimizer ops of the bucket's modules."""
+    dp = 4
+    ddp = parallelize(tiny.trace, Plan(dp=dp)).traces[0]
+    t = parallelize(tiny.trace, Plan(dp=dp, zero=zero)).traces[0]
+    sync = _colls(ddp, CollectiveType.ALL_REDUCE)
+    grads = _colls(t, CollectiveType.REDUCE_SCATTER if zero == 2 else CollectiveType.ALL_REDUCE)
+    assert [s for _, s in grads] == [s for _, s in sync]  # the same buckets, in the same order
+    ag = _colls(t, CollectiveType.ALL_GATHER)
+    assert [s for _, s in ag] == [-(-s // dp) for _, s in sync] and all(
+        n == f"zero{zero}_param_all_gather" for n, _ in ag
+    )
+    opt = sum(op.flops for op in tiny.ops if op.phase == "optimizer")
+    per_rank = int(t.num_ops[t.types == NodeType.COMP_NODE].sum())
+    assert abs(per_rank - (tiny.flops - opt + opt / dp)) < len(tiny.ops)  # optimizer on the shard
+    coll = np.flatnonzero(t.types == NodeType.COMM_COLL_NODE)
+    gathers = coll[t.comm_type[coll] == CollectiveType.ALL_GATHER]
+    phase = dict(zip(t.ids.tolist(), _attrs(t, "phase")))
+    for r in gathers.tolist():  # each waits for optimizer ops only
+        assert {phase[int(d)] for d in t.data_deps(r)} == {"optimizer"}
 
 
 def test_refusals(tiny):

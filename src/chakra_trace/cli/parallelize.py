@@ -27,7 +27,14 @@ from .common import console, json_option, print_json, steps
     default=None,
     help="Micro-batches the master trace's batch (one replica's) is split into [default: pp].",
 )
-@click.option("--zero", type=click.Choice(["0", "3"]), default="0", show_default=True, help="0: DDP; 3: FSDP.")
+@click.option(
+    "--zero",
+    type=click.Choice(["0", "1", "2", "3"]),
+    default="0",
+    show_default=True,
+    help="0: DDP; 1, 2: ZeRO stages (the optimizer sharded, parameters all-gathered; 2: gradients "
+    "reduce-scattered); 3: FSDP.",
+)
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket cap (MiB).")
 @click.option("-o", "--output", "prefix", default=None, help="Write PREFIX.<rank>.et and PREFIX.comm_groups.json.")
 @json_option

@@ -62,14 +62,14 @@ class Parallelized:
         plan = self.plan
         fb = self.master_flops - self.master_flops_by_phase.get("optimizer", 0)
         opt = self.master_flops_by_phase.get("optimizer", 0)
-        expected = plan.dp * fb + (opt if plan.zero == 3 else plan.dp * opt)
+        expected = plan.dp * fb + (opt if plan.zero else plan.dp * opt)
         return {
             "plan": {**asdict(plan), "micro_batches": plan.m, "ranks": plan.ranks},
             "ranks": plan.ranks,
             "groups": len(self.workload.groups),
             "master_flops": self.master_flops,
             "total_flops": self.total_flops,
-            # beyond dp x the master's work (optimizer once per replica under DDP, sharded under FSDP)
+            # beyond dp x the master's work (optimizer once per replica under DDP, sharded under ZeRO and FSDP)
             "redundant_flops": self.total_flops - expected,
             "stages": [
                 {

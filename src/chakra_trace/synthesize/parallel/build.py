@@ -64,7 +64,7 @@ class StageBuilder:
             self._tp_points()
         self.buckets: list[Bucket] = []
         self.units = None
-        if self.dp_on and self.plan.zero == 0:
+        if self.dp_on and self.plan.zero < 3:
             self.buckets = buckets(lay, stage)
         elif self.dp_on:
             self.units = fsdp_units(lay, stage)
@@ -114,7 +114,7 @@ class StageBuilder:
             last = self.order[-1][1] if self.order else 0
             lookups = [self.maps.get((BWD, last), {}), self.maps.get((FWD, last), {})]
         after = self.fwd_after if ph == FWD else self.bwd_after if ph == BWD else {}
-        opt_div = self.plan.dp if (ph == OPT and self.units is not None) else 1
+        opt_div = self.plan.dp if (ph == OPT and self.dp_on and self.plan.zero > 0) else 1
         units = self.units
         unit_gather: dict[str, int] = {}
         prev_gather: int | None = None
@@ -244,15 +244,22 @@ class StageBuilder:
                 )
                 self._p2p("send")
             prev_tail = last_id if last_id is not None else prev_tail
-        if self.buckets:  # DDP: one all-reduce per bucket once the last micro-batch wrote its gradients
+        zero = plan.zero if self.buckets else 0
+        if self.buckets:  # DDP, ZeRO: one collective per bucket once the last micro-batch wrote its gradients
             last_bwd = self.maps.get((BWD, self.order[-1][1]), {})
+            kind, name = (RS, "zero2_bucket_reduce_scatter") if zero == 2 else (AR, "dp_bucket_all_reduce")
             for i, bk in enumerate(self.buckets):
                 deps = [last_bwd[p] for p in bk.producers if p in last_bwd]
-                ar = self.coll(AR, bk.nbytes, DP, "dp_bucket_all_reduce", deps, bucket=i)
+                ar = self.coll(kind, bk.nbytes, DP, name, deps, bucket=i)
                 for mod in bk.modules:
                     self.bucket_of_module.setdefault(mod, []).append(ar)
         head = [] if prev_tail is None else [prev_tail]
         self.block(OPT, -1, head)
+        if zero in (1, 2):  # each bucket's updated parameters, from the rank that owns each shard
+            opt = self.maps[(OPT, -1)]
+            for i, bk in enumerate(self.buckets):
+                deps = [nid for r, nid in opt.items() if self.m.module[r] in bk.modules]
+                self.coll(AG, -(-bk.nbytes // plan.dp), DP, f"zero{zero}_param_all_gather", deps, bucket=i)
         trace = b.build()
         self.stats.nodes = len(trace)
         return trace

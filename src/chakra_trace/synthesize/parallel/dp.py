@@ -11,6 +11,12 @@ micro-batch (earlier micro-batches accumulate, as under `no_sync`), so it overla
 backward; an optimizer op waits for the buckets holding its module's parameters. Parameters split
 by tensor parallelism count their shard (bytes / tp).
 
+ZeRO-1 and ZeRO-2 (zero 1, 2; DeepSpeed's stages, Megatron's distributed optimizer): DDP's buckets,
+all-reduced (1) or reduce-scattered (2; comm_size: the bucket's bytes); each rank runs the
+optimizer on its 1/dp of the parameters (FLOPs and bytes / dp), then every bucket's updated
+parameters are all-gathered (comm_size: the shard each rank holds, ceil(bytes / dp)) once the
+optimizer ops of its modules ran.
+
 FSDP (zero 3): a unit per layer plus one for everything else. Per micro-batch, a unit's parameters
 are all-gathered before its forward and again before its backward (comm_size: the shard each rank
 holds, ceil(bytes / dp)), the next unit's gather issued when the previous unit starts (one unit

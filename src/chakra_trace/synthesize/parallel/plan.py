@@ -25,7 +25,9 @@ DDP_BUCKET_MB = 25.0  # DistributedDataParallel's default bucket_cap_mb
 class Plan:
     """TP x PP x DP with its options. `micro_batches` (default: pp) split the master trace's batch
     (the batch of one data-parallel replica); `zero` 0 (DDP: all-reduced gradient buckets of
-    `bucket_mb` MiB) or 3 (FSDP: all-gather parameters, reduce-scatter gradients); `sp`:
+    `bucket_mb` MiB), 1 (DDP's buckets all-reduced, the optimizer on each rank's shard, the
+    updated parameters all-gathered per bucket), 2 (as 1 with the buckets reduce-scattered) or 3
+    (FSDP: all-gather parameters, reduce-scatter gradients); `sp`:
     Megatron's sequence parallelism; `first_bucket_mb`: DDP's smaller first bucket (default: 1 MiB
     when `bucket_mb` is DDP's default 25, else `bucket_mb`, as DDP does)."""
 
@@ -45,8 +47,8 @@ class Plan:
                 raise ParallelizeError(f"{k} must be at least 1 (got {getattr(self, k)})")
         if self.schedule not in SCHEDULES:
             raise ParallelizeError(f"schedule {self.schedule!r}: expected one of {', '.join(SCHEDULES)}")
-        if self.zero not in (0, 3):
-            raise ParallelizeError(f"zero {self.zero}: expected 0 (DDP) or 3 (FSDP)")
+        if self.zero not in (0, 1, 2, 3):
+            raise ParallelizeError(f"zero {self.zero}: expected 0 (DDP), 1, 2 (ZeRO stages) or 3 (FSDP)")
         if self.micro_batches is not None and self.micro_batches < 1:
             raise ParallelizeError(f"micro_batches must be at least 1 (got {self.micro_batches})")
         if self.bucket_mb <= 0:
@@ -104,7 +106,11 @@ class Plan:
             parts.append("SP")
         if self.pp > 1:
             parts.append(f"{self.schedule} x {self.m} micro-batches")
-        parts.append("FSDP" if self.zero == 3 else f"DDP buckets {self.bucket_mb:g} MiB")
+        parts.append(
+            "FSDP"
+            if self.zero == 3
+            else f"DDP buckets {self.bucket_mb:g} MiB" + (f", ZeRO-{self.zero}" if self.zero else "")
+        )
         return ", ".join(parts)
 
 
