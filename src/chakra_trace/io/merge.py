@@ -218,7 +218,7 @@ def split(trace: Trace, *, ranks: Iterable[int] | None = None, path: str | os.Pa
         flat: _restore(trace, getattr(trace, flat), getattr(trace, ip)[bounds], all_ranks, stride, tables, where, ip)
         for ip, flat in (("ctrl_indptr", "ctrl"), ("data_indptr", "data"))
     }
-    columns = {k: getattr(trace, k) for k in Trace._ARRAYS}
+    columns = {k: getattr(trace, k) for k in Trace.ARRAYS}
     columns.update(ids=ids, extra=extra, extra_indptr=_indptr(lens - tail.lens), **deps)
     whole = Trace(len(trace), names=trace.names, groups=trace.groups, placed=trace.placed, **columns)
 
@@ -322,7 +322,7 @@ def _own(view: Trace, meta_bytes: bytes, where: str | None, rank: int) -> Trace:
         meta = pb.GlobalMetadata.FromString(meta_bytes)
     except Exception as e:  # protobuf raises DecodeError (a different class per runtime)
         raise TraceFormatError(where, f"rank {rank}'s global metadata does not parse ({e})", message_index=0) from None
-    arrays = {k: getattr(view, k).copy() for k in Trace._ARRAYS}
+    arrays = {k: getattr(view, k).copy() for k in Trace.ARRAYS}
     names, arrays["name_codes"] = _first_use([""] + view.names, np.concatenate([[0], view.name_codes + 1]), True)
     has_pg = view.has(Attr.PG_NAME)
     groups, codes = _first_use(view.groups, view.pg_name[has_pg])
@@ -356,6 +356,6 @@ def _key(view: Trace) -> tuple:
 
 def _same_rows(a: Trace, b: Trace) -> bool:
     """Whether two ranks' rows of one merged trace (one string table) hold the same nodes."""
-    return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in Trace._ARRAYS) and all(
+    return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in Trace.ARRAYS) and all(
         np.array_equal(x, y) for x, y in zip(a.placed, b.placed)
     )

@@ -70,7 +70,7 @@ class Trace:
     attributes (entries of a row in their original order).
     """
 
-    # the columns (set in __init__ from _ARRAYS; declared here for readers and type checkers)
+    # the columns (set in __init__ from ARRAYS; declared here for readers and type checkers)
     ids: np.ndarray
     types: np.ndarray
     name_codes: np.ndarray
@@ -95,7 +95,7 @@ class Trace:
     extra_indptr: np.ndarray
     extra_split: np.ndarray
 
-    _ARRAYS = (
+    ARRAYS = (
         "ids",
         "types",
         "name_codes",
@@ -146,7 +146,7 @@ class Trace:
         if unknown:
             raise TypeError(f"unknown trace columns: {sorted(unknown)}")
         defaults.update(arrays)
-        for k in self._ARRAYS:
+        for k in self.ARRAYS:
             setattr(self, k, defaults[k])
         if not self.names:
             self.names = [""]
@@ -163,7 +163,7 @@ class Trace:
     # ------------------------------------------------------------------ basics
     def _check_shapes(self) -> None:
         n = self.ids.size
-        for k in self._ARRAYS:
+        for k in self.ARRAYS:
             a = getattr(self, k)
             want = n + 1 if k.endswith("indptr") else n
             if k in ("ctrl", "data", "extra"):
@@ -197,12 +197,12 @@ class Trace:
             names=list(self.names),
             groups=list(self.groups),
             placed=tuple(a.copy() for a in self.placed),
-            **{k: getattr(self, k).copy() for k in self._ARRAYS},
+            **{k: getattr(self, k).copy() for k in self.ARRAYS},
         )
 
     def nbytes(self) -> int:
         """Memory held by the columns and string tables."""
-        total = sum(getattr(self, k).nbytes for k in self._ARRAYS)
+        total = sum(getattr(self, k).nbytes for k in self.ARRAYS)
         total += sum(sys.getsizeof(s) for s in self.names) + 8 * len(self.names)
         total += sum(sys.getsizeof(s) for s in self.groups) + 8 * len(self.groups)
         return total
@@ -344,7 +344,7 @@ class Trace:
         if rows.dtype == bool:
             rows = np.flatnonzero(rows)
         arrays = {}
-        for k in self._ARRAYS:
+        for k in self.ARRAYS:
             if k.endswith("indptr") or k in ("ctrl", "data", "extra"):
                 continue
             arrays[k] = getattr(self, k)[rows]
@@ -371,7 +371,7 @@ class Trace:
         """Rows start..stop as a trace of views (no copy of the columns)."""
         start, stop = max(0, start), min(len(self), stop)
         arrays = {}
-        for k in self._ARRAYS:
+        for k in self.ARRAYS:
             if not (k.endswith("indptr") or k in ("ctrl", "data", "extra")):
                 arrays[k] = getattr(self, k)[start:stop]
         for ip, flat in (("ctrl_indptr", "ctrl"), ("data_indptr", "data"), ("extra_indptr", "extra")):
@@ -434,7 +434,7 @@ class Trace:
         if not np.array_equal(self.name_array, other.name_array):
             i = int(np.flatnonzero(self.name_array != other.name_array)[0])
             out.append(f"row {i}: name {self.name_array[i]!r} != {other.name_array[i]!r}")
-        for k in self._ARRAYS:
+        for k in self.ARRAYS:
             if k in ("name_codes", Attr.PG_NAME):
                 continue
             a, b = getattr(self, k), getattr(other, k)
@@ -567,7 +567,7 @@ class Trace:
                 np.array([group_lookup.setdefault(s, len(group_lookup)) for s in t.groups] or [0], np.int32)
             )
         out = {}
-        for k in cls._ARRAYS:
+        for k in cls.ARRAYS:
             parts = []
             for t, nmap, gmap in zip(traces, name_maps, group_maps):
                 a = getattr(t, k)

@@ -18,30 +18,12 @@ import numpy as np
 
 from ..schema.enums import Attr, NodeType
 from ..schema.groups import ALL_RANKS_GROUPS
+from ..schema.trace import Trace
 
-#: The columns a replica's trace must share with the one a period before it (peers and groups apart).
-_SAME = (
-    "ids",
-    "types",
-    "name_codes",
-    "start",
-    "duration",
-    "ctrl_indptr",
-    "ctrl",
-    "data_indptr",
-    "data",
-    "present",
-    "is_cpu_op",
-    "num_ops",
-    "tensor_size",
-    "comm_type",
-    "comm_size",
-    "comm_priority",
-    "comm_tag",
-    "extra_indptr",
-    "extra",
-    "extra_split",
-)
+#: The columns a replica's trace must share with the one a period before it: all of a trace's
+#: columns but its peers and groups, which are mapped (`_repeats`).
+_MAPPED = ("comm_src", "comm_dst", "pg_name")
+_SAME = tuple(c for c in Trace.ARRAYS if c not in _MAPPED)
 _P2P = (NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE)
 
 

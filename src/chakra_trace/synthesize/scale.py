@@ -73,7 +73,7 @@ def with_peers(t: Trace, base: int, stride: int = 1, groups: list[str] | None = 
     """`t` with each send/receive peer p made base + stride * p (and its communicator names
     `groups`, when given); every other column shared with `t`."""
     p2p = _p2p_rows(t)
-    cols = {k: getattr(t, k) for k in Trace._ARRAYS}
+    cols = {k: getattr(t, k) for k in Trace.ARRAYS}
     for attr in (Attr.COMM_SRC, Attr.COMM_DST):
         col = getattr(t, attr)
         m = p2p & t.has(attr)
