@@ -239,7 +239,8 @@ class Simulator:
         """NPUs that run one trace object, as classes (an index per NPU), when each class must
         do exactly what its first NPU does as long as every collective ends at one time on all
         NPUs of each class (checked as each runs): no sends or receives, every collective over
-        the whole machine, no memory port shared by NPUs. None when nothing is to be gained."""
+        the whole machine, no memory port shared by NPUs. Otherwise replicas
+        (`_replica_classes`); None when nothing is to be gained."""
         if self._remote and self.memory.memory_type in ("PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"):
             return None
         ids: dict[int, int] = {}
