@@ -9,6 +9,7 @@ recorded DDP job issued (tests/data/corpus/ddp: bucket_cap_mb=0.1, 2 ranks).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -24,6 +25,7 @@ from chakra_trace.cli import main  # noqa: E402
 from chakra_trace.io.workload import Workload  # noqa: E402
 from chakra_trace.schema.builder import TraceBuilder  # noqa: E402
 from chakra_trace.schema.enums import CollectiveType, NodeType  # noqa: E402
+from chakra_trace.simulate.devices import with_device  # noqa: E402
 from chakra_trace.simulate.presets import resolve, simulate_on  # noqa: E402
 from chakra_trace.synthesize.parallel import ParallelizeError, Plan, parallelize, parallelize_detailed  # noqa: E402
 from chakra_trace.synthesize.parallel.pp import schedule  # noqa: E402
@@ -349,3 +351,101 @@ def test_a_master_without_its_parameters_is_refused_for_data_parallelism(tiny):
     with pytest.raises(ParallelizeError, match="parameters"):
         parallelize(old, Plan(dp=2))
     assert len(parallelize(old, Plan(tp=2))) == 2  # (tensor parallelism needs none)
+
+
+# --------------------------------------------------------------------------- expert parallelism
+
+EXPERTS, TOP_K = 4, 2  # the tiny-moe preset
+
+
+@pytest.fixture(scope="module")
+def tiny_moe():
+    return capture(load_build(f"{GPT}:build"), {"preset": "tiny-moe"}, batch=BATCH, seq=SEQ)
+
+
+def _in_experts(module: str) -> bool:
+    return "experts" in module.split(".")
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [Plan(dp=4, ep=2), Plan(dp=2, ep=2, zero=2), Plan(tp=2, pp=2, dp=4, ep=2, zero=1), Plan(tp=2, dp=4, ep=4, sp=True)],
+    ids=lambda p: p.describe(),
+)
+def test_expert_parallel_plans_validate(tiny_moe, plan):
+    w = parallelize(tiny_moe.trace, plan)
+    rep = validate_workload(w)
+    assert not rep.issues, [str(i) for i in rep.issues[:5]]
+    for g, members in w.groups.items():
+        assert sorted(r for r, t in w.traces.items() if g in t.groups) == members
+
+
+def test_expert_groups_are_consecutive_replicas():
+    plan = Plan(tp=2, pp=1, dp=8, ep=4)
+    groups = plan.groups()
+    assert groups[plan.ep_group(1, 0, 5)] == [9, 11, 13, 15]  # replicas 4..7 of TP rank 1
+    assert groups[plan.edp_group(1, 0, 5)] == [3, 11]  # replicas 1 and 5: the same experts
+    assert len(groups) == 8 + 2 + 2 * 2 + 2 * 4
+    assert sorted(map(int, groups)) == list(range(1, len(groups) + 1))
+    with pytest.raises(ParallelizeError, match="divide"):
+        Plan(dp=6, ep=4)
+    with pytest.raises(ParallelizeError, match="FSDP"):
+        Plan(dp=4, ep=2, zero=3)
+
+
+def test_expert_parallel_all_to_alls_and_shards(tiny_moe):
+    """Each MoE layer exchanges tokens x top_k x hidden bytes per micro-batch four times (dispatch
+    and combine, and their gradients); expert parameters are bucketed apart, 1/ep of them per
+    rank, over the expert-DP group; the experts' optimizer runs on 1/ep; the experts' forward and
+    backward FLOPs per rank are the master's (every rank runs its experts on tokens from ep ranks)."""
+    ep, dp, M = 2, 4, 2
+    plan = Plan(dp=dp, ep=ep, micro_batches=M)
+    w = parallelize(tiny_moe.trace, plan)
+    t = w.traces[3]
+    a2a = _colls(t, CollectiveType.ALL_TO_ALL)
+    copies = BATCH // M * SEQ * TOP_K * HIDDEN * ITEM
+    assert [s for _, s in a2a] == [copies] * (4 * LAYERS * M)
+    assert [n for n, _ in a2a[:2]] == ["ep_dispatch_all_to_all", "ep_combine_all_to_all"]
+    assert {n for n, _ in a2a[-2:]} == {"ep_combine_grad_all_to_all", "ep_dispatch_grad_all_to_all"}
+    pg = _attrs(t, "pg_name")
+    kinds: dict[str, set] = {}
+    for name, group in zip(t.name_array.tolist(), pg):
+        if group is not None:
+            kinds.setdefault(str(name), set()).add(group)
+    assert kinds["ep_dispatch_all_to_all"] == {plan.ep_group(0, 0, 3)}
+    assert kinds["edp_bucket_all_reduce"] == {plan.edp_group(0, 0, 3)}
+    assert kinds["dp_bucket_all_reduce"] == {plan.dp_group(0, 0)}
+    about = json.loads(next(a.string_val for a in tiny_moe.trace.metadata.attr if a.name == "capture"))
+    expert_bytes = sum(numel * size for name, numel, size, *_ in about["parameters"] if _in_experts(name))
+    other_bytes = sum(numel * size for name, numel, size, *_ in about["parameters"] if not _in_experts(name))
+    assert expert_bytes > 0
+    assert sum(s for n, s in _colls(t) if n == "edp_bucket_all_reduce") == expert_bytes // ep
+    assert sum(s for n, s in _colls(t) if n == "dp_bucket_all_reduce") == other_bytes
+    ops = tiny_moe.ops
+    expert_opt = sum(op.flops for op in ops if op.phase == "optimizer" and _in_experts(op.module))
+    fb_experts = sum(op.flops for op in ops if op.phase != "optimizer" and _in_experts(op.module))
+    comp = t.types == NodeType.COMP_NODE
+    per_rank = int(t.num_ops[comp].sum())
+    assert expert_opt > 0 and abs(per_rank - (tiny_moe.flops - expert_opt + expert_opt / ep)) < len(ops)
+    phase, module = _attrs(t, "phase"), _attrs(t, "module")
+    got = sum(
+        f
+        for f, ph, md, c in zip(t.num_ops.tolist(), phase, module, comp.tolist())
+        if c and ph != "optimizer" and md and _in_experts(md)
+    )
+    assert got == fb_experts  # shared over micro-batches exactly, not divided by ep
+
+
+def test_expert_parallel_shortcut_equals_the_full_run(tiny_moe):
+    w = parallelize(tiny_moe.trace, Plan(tp=2, dp=32, ep=4))
+    system = resolve("dgx-8x8")
+    system = dataclasses.replace(system, system=with_device(system.system, "h100"))
+    fast = simulate_on(w, system)
+    full = simulate_on(w, system, shortcuts=False)
+    assert fast.shortcuts and fast.step_ns == full.step_ns
+    assert fast.finish_ns.tolist() == full.finish_ns.tolist()
+
+
+def test_expert_parallelism_needs_experts(tiny):
+    with pytest.raises(ParallelizeError, match="mixture of experts"):
+        parallelize(tiny.trace, Plan(dp=2, ep=2))

@@ -35,6 +35,10 @@ PRESETS = {
     "llama2-7b": dict(layers=32, hidden=4096, heads=32, ffn=11008, vocab=32000),
     "llama2-13b": dict(layers=40, hidden=5120, heads=40, ffn=13824, vocab=32000),
     "llama2-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000),
+    "tiny-moe": dict(layers=2, hidden=64, heads=4, kv_heads=2, ffn=172, vocab=512, experts=4, top_k=2),
+    "mixtral-8x7b": dict(
+        layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000, experts=8, top_k=2, rope_base=1e6
+    ),
 }
 
 
@@ -98,6 +102,69 @@ class MLP(nn.Module):
         return self.down_proj(F.gelu(self.up_proj(x)))
 
 
+class ExpertLinear(nn.Module):
+    """One linear layer per expert, as one (experts, in, out) weight applied by a batched matmul to
+    (experts, tokens per expert, in)."""
+
+    def __init__(self, experts: int, fan_in: int, fan_out: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(experts, fan_in, fan_out))
+        nn.init.normal_(self.weight, std=fan_in**-0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(x, self.weight)
+
+
+class Experts(nn.Module):
+    """Every expert's MLP at once: the linears keep the dense MLP's names (gate/up/down_proj), so a
+    parallelization splits them as it splits an MLP."""
+
+    def __init__(self, experts: int, hidden: int, ffn: int, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        if kind == "swiglu":
+            self.gate_proj = ExpertLinear(experts, hidden, ffn)
+        elif kind != "gelu":
+            raise ValueError(f"mlp {kind!r}: expected swiglu or gelu")
+        self.up_proj = ExpertLinear(experts, hidden, ffn)
+        self.down_proj = ExpertLinear(experts, ffn, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "swiglu":
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(F.gelu(self.up_proj(x)))
+
+
+class MoE(nn.Module):
+    """A top-k routed mixture of experts (Mixtral, Switch) with balanced routing: every expert
+    takes tokens·top_k/experts token copies (drop-and-pad at capacity factor 1, the load a
+    balancing loss aims for), so the step's shapes do not depend on the router's values. The
+    token copies are sorted by expert (`dispatch`), run through the experts, put back in token
+    order and summed with the router's weights (`combine`)."""
+
+    def __init__(self, hidden: int, ffn: int, experts: int, top_k: int, kind: str) -> None:
+        super().__init__()
+        if not 1 <= top_k <= experts:
+            raise ValueError(f"top_k {top_k} must be in 1..experts ({experts})")
+        self.experts_n, self.top_k = experts, top_k
+        self.router = nn.Linear(hidden, experts, bias=False)
+        self.experts = Experts(experts, hidden, ffn, kind)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        tokens = x.reshape(b * s, h)
+        copies = b * s * self.top_k
+        if copies % self.experts_n:
+            raise ValueError(f"{b * s} tokens x top_k {self.top_k} do not split evenly over {self.experts_n} experts")
+        weight, chosen = self.router(tokens).softmax(dim=-1).topk(self.top_k, dim=-1)
+        weight = weight / weight.sum(dim=-1, keepdim=True)
+        order = chosen.reshape(-1).argsort(stable=True)  # token copies grouped by expert
+        dispatched = tokens.index_select(0, order // self.top_k).view(self.experts_n, -1, h)
+        out = self.experts(dispatched).reshape(copies, h)
+        combined = torch.empty_like(out).index_copy(0, order, out).view(b * s, self.top_k, h)
+        return (combined * weight.unsqueeze(-1).to(combined.dtype)).sum(dim=1).view(b, s, h)
+
+
 def _norm(kind: str, dim: int) -> nn.Module:
     if kind == "rms":
         return RMSNorm(dim)
@@ -107,16 +174,31 @@ def _norm(kind: str, dim: int) -> nn.Module:
 
 
 class Block(nn.Module):
-    def __init__(self, hidden: int, heads: int, kv_heads: int, ffn: int, norm: str, mlp: str, bias: bool) -> None:
+    def __init__(
+        self,
+        hidden: int,
+        heads: int,
+        kv_heads: int,
+        ffn: int,
+        norm: str,
+        mlp: str,
+        bias: bool,
+        experts: int,
+        top_k: int,
+    ) -> None:
         super().__init__()
         self.attn_norm = _norm(norm, hidden)
         self.attn = Attention(hidden, heads, kv_heads, bias)
         self.mlp_norm = _norm(norm, hidden)
-        self.mlp = MLP(hidden, ffn, mlp, bias)
+        if experts:
+            self.moe = MoE(hidden, ffn, experts, top_k, mlp)
+        else:
+            self.mlp = MLP(hidden, ffn, mlp, bias)
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         x = x + self.attn(self.attn_norm(x), rope)
-        return x + self.mlp(self.mlp_norm(x))
+        ffn = self.moe if hasattr(self, "moe") else self.mlp
+        return x + ffn(self.mlp_norm(x))
 
 
 class GPT(nn.Module):
@@ -135,6 +217,8 @@ class GPT(nn.Module):
         bias: bool = False,
         tie: bool = False,
         rope_base: float = 10000.0,
+        experts: int = 0,
+        top_k: int = 2,
     ) -> None:
         super().__init__()
         kv_heads = kv_heads or heads
@@ -147,7 +231,9 @@ class GPT(nn.Module):
             self.pos = nn.Embedding(max_seq, hidden)
         elif positions != "rope":
             raise ValueError(f"positions {positions!r}: expected rope or learned")
-        self.layers = nn.ModuleList(Block(hidden, heads, kv_heads, ffn, norm, mlp, bias) for _ in range(layers))
+        self.layers = nn.ModuleList(
+            Block(hidden, heads, kv_heads, ffn, norm, mlp, bias, experts, top_k) for _ in range(layers)
+        )
         self.norm = _norm(norm, hidden)
         self.lm_head = nn.Linear(hidden, vocab, bias=False)
         if tie:
@@ -181,12 +267,19 @@ def param_count(
     vocab: int = 32000,
     mlp: str = "swiglu",
     tie: bool = False,
+    experts: int = 0,
+    top_k: int = 2,
+    active: bool = False,
     **_,
 ) -> int:
-    """Parameters of the matrices (norms and biases aside): what the 6·N·tokens estimate uses."""
+    """Parameters of the matrices (norms and biases aside): what the 6·N·tokens estimate uses;
+    `active`: of a mixture of experts, those one token uses (top_k experts' and the router's)."""
     kv = (kv_heads or heads) * (hidden // heads)
     ffn = ffn or 4 * hidden
-    per_layer = 2 * hidden * hidden + 2 * hidden * kv + (3 if mlp == "swiglu" else 2) * hidden * ffn
+    mlp_params = (3 if mlp == "swiglu" else 2) * hidden * ffn
+    if experts:
+        mlp_params = mlp_params * (top_k if active else experts) + hidden * experts
+    per_layer = 2 * hidden * hidden + 2 * hidden * kv + mlp_params
     return layers * per_layer + vocab * hidden * (1 if tie else 2)
 
 

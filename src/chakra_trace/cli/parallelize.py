@@ -19,6 +19,13 @@ from .common import console, json_option, print_json, steps
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor-parallel ranks.")
 @click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline stages.")
 @click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel replicas.")
+@click.option(
+    "--ep",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Expert-parallel ranks (a divisor of --dp): a mixture's experts split over them, tokens exchanged by all-to-all.",
+)
 @click.option("--sp", is_flag=True, help="Sequence parallelism: TP all-reduces become reduce-scatter + all-gather.")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default="1f1b", show_default=True)
 @click.option(
@@ -38,22 +45,32 @@ from .common import console, json_option, print_json, steps
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket cap (MiB).")
 @click.option("-o", "--output", "prefix", default=None, help="Write PREFIX.<rank>.et and PREFIX.comm_groups.json.")
 @json_option
-def parallelize(master, tp, pp, dp, sp, schedule, micro_batches, zero, bucket_mb, prefix, as_json) -> None:
+def parallelize(master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, bucket_mb, prefix, as_json) -> None:
     """Make the per-rank traces of a parallelism plan from a master trace (`chakra capture`):
     Megatron-style tensor parallelism (column/row-parallel linears, vocab-parallel embedding, LM head
     and loss), pipeline stages with GPipe or 1F1B micro-batches and send/receive between them, and
-    data parallelism with DDP's gradient buckets or FSDP. FLOPs and bytes divide as the plan
+    data parallelism with DDP's gradient buckets, ZeRO or FSDP, and expert parallelism for a
+    mixture of experts (all-to-all token dispatch and combine). FLOPs and bytes divide as the plan
     divides the work; durations are left to the simulator's device model.
 
     \b
       chakra parallelize gpt70b.master.et --tp 8 --pp 8 --dp 16 -o out/gpt70b
       chakra simulate out/gpt70b --system dgx-8x128 --device h100
 
-    Ranks are Megatron-ordered: rank = t + tp * (p + pp * d).
+    Ranks are Megatron-ordered: rank = t + tp * (p + pp * d); an expert group is ep consecutive
+    replicas d.
     """
     t0 = time.perf_counter()
     plan = Plan(
-        tp=tp, pp=pp, dp=dp, sp=sp, schedule=schedule, micro_batches=micro_batches, zero=int(zero), bucket_mb=bucket_mb
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+        sp=sp,
+        schedule=schedule,
+        micro_batches=micro_batches,
+        zero=int(zero),
+        bucket_mb=bucket_mb,
     )
     with steps("reading the master trace", None):
         trace = read_trace(master)

@@ -1,5 +1,5 @@
 """Parallelization: a captured master trace (one logical device) -> one trace per rank of a
-TP x PP x DP plan, with communicator groups (`parallelize`).
+TP x PP x DP (x EP) plan, with communicator groups (`parallelize`).
 
 The rules, each in its module: rank order and groups (`plan`), which ops run where and how
 tensor parallelism divides them (`layout`), pipeline schedules (`pp`), DDP buckets and FSDP units
@@ -17,6 +17,8 @@ tensor parallelism divides them (`layout`), pipeline schedules (`pp`), DDP bucke
   of 4 bytes per token (max logit, target logit, sum of exponentials), Megatron's reductions;
 - PP send/receive: the layer output (micro-batch x seq x hidden x dtype; / tp with sequence
   parallelism), tag m in forward and M + m in backward for micro-batch m;
+- EP all-to-all (a mixture of experts' token dispatch and combine, and their gradients): see
+  `layout`;
 - DP: see `dp`.
 
 Durations are left to the simulator's device model: every compute node keeps num_ops and
@@ -32,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 from ...io.workload import Workload
 from ...schema.trace import Trace
-from .build import DP, TP, StageBuilder, StageStats, rank_trace
+from .build import DP, EDP, EP, TP, StageBuilder, StageStats, rank_trace
 from .layout import layout
 from .master import FWD, OPT, ParallelizeError, read_master
 from .plan import SCHEDULES, Plan
@@ -49,6 +51,7 @@ class Parallelized:
     stages: list[StageStats]
     master_flops: int
     master_flops_by_phase: dict[str, int] = field(default_factory=dict)
+    master_expert_optimizer_flops: int = 0  # of the optimizer's, on a mixture's experts
 
     def stage_of(self, rank: int) -> int:
         return self.plan.coords(rank)[1]
@@ -61,15 +64,17 @@ class Parallelized:
     def to_dict(self) -> dict:
         plan = self.plan
         fb = self.master_flops - self.master_flops_by_phase.get("optimizer", 0)
-        opt = self.master_flops_by_phase.get("optimizer", 0)
-        expected = plan.dp * fb + (opt if plan.zero else plan.dp * opt)
+        opt = self.master_flops_by_phase.get("optimizer", 0) - self.master_expert_optimizer_flops
+        expert_opt = self.master_expert_optimizer_flops
+        # the optimizer once per replica (experts': per expert-DP replica), or once in all under ZeRO/FSDP
+        expected = plan.dp * fb + (opt + expert_opt if plan.zero else plan.dp * opt + plan.edp * expert_opt)
         return {
             "plan": {**asdict(plan), "micro_batches": plan.m, "ranks": plan.ranks},
             "ranks": plan.ranks,
             "groups": len(self.workload.groups),
             "master_flops": self.master_flops,
             "total_flops": self.total_flops,
-            # beyond dp x the master's work (optimizer once per replica under DDP, sharded under ZeRO and FSDP)
+            # beyond dp x the master's work (the optimizer as `expected` counts it)
             "redundant_flops": self.total_flops - expected,
             "stages": [
                 {
@@ -111,17 +116,25 @@ def parallelize_detailed(master: Trace, plan: Plan) -> Parallelized:
     for d in range(plan.dp):
         for p in range(plan.pp):
             for t in range(plan.tp):
-                names = {TP: plan.tp_group(p, d), DP: plan.dp_group(t, p)}
+                names = {
+                    TP: plan.tp_group(p, d),
+                    DP: plan.dp_group(t, p),
+                    EP: plan.ep_group(t, p, d),
+                    EDP: plan.edp_group(t, p, d),
+                }
                 traces[plan.rank(t, p, d)] = rank_trace(templates[p], names, t + plan.tp * plan.pp * d, plan.tp)
     by_phase = {"forward": 0, "backward": 0, "optimizer": 0}
-    for ph, v in zip(m.phase.tolist(), m.num_ops):
+    expert_opt = 0
+    for ph, v, ex in zip(m.phase.tolist(), m.num_ops, lay.expert.tolist()):
         by_phase[("forward", "backward", "optimizer")[ph]] += v
+        expert_opt += v if ph == OPT and ex else 0
     return Parallelized(
         workload=Workload(dict(sorted(traces.items())), plan.groups()),
         plan=plan,
         stages=stats,
         master_flops=sum(m.num_ops),
         master_flops_by_phase=by_phase,
+        master_expert_optimizer_flops=expert_opt,
     )
 
 

@@ -3,8 +3,9 @@ tensor-parallel collectives inside them, the sends and receives between stages, 
 synchronization and the optimizer. Every TP rank and DP replica of a stage runs this program;
 `rank_trace` gives each its own communicator ids and peers while sharing every other column.
 
-Template conventions: collectives name the placeholder groups TP / DP, and sends and receives
-name the peer's pipeline stage in comm_dst / comm_src.
+Template conventions: collectives name the placeholder groups TP / DP / EP / EDP (tensor, data,
+expert and expert-data parallel), and sends and receives name the peer's pipeline stage in
+comm_dst / comm_src.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from .layout import Layout
 from .master import BWD, FWD, OPT
 from .pp import schedule
 
-TP, DP = "__tp__", "__dp__"
+TP, DP, EP, EDP = "__tp__", "__dp__", "__ep__", "__edp__"
+_LABEL = {TP: "TP", DP: "DP", EP: "EP", EDP: "EDP"}
 AR, RS, AG = CollectiveType.ALL_REDUCE, CollectiveType.REDUCE_SCATTER, CollectiveType.ALL_GATHER
+A2A = CollectiveType.ALL_TO_ALL
 LOSS_REDUCTIONS = 3  # vocab-parallel cross entropy: max logit, target logit, sum of exponentials
 LOSS_BYTES = 4  # ... each one fp32 value per token
 
@@ -36,7 +39,7 @@ class StageStats:
     p2p: dict[str, int] = field(default_factory=dict)
 
     def add_coll(self, group: str, ctype: CollectiveType, size: int) -> None:
-        k = f"{'TP' if group == TP else 'DP'} {ctype.name}"
+        k = f"{_LABEL[group]} {ctype.name}"
         d = self.collectives.setdefault(k, {"count": 0, "bytes": 0})
         d["count"] += 1
         d["bytes"] += int(size)
@@ -58,24 +61,30 @@ class StageBuilder:
         self.act = act // M // (self.plan.tp if self.plan.sp else 1)
         self.first, self.last = stage == 0, stage == pp - 1
         self.tp_on, self.dp_on = self.plan.tp > 1, self.plan.dp > 1
-        self.fwd_after: dict[int, list[tuple[CollectiveType, int, str]]] = {}
-        self.bwd_after: dict[int, list[tuple[CollectiveType, int, str]]] = {}
+        self.fwd_after: dict[int, list[tuple[CollectiveType, int, str, str]]] = {}
+        self.bwd_after: dict[int, list[tuple[CollectiveType, int, str, str]]] = {}
         if self.tp_on:
             self._tp_points()
-        self.buckets: list[Bucket] = []
+        for r, exchanges in lay.ep_after.items():  # after TP's all-reduce of the same op
+            after = self.fwd_after if m.phase[r] == FWD else self.bwd_after
+            after.setdefault(r, []).extend((A2A, size // M, name, EP) for size, name in exchanges)
+        self.buckets: list[Bucket] = []  # DDP / ZeRO buckets, then the experts' (expert-DP group)
+        self.expert_buckets: list[Bucket] = []
         self.units = None
         if self.dp_on and self.plan.zero < 3:
             self.buckets = buckets(lay, stage)
+            if self.plan.edp > 1:
+                self.expert_buckets = buckets(lay, stage, experts=True)
         elif self.dp_on:
             self.units = fsdp_units(lay, stage)
 
     # ------------------------------------------------------------------ TP collectives
-    def _pair(self, size: int, name: str) -> list[tuple[CollectiveType, int, str]]:
+    def _pair(self, size: int, name: str) -> list[tuple[CollectiveType, int, str, str]]:
         """An all-reduce of `size` bytes of the whole micro-batch, or with sequence parallelism a
         reduce-scatter of it and an all-gather back (comm_size: its input, size / tp per rank)."""
         if self.plan.sp:
-            return [(RS, size, f"{name}_reduce_scatter"), (AG, size // self.plan.tp, f"{name}_all_gather")]
-        return [(AR, size, f"{name}_all_reduce")]
+            return [(RS, size, f"{name}_reduce_scatter", TP), (AG, size // self.plan.tp, f"{name}_all_gather", TP)]
+        return [(AR, size, f"{name}_all_reduce", TP)]
 
     def _tp_points(self) -> None:
         lay, M = self.lay, self.M
@@ -92,7 +101,7 @@ class StageBuilder:
         if lay.loss_after is not None:
             per = lay.tokens // M * LOSS_BYTES
             self.fwd_after.setdefault(lay.loss_after, []).extend(
-                (AR, per, f"tp_loss_all_reduce{i}") for i in range(LOSS_REDUCTIONS)
+                (AR, per, f"tp_loss_all_reduce{i}", TP) for i in range(LOSS_REDUCTIONS)
             )
 
     # ------------------------------------------------------------------ nodes
@@ -114,7 +123,6 @@ class StageBuilder:
             last = self.order[-1][1] if self.order else 0
             lookups = [self.maps.get((BWD, last), {}), self.maps.get((FWD, last), {})]
         after = self.fwd_after if ph == FWD else self.bwd_after if ph == BWD else {}
-        opt_div = self.plan.dp if (ph == OPT and self.dp_on and self.plan.zero > 0) else 1
         units = self.units
         unit_gather: dict[str, int] = {}
         prev_gather: int | None = None
@@ -156,7 +164,8 @@ class StageBuilder:
             v_ops, v_bytes = m.num_ops[r], m.nbytes[r]
             dv = int(lay.div[r])
             if ph == OPT:
-                ops, nbytes = v_ops // dv // opt_div, v_bytes // dv // opt_div
+                od = self.opt_div(r)
+                ops, nbytes = v_ops // dv // od, v_bytes // dv // od
             else:
                 ops, nbytes = _part(v_ops // dv, mb, M), _part(v_bytes // dv, mb, M)
             nid = b.add(
@@ -183,8 +192,8 @@ class StageBuilder:
             if m.is_real(r):
                 tail = nid
             prev = nid
-            for ctype, size, name in after.get(r, ()):
-                prev = self.coll(ctype, size, TP, name, [prev])
+            for ctype, size, name, group in after.get(r, ()):
+                prev = self.coll(ctype, size, group, name, [prev])
             if prev != nid:
                 use[r] = tail = last_id = prev
             for u in rs_after.get(r, ()):  # FSDP: this unit's gradients are all written
@@ -193,6 +202,15 @@ class StageBuilder:
                 g = self.coll(RS, units.size[u], DP, "fsdp_reduce_scatter", prods)
                 self.rs_ids.setdefault(u, []).append(g)
         return tail, last_id
+
+    def opt_div(self, r: int) -> int:
+        """What divides an optimizer op's work: its experts' share (1 / ep) and under ZeRO the
+        shard of its data-parallel group (1 / dp, or 1 / (dp / ep) for experts' parameters)."""
+        plan = self.plan
+        zero = self.dp_on and plan.zero > 0
+        if self.lay.expert[r]:
+            return plan.ep * (plan.edp if zero else 1)
+        return plan.dp if zero else 1
 
     def opt_waits(self, r: int) -> list[int]:
         """What an optimizer op waits for beyond its data: its parameters' gradient buckets'
@@ -244,22 +262,29 @@ class StageBuilder:
                 )
                 self._p2p("send")
             prev_tail = last_id if last_id is not None else prev_tail
-        zero = plan.zero if self.buckets else 0
-        if self.buckets:  # DDP, ZeRO: one collective per bucket once the last micro-batch wrote its gradients
-            last_bwd = self.maps.get((BWD, self.order[-1][1]), {})
-            kind, name = (RS, "zero2_bucket_reduce_scatter") if zero == 2 else (AR, "dp_bucket_all_reduce")
-            for i, bk in enumerate(self.buckets):
+        zero = plan.zero if self.buckets or self.expert_buckets else 0
+        # (group, its size, name infix, buckets): the buckets of DDP / ZeRO, then the experts'
+        synced = [(DP, plan.dp, "", self.buckets), (EDP, plan.edp, "expert_", self.expert_buckets)]
+        # one collective per bucket once the last micro-batch wrote its gradients
+        last_bwd = self.maps.get((BWD, self.order[-1][1]), {})
+        for group, _, infix, bks in synced:
+            if zero == 2:
+                kind, name = RS, f"zero2_{infix}bucket_reduce_scatter"
+            else:
+                kind, name = AR, f"{'edp' if infix else 'dp'}_bucket_all_reduce"
+            for i, bk in enumerate(bks):
                 deps = [last_bwd[p] for p in bk.producers if p in last_bwd]
-                ar = self.coll(kind, bk.nbytes, DP, name, deps, bucket=i)
+                ar = self.coll(kind, bk.nbytes, group, name, deps, bucket=i)
                 for mod in bk.modules:
                     self.bucket_of_module.setdefault(mod, []).append(ar)
         head = [] if prev_tail is None else [prev_tail]
         self.block(OPT, -1, head)
         if zero in (1, 2):  # each bucket's updated parameters, from the rank that owns each shard
             opt = self.maps[(OPT, -1)]
-            for i, bk in enumerate(self.buckets):
-                deps = [nid for r, nid in opt.items() if self.m.module[r] in bk.modules]
-                self.coll(AG, -(-bk.nbytes // plan.dp), DP, f"zero{zero}_param_all_gather", deps, bucket=i)
+            for group, size, infix, bks in synced:
+                for i, bk in enumerate(bks):
+                    deps = [nid for r, nid in opt.items() if self.m.module[r] in bk.modules]
+                    self.coll(AG, -(-bk.nbytes // size), group, f"zero{zero}_{infix}param_all_gather", deps, bucket=i)
         trace = b.build()
         self.stats.nodes = len(trace)
         return trace
@@ -281,4 +306,4 @@ def rank_trace(template: Trace, groups: dict[str, str], peer_base: int, peer_str
     return with_peers(template, peer_base, peer_stride, [groups.get(g, g) for g in template.groups])
 
 
-__all__ = ["StageBuilder", "StageStats", "rank_trace", "TP", "DP"]
+__all__ = ["StageBuilder", "StageStats", "rank_trace", "TP", "DP", "EP", "EDP"]

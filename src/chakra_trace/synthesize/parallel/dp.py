@@ -17,6 +17,11 @@ optimizer on its 1/dp of the parameters (FLOPs and bytes / dp), then every bucke
 parameters are all-gathered (comm_size: the shard each rank holds, ceil(bytes / dp)) once the
 optimizer ops of its modules ran.
 
+Expert parallelism: a mixture's expert parameters are bucketed apart from the others (in the same
+order, with the same caps), each rank's share of them (bytes / ep), and synchronized over the
+expert-data-parallel group (the dp / ep replicas holding the same experts; none when that is
+one); ZeRO shards their optimizer over it (the optimizer's FLOPs and bytes / ep / (dp / ep)).
+
 FSDP (zero 3): a unit per layer plus one for everything else. Per micro-batch, a unit's parameters
 are all-gathered before its forward and again before its backward (comm_size: the shard each rank
 holds, ceil(bytes / dp)), the next unit's gather issued when the previous unit starts (one unit
@@ -44,17 +49,21 @@ def stage_params(lay: Layout, stage: int):
     return [p for p in lay.master.params if p.producer >= 0 and lay.stage_of_param(p) == stage]
 
 
-def buckets(lay: Layout, stage: int) -> list[Bucket]:
-    """The stage's DDP buckets, in all-reduce order (see the module docstring)."""
+def buckets(lay: Layout, stage: int, experts: bool = False) -> list[Bucket]:
+    """The stage's DDP buckets of its experts' parameters or of the others, in all-reduce order
+    (see the module docstring)."""
     plan = lay.plan
-    params = sorted(stage_params(lay, stage), key=lambda p: (p.ready, p.producer))
+    ep = plan.ep if experts else 1
+    params = sorted(
+        (p for p in stage_params(lay, stage) if lay.is_expert_param(p) == experts), key=lambda p: (p.ready, p.producer)
+    )
     limits = [plan.first_bucket_bytes]
     open_: dict[int, Bucket] = {}  # dtype itemsize -> the bucket being filled
     level: dict[int, int] = {}
     done: list[Bucket] = []
     for p in params:
         b = open_.setdefault(p.itemsize, Bucket())
-        b.nbytes += p.nbytes // lay.param_div.get(p.name, 1)
+        b.nbytes += p.nbytes // lay.param_div.get(p.name, 1) // ep
         b.producers.append(p.producer)
         b.modules.add(p.module)
         b.params.append(p.name)

@@ -14,6 +14,16 @@ sequence: divided too). Token embeddings, the LM head and the loss are vocab-par
 the final norm and learned position embeddings (a leaf name holding "pos") are replicated.
 Optimizer ops divide as their parameters do. Division is per op, rounded down (a 1-FLOP step
 counter divides to 0), so per-rank sums can fall short of master / tp by less than tp per op.
+
+Expert parallelism (GShard, Megatron-LM's all-to-all token dispatcher): each rank of an expert
+group holds experts / ep of a mixture's experts and runs them on the tokens every rank of its
+group routed to them, so an expert op's FLOPs and bytes per rank are the master's (balanced
+routing) while its parameters, their gradients and optimizer work are divided by ep. The token
+copies cross the group by all-to-all where data enters and leaves the experts module: after
+every op outside it whose result an op inside reads, and after every op inside whose result an
+op outside reads, in forward (dispatch, combine) and in backward (their gradients); comm_size is
+that result's bytes per micro-batch (tokens x top_k x hidden x dtype: all a rank sends, 1/ep of
+it to itself).
 """
 
 from __future__ import annotations
@@ -22,7 +32,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .master import BWD, COLUMN, FWD, OPT, ROW, Master, ParallelizeError, Param, layer_of, layer_path, leaf
+from .master import (
+    BWD,
+    COLUMN,
+    EXPERTS,
+    FWD,
+    OPT,
+    ROW,
+    Master,
+    ParallelizeError,
+    Param,
+    expert_region,
+    layer_of,
+    layer_path,
+    leaf,
+)
 from .plan import Plan
 
 
@@ -56,6 +80,11 @@ class Layout:
     param_div: dict[str, int]  # parameter name -> TP divisor
     master_act_bytes: int  # one layer's output (batch x seq x hidden x dtype): what stages pass on
     redundant_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    expert: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # rows inside a mixture's experts
+    ep_after: dict[int, list[tuple[int, str]]] = field(default_factory=dict)  # row -> all-to-alls (bytes, name)
+
+    def is_expert_param(self, p: Param) -> bool:
+        return expert_region(p.module) is not None
 
     def stage_of_param(self, p: Param) -> int:
         m = self.master
@@ -141,6 +170,12 @@ def layout(m: Master, plan: Plan) -> Layout:
                 vocab_bwd.append((bwd[-1], act))
                 loss_after = fwd[-1]
     redundant = np.flatnonzero(div[:n] == 1) if tp > 1 else np.zeros(0, np.int64)
+    region = [expert_region(mod) for mod in m.module]
+    if plan.ep > 1 and not any(region):
+        raise ParallelizeError(
+            f"expert parallelism (ep {plan.ep}) needs a mixture of experts: no module of the master trace is "
+            f"named {' or '.join(sorted(EXPERTS))}"
+        )
     return Layout(
         master=m,
         plan=plan,
@@ -155,7 +190,24 @@ def layout(m: Master, plan: Plan) -> Layout:
         param_div=param_div,
         master_act_bytes=_layer_output(m),
         redundant_rows=redundant,
+        expert=np.array([x is not None for x in region], bool),
+        ep_after=_expert_exchanges(m, region) if plan.ep > 1 else {},
     )
+
+
+def _expert_exchanges(m: Master, region: list[str | None]) -> dict[int, list[tuple[int, str]]]:
+    """The all-to-alls of expert parallelism (see the module docstring): row -> [(bytes, name)]."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    for r in range(len(m)):
+        ph = m.phase[r]
+        if ph == OPT:
+            continue
+        if any(m.phase[c] == ph and region[c] != region[r] for c in m.consumers[r]):
+            into = region[r] is None  # tokens enter the experts: the dispatch, or in backward the combine's gradient
+            kind = ("dispatch" if into else "combine") if ph == FWD else ("combine_grad" if into else "dispatch_grad")
+            name = f"ep_{kind}_all_to_all"
+            out[r] = [(m.out_bytes(r), name)]
+    return out
 
 
 def _layer_output(m: Master) -> int:

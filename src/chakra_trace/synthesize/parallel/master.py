@@ -13,7 +13,9 @@ derives, once per master trace:
   only an optimizer reads stays on the first stage);
 - the Megatron roles of linear layers by their names: column-parallel (`q_proj`, `k_proj`,
   `v_proj`, `gate_proj`, `up_proj`, ...) and row-parallel (`o_proj`, `down_proj`, ...), and each
-  layer's tensor-parallel region (the modules holding them: `attn`, `mlp`).
+  layer's tensor-parallel region (the modules holding them: `attn`, `mlp`);
+- a mixture of experts by its module name: a module called `experts` holds every expert's
+  weights, and what runs inside it runs on the tokens routed to them.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ COLUMN = frozenset(
 )
 #: leaf names of row-parallel linears (input features split; their output is summed over TP ranks)
 ROW = frozenset({"o_proj", "down_proj", "out_proj", "c_proj", "wo", "w2", "fc2", "linear2", "dense_4h_to_h", "dense"})
+
+#: module names holding a mixture's experts (their parameters split over expert-parallel ranks)
+EXPERTS = frozenset({"experts"})
 
 _LAYER = re.compile(r"(?:^|\.)(\d+)(?:\.|$)")
 
@@ -66,6 +71,15 @@ class ParallelizeError(ChakraError):
 def layer_of(module: str) -> int | None:
     m = _LAYER.search(module)
     return int(m.group(1)) if m else None
+
+
+def expert_region(module: str) -> str | None:
+    """`layers.3.moe.experts` for `layers.3.moe.experts.up_proj`; None outside experts."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part in EXPERTS:
+            return ".".join(parts[: i + 1])
+    return None
 
 
 def leaf(module: str) -> str:
@@ -229,4 +243,17 @@ def _places(m: Master) -> dict[str, str]:
     return place
 
 
-__all__ = ["Master", "Param", "read_master", "ParallelizeError", "COLUMN", "ROW", "PHASES", "FWD", "BWD", "OPT"]
+__all__ = [
+    "Master",
+    "Param",
+    "read_master",
+    "ParallelizeError",
+    "COLUMN",
+    "ROW",
+    "EXPERTS",
+    "PHASES",
+    "FWD",
+    "BWD",
+    "OPT",
+    "expert_region",
+]

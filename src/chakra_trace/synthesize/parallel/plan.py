@@ -5,9 +5,17 @@ sits inside one node of a DGX-like system), then pipeline stages, then data-para
 
     rank = t + tp * (p + pp * d)        (t: TP rank, p: pipeline stage, d: DP replica)
 
+Expert parallelism splits the data-parallel replicas into expert groups of `ep` consecutive
+replicas, d = e + ep * j (e: expert rank): the replicas of one expert group hold different
+experts and exchange tokens by all-to-all; those with the same e hold the same experts and
+synchronize their gradients (the expert-data-parallel group, dp / ep replicas; Megatron-LM's
+`expert_data_parallel` group).
+
 Groups (ASTRA-sim's communicator-group file, ids from 1): one TP group per (p, d) -- ranks
-t = 0..tp-1 --, then one DP group per (t, p) -- replicas d = 0..dp-1. Pipeline stages talk by
-send/receive between (t, p, d) and (t, p +- 1, d), so they need no group.
+t = 0..tp-1 --, then one DP group per (t, p) -- replicas d = 0..dp-1 --, then with ep > 1 one
+EP group per (t, p, j) -- e = 0..ep-1 -- and, with dp / ep > 1, one expert-DP group per (t, p, e)
+-- j = 0..dp/ep-1. Pipeline stages talk by send/receive between (t, p, d) and (t, p +- 1, d), so
+they need no group.
 """
 
 from __future__ import annotations
@@ -29,11 +37,13 @@ class Plan:
     updated parameters all-gathered per bucket), 2 (as 1 with the buckets reduce-scattered) or 3
     (FSDP: all-gather parameters, reduce-scatter gradients); `sp`:
     Megatron's sequence parallelism; `first_bucket_mb`: DDP's smaller first bucket (default: 1 MiB
-    when `bucket_mb` is DDP's default 25, else `bucket_mb`, as DDP does)."""
+    when `bucket_mb` is DDP's default 25, else `bucket_mb`, as DDP does); `ep`: expert-parallel
+    ranks (a divisor of dp; the master trace must hold a mixture of experts)."""
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
+    ep: int = 1
     sp: bool = False
     schedule: str = "1f1b"
     micro_batches: int | None = None
@@ -42,7 +52,7 @@ class Plan:
     first_bucket_mb: float | None = None
 
     def __post_init__(self) -> None:
-        for k in ("tp", "pp", "dp"):
+        for k in ("tp", "pp", "dp", "ep"):
             if getattr(self, k) < 1:
                 raise ParallelizeError(f"{k} must be at least 1 (got {getattr(self, k)})")
         if self.schedule not in SCHEDULES:
@@ -53,10 +63,19 @@ class Plan:
             raise ParallelizeError(f"micro_batches must be at least 1 (got {self.micro_batches})")
         if self.bucket_mb <= 0:
             raise ParallelizeError(f"bucket_mb must be positive (got {self.bucket_mb})")
+        if self.dp % self.ep:
+            raise ParallelizeError(f"ep {self.ep} must divide dp {self.dp} (expert groups are made of replicas)")
+        if self.ep > 1 and self.zero == 3:
+            raise ParallelizeError("expert parallelism with FSDP (zero 3) is not modelled: use zero 0, 1 or 2")
 
     @property
     def ranks(self) -> int:
         return self.tp * self.pp * self.dp
+
+    @property
+    def edp(self) -> int:
+        """Replicas holding the same experts (the expert-data-parallel group's size)."""
+        return self.dp // self.ep
 
     @property
     def m(self) -> int:
@@ -86,9 +105,16 @@ class Plan:
     def dp_group(self, t: int, p: int) -> str:
         return str(1 + self.pp * self.dp + t + self.tp * p)
 
+    def ep_group(self, t: int, p: int, d: int) -> str:
+        return str(1 + self.pp * self.dp + self.tp * self.pp + t + self.tp * (p + self.pp * (d // self.ep)))
+
+    def edp_group(self, t: int, p: int, d: int) -> str:
+        base = 1 + self.pp * self.dp + self.tp * self.pp * (1 + self.edp)
+        return str(base + t + self.tp * (p + self.pp * (d % self.ep)))
+
     def groups(self) -> dict[str, list[int]]:
         """Communicator groups (id -> ranks) the plan's collectives use: TP groups when tp > 1, DP
-        groups when dp > 1."""
+        groups when dp > 1, EP groups when ep > 1, expert-DP groups when ep > 1 and dp / ep > 1."""
         out: dict[str, list[int]] = {}
         if self.tp > 1:
             for d in range(self.dp):
@@ -98,10 +124,20 @@ class Plan:
             for p in range(self.pp):
                 for t in range(self.tp):
                     out[self.dp_group(t, p)] = [self.rank(t, p, d) for d in range(self.dp)]
+        if self.ep > 1:
+            for d in range(0, self.dp, self.ep):
+                for p in range(self.pp):
+                    for t in range(self.tp):
+                        out[self.ep_group(t, p, d)] = [self.rank(t, p, d + e) for e in range(self.ep)]
+            if self.edp > 1:
+                for e in range(self.ep):
+                    for p in range(self.pp):
+                        for t in range(self.tp):
+                            out[self.edp_group(t, p, e)] = [self.rank(t, p, e + self.ep * j) for j in range(self.edp)]
         return out
 
     def describe(self) -> str:
-        parts = [f"TP {self.tp}", f"PP {self.pp}", f"DP {self.dp}"]
+        parts = [f"TP {self.tp}", f"PP {self.pp}", f"DP {self.dp}"] + ([f"EP {self.ep}"] if self.ep > 1 else [])
         if self.sp:
             parts.append("SP")
         if self.pp > 1:
