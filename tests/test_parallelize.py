@@ -78,6 +78,8 @@ PLANS = [
     Plan(tp=2, pp=2, dp=2, zero=2),
     Plan(pp=2, schedule="gpipe", micro_batches=4),
     Plan(tp=2, pp=2, dp=2, sp=True, zero=3, micro_batches=4),
+    Plan(tp=2, pp=2, dp=2, recompute="full"),
+    Plan(dp=2, zero=3, recompute="full"),
 ]
 
 
@@ -211,6 +213,48 @@ def test_combined_plan_accounts_for_every_flop(tiny):
     per_replica = tp * (replicated + shards + root)
     assert _flops(res.workload) == plan.dp * per_replica
     assert res.to_dict()["redundant_flops"] == plan.dp * (per_replica - tiny.flops)
+
+
+def test_full_recompute_runs_each_layers_forward_again(tiny):
+    """Full activation recomputation: before each micro-batch's backward the stage's layer ops run
+    again (their TP collectives too), the backward reads them, and they cost their FLOPs more; an
+    FSDP unit is gathered once for its recomputation and backward."""
+    M, tp = 2, 2
+    base = parallelize_detailed(tiny.trace, Plan(tp=tp, pp=2, micro_batches=M))
+    res = parallelize_detailed(tiny.trace, Plan(tp=tp, pp=2, micro_batches=M, recompute="full"))
+    layer_fwd = sum(
+        op.flops if _replicated_under_tp(op) else op.flops // tp
+        for op in tiny.ops
+        if op.phase == "forward" and op.module.startswith("layers.")
+    )
+    d = res.to_dict()
+    assert d["recompute_flops"] == tp * layer_fwd  # every layer once per micro-batch, split over M exactly
+    assert d["total_flops"] == base.to_dict()["total_flops"] + d["recompute_flops"]
+    assert d["redundant_flops"] == base.to_dict()["redundant_flops"]
+    t = res.workload.traces[0]
+    phase = _attrs(t, "phase")
+    ids = t.ids.tolist()
+    redone = {i for i, ph in zip(ids, phase) if ph == "recompute"}
+    tp_fwd = [n for n, _ in _colls(t) if n.startswith("tp_fwd")]
+    assert len(tp_fwd) == 2 * len([n for n, _ in _colls(base.workload.traces[0]) if n.startswith("tp_fwd")])
+    # a backward reads its micro-batch's recomputed layer ops, never their first forward's
+    mb = dict(zip(ids, _attrs(t, "micro_batch")))
+    first_fwd = {
+        i for i, ph, md in zip(ids, phase, _attrs(t, "module")) if ph == "forward" and md.startswith("layers.")
+    }
+    reads = {(mb[ids[r]], int(d)) for r, ph in enumerate(phase) if ph == "backward" for d in t.data_deps(r)}
+    assert {d for _, d in reads} & redone
+    assert not {d for m, d in reads if d in first_fwd and mb[d] == m}
+    step = {
+        p.recompute: simulate_on(parallelize(tiny.trace, p), resolve("ring-8")).step_ns
+        for p in (Plan(tp=2, pp=2, dp=2), Plan(tp=2, pp=2, dp=2, recompute="full"))
+    }
+    assert step["full"] > step["none"]
+    fsdp = [
+        _colls(parallelize(tiny.trace, Plan(dp=2, zero=3, recompute=r)).traces[0], CollectiveType.ALL_GATHER)
+        for r in ("none", "full")
+    ]
+    assert fsdp[0] == fsdp[1]
 
 
 def test_fsdp_gathers_and_scatters_every_parameter(tiny):

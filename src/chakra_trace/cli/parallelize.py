@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..io.et import read_trace
 from ..io.workload import write_comm_groups
-from ..synthesize.parallel import SCHEDULES, Plan, parallelize_detailed
+from ..synthesize.parallel import RECOMPUTE, SCHEDULES, Plan, parallelize_detailed
 from .common import console, json_option, print_json, steps
 
 
@@ -42,10 +42,19 @@ from .common import console, json_option, print_json, steps
     help="0: DDP; 1, 2: ZeRO stages (the optimizer sharded, parameters all-gathered; 2: gradients "
     "reduce-scattered); 3: FSDP.",
 )
+@click.option(
+    "--recompute",
+    type=click.Choice(RECOMPUTE),
+    default="none",
+    show_default=True,
+    help="full: every layer's forward runs again before its micro-batch's backward (activation recomputation).",
+)
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket cap (MiB).")
 @click.option("-o", "--output", "prefix", default=None, help="Write PREFIX.<rank>.et and PREFIX.comm_groups.json.")
 @json_option
-def parallelize(master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, bucket_mb, prefix, as_json) -> None:
+def parallelize(
+    master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, recompute, bucket_mb, prefix, as_json
+) -> None:
     """Make the per-rank traces of a parallelism plan from a master trace (`chakra capture`):
     Megatron-style tensor parallelism (column/row-parallel linears, vocab-parallel embedding, LM head
     and loss), pipeline stages with GPipe or 1F1B micro-batches and send/receive between them, and
@@ -70,6 +79,7 @@ def parallelize(master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, bucke
         schedule=schedule,
         micro_batches=micro_batches,
         zero=int(zero),
+        recompute=recompute,
         bucket_mb=bucket_mb,
     )
     with steps("reading the master trace", None):
@@ -107,4 +117,5 @@ def parallelize(master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, bucke
     con.print(
         f"FLOPs over all ranks {d['total_flops']:.4g} = dp x master {d['master_flops']:.4g} (optimizer per replica "
         f"or sharded) + redundant {d['redundant_flops']:.4g} (replicated norms/residuals under TP, shared ops per stage)"
+        + (f" + recomputed {d['recompute_flops']:.4g}" if d["recompute_flops"] else "")
     )

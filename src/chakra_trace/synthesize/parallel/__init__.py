@@ -19,7 +19,10 @@ tensor parallelism divides them (`layout`), pipeline schedules (`pp`), DDP bucke
   parallelism), tag m in forward and M + m in backward for micro-batch m;
 - EP all-to-all (a mixture of experts' token dispatch and combine, and their gradients): see
   `layout`;
-- DP: see `dp`.
+- DP: see `dp`;
+- full activation recomputation (`Plan.recompute`): before each micro-batch's backward, the
+  stage's layer ops run again (phase "recompute", their TP/EP collectives with them), and the
+  backward reads their results; their FLOPs are counted apart (`recompute_flops`).
 
 Durations are left to the simulator's device model: every compute node keeps num_ops and
 tensor_size and says duration_unknown; node shapes are dropped (they describe the unsplit op).
@@ -37,7 +40,7 @@ from ...schema.trace import Trace
 from .build import DP, EDP, EP, TP, StageBuilder, StageStats, rank_trace
 from .layout import layout
 from .master import FWD, OPT, ParallelizeError, read_master
-from .plan import SCHEDULES, Plan
+from .plan import RECOMPUTE, SCHEDULES, Plan
 
 SCHEMA = "chakra-trace parallelize 1"
 
@@ -61,6 +64,11 @@ class Parallelized:
         """FLOPs over every rank."""
         return sum(s.flops for s in self.stages) * self.plan.tp * self.plan.dp
 
+    @property
+    def recompute_flops(self) -> int:
+        """Of total_flops, the recomputed forwards'."""
+        return sum(s.recompute_flops for s in self.stages) * self.plan.tp * self.plan.dp
+
     def to_dict(self) -> dict:
         plan = self.plan
         fb = self.master_flops - self.master_flops_by_phase.get("optimizer", 0)
@@ -74,8 +82,9 @@ class Parallelized:
             "groups": len(self.workload.groups),
             "master_flops": self.master_flops,
             "total_flops": self.total_flops,
-            # beyond dp x the master's work (the optimizer as `expected` counts it)
-            "redundant_flops": self.total_flops - expected,
+            "recompute_flops": self.recompute_flops,
+            # beyond dp x the master's work (the optimizer as `expected` counts it) and recomputation
+            "redundant_flops": self.total_flops - expected - self.recompute_flops,
             "stages": [
                 {
                     "stage": p,
@@ -138,4 +147,14 @@ def parallelize_detailed(master: Trace, plan: Plan) -> Parallelized:
     )
 
 
-__all__ = ["parallelize", "parallelize_detailed", "Parallelized", "Plan", "ParallelizeError", "SCHEDULES", "FWD", "OPT"]
+__all__ = [
+    "parallelize",
+    "parallelize_detailed",
+    "Parallelized",
+    "Plan",
+    "ParallelizeError",
+    "SCHEDULES",
+    "RECOMPUTE",
+    "FWD",
+    "OPT",
+]

@@ -26,6 +26,7 @@ TP, DP, EP, EDP = "__tp__", "__dp__", "__ep__", "__edp__"
 _LABEL = {TP: "TP", DP: "DP", EP: "EP", EDP: "EDP"}
 AR, RS, AG = CollectiveType.ALL_REDUCE, CollectiveType.REDUCE_SCATTER, CollectiveType.ALL_GATHER
 A2A = CollectiveType.ALL_TO_ALL
+RECOMPUTE = 3  # key of a recomputed forward's ids (next to FWD, BWD, OPT)
 LOSS_REDUCTIONS = 3  # vocab-parallel cross entropy: max logit, target logit, sum of exponentials
 LOSS_BYTES = 4  # ... each one fp32 value per token
 
@@ -35,6 +36,7 @@ class StageStats:
     nodes: int = 0
     flops: int = 0
     bytes: int = 0
+    recompute_flops: int = 0  # of flops: forwards run again before their backward
     collectives: dict[str, dict[str, int]] = field(default_factory=dict)  # "TP ALL_REDUCE" -> count, bytes
     p2p: dict[str, int] = field(default_factory=dict)
 
@@ -55,6 +57,11 @@ class StageBuilder:
             ph: [r for r in range(len(m)) if m.phase[r] == ph and stage in lay.stages[r]] for ph in (FWD, BWD, OPT)
         }
         self.maps: dict[tuple[int, int], dict[int, int]] = {}
+        # full activation recomputation: each layer's forward again before the layer's backward
+        self.recompute_rows: dict[int, list[int]] = {}
+        for r in self.rows[FWD] if self.plan.recompute == "full" else []:
+            if m.layer[r] >= 0:
+                self.recompute_rows.setdefault(int(m.layer[r]), []).append(r)
         M = self.plan.m
         self.M = M
         act = lay.master_act_bytes
@@ -109,22 +116,32 @@ class StageBuilder:
         self.stats.add_coll(group, ctype, size)
         return self.b.collective(ctype, max(int(size), 0), name=name, deps=deps, pg_name=group, **kw)
 
-    def block(self, ph: int, mb: int, head: list[int]) -> tuple[int | None, int | None]:
-        """Emit one micro-batch's forward (FWD) or backward (BWD), or the optimizer (OPT, mb -1).
-        `head`: what the block's first ops wait for. Returns (id of its last real op, its last
-        id)."""
+    def block(
+        self, ph: int, mb: int, head: list[int], recompute: int | None = None, gathers: dict[str, int] | None = None
+    ) -> tuple[int | None, int | None]:
+        """Emit one micro-batch's forward (FWD) or backward (BWD), or the optimizer (OPT, mb -1);
+        `recompute`: layer `recompute`'s forward again, as activation recomputation runs it
+        before the layer's backward (which then reads its results). `head`: what the block's
+        first ops wait for; `gathers`: FSDP units already gathered (unit -> collective id), shared
+        by a recomputation and its backward. Returns (id of its last real op, its last id)."""
         m, lay, M = self.m, self.lay, self.M
-        rows = self.rows[ph]
-        own: dict[int, int] = {}
+        redo = recompute is not None
+        rows = self.recompute_rows[recompute] if redo else self.rows[ph]
+        own: dict[int, int] = self.maps.setdefault((RECOMPUTE, mb), {}) if redo else {}
         use: dict[int, int] = {}
-        self.maps[(ph, mb)] = own
-        lookups = [self.maps.get((FWD, mb), {})] if ph == BWD else []
+        if not redo:
+            self.maps[(ph, mb)] = own
+        lookups = [self.maps.setdefault((RECOMPUTE, mb), {}), self.maps.get((FWD, mb), {})] if ph == BWD else []
+        if redo:
+            lookups = [self.maps.get((FWD, mb), {})]
+        redone: set[int] = set()
+        waits: list[int] = []
         if ph == OPT:
             last = self.order[-1][1] if self.order else 0
             lookups = [self.maps.get((BWD, last), {}), self.maps.get((FWD, last), {})]
         after = self.fwd_after if ph == FWD else self.bwd_after if ph == BWD else {}
         units = self.units
-        unit_gather: dict[str, int] = {}
+        unit_gather: dict[str, int] = {} if gathers is None else gathers
         prev_gather: int | None = None
         unit_started: dict[str, int] = {}
         rs_after = units.rs_after if (units is not None and ph == BWD) else {}
@@ -132,7 +149,14 @@ class StageBuilder:
         last_id = None
         b = self.b
         for r in rows:
-            deps: list[int] = []
+            layer = int(m.layer[r])
+            if ph == BWD and layer in self.recompute_rows and layer not in redone:  # its forward first
+                redone.add(layer)
+                start = head if last_id is None else [last_id]
+                _, last = self.block(FWD, mb, start, recompute=layer, gathers=unit_gather)
+                waits = [] if last is None else [last]
+            deps: list[int] = waits
+            waits = []
             inside = False
             for d in m.deps[r]:
                 nid = use.get(d)
@@ -156,7 +180,11 @@ class StageBuilder:
                         gdeps = [] if prev_gather is None else [prev_gather]
                         gdeps += [unit_started[k] for k in list(unit_started)[-1:]]
                         g = self.coll(
-                            AG, units.gather_size(u), DP, f"fsdp_all_gather_{'fwd' if ph == FWD else 'bwd'}", gdeps
+                            AG,
+                            units.gather_size(u),
+                            DP,
+                            f"fsdp_all_gather_{'fwd' if ph == FWD and not redo else 'bwd'}",
+                            gdeps,
                         )
                         unit_gather[u] = prev_gather = g
                     if not any(units.unit_of(d) == u and d in use for d in m.deps[r]):
@@ -177,12 +205,14 @@ class StageBuilder:
                 tensor_size=nbytes,
                 duration_unknown=True,
                 op=m.ops[r],
-                phase=("forward", "backward", "optimizer")[ph],
+                phase="recompute" if redo else ("forward", "backward", "optimizer")[ph],
                 module=m.module[r],
                 micro_batch=mb if ph != OPT else None,
             )
             self.stats.flops += ops
             self.stats.bytes += nbytes
+            if redo:
+                self.stats.recompute_flops += ops
             own[r] = use[r] = nid
             if units is not None and ph != OPT:
                 u = units.unit_of(r)

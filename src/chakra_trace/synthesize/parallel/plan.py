@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from .master import ParallelizeError
 
 SCHEDULES = ("1f1b", "gpipe")
+RECOMPUTE = ("none", "full")
 DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB), with the default cap
 DDP_BUCKET_MB = 25.0  # DistributedDataParallel's default bucket_cap_mb
 
@@ -38,7 +39,10 @@ class Plan:
     (FSDP: all-gather parameters, reduce-scatter gradients); `sp`:
     Megatron's sequence parallelism; `first_bucket_mb`: DDP's smaller first bucket (default: 1 MiB
     when `bucket_mb` is DDP's default 25, else `bucket_mb`, as DDP does); `ep`: expert-parallel
-    ranks (a divisor of dp; the master trace must hold a mixture of experts)."""
+    ranks (a divisor of dp; the master trace must hold a mixture of experts); `recompute`: "full"
+    runs every layer's forward again before its micro-batch's backward (Megatron-LM's full
+    activation recomputation; the attention's own recomputation, what its selective
+    recomputation does, is in the captured backward of fused attention already)."""
 
     tp: int = 1
     pp: int = 1
@@ -50,6 +54,7 @@ class Plan:
     zero: int = 0
     bucket_mb: float = DDP_BUCKET_MB
     first_bucket_mb: float | None = None
+    recompute: str = "none"
 
     def __post_init__(self) -> None:
         for k in ("tp", "pp", "dp", "ep"):
@@ -57,6 +62,8 @@ class Plan:
                 raise ParallelizeError(f"{k} must be at least 1 (got {getattr(self, k)})")
         if self.schedule not in SCHEDULES:
             raise ParallelizeError(f"schedule {self.schedule!r}: expected one of {', '.join(SCHEDULES)}")
+        if self.recompute not in RECOMPUTE:
+            raise ParallelizeError(f"recompute {self.recompute!r}: expected one of {', '.join(RECOMPUTE)}")
         if self.zero not in (0, 1, 2, 3):
             raise ParallelizeError(f"zero {self.zero}: expected 0 (DDP), 1, 2 (ZeRO stages) or 3 (FSDP)")
         if self.micro_batches is not None and self.micro_batches < 1:
@@ -142,6 +149,8 @@ class Plan:
             parts.append("SP")
         if self.pp > 1:
             parts.append(f"{self.schedule} x {self.m} micro-batches")
+        if self.recompute != "none":
+            parts.append(f"{self.recompute} recompute")
         parts.append(
             "FSDP"
             if self.zero == 3
@@ -150,4 +159,4 @@ class Plan:
         return ", ".join(parts)
 
 
-__all__ = ["Plan", "SCHEDULES"]
+__all__ = ["Plan", "SCHEDULES", "RECOMPUTE"]
