@@ -23,7 +23,8 @@ LAYERS: list[set[str]] = [
     {"io"},  # files: .et streams, JSON, opening a job
     {"validate"},  # checks and repairs (the simulator, converters and CLI use them)
     {"convert", "collect"},  # PyTorch/Kineto/text ingestion; recording
-    {"synthesize", "capture"},  # traces made rather than recorded (patterns; captured model steps)
+    {"capture"},  # model steps captured on fake tensors (master traces)
+    {"synthesize"},  # traces made rather than recorded: patterns, plans and what-ifs over captures
     {"simulate", "analyze"},  # predictions; analyses of recorded or simulated times
     {"visualize", "replay"},  # views over analyses; benchmarks on real hardware
     {"cli"},  # the `chakra` command

@@ -47,6 +47,7 @@ class CapturedOp:
     flops_source: str
     view: bool
     extra: dict[str, Any] = field(default_factory=dict)
+    values: list = field(default_factory=list)  # per input, its value as `plain` keeps it
 
 
 def _type_string(t: Any) -> str:
@@ -74,6 +75,18 @@ _DTYPE_NAMES = {
 
 
 _WRAPPED = {bool: "Tensor(bool)", int: "Tensor(long int)", float: "Tensor(double)"}
+
+
+def plain(x: Any) -> Any:
+    """An argument's value as JSON keeps it: numbers, booleans and (nested) lists of them; None for
+    tensors and anything else (dtypes, devices, strings): no cost rule reads those, and a
+    capture's shape rules check that (`capture.rules`)."""
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, (list, tuple)):
+        items = [plain(v) for v in x]
+        return items if all(v is not None for v in items) else None
+    return None
 
 
 def _describe(x: Any, is_tensor) -> tuple[Any, str]:
@@ -242,6 +255,7 @@ def make_recorder():
                     bytes=nbytes,
                     flops_source=source,
                     view=view,
+                    values=[plain(v) for v in values],
                 )
             )
 

@@ -26,6 +26,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..errors import ChakraError
@@ -34,6 +35,7 @@ from ..schema.builder import TraceBuilder
 from ..schema.enums import NodeType
 from ..schema.node import IOInfo
 from ..schema.trace import Trace
+from . import rules
 from .recorder import CapturedOp, label_autograd, make_recorder
 
 PHASES = ("forward", "backward", "optimizer")
@@ -66,6 +68,7 @@ class CaptureResult:
     wall_s: float
     peak_rss_mib: float
     config: dict = field(default_factory=dict)
+    shape_rules: dict[str, int] | None = None  # {"ruled": ops with a rule, "without_rule": ops refused one}
 
     @property
     def nodes(self) -> int:
@@ -108,6 +111,7 @@ class CaptureResult:
             "wall_s": round(self.wall_s, 3),
             "peak_rss_mib": round(self.peak_rss_mib, 1),
             "config": self.config,
+            **({"shape_rules": self.shape_rules} if self.shape_rules is not None else {}),
         }
 
 
@@ -149,11 +153,95 @@ def capture(
     optimizer_options: dict | None = None,
     dtype: str | None = None,
     fold_views: bool = False,
+    shape_rules: bool = False,
 ) -> CaptureResult:
     """Capture one step of the model `build(**config)` makes (see the module docstring): forward
     and loss, backward, then the optimizer's step (none with ``optimizer=None``). `dtype` (e.g.
     "bfloat16") is the default dtype while the model and inputs are built; `fold_views` drops the
-    ops that only make views (they cost nothing; no dependency passes through them)."""
+    ops that only make views (they cost nothing; no dependency passes through them);
+    `shape_rules` also records how each op's shapes depend on the batch and sequence length
+    (`capture.rules`: the step is captured twice more), which `synthesize.rescale` needs."""
+    if batch < 1 or seq < 1:
+        raise CaptureError(f"batch and seq must be positive (got {batch}, {seq})")
+    config = dict(config or {})
+    t0 = time.perf_counter()
+    record = partial(
+        _record_step,
+        build,
+        config,
+        optimizer=optimizer,
+        optimizer_options=optimizer_options,
+        dtype=dtype,
+        fold_views=fold_views,
+    )
+    ops, params_n, grads = record(batch, seq)
+    about = {
+        "config": config,
+        "batch": batch,
+        "seq": seq,
+        "optimizer": optimizer,
+        "dtype": dtype,
+        "params": params_n,
+        "parameters": grads,
+    }
+    found: dict[int, str] | None = None
+    if shape_rules:
+        at_b, at_s = _probe_ops(record, batch, seq)
+        try:
+            found = rules.derive(ops, at_b, at_s, batch, seq)
+        except rules.ShapeRuleError as e:
+            raise CaptureError(str(e)) from None
+        about["shape_rules"] = {"format": rules.FORMAT, "probes": rules.probes(batch, seq)}
+    trace = build_trace(
+        ops, metadata={"schema": SCHEMA, "capture": json.dumps(about, sort_keys=True, default=str)}, rules=found
+    )
+    return CaptureResult(
+        trace=trace,
+        ops=ops,
+        params=params_n,
+        batch=batch,
+        seq=seq,
+        wall_s=time.perf_counter() - t0,
+        peak_rss_mib=_peak_rss_mib(),
+        config=config,
+        shape_rules=None if found is None else _rule_counts(found),
+    )
+
+
+def _probe_ops(record: Callable[[int, int], tuple], batch: int, seq: int) -> list[list[CapturedOp]]:
+    """The ops of the step at the shape rules' two probe points (`rules.probes`); a model that
+    refuses one (a ValueError or RuntimeError of its own) is told apart from one that refuses
+    the point asked for."""
+    out = []
+    for b, s in rules.probes(batch, seq):
+        try:
+            out.append(record(b, s)[0])
+        except (ValueError, RuntimeError) as e:
+            raise CaptureError(
+                f"recording shape rules captures the step at batch {b}, seq {s} too, which the model refuses "
+                f"({e}); capture at a batch and seq whose halves (or doubles) it also takes"
+            ) from e
+    return out
+
+
+def _rule_counts(found: dict[int, str]) -> dict[str, int]:
+    refused = sum(1 for r in found.values() if r.startswith("!"))
+    return {"ruled": len(found) - refused, "without_rule": refused}
+
+
+def _record_step(
+    build: Callable[..., Any],
+    config: dict,
+    batch: int,
+    seq: int,
+    *,
+    optimizer: str | None,
+    optimizer_options: dict | None,
+    dtype: str | None,
+    fold_views: bool,
+) -> tuple[list[CapturedOp], int, list[list]]:
+    """(ops, parameter count, `_grad_producers`) of one step at (batch, seq): what `capture`
+    builds its trace from."""
     try:
         import torch
         from torch._subclasses.fake_tensor import (
@@ -163,10 +251,6 @@ def capture(
         )
     except ImportError as e:  # pragma: no cover
         raise CaptureError("capturing needs PyTorch (pip install torch)") from e
-    if batch < 1 or seq < 1:
-        raise CaptureError(f"batch and seq must be positive (got {batch}, {seq})")
-    config = dict(config or {})
-    t0 = time.perf_counter()
     old_dtype = torch.get_default_dtype()
     recorder = make_recorder()()
     fake = FakeTensorMode(allow_non_fake_inputs=False)
@@ -239,27 +323,7 @@ def capture(
             for h in hooks:
                 h.remove()
     ops = [op for op in recorder.ops if not (fold_views and op.view)]
-    params_n = sum(p.numel() for p in params)
-    about = {
-        "config": config,
-        "batch": batch,
-        "seq": seq,
-        "optimizer": optimizer,
-        "dtype": dtype,
-        "params": params_n,
-        "parameters": grads,
-    }
-    trace = build_trace(ops, metadata={"schema": SCHEMA, "capture": json.dumps(about, sort_keys=True, default=str)})
-    return CaptureResult(
-        trace=trace,
-        ops=ops,
-        params=params_n,
-        batch=batch,
-        seq=seq,
-        wall_s=time.perf_counter() - t0,
-        peak_rss_mib=_peak_rss_mib(),
-        config=config,
-    )
+    return ops, sum(p.numel() for p in params), grads
 
 
 def _grad_producers(recorder: Any, model: Any, ready: list[int]) -> list[list]:
@@ -331,9 +395,11 @@ def _hooks(recorder: Any, names: dict[int, tuple[str, str]]) -> list:
     return [M.register_module_forward_pre_hook(pre), M.register_module_forward_hook(post)]
 
 
-def build_trace(ops: list[CapturedOp], metadata: dict | None = None) -> Trace:
+def build_trace(ops: list[CapturedOp], metadata: dict | None = None, rules: dict[int, str] | None = None) -> Trace:
     """The master trace of captured ops: one COMP_NODE each, ids as captured, data deps kept to
-    nodes that are there (a dropped view's consumers depend on the producer already)."""
+    nodes that are there (a dropped view's consumers depend on the producer already); `rules`:
+    the `shape_rule` attribute of the ops that have one (`capture.rules`)."""
+    rules = rules or {}
     b = TraceBuilder(metadata=metadata)
     present = {op.id for op in ops}
     dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
@@ -354,6 +420,7 @@ def build_trace(ops: list[CapturedOp], metadata: dict | None = None) -> Trace:
             module=op.module,
             module_type=op.module_type or None,
             flops_source=op.flops_source,
+            shape_rule=rules.get(op.id),
         )
     return b.build()
 

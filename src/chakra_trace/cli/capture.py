@@ -40,9 +40,17 @@ def _json_dict(text: str | None, what: str) -> dict:
 @click.option("--optimizer-options", default=None, help="Its keyword arguments as JSON, e.g. '{\"foreach\": true}'.")
 @click.option("--dtype", default=None, help="Default dtype while the model is built, e.g. bfloat16.")
 @click.option("--fold-views", is_flag=True, help="Leave out the ops that only make views (no FLOPs, no bytes).")
+@click.option(
+    "--shape-rules",
+    is_flag=True,
+    help="Also record how each op's shapes follow the batch and seq (captures twice more), so that "
+    "`chakra transform --batch/--seq` can rescale the trace.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the master trace (.et).")
 @json_option
-def capture(model, config, batch, seq, optimizer, optimizer_options, dtype, fold_views, output, as_json) -> None:
+def capture(
+    model, config, batch, seq, optimizer, optimizer_options, dtype, fold_views, shape_rules, output, as_json
+) -> None:
     """Capture one training step (forward and loss, backward, optimizer step) of a PyTorch model
     without running its math: tensors are fake (shapes and dtypes, no data), so a 70B-parameter
     model is captured in seconds on a CPU. The result is a master trace: one logical device, one
@@ -68,6 +76,7 @@ def capture(model, config, batch, seq, optimizer, optimizer_options, dtype, fold
             optimizer_options=_json_dict(optimizer_options, "--optimizer-options"),
             dtype=dtype,
             fold_views=fold_views,
+            shape_rules=shape_rules,
         )
     except (ValueError, AttributeError) as e:  # raised by the user's build function on a bad config
         raise ChakraError(f"{model}: {e}") from e
@@ -91,6 +100,11 @@ def capture(model, config, batch, seq, optimizer, optimizer_options, dtype, fold
         t.add_row(phase, f"{d['nodes_by_phase'].get(phase, 0):,}", f"{flops:.4g}", f"{d['bytes_by_phase'][phase]:.4g}")
     t.add_row("total", f"{d['nodes']:,}", f"{d['flops']:.4g}", f"{sum(d['bytes_by_phase'].values()):.4g}")
     con.print(t)
+    if result.shape_rules is not None:
+        con.print(
+            f"shape rules: {result.shape_rules['ruled']:,} ops follow the batch/seq by a rule"
+            + (f", {result.shape_rules['without_rule']:,} by none" if result.shape_rules["without_rule"] else "")
+        )
     con.print(
         f"6·N·tokens estimate: {d['flops_6nt']:.4g} FLOPs (captured / estimate = {d['flops'] / max(d['flops_6nt'], 1):.3f})"
     )

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from ..io.workload import write_comm_groups
+from ..io.et import write_trace
+from ..io.workload import Workload, write_comm_groups
 from ..synthesize import transforms as tf
 from ..synthesize.scale import data_parallel
 from .common import comm_groups_option, console, json_option, open_workload, print_json
@@ -14,8 +15,17 @@ from .common import comm_groups_option, console, json_option, open_workload, pri
 
 @click.command()
 @click.argument("workload")
-@click.option("--output", "-o", "prefix", metavar="PREFIX", required=True, help="Write PREFIX.<rank>.et.")
+@click.option(
+    "--output",
+    "-o",
+    "prefix",
+    metavar="PREFIX",
+    required=True,
+    help="Write PREFIX.<rank>.et; a one-rank result to PREFIX itself where it ends in .et or .et.gz.",
+)
 @comm_groups_option
+@click.option("--batch", type=click.IntRange(min=1), help="Rescale a master trace to this batch size.")
+@click.option("--seq", type=click.IntRange(min=1), help="Rescale a master trace to this sequence length.")
 @click.option("--remove", metavar="REGEX", help="Remove compute nodes whose name matches (dependencies bridged).")
 @click.option("--fuse", metavar="REGEX", help="Fuse chains of matching compute nodes into their first.")
 @click.option("--device", "device", metavar="NAME", help="Compute nodes with FLOPs take their roofline time on it.")
@@ -27,18 +37,38 @@ from .common import comm_groups_option, console, json_option, open_workload, pri
 @click.option("--dp", type=click.IntRange(min=1), help="Scale out to this many data-parallel ranks.")
 @json_option
 def transform(
-    workload, prefix, comm_groups, remove, fuse, device, efficiency, speedup, match, comm_scale, comm_types, dp, as_json
+    workload,
+    prefix,
+    comm_groups,
+    batch,
+    seq,
+    remove,
+    fuse,
+    device,
+    efficiency,
+    speedup,
+    match,
+    comm_scale,
+    comm_types,
+    dp,
+    as_json,
 ) -> None:
-    """Write WORKLOAD changed as a what-if asks, in this order: --remove, --fuse, --device,
-    --speedup, --comm-scale, --dp. Each step is a function of `chakra_trace.synthesize.transforms`
-    (`scale.data_parallel` for --dp) and says what it keeps.
+    """Write WORKLOAD changed as a what-if asks, in this order: --batch/--seq, --remove, --fuse,
+    --device, --speedup, --comm-scale, --dp. Each step is a function of
+    `chakra_trace.synthesize.transforms` (`scale.data_parallel` for --dp) and says what it keeps.
+    --batch/--seq rescale a master trace captured with `chakra capture --shape-rules`: every op's
+    shapes, FLOPs and bytes as a capture at that batch and seq gives them (needs PyTorch).
 
     \b
       chakra transform out/job --speedup 2 -o out/fast/job          # compute 2x faster
       chakra transform out/job --comm-scale 0.25 --comm-types ALL_REDUCE -o out/c/job
       chakra transform out/job --remove 'aten::(zero_|fill_)' --dp 64 -o out/dp64/job
+      chakra transform gpt.master.et --seq 8192 -o gpt.s8192.master.et   # then: chakra parallelize it
     """
     steps: list[tuple[str, tf.Transform]] = []
+    if batch or seq:
+        point = ", ".join(f"{k} {v}" for k, v in (("batch", batch), ("seq", seq)) if v)
+        steps.append((f"rescaled to {point}", lambda w: tf.rescale(w, batch, seq)))
     if remove:
         steps.append((f"removed {remove!r}", lambda w: tf.remove_ops(w, remove)))
     if fuse:
@@ -54,13 +84,14 @@ def transform(
         steps.append((f"{dp} data-parallel ranks", lambda w: data_parallel(w, dp)))
     if not steps:
         raise click.UsageError(
-            "nothing to do: give at least one of --remove, --fuse, --device, --speedup, --comm-scale, --dp"
+            "nothing to do: give at least one of --batch, --seq, --remove, --fuse, --device, --speedup, "
+            "--comm-scale, --dp"
         )
     w = open_workload(workload, comm_groups)
     before = sum(len(t) for t in {id(t): t for t in w.traces.values()}.values())
     w = tf.apply(w, [fn for _, fn in steps])
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    files = w.save(prefix)
+    files = _save(w, prefix)
     groups = str(write_comm_groups(w.groups, f"{prefix}.comm_groups.json")) if w.groups else None
     after = sum(len(t) for t in {id(t): t for t in w.traces.values()}.values())
     out = {
@@ -75,5 +106,16 @@ def transform(
         print_json(out)
         return
     con = console()
-    con.print(f"{'; '.join(out['steps'])}: wrote {len(files)} rank files ({prefix}.<rank>.et)")
+    wrote = prefix if files == [Path(prefix)] else f"{len(files)} rank files ({prefix}.<rank>.et)"
+    con.print(f"{'; '.join(out['steps'])}: wrote {wrote}")
     con.print(f"nodes (distinct traces): {before:,} -> {after:,}" + (f"; groups: {groups}" if groups else ""))
+
+
+def _save(w: Workload, prefix: str) -> list[Path]:
+    """PREFIX.<rank>.et, or PREFIX itself for a one-rank result where it names an .et file (a
+    master trace, which `chakra parallelize` takes as one file)."""
+    if len(w) == 1 and prefix.endswith((".et", ".et.gz")):
+        (trace,) = w.traces.values()
+        write_trace(trace, prefix)
+        return [Path(prefix)]
+    return w.save(prefix)

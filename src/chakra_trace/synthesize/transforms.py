@@ -3,13 +3,15 @@ H100", "with gradients compressed 4x", "without the optimizer", "with these kern
 
 Each is a pure function Workload -> Workload (the input is never changed; ranks that share a
 trace keep sharing one) and says what it preserves. They compose: `apply(job, [...])`.
-Data-parallel scale-out is `scale.data_parallel`.
+Data-parallel scale-out is `scale.data_parallel`. `rescale` (another batch size or sequence
+length) also takes a lone master trace.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from typing import overload
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from ..schema.devices import device_spec
 from ..schema.edit import drop_nodes
 from ..schema.enums import Attr, NodeType, parse_collective
 from ..schema.trace import Trace
+from .rescale import rescale_trace
 
 Transform = Callable[[Workload], Workload]
 
@@ -177,6 +180,20 @@ def fuse_ops(w: Workload, match: str) -> Workload:
     return _per_trace(w, fn)
 
 
+@overload
+def rescale(w: Trace, batch: int | None = None, seq: int | None = None) -> Trace: ...
+@overload
+def rescale(w: Workload, batch: int | None = None, seq: int | None = None) -> Workload: ...
+def rescale(w: Workload | Trace, batch: int | None = None, seq: int | None = None) -> Workload | Trace:
+    """A master trace captured with shape rules (`chakra capture --shape-rules`), or a workload
+    of them, as a capture at another batch size and/or sequence length (None: as captured) would
+    give it: every op's shapes, FLOPs and bytes follow its recorded rule, exactly; durations are
+    cleared. See `synthesize.rescale` for what it keeps and refuses."""
+    if isinstance(w, Trace):
+        return rescale_trace(w, batch, seq)
+    return _per_trace(w, lambda t: rescale_trace(t, batch, seq))
+
+
 def apply(w: Workload, transforms: Iterable[Transform]) -> Workload:
     """The transforms in order."""
     for fn in transforms:
@@ -189,6 +206,7 @@ __all__ = [
     "fuse_ops",
     "on_device",
     "remove_ops",
+    "rescale",
     "scale_collectives",
     "speed_up_compute",
 ]
