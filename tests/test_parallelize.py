@@ -25,10 +25,12 @@ from chakra_trace.cli import main  # noqa: E402
 from chakra_trace.io.workload import Workload  # noqa: E402
 from chakra_trace.schema.builder import TraceBuilder  # noqa: E402
 from chakra_trace.schema.enums import CollectiveType, NodeType  # noqa: E402
+from chakra_trace.simulate.config import Network  # noqa: E402
 from chakra_trace.simulate.devices import with_device  # noqa: E402
 from chakra_trace.simulate.presets import resolve, simulate_on  # noqa: E402
+from chakra_trace.simulate.simulator import simulate  # noqa: E402
 from chakra_trace.synthesize.parallel import ParallelizeError, Plan, parallelize, parallelize_detailed  # noqa: E402
-from chakra_trace.synthesize.parallel.pp import schedule  # noqa: E402
+from chakra_trace.synthesize.parallel.pp import interleaved, schedule  # noqa: E402
 from chakra_trace.validate.workload import validate_workload  # noqa: E402
 from test_capture import tiny_lm  # noqa: E402  (the corpus TinyLM, as the DDP job recorded it)
 
@@ -194,6 +196,55 @@ def test_schedules():
     assert schedule("gpipe", 0, 2, 2) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert schedule("1f1b", 3, 4, 3) == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]  # last stage: no warm-up
     assert schedule("1f1b", 0, 4, 2) == [(0, 0), (0, 1), (1, 0), (1, 1)]  # warm-up capped by M
+
+
+def test_interleaved_schedule_is_megatrons():
+    """Megatron-LM's interleaved 1F1B (P 2, M 4, V 2): stage 0 warms up with (P - 1)·2 + (V - 1)·P
+    = 4 forwards over both chunks, backwards take the chunks in reverse, every (phase,
+    micro-batch, chunk) once; with M = P every forward comes first."""
+    order = interleaved(0, 2, 4, 2)
+    assert order[:4] == [(0, 0, 0), (0, 1, 0), (0, 0, 1), (0, 1, 1)]
+    assert order[4:6] == [(0, 2, 0), (1, 0, 1)] and order[-1] == (1, 3, 0)
+    for stage in range(3):
+        o = interleaved(stage, 3, 6, 2)
+        assert sorted(o) == sorted((ph, mb, c) for ph in (0, 1) for mb in range(6) for c in range(2))
+        for ph in (0, 1):  # each chunk's micro-batches in order
+            for c in range(2):
+                assert [mb for p, mb, k in o if p == ph and k == c] == list(range(6))
+    assert [ph for ph, _, _ in interleaved(1, 2, 2, 2)] == [0] * 4 + [1] * 4
+
+
+@pytest.fixture(scope="module")
+def tiny4():
+    return capture(load_build(f"{GPT}:build"), {"preset": "tiny", "layers": 4}, batch=BATCH, seq=SEQ)
+
+
+def test_interleaved_pipeline_chunks_sends_and_bubble(tiny4):
+    """Virtual stages: stage p holds layers p and p + 2 (P 2, V 2), each micro-batch crosses
+    every stage boundary V times; the work is the plain schedule's, and with compute dominating
+    the step is shorter (the bubble shrinks)."""
+    M, P = 4, 2
+    plain = parallelize_detailed(tiny4.trace, Plan(pp=P, micro_batches=M))
+    inter = parallelize_detailed(tiny4.trace, Plan(pp=P, micro_batches=M, virtual_stages=2))
+    assert not validate_workload(inter.workload).issues
+    assert inter.total_flops == plain.total_flops
+    t0 = inter.workload.traces[0]
+    layers = {md.split(".")[1] for md in _attrs(t0, "module") if md and md.startswith("layers.")}
+    assert layers == {"0", "2"}
+    for r in (0, 1):  # 3 boundaries between the 4 virtual stages, crossed M times each way: 6M over 2 stages
+        t = inter.workload.traces[r]
+        assert int((t.types == NodeType.COMM_SEND_NODE).sum()) == 3 * M
+        assert int((t.types == NodeType.COMM_RECV_NODE).sum()) == 3 * M
+    slow = dataclasses.replace(resolve("ring-8").system, roofline_enabled=True, peak_perf=0.01, local_mem_bw=0.01)
+    steps = [simulate(par.workload, Network.simple("Ring", P, 50, 500), slow).step_ns for par in (plain, inter)]
+    assert steps[1] < steps[0]
+    full = Plan(tp=2, pp=2, dp=2, sp=True, micro_batches=4, virtual_stages=2, recompute="full", zero=1)
+    w = parallelize(tiny4.trace, full)
+    assert not validate_workload(w).issues and simulate_on(w, resolve("ring-8")).step_ns > 0
+    with pytest.raises(ParallelizeError, match="multiple"):
+        Plan(pp=2, micro_batches=3, virtual_stages=2)
+    with pytest.raises(ParallelizeError, match="chunks"):
+        parallelize(tiny4.trace, Plan(pp=4, micro_batches=4, virtual_stages=2))
 
 
 def test_micro_batch_shares_sum_exactly(tiny):

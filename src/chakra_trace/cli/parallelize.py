@@ -43,6 +43,13 @@ from .common import console, json_option, print_json, steps
     "reduce-scattered); 3: FSDP.",
 )
 @click.option(
+    "--virtual-stages",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Chunks of layers per pipeline stage: Megatron's interleaved 1F1B schedule (micro-batches a multiple of --pp).",
+)
+@click.option(
     "--recompute",
     type=click.Choice(RECOMPUTE),
     default="none",
@@ -53,7 +60,7 @@ from .common import console, json_option, print_json, steps
 @click.option("-o", "--output", "prefix", default=None, help="Write PREFIX.<rank>.et and PREFIX.comm_groups.json.")
 @json_option
 def parallelize(
-    master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, recompute, bucket_mb, prefix, as_json
+    master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, virtual_stages, recompute, bucket_mb, prefix, as_json
 ) -> None:
     """Make the per-rank traces of a parallelism plan from a master trace (`chakra capture`):
     Megatron-style tensor parallelism (column/row-parallel linears, vocab-parallel embedding, LM head
@@ -80,6 +87,7 @@ def parallelize(
         micro_batches=micro_batches,
         zero=int(zero),
         recompute=recompute,
+        virtual_stages=virtual_stages,
         bucket_mb=bucket_mb,
     )
     with steps("reading the master trace", None):

@@ -20,7 +20,7 @@ from ..scale import with_peers
 from .dp import Bucket, buckets, fsdp_units
 from .layout import Layout
 from .master import BWD, FWD, OPT
-from .pp import schedule
+from .pp import interleaved, schedule
 
 TP, DP, EP, EDP = "__tp__", "__dp__", "__ep__", "__edp__"
 _LABEL = {TP: "TP", DP: "DP", EP: "EP", EDP: "EDP"}
@@ -56,6 +56,12 @@ class StageBuilder:
         self.rows = {
             ph: [r for r in range(len(m)) if m.phase[r] == ph and stage in lay.stages[r]] for ph in (FWD, BWD, OPT)
         }
+        # rows by (phase, chunk): a row runs in the first chunk of this stage that holds it
+        self.chunk_rows: dict[tuple[int, int], list[int]] = {}
+        for ph in (FWD, BWD):
+            for r in self.rows[ph]:
+                chunk = min(v // pp for v in lay.vstages[r] if v % pp == stage)
+                self.chunk_rows.setdefault((ph, chunk), []).append(r)
         self.maps: dict[tuple[int, int], dict[int, int]] = {}
         # full activation recomputation: each layer's forward again before the layer's backward
         self.recompute_rows: dict[int, list[int]] = {}
@@ -66,7 +72,6 @@ class StageBuilder:
         self.M = M
         act = lay.master_act_bytes
         self.act = act // M // (self.plan.tp if self.plan.sp else 1)
-        self.first, self.last = stage == 0, stage == pp - 1
         self.tp_on, self.dp_on = self.plan.tp > 1, self.plan.dp > 1
         self.fwd_after: dict[int, list[tuple[CollectiveType, int, str, str]]] = {}
         self.bwd_after: dict[int, list[tuple[CollectiveType, int, str, str]]] = {}
@@ -117,23 +122,32 @@ class StageBuilder:
         return self.b.collective(ctype, max(int(size), 0), name=name, deps=deps, pg_name=group, **kw)
 
     def block(
-        self, ph: int, mb: int, head: list[int], recompute: int | None = None, gathers: dict[str, int] | None = None
+        self,
+        ph: int,
+        mb: int,
+        head: list[int],
+        chunk: int = 0,
+        recompute: int | None = None,
+        gathers: dict[str, int] | None = None,
     ) -> tuple[int | None, int | None]:
-        """Emit one micro-batch's forward (FWD) or backward (BWD), or the optimizer (OPT, mb -1);
+        """Emit one micro-batch's forward (FWD) or backward (BWD) of a chunk of the stage's layers
+        (all of them but with an interleaved schedule), or the optimizer (OPT, mb -1);
         `recompute`: layer `recompute`'s forward again, as activation recomputation runs it
         before the layer's backward (which then reads its results). `head`: what the block's
         first ops wait for; `gathers`: FSDP units already gathered (unit -> collective id), shared
         by a recomputation and its backward. Returns (id of its last real op, its last id)."""
         m, lay, M = self.m, self.lay, self.M
         redo = recompute is not None
-        rows = self.recompute_rows[recompute] if redo else self.rows[ph]
-        own: dict[int, int] = self.maps.setdefault((RECOMPUTE, mb), {}) if redo else {}
-        use: dict[int, int] = {}
-        if not redo:
-            self.maps[(ph, mb)] = own
-        lookups = [self.maps.setdefault((RECOMPUTE, mb), {}), self.maps.get((FWD, mb), {})] if ph == BWD else []
         if redo:
-            lookups = [self.maps.get((FWD, mb), {})]
+            rows = self.recompute_rows[recompute]
+        else:
+            rows = self.rows[OPT] if ph == OPT else self.chunk_rows.get((ph, chunk), [])
+        # ids of a micro-batch's ops, over its chunks (a later chunk reads an earlier one's root ops)
+        own = self.maps.setdefault((RECOMPUTE if redo else ph, mb), {})
+        use: dict[int, int] = {}
+        lookups = [self.maps.get((FWD, mb), {})]
+        if ph == BWD:
+            lookups = [self.maps.setdefault((RECOMPUTE, mb), {}), self.maps.get((FWD, mb), {}), own]
         redone: set[int] = set()
         waits: list[int] = []
         if ph == OPT:
@@ -153,7 +167,7 @@ class StageBuilder:
             if ph == BWD and layer in self.recompute_rows and layer not in redone:  # its forward first
                 redone.add(layer)
                 start = head if last_id is None else [last_id]
-                _, last = self.block(FWD, mb, start, recompute=layer, gathers=unit_gather)
+                _, last = self.block(FWD, mb, start, chunk, recompute=layer, gathers=unit_gather)
                 waits = [] if last is None else [last]
             deps: list[int] = waits
             waits = []
@@ -253,7 +267,10 @@ class StageBuilder:
 
     def build(self) -> Trace:
         plan, M, b = self.plan, self.M, self.b
-        self.order = schedule(plan.schedule, self.stage, plan.pp, M)
+        if plan.virtual_stages > 1:
+            self.order = interleaved(self.stage, plan.pp, M, plan.virtual_stages)
+        else:
+            self.order = [(ph, mb, 0) for ph, mb in schedule(plan.schedule, self.stage, plan.pp, M)]
         self.rs_ids: dict[str, list[int]] = {}
         self.bucket_of_module: dict[str, list[int]] = {}
         groups = plan.groups()
@@ -261,36 +278,20 @@ class StageBuilder:
             config = [{"pg_name": g, "ranks": members} for g, members in groups.items()]
             b.add("process_groups", NodeType.METADATA_NODE, pg_config=json.dumps(config, separators=(",", ":")))
         prev_tail: int | None = None
-        for ph, mb in self.order:
+        P, last_v = plan.pp, plan.pp * plan.virtual_stages - 1
+        for ph, mb, chunk in self.order:
+            v = chunk * P + self.stage  # this step's virtual stage; its neighbours v - 1 and v + 1
             head = [] if prev_tail is None else [prev_tail]
-            if ph == FWD and not self.first:
-                head.append(b.recv(self.stage - 1, self.act, tag=mb, name="pp_recv_activation", micro_batch=mb))
-                self._p2p("recv")
-            if ph == BWD and not self.last:
-                head.append(b.recv(self.stage + 1, self.act, tag=M + mb, name="pp_recv_gradient", micro_batch=mb))
-                self._p2p("recv")
-            tail, last_id = self.block(ph, mb, head)
-            out = tail if tail is not None else last_id
-            if ph == FWD and not self.last:
-                b.send(
-                    self.stage + 1,
-                    self.act,
-                    tag=mb,
-                    name="pp_send_activation",
-                    deps=[] if out is None else [out],
-                    micro_batch=mb,
-                )
-                self._p2p("send")
-            if ph == BWD and not self.first:
-                b.send(
-                    self.stage - 1,
-                    self.act,
-                    tag=M + mb,
-                    name="pp_send_gradient",
-                    deps=[] if out is None else [out],
-                    micro_batch=mb,
-                )
-                self._p2p("send")
+            if ph == FWD and v > 0:
+                head.append(self._recv(v - 1, mb, chunk, FWD, "pp_recv_activation"))
+            if ph == BWD and v < last_v:
+                head.append(self._recv(v + 1, mb, chunk, BWD, "pp_recv_gradient"))
+            tail, last_id = self.block(ph, mb, head, chunk=chunk)
+            out = [] if (tail if tail is not None else last_id) is None else [tail if tail is not None else last_id]
+            if ph == FWD and v < last_v:
+                self._send(v + 1, mb, FWD, "pp_send_activation", out)
+            if ph == BWD and v > 0:
+                self._send(v - 1, mb, BWD, "pp_send_gradient", out)
             prev_tail = last_id if last_id is not None else prev_tail
         zero = plan.zero if self.buckets or self.expert_buckets else 0
         # (group, its size, name infix, buckets): the buckets of DDP / ZeRO, then the experts'
@@ -318,6 +319,22 @@ class StageBuilder:
         trace = b.build()
         self.stats.nodes = len(trace)
         return trace
+
+    def _tag(self, mb: int, chunk: int, ph: int) -> int:
+        """A send's tag, from the micro-batch, the receiving chunk and the direction: unique
+        between two stages (with one chunk: mb forward, M + mb backward)."""
+        return mb + self.M * (2 * chunk + (ph == BWD))
+
+    def _recv(self, peer_v: int, mb: int, chunk: int, ph: int, name: str) -> int:
+        self._p2p("recv")
+        P = self.plan.pp
+        return self.b.recv(peer_v % P, self.act, tag=self._tag(mb, chunk, ph), name=name, micro_batch=mb)
+
+    def _send(self, peer_v: int, mb: int, ph: int, name: str, deps: list[int]) -> None:
+        self._p2p("send")
+        P = self.plan.pp
+        tag = self._tag(mb, peer_v // P, ph)
+        self.b.send(peer_v % P, self.act, tag=tag, name=name, deps=deps, micro_batch=mb)
 
     def _p2p(self, kind: str) -> None:
         d = self.stats.p2p

@@ -1,10 +1,12 @@
 """Where each master-trace op runs under a plan: its pipeline stage(s), its tensor-parallel
 divisor, and the points where tensor- and data-parallel communication attaches.
 
-Stages: layer L runs on stage L * pp // layers (an even split); "pre" modules (embeddings) on the
-first stage, "post" modules (final norm, LM head, loss) on the last; the model's own ops (module
-"", e.g. RoPE tables) on every stage that uses their results (redundant work, counted), and on
-the first stage when only an optimizer does.
+Stages: layer L runs on virtual stage L * pp * V // layers (an even split; V: the chunks per stage
+of an interleaved schedule, 1 otherwise), which is chunk v // pp of stage v % pp; "pre" modules
+(embeddings) on the first virtual stage, "post" modules (final norm, LM head, loss) on the last;
+the model's own ops (module "", e.g. RoPE tables) on every virtual stage that uses their results
+(redundant work, counted, once per stage: in its first such chunk), and on the first stage when
+only an optimizer does.
 
 Tensor parallelism (Megatron-LM): in each layer the modules holding column-/row-parallel linears
 (`attn`, `mlp`: the TP region) have every op's FLOPs and bytes divided by tp (heads and FFN
@@ -70,6 +72,7 @@ class Layout:
     master: Master
     plan: Plan
     stages: list[set[int]]  # stages of each row (one, or several for shared root ops)
+    vstages: list[set[int]]  # its virtual stages (chunk * pp + stage)
     div: np.ndarray  # TP divisor of each row's FLOPs and bytes (forward/backward)
     opt_div: np.ndarray  # TP divisor of optimizer rows (parameters' split; no SP)
     layer_comm: dict[int, LayerComm]
@@ -94,29 +97,34 @@ class Layout:
 
 
 def _module_stage(m: Master, plan: Plan, module: str) -> int:
+    """The virtual stage of a module's ops."""
+    vs = plan.pp * plan.virtual_stages
     lay = layer_of(module)
     if lay is not None and m.layers:
-        return lay * plan.pp // m.layers
-    return plan.pp - 1 if m.place.get(module) == "post" else 0
+        return lay * vs // m.layers
+    return vs - 1 if m.place.get(module) == "post" else 0
 
 
 def layout(m: Master, plan: Plan) -> Layout:
     n = len(m)
-    if plan.pp > 1 and m.layers < plan.pp:
-        raise ParallelizeError(f"{m.layers} layers cannot fill {plan.pp} pipeline stages")
-    stages: list[set[int]] = [set() for _ in range(n)]
+    vs = plan.pp * plan.virtual_stages
+    if vs > 1 and m.layers < vs:
+        what = f"{plan.pp} pipeline stages" + (f" x {plan.virtual_stages} chunks" if plan.virtual_stages > 1 else "")
+        raise ParallelizeError(f"{m.layers} layers cannot fill {what}")
+    vstages: list[set[int]] = [set() for _ in range(n)]
     for r in range(n):
         mod = m.module[r]
         if m.place.get(mod) == "root":
             continue
-        stages[r] = {_module_stage(m, plan, mod)}
+        vstages[r] = {_module_stage(m, plan, mod)}
     for r in range(n - 1, -1, -1):  # root ops: wherever their results are used
         if m.place.get(m.module[r]) != "root":
             continue
         used: set[int] = set()
         for c in m.consumers[r]:
-            used |= stages[c]
-        stages[r] = used or {0}
+            used |= vstages[c]
+        vstages[r] = used or {0}
+    stages = [{v % plan.pp for v in vs_} for vs_ in vstages]
     # tensor-parallel regions and roles, per layer
     firsts: dict[str, int] = {}
     for r in range(n):
@@ -180,6 +188,7 @@ def layout(m: Master, plan: Plan) -> Layout:
         master=m,
         plan=plan,
         stages=stages,
+        vstages=vstages,
         div=div,
         opt_div=opt_div,
         layer_comm=layer_comm,

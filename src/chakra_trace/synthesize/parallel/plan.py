@@ -42,7 +42,9 @@ class Plan:
     ranks (a divisor of dp; the master trace must hold a mixture of experts); `recompute`: "full"
     runs every layer's forward again before its micro-batch's backward (Megatron-LM's full
     activation recomputation; the attention's own recomputation, what its selective
-    recomputation does, is in the captured backward of fused attention already)."""
+    recomputation does, is in the captured backward of fused attention already); `virtual_stages`:
+    chunks of layers per pipeline stage for Megatron-LM's interleaved 1F1B schedule (`pp`;
+    micro-batches a multiple of pp)."""
 
     tp: int = 1
     pp: int = 1
@@ -55,6 +57,7 @@ class Plan:
     bucket_mb: float = DDP_BUCKET_MB
     first_bucket_mb: float | None = None
     recompute: str = "none"
+    virtual_stages: int = 1
 
     def __post_init__(self) -> None:
         for k in ("tp", "pp", "dp", "ep"):
@@ -68,6 +71,15 @@ class Plan:
             raise ParallelizeError(f"zero {self.zero}: expected 0 (DDP), 1, 2 (ZeRO stages) or 3 (FSDP)")
         if self.micro_batches is not None and self.micro_batches < 1:
             raise ParallelizeError(f"micro_batches must be at least 1 (got {self.micro_batches})")
+        if self.virtual_stages < 1:
+            raise ParallelizeError(f"virtual_stages must be at least 1 (got {self.virtual_stages})")
+        if self.virtual_stages > 1:
+            if self.pp < 2 or self.schedule != "1f1b":
+                raise ParallelizeError("virtual stages (an interleaved schedule) need pp > 1 and the 1f1b schedule")
+            if self.m % self.pp:
+                raise ParallelizeError(
+                    f"an interleaved schedule runs micro-batches in groups of pp: {self.m} is no multiple of {self.pp}"
+                )
         if self.bucket_mb <= 0:
             raise ParallelizeError(f"bucket_mb must be positive (got {self.bucket_mb})")
         if self.dp % self.ep:
@@ -149,6 +161,8 @@ class Plan:
             parts.append("SP")
         if self.pp > 1:
             parts.append(f"{self.schedule} x {self.m} micro-batches")
+            if self.virtual_stages > 1:
+                parts.append(f"interleaved x {self.virtual_stages} chunks")
         if self.recompute != "none":
             parts.append(f"{self.recompute} recompute")
         parts.append(
