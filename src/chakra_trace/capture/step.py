@@ -94,6 +94,16 @@ class CaptureResult:
         """The trace as a one-rank workload (what simulate/analyze take)."""
         return Workload({0: self.trace})
 
+    @property
+    def expert_params(self) -> int:
+        """Parameters of a mixture's experts (modules named `experts`): of which a token uses only
+        its router's choice, so the 6·N·tokens estimate counts them all and overstates."""
+        for a in self.trace.metadata.attr:
+            if a.name == "capture":
+                params = json.loads(a.string_val).get("parameters", [])
+                return sum(int(p[1]) for p in params if "experts" in str(p[0]).split("."))
+        return 0
+
     def to_dict(self) -> dict[str, Any]:
         tokens = self.batch * self.seq
         return {

@@ -105,6 +105,8 @@ def capture(
             f"shape rules: {result.shape_rules['ruled']:,} ops follow the batch/seq by a rule"
             + (f", {result.shape_rules['without_rule']:,} by none" if result.shape_rules["without_rule"] else "")
         )
+    experts = result.expert_params
     con.print(
         f"6·N·tokens estimate: {d['flops_6nt']:.4g} FLOPs (captured / estimate = {d['flops'] / max(d['flops_6nt'], 1):.3f})"
+        + (f"; N counts all {experts:,} expert parameters, of which a token uses its top-k" if experts else "")
     )
