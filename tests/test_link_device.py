@@ -70,6 +70,10 @@ def test_devices_are_datasheet_figures_and_unknown_names_fail():
         device_spec("tpu9")
     s = with_device(preset("recorded").system, "h100")
     assert s.roofline_enabled and s.peak_perf == pytest.approx(989.4) and s.local_mem_bw == pytest.approx(3350.0)
+    half = with_device(preset("recorded").system, "h100", efficiency=0.5)
+    assert half.peak_perf == pytest.approx(494.7) and half.local_mem_bw == pytest.approx(1675.0)
+    with pytest.raises(ChakraError, match="efficiency"):
+        with_device(preset("recorded").system, "h100", efficiency=1.5)
 
 
 def test_cli_simulate_device(resnet_host_only, tmp_path, capsys):
@@ -79,6 +83,12 @@ def test_cli_simulate_device(resnet_host_only, tmp_path, capsys):
     assert main(["simulate", str(tmp_path / "r.0.et"), "--device", "h100", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["step_ns"] == _step(resnet_host_only, "h100") > 0
+    # at half the roofs a step is slower, about twice (a one-rank compute step; each op rounded to a ns)
+    assert main(["simulate", str(tmp_path / "r.0.et"), "--device", "h100", "--efficiency", "0.5", "--json"]) == 0
+    half = json.loads(capsys.readouterr().out)["step_ns"]
+    assert out["step_ns"] < half and half == pytest.approx(2 * out["step_ns"], rel=1e-4)
+    assert main(["simulate", str(tmp_path / "r.0.et"), "--efficiency", "0.5"]) == 2
+    capsys.readouterr()
     assert main(["simulate", str(tmp_path / "r.0.et"), "--device", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown device")
     assert np.isfinite(out["step_ns"])

@@ -49,6 +49,13 @@ from .systems import SYSTEM_HELP, preset_names
     "for host-only traces of GPU jobs, whose device ops have FLOPs and bytes but no time. "
     "Without --system: the job's own ranks, communication as recorded.",
 )
+@click.option(
+    "--efficiency",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="With --device: the share of the device's roofs its kernels reach (e.g. 0.55: Megatron-LM's GPT on A100s).",
+)
 @click.option("--congestion-aware", "aware", is_flag=True, help="Per-link queues instead of the unaware model.")
 @click.option("--timeline", type=click.Path(dir_okay=False), help="Write the simulated timeline (Perfetto JSON).")
 @click.option(
@@ -75,6 +82,7 @@ def simulate(
     compat,
     aware,
     device_name,
+    efficiency,
     timeline,
     no_shortcuts,
     no_validate,
@@ -96,20 +104,22 @@ def simulate(
     workload = workload or workload_opt
     if not workload:
         raise click.UsageError("missing WORKLOAD (a .et file, a <prefix> of <prefix>.<rank>.et, or a folder)")
+    if efficiency != 1.0 and device_name is None:
+        raise click.UsageError("--efficiency scales a --device's roofline: give --device too")
     if device_name is not None and system is None and network is None:
         system = "recorded"
     preset = _system(system, network)
     if device_name is not None:
         if preset is not None:
-            preset = dataclasses.replace(preset, system=with_device(preset.system, device_name))
+            preset = dataclasses.replace(preset, system=with_device(preset.system, device_name, efficiency))
         else:
-            system = with_device(SystemConfig.from_json(system), device_name)
+            system = with_device(SystemConfig.from_json(system), device_name, efficiency)
     wl = open_workload(workload, comm_groups)
     kw = {"memory": memory, "compat": compat == "astra", "aware": aware, "validate": not no_validate}
     kw["shortcuts"] = not no_shortcuts
     label = preset.name if preset is not None else str(system)
     if device_name is not None:
-        label += f" with {device_name}"
+        label += f" with {device_name}" + (f" at {efficiency:g} of its roofline" if efficiency != 1 else "")
     with warnings.catch_warnings(), steps(f"simulating on {label}", None):
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
         res = simulate_on(wl, preset, **kw) if preset is not None else run(wl, network, system, **kw)
