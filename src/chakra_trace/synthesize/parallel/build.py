@@ -138,7 +138,7 @@ class StageBuilder:
         by a recomputation and its backward. Returns (id of its last real op, its last id)."""
         m, lay, M = self.m, self.lay, self.M
         redo = recompute is not None
-        if redo:
+        if recompute is not None:
             rows = self.recompute_rows[recompute]
         else:
             rows = self.rows[OPT] if ph == OPT else self.chunk_rows.get((ph, chunk), [])
@@ -167,8 +167,8 @@ class StageBuilder:
             if ph == BWD and layer in self.recompute_rows and layer not in redone:  # its forward first
                 redone.add(layer)
                 start = head if last_id is None else [last_id]
-                _, last = self.block(FWD, mb, start, chunk, recompute=layer, gathers=unit_gather)
-                waits = [] if last is None else [last]
+                _, redone_last = self.block(FWD, mb, start, chunk, recompute=layer, gathers=unit_gather)
+                waits = [] if redone_last is None else [redone_last]
             deps: list[int] = waits
             waits = []
             inside = False
@@ -287,7 +287,8 @@ class StageBuilder:
             if ph == BWD and v < last_v:
                 head.append(self._recv(v + 1, mb, chunk, BWD, "pp_recv_gradient"))
             tail, last_id = self.block(ph, mb, head, chunk=chunk)
-            out = [] if (tail if tail is not None else last_id) is None else [tail if tail is not None else last_id]
+            end = tail if tail is not None else last_id
+            out = [] if end is None else [end]
             if ph == FWD and v < last_v:
                 self._send(v + 1, mb, FWD, "pp_send_activation", out)
             if ph == BWD and v > 0:
