@@ -95,6 +95,15 @@ def test_plans_validate(tiny, plan):
         assert sorted(r for r, t in w.traces.items() if g in t.groups) == members
 
 
+def test_a_layernorm_gpt_validates_under_every_sync():
+    """LayerNorm's weight and bias gradients come from one op: a bucket lists it once."""
+    cfg = {"preset": "tiny", "norm": "layer", "mlp": "gelu", "positions": "learned", "bias": True, "tie": True}
+    master = capture(load_build(f"{GPT}:build"), cfg, batch=BATCH, seq=SEQ).trace
+    for plan in (Plan(dp=2), Plan(dp=2, zero=1), Plan(tp=2, pp=2, dp=2, zero=2), Plan(dp=2, zero=3)):
+        rep = validate_workload(parallelize(master, plan))
+        assert not rep.issues, (plan.describe(), [str(i) for i in rep.issues[:3]])
+
+
 def test_ranks_and_groups_in_megatron_order():
     plan = Plan(tp=2, pp=3, dp=2)
     assert [plan.coords(r) for r in (0, 1, 2, 5, 6, 11)] == [

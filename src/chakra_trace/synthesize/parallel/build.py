@@ -119,7 +119,10 @@ class StageBuilder:
     # ------------------------------------------------------------------ nodes
     def coll(self, ctype: CollectiveType, size: int, group: str, name: str, deps, **kw) -> int:
         self.stats.add_coll(group, ctype, size)
-        return self.b.collective(ctype, max(int(size), 0), name=name, deps=deps, pg_name=group, **kw)
+        # (deps listed once: a bucket's parameters may share the op that wrote their gradients)
+        return self.b.collective(
+            ctype, max(int(size), 0), name=name, deps=list(dict.fromkeys(deps)), pg_name=group, **kw
+        )
 
     def block(
         self,
