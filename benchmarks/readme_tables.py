@@ -112,6 +112,39 @@ def host_table(r: dict) -> str:
     return table([head, "seconds", "nodes/s", "peak bytes/node"], "lrrr", rows)
 
 
+# --------------------------------------------------------------------------- published.json
+
+
+def published_table(r: dict) -> str:
+    rows = []
+    for x in r["rows"]:
+        plan = f"TP {x['tp']} x PP {x['pp']} x DP {x['dp']}"
+        m = x["global_batch"] // x["dp"] // x["micro_batch"]
+        extras = [f"{m} micro-batch{'es' if m > 1 else ''}"]
+        if x["interleave"] > 1:
+            extras.append(f"{x['interleave']} chunks")
+        extras.append("SP" if x["sp"] else "no SP")
+        if x["recompute"] != "none":
+            extras.append(f"{x['recompute']} recompute")
+        rows.append(
+            [
+                x["name"] + (" (fit)" if x["fit"] else ""),
+                f"{x['gpus']:,}",
+                f"{plan}; {', '.join(extras)}",
+                f"{x['published_s']:.2f}" + (" (derived)" if x["derived"] else ""),
+                f"{x['step_s']:.2f}",
+                "fitted" if x["fit"] else f"{x['error']:+.1%}",
+                f"{x['published_mfu']:.1%} / {x['mfu']:.1%}",
+                x["source"],
+            ]
+        )
+    return table(
+        ["model", "A100s", "plan", "published s", "ours s", "error", "MFU published / ours", "source"],
+        "lrlrrrrl",
+        rows,
+    )
+
+
 # --------------------------------------------------------------------------- sim_bench.json
 
 
@@ -304,6 +337,8 @@ GENERATED = {
     "analyze_recorded": ("analyze_bench", analyze_recorded),
     "analyze_simulated": ("analyze_bench", analyze_simulated),
     "replay_coverage": ("replay_coverage", replay_table),
+    "published": ("published", published_table),
+    "published_efficiency": ("published", lambda r: f"{r['efficiency']:.3f}"),
 }
 
 
