@@ -104,6 +104,52 @@ def test_a_layernorm_gpt_validates_under_every_sync():
         assert not rep.issues, (plan.describe(), [str(i) for i in rep.issues[:3]])
 
 
+def _torch_transformer():
+    """A language model of PyTorch's own nn.TransformerEncoder: its attention is an
+    nn.MultiheadAttention, which applies its projections without calling a linear submodule."""
+    nn = torch.nn
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(500, HIDDEN)
+            block = nn.TransformerEncoderLayer(HIDDEN, 4, 4 * HIDDEN, dropout=0.0, batch_first=True, norm_first=True)
+            self.encoder = nn.TransformerEncoder(block, LAYERS, enable_nested_tensor=False)
+            self.head = nn.Linear(HIDDEN, 500)
+
+        def forward(self, tokens):
+            return self.head(
+                self.encoder(
+                    self.embed(tokens),
+                    is_causal=True,
+                    mask=nn.Transformer.generate_square_subsequent_mask(tokens.shape[1]),
+                )
+            )
+
+    def inputs(b, s):
+        t = torch.randint(0, 500, (b, s + 1))
+        return (t[:, :-1],), t[:, 1:]
+
+    return LM(), inputs, lambda out, tgt: torch.nn.functional.cross_entropy(out.reshape(-1, 500), tgt.reshape(-1))
+
+
+def test_torch_multihead_attention_is_a_tensor_parallel_region():
+    """Not our model: torch's TransformerEncoderLayer. Its MultiheadAttention splits over TP
+    ranks (heads), with an all-reduce where its output and its input's gradient leave it; only
+    norms and residual adds stay whole."""
+    res = capture(_torch_transformer, batch=BATCH, seq=SEQ)
+    w = parallelize(res.trace, Plan(tp=2))
+    assert not validate_workload(w).issues
+    ars = _colls(w.traces[0], CollectiveType.ALL_REDUCE)
+    act = BATCH * SEQ * HIDDEN * ITEM
+    assert [s for n, s in ars if n.startswith("tp_fwd")] == [act] * (2 * LAYERS)
+    assert [s for n, s in ars if n.startswith("tp_bwd")] == [act] * (2 * LAYERS)
+    whole = sum(op.flops for op in res.ops if "self_attn" in op.module.split("."))
+    per_rank = _flops(w) // 2
+    attn = sum(op.flops // 2 for op in res.ops if "self_attn" in op.module.split("."))
+    assert whole > 0 and per_rank <= res.flops - whole + attn + len(res.ops)
+
+
 def test_ranks_and_groups_in_megatron_order():
     plan = Plan(tp=2, pp=3, dp=2)
     assert [plan.coords(r) for r in (0, 1, 2, 5, 6, 11)] == [

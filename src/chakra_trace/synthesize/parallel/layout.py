@@ -13,7 +13,10 @@ Tensor parallelism (Megatron-LM): in each layer the modules holding column-/row-
 columns are split, so attention, RoPE, activation functions shrink with them); norms and residual
 adds are replicated on every TP rank (with sequence parallelism they run on 1/tp of the
 sequence: divided too). Token embeddings, the LM head and the loss are vocab-parallel (divided);
-the final norm and learned position embeddings (a leaf name holding "pos") are replicated.
+the final norm and learned position embeddings (a leaf name holding "pos") are replicated. A
+module of an attention type that projects without linear submodules (torch's
+nn.MultiheadAttention) is a region of its own, its all-reduces after the op whose result leaves
+it in forward (its output) and in backward (its input's gradient).
 Optimizer ops divide as their parameters do. Division is per op, rounded down (a 1-FLOP step
 counter divides to 0), so per-rank sums can fall short of master / tp by less than tp per op.
 
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .master import (
+    ATTENTION,
     BWD,
     COLUMN,
     EXPERTS,
@@ -133,6 +137,9 @@ def layout(m: Master, plan: Plan) -> Layout:
     region_roots: set[str] = set()
     for mod in firsts:
         lp = layer_path(mod)
+        if lp is not None and _is_attention(m, mod):
+            region_roots.add(mod)
+            continue
         if lp is None or leaf(mod) not in COLUMN | ROW:
             continue
         parent = mod.rpartition(".")[0]
@@ -234,6 +241,25 @@ def _act_bytes(m: Master, layer_comm: dict[int, LayerComm]) -> int:
     return 0
 
 
+def _is_attention(m: Master, module: str) -> bool:
+    return m.module_types.get(module) in ATTENTION
+
+
+def _leaving(m: Master, module: str, ph: int) -> int | None:
+    """The last op of `module` in phase `ph` whose result an op of that phase outside it reads."""
+    inside = module + "."
+    last = None
+    for r in range(len(m)):
+        if m.phase[r] != ph or not (m.module[r] == module or m.module[r].startswith(inside)):
+            continue
+        for c in m.consumers[r]:
+            mc = m.module[c]
+            if m.phase[c] == ph and not (mc == module or mc.startswith(inside)):
+                last = r
+                break
+    return last
+
+
 def _layer_comm(m: Master, firsts: dict[str, int]) -> dict[int, LayerComm]:
     """Per layer: the forward all-reduce after each row-parallel linear, and the backward
     all-reduce after each group of column-parallel linears (those before one row-parallel
@@ -252,12 +278,20 @@ def _layer_comm(m: Master, firsts: dict[str, int]) -> dict[int, LayerComm]:
     by_layer: dict[int, list[str]] = {}
     for mod, first in sorted(firsts.items(), key=lambda kv: kv[1]):
         lp = layer_path(mod)
-        if lp is not None and leaf(mod) in COLUMN | ROW:
+        if lp is not None and (leaf(mod) in COLUMN | ROW or _is_attention(m, mod)):
             by_layer.setdefault(int(m.layer[first]), []).append(mod)
     for lay, mods in by_layer.items():
         lc = LayerComm()
         group: list[str] = []
         for mod in mods:
+            if _is_attention(m, mod):  # its output, and in backward its input's gradient, leave it summed
+                fwd, bwd = _leaving(m, mod, FWD), _leaving(m, mod, BWD)
+                if fwd is not None:
+                    lc.fwd_after.append(fwd)
+                    lc.act_bytes = lc.act_bytes or m.out_bytes(fwd)
+                if bwd is not None:
+                    lc.bwd_after.append(bwd)
+                continue
             if leaf(mod) in COLUMN:
                 group.append(mod)
                 continue

@@ -14,6 +14,9 @@ derives, once per master trace:
 - the Megatron roles of linear layers by their names: column-parallel (`q_proj`, `k_proj`,
   `v_proj`, `gate_proj`, `up_proj`, ...) and row-parallel (`o_proj`, `down_proj`, ...), and each
   layer's tensor-parallel region (the modules holding them: `attn`, `mlp`);
+- attention modules that project inside one forward, with no linear submodule called (torch's
+  `nn.MultiheadAttention` applies its packed in-projection and its `out_proj` weight itself), by
+  their module type: the whole module is a tensor-parallel region;
 - a mixture of experts by its module name: a module called `experts` holds every expert's
   weights, and what runs inside it runs on the tokens routed to them.
 """
@@ -41,6 +44,9 @@ COLUMN = frozenset(
 )
 #: leaf names of row-parallel linears (input features split; their output is summed over TP ranks)
 ROW = frozenset({"o_proj", "down_proj", "out_proj", "c_proj", "wo", "w2", "fc2", "linear2", "dense_4h_to_h", "dense"})
+
+#: module types that hold column- and row-parallel projections but call no linear submodule
+ATTENTION = frozenset({"MultiheadAttention"})
 
 #: module names holding a mixture's experts (their parameters split over expert-parallel ranks)
 EXPERTS = frozenset({"experts"})
@@ -125,6 +131,7 @@ class Master:
     params: list[Param]
     outputs: list[tuple[str, str]] = field(default_factory=list)  # (shapes, types) JSON of each row's outputs
     place: dict[str, str] = field(default_factory=dict)  # non-layer module -> "pre" / "post" / "root"
+    module_types: dict[str, str] = field(default_factory=dict)  # module path -> its class name
     consumers: list[list[int]] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -155,7 +162,7 @@ def read_master(trace: Trace) -> Master:
     n = len(trace)
     if np.any(trace.types != NodeType.COMP_NODE):
         raise ParallelizeError("a master trace holds compute nodes only (one logical device); this one communicates")
-    phases, module, ops, outputs = _node_fields(trace)
+    phases, module, ops, outputs, types = _node_fields(trace)
     if n and (None in phases or None in module):
         raise ParallelizeError("the master trace's nodes lack `phase`/`module` (capture it with `chakra capture`)")
     code = {p: i for i, p in enumerate(PHASES)}
@@ -193,25 +200,29 @@ def read_master(trace: Trace) -> Master:
         layers=int(layer.max()) + 1 if (layer >= 0).any() else 0,
         params=params,
         consumers=consumers,
+        module_types={mod: t for mod, t in zip(module, types) if mod is not None and t is not None},
     )
     m.place = _places(m)
     return m
 
 
-def _node_fields(trace: Trace) -> tuple[list, list, list, list]:
-    """(phase, module, op, (output shapes, types)) of every node, from its kept wire bytes: one
-    protobuf parse per node (decoding these string attributes column by column is far slower)."""
+def _node_fields(trace: Trace) -> tuple[list, list, list, list, list]:
+    """(phase, module, op, (output shapes, types), module type) of every node, from its kept wire
+    bytes: one protobuf parse per node (decoding these string attributes column by column is far
+    slower)."""
     ex, ip = trace.extra.tobytes(), trace.extra_indptr.tolist()
     node = pb.Node.FromString
-    phases, modules, ops, outputs = [], [], [], []
+    keys = ("phase", "module", "op", "module_type")
+    phases, modules, ops, outputs, types = [], [], [], [], []
     for i in range(len(trace)):
         msg = node(ex[ip[i] : ip[i + 1]])
-        a = {x.name: x.string_val for x in msg.attr if x.name in ("phase", "module", "op")}
+        a = {x.name: x.string_val for x in msg.attr if x.name in keys}
         phases.append(a.get("phase"))
         modules.append(a.get("module"))
         ops.append(a.get("op"))
+        types.append(a.get("module_type"))
         outputs.append((msg.outputs.shapes, msg.outputs.types))
-    return phases, modules, ops, outputs
+    return phases, modules, ops, outputs, types
 
 
 def _about(trace: Trace) -> dict:
@@ -251,6 +262,7 @@ __all__ = [
     "COLUMN",
     "ROW",
     "EXPERTS",
+    "ATTENTION",
     "PHASES",
     "FWD",
     "BWD",
