@@ -48,6 +48,7 @@ from chakra_trace.capture import capture, load_build  # noqa: E402
 from chakra_trace.schema.devices import device_spec  # noqa: E402
 from chakra_trace.simulate.config import Network, SystemConfig  # noqa: E402
 from chakra_trace.simulate.devices import with_device  # noqa: E402
+from chakra_trace.simulate.presets import preset_system  # noqa: E402
 from chakra_trace.simulate.simulator import simulate  # noqa: E402
 from chakra_trace.synthesize.parallel import Plan, parallelize_detailed  # noqa: E402
 
@@ -113,21 +114,7 @@ def network(gpus: int) -> Network:
 
 
 def system(dims: int, efficiency: float) -> SystemConfig:
-    base = SystemConfig.from_dict(
-        {
-            "scheduling-policy": "LIFO",
-            "endpoint-delay": 10,
-            "active-chunks-per-dimension": 1,
-            "preferred-dataset-splits": 4,
-            "collective-optimization": "localBWAware",
-            "local-mem-bw": 1600,
-            **{
-                f"{c}-implementation": ["ring"] * dims
-                for c in ("all-reduce", "reduce-scatter", "all-gather", "all-to-all")
-            },
-        }
-    )
-    return with_device(base, A100, efficiency)
+    return with_device(preset_system(["ring"] * dims), A100, efficiency)
 
 
 _MASTERS: dict[tuple, object] = {}

@@ -35,7 +35,9 @@ class SystemPreset:
         return self.network.npus if self.network is not None else None
 
 
-def _system(algorithms: list[str]) -> SystemConfig:
+def preset_system(algorithms: list[str]) -> SystemConfig:
+    """The presets' system configuration with `algorithms` (one per network dimension) for every
+    collective: LIFO, 10 ns endpoint delay, 4 splits, one active chunk, localBWAware."""
     return SystemConfig.from_dict(
         {
             "scheduling-policy": "LIFO",
@@ -51,7 +53,9 @@ def _system(algorithms: list[str]) -> SystemConfig:
 
 def _presets() -> dict[str, SystemPreset]:
     def p(name, description, topology, npus, bandwidth, latency, algorithms):
-        return SystemPreset(name, description, Network.simple(topology, npus, bandwidth, latency), _system(algorithms))
+        return SystemPreset(
+            name, description, Network.simple(topology, npus, bandwidth, latency), preset_system(algorithms)
+        )
 
     return {
         x.name: x
@@ -99,7 +103,7 @@ def _presets() -> dict[str, SystemPreset]:
                 "the job as recorded: its own ranks, every node (collectives included) takes its recorded "
                 "time; the baseline the other systems compare with",
                 None,
-                _system(["ring"]),
+                preset_system(["ring"]),
                 comm="recorded",
             ),
             SystemPreset(
@@ -107,7 +111,7 @@ def _presets() -> dict[str, SystemPreset]:
                 "the job's own ranks on an ideal network: compute as recorded, communication free once "
                 "every member is there (a lower bound no network beats)",
                 None,
-                _system(["ring"]),
+                preset_system(["ring"]),
                 comm="ideal",
             ),
         )
