@@ -25,7 +25,7 @@ from chakra_trace.schema.enums import NodeType
 from chakra_trace.schema.groups import group_rows
 from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network
-from chakra_trace.simulate.presets import SystemPreset, _system, simulate_on
+from chakra_trace.simulate.presets import SystemPreset, preset_system, simulate_on
 from chakra_trace.validate import validate_workload
 
 DATA = Path(__file__).parent / "data"
@@ -143,7 +143,7 @@ def test_near_ideal_network_is_never_slower_than_the_recording(name):
     w = workload(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = simulate(w, Network.simple("Ring", len(w), 100_000, 1), _system(["ring"]))
+        res = simulate(w, Network.simple("Ring", len(w), 100_000, 1), preset_system(["ring"]))
     assert res.step_ns <= recorded_step_ns(name) + 1000
 
 
@@ -160,7 +160,7 @@ def test_a_faster_network_is_never_slower(name):
 
 
 def _preset(n: int, bw: float, lat: float):
-    return SystemPreset(f"ring-{n}", "", Network.simple("Ring", n, bw, lat), _system(["ring"]))
+    return SystemPreset(f"ring-{n}", "", Network.simple("Ring", n, bw, lat), preset_system(["ring"]))
 
 
 def test_async_gloo_collective_runs_beside_the_training_thread():
@@ -202,7 +202,7 @@ def test_collectives_meet_in_issue_order_when_workers_reorder_them():
     assert not validate_workload(without).ok  # trace order pairs 8 B with 1 MiB
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = simulate(with_seq, Network.simple("Ring", 2, 50, 500), _system(["ring"]))
+        res = simulate(with_seq, Network.simple("Ring", 2, 50, 500), preset_system(["ring"]))
     assert sorted(c.bytes for c in res.collectives) == [8, 1 << 20]
     for r, t in with_seq.traces.items():  # each rank's 1 MiB all-reduce met the other's 1 MiB one
         end = res.nodes[r][1]
