@@ -134,7 +134,7 @@ class StageBuilder:
         gathers: dict[str, int] | None = None,
     ) -> tuple[int | None, int | None]:
         """Emit one micro-batch's forward (FWD) or backward (BWD) of a chunk of the stage's layers
-        (all of them but with an interleaved schedule), or the optimizer (OPT, mb -1);
+        (all of them unless the schedule interleaves), or the optimizer (OPT, mb -1);
         `recompute`: layer `recompute`'s forward again, as activation recomputation runs it
         before the layer's backward (which then reads its results). `head`: what the block's
         first ops wait for; `gathers`: FSDP units already gathered (unit -> collective id), shared
