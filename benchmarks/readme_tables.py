@@ -112,6 +112,41 @@ def host_table(r: dict) -> str:
     return table([head, "seconds", "nodes/s", "peak bytes/node"], "lrrr", rows)
 
 
+# --------------------------------------------------------------------------- obfuscate_bench.json
+
+
+def obfuscate_table(r: dict) -> str:
+    jobs: dict[str, list[dict]] = {}
+    for x in r["rows"]:
+        jobs.setdefault(x["job"], []).append(x)
+    rows = []
+    for name, xs in jobs.items():
+        searched = xs[0]["searched"]
+        what = ", ".join(f"{v:,} {k}s" for k, v in searched.items() if v)
+        found = sum(x["found"] for x in xs)
+
+        def changes(system: str, xs: list[dict] = xs) -> str:
+            out = []
+            for x in xs:
+                c = [s["change"] for s in x["steps"] if s["system"] == system]
+                out.append(f"{c[0]:+.2%}" if c else "-")
+            return " / ".join(out)
+
+        rows.append([name, str(xs[0]["ranks"]), what, str(found), changes("recorded"), changes("switch")])
+    return table(
+        [
+            "job",
+            "ranks",
+            "searched (names, strings, shapes)",
+            "found",
+            "step on recorded a / b / c / d",
+            "on switch a / b / c / d",
+        ],
+        "lrlrrr",
+        rows,
+    )
+
+
 # --------------------------------------------------------------------------- published.json
 
 
@@ -338,6 +373,7 @@ GENERATED = {
     "analyze_simulated": ("analyze_bench", analyze_simulated),
     "replay_coverage": ("replay_coverage", replay_table),
     "published": ("published", published_table),
+    "obfuscate": ("obfuscate_bench", obfuscate_table),
     "published_efficiency": ("published", lambda r: f"{r['efficiency']:.3f}"),
 }
 

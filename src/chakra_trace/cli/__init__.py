@@ -41,6 +41,7 @@ COMMANDS = {
     "bench": "bench:bench",
     "merge": "merge:merge_cmd",
     "split": "merge:split_cmd",
+    "obfuscate": "obfuscate:obfuscate",
 }
 
 

@@ -62,7 +62,7 @@ def named_groups(t: Trace) -> set[str]:
     return names
 
 
-def _pg_entries(t: Trace) -> Iterable[tuple[str, list[int] | None]]:
+def pg_entries(t: Trace) -> Iterable[tuple[str, list[int] | None]]:
     """The process groups a trace's METADATA nodes declare (the PyTorch converter's `pg_config`):
     (name, sorted ranks), ranks None where the entry lists none (the all-ranks group). Hostile
     text, and entries whose ranks are not integers, declare nothing."""
@@ -89,7 +89,7 @@ def declared_groups(traces: Iterable[Trace]) -> dict[str, list[int]]:
     their ranks."""
     out: dict[str, list[int]] = {}
     for t in {id(t): t for t in traces}.values():  # (one trace may run on many ranks)
-        for name, ranks in _pg_entries(t):
+        for name, ranks in pg_entries(t):
             if ranks is not None:
                 out.setdefault(name, ranks)
     return out
@@ -97,7 +97,7 @@ def declared_groups(traces: Iterable[Trace]) -> dict[str, list[int]]:
 
 def _declared_by_rank(t: Trace, rank: int) -> dict[str, list[int] | None]:
     """Groups a rank's own `pg_config` says it is in: name -> ranks (None: every rank)."""
-    return {name: ranks for name, ranks in _pg_entries(t) if ranks is None or rank in ranks}
+    return {name: ranks for name, ranks in pg_entries(t) if ranks is None or rank in ranks}
 
 
 def resolve_unnamed_groups(traces: dict[int, Trace], tolerance_ns: int = 50_000) -> list[str]:

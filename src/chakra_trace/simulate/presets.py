@@ -20,14 +20,16 @@ from .simulator import simulate
 
 @dataclass(frozen=True)
 class SystemPreset:
-    """A named system. ``comm`` "recorded" or "ideal" (no network): the job's own ranks, every
-    node at its recorded time, communication as recorded or free (`simulator.COMM_MODELS`)."""
+    """A named system. Without a network: the job's own ranks, every node at its recorded time,
+    communication as recorded or free (``comm`` "recorded" or "ideal", `simulator.COMM_MODELS`),
+    or with ``link`` (GB/s, ns) on one switch of as many NPUs as the job has ranks."""
 
     name: str
     description: str
     network: Network | None
     system: SystemConfig
     comm: str = "network"
+    link: tuple[float, float] | None = None
 
     @property
     def npus(self) -> int | None:
@@ -107,6 +109,14 @@ def _presets() -> dict[str, SystemPreset]:
                 comm="recorded",
             ),
             SystemPreset(
+                "switch",
+                "the job's own ranks on one switch, 50 GB/s links, 500 ns: its communication on a "
+                "network, whatever its rank count",
+                None,
+                preset_system(["ring"]),
+                link=(50, 500),
+            ),
+            SystemPreset(
                 "ideal",
                 "the job's own ranks on an ideal network: compute as recorded, communication free once "
                 "every member is there (a lower bound no network beats)",
@@ -139,14 +149,26 @@ def resolve(spec: str | SystemPreset) -> SystemPreset:
     return preset(spec)
 
 
+def step_changes(original, changed, systems=("recorded", "switch"), **kw) -> list[dict]:
+    """The simulated step of a job and of a changed copy of it (obfuscated, transformed) on each
+    system: [{"system", "original_ns", "changed_ns", "change"}], change relative."""
+    out = []
+    for spec in systems:
+        a, b = (int(simulate_on(w, spec, **kw).step_ns) for w in (original, changed))
+        out.append({"system": resolve(spec).name, "original_ns": a, "changed_ns": b, "change": b / a - 1 if a else 0.0})
+    return out
+
+
 def simulate_on(workload, system: str | SystemPreset, **kw):
     """Simulate a recorded job on another system: scaled out data-parallel when the system
     has more NPUs than the job has ranks (`synthesize.scale.data_parallel`). Returns the
     SimResult; its ``traces`` say which recorded rank each NPU ran."""
 
     p = resolve(system)
-    if p.network is None:  # the job's own ranks, as recorded
+    if p.network is None:  # the job's own ranks
         n = max(workload.ranks) + 1 if len(workload) else 1
+        if p.link is not None:
+            return simulate(workload, Network.simple("Switch", n, *p.link), p.system, **kw)
         return simulate(workload, Network.simple("FullyConnected", n, 1, 0), p.system, comm=p.comm, **kw)
     if len(workload) not in (1, p.network.npus):
         workload = data_parallel(workload, p.network.npus)

@@ -141,43 +141,44 @@ def fuse_ops(w: Workload, match: str) -> Workload:
     summed, named "<first> (+N fused)"; what followed the last follows the fused node. A
     fused kernel reads and writes what the chain did: bytes are an upper bound."""
 
-    def fn(t: Trace) -> Trace:
-        hit = _compute(t) & _matching(t, match)
-        if not hit.any():
-            return t
-        g = t.graph()
-        pred_ptr, preds = g.preds
-        succ_ptr, _succ = g.succs
-        n_pred, n_succ = np.diff(pred_ptr), np.diff(succ_ptr)
-        one = hit & (n_pred == 1)
-        parent = np.full(len(t), -1, np.int64)
-        parent[one] = preds[pred_ptr[:-1][one]]
-        joins = one & (parent >= 0)
-        joins[joins] = hit[parent[joins]] & (n_succ[parent[joins]] == 1)  # the chain continues
-        head = np.arange(len(t))
-        order = g.order(partial=True)  # (parents first, whatever the ids)
-        for r in order[joins[order]].tolist():
-            head[r] = head[parent[r]]
-        heads = np.unique(head[joins])
-        out = t.copy()
-        for col in ("duration", Attr.NUM_OPS, Attr.TENSOR_SIZE):
-            summed = _sum_by(t, head, col)
-            new = getattr(out, col).copy()
-            new[heads] = summed[heads]
-            setattr(out, col, new)
-            if col != "duration" and heads.size:  # (an attribute: present where a chain member had it)
-                present = np.bincount(head, weights=t.has(col).astype(np.float64), minlength=len(t)) > 0
-                out.set_attr(col, new[heads[present[heads]]], heads[present[heads]])
-        count = np.bincount(head, minlength=len(t))
-        names = list(out.names)
-        codes = out.name_codes.copy()
-        for r in heads.tolist():  # the fused node says what it holds
-            names.append(f"{t.names[t.name_codes[r]]} (+{int(count[r]) - 1} fused)")
-            codes[r] = len(names) - 1
-        out.names, out.name_codes = names, codes
-        return drop_nodes(out, joins)
+    return _per_trace(w, lambda t: fuse_chains(t, _compute(t) & _matching(t, match)))
 
-    return _per_trace(w, fn)
+
+def fuse_chains(t: Trace, hit: np.ndarray) -> Trace:
+    """`fuse_ops` on one trace for the compute rows `hit` marks (see there)."""
+    if not hit.any():
+        return t
+    g = t.graph()
+    pred_ptr, preds = g.preds
+    succ_ptr, _succ = g.succs
+    n_pred, n_succ = np.diff(pred_ptr), np.diff(succ_ptr)
+    one = hit & (n_pred == 1)
+    parent = np.full(len(t), -1, np.int64)
+    parent[one] = preds[pred_ptr[:-1][one]]
+    joins = one & (parent >= 0)
+    joins[joins] = hit[parent[joins]] & (n_succ[parent[joins]] == 1)  # the chain continues
+    head = np.arange(len(t))
+    order = g.order(partial=True)  # (parents first, whatever the ids)
+    for r in order[joins[order]].tolist():
+        head[r] = head[parent[r]]
+    heads = np.unique(head[joins])
+    out = t.copy()
+    for col in ("duration", Attr.NUM_OPS, Attr.TENSOR_SIZE):
+        summed = _sum_by(t, head, col)
+        new = getattr(out, col).copy()
+        new[heads] = summed[heads]
+        setattr(out, col, new)
+        if col != "duration" and heads.size:  # (an attribute: present where a chain member had it)
+            present = np.bincount(head, weights=t.has(col).astype(np.float64), minlength=len(t)) > 0
+            out.set_attr(col, new[heads[present[heads]]], heads[present[heads]])
+    count = np.bincount(head, minlength=len(t))
+    names = list(out.names)
+    codes = out.name_codes.copy()
+    for r in heads.tolist():  # the fused node says what it holds
+        names.append(f"{t.names[t.name_codes[r]]} (+{int(count[r]) - 1} fused)")
+        codes[r] = len(names) - 1
+    out.names, out.name_codes = names, codes
+    return drop_nodes(out, joins)
 
 
 @overload
