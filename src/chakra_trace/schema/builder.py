@@ -119,8 +119,8 @@ class TraceBuilder:
             NodeType.COMM_SEND_NODE,
             data_deps=deps,
             is_cpu_op=False,
+            comm_size=int(size),  # (column attributes in COLUMN_ATTRS order: nothing to place on writing)
             comm_dst=dst,
-            comm_size=int(size),
             comm_tag=tag,
             **kw,
         )
@@ -131,8 +131,8 @@ class TraceBuilder:
             NodeType.COMM_RECV_NODE,
             data_deps=deps,
             is_cpu_op=False,
+            comm_size=int(size),  # (column attributes in COLUMN_ATTRS order: nothing to place on writing)
             comm_src=src,
-            comm_size=int(size),
             comm_tag=tag,
             **kw,
         )
