@@ -42,6 +42,7 @@ COMMANDS = {
     "merge": "merge:merge_cmd",
     "split": "merge:split_cmd",
     "obfuscate": "obfuscate:obfuscate",
+    "generate": "generate:generate",
 }
 
 

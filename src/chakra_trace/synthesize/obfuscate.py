@@ -390,17 +390,12 @@ def _restructure(t: Trace, key: bytes, small_us: float, dummies: float, rep: Obf
 def _with_dummies(t: Trace, parents: np.ndarray, name: str) -> Trace:
     """`t` with one zero-time compute node per parent id, depending on it, ids past the largest."""
     n, k = len(t), parents.size
-    out = Trace(
-        n + k,
-        metadata=t.metadata,
-        names=[*t.names, name],
-        groups=list(t.groups),
-        **{c: _grow(t, c, k) for c in Trace.ARRAYS if c not in ("data_indptr", "data", "ctrl_indptr", "ctrl")},
-        ctrl_indptr=np.concatenate([t.ctrl_indptr, np.full(k, t.ctrl_indptr[-1], np.int64)]),
-        ctrl=t.ctrl.copy(),
-        data_indptr=np.concatenate([t.data_indptr, t.data_indptr[-1] + np.arange(1, k + 1, dtype=np.int64)]),
-        data=np.concatenate([t.data, parents.astype(np.uint64)]),
-    )
+    arrays = {c: _grow(t, c, k) for c in Trace.ARRAYS if c not in ("data_indptr", "data", "ctrl_indptr", "ctrl")}
+    arrays["ctrl_indptr"] = np.concatenate([t.ctrl_indptr, np.full(k, t.ctrl_indptr[-1], np.int64)])
+    arrays["ctrl"] = t.ctrl.copy()
+    arrays["data_indptr"] = np.concatenate([t.data_indptr, t.data_indptr[-1] + np.arange(1, k + 1, dtype=np.int64)])
+    arrays["data"] = np.concatenate([t.data, parents.astype(np.uint64)])
+    out = Trace(n + k, metadata=t.metadata, names=[*t.names, name], groups=list(t.groups), **arrays)  # type: ignore[arg-type]  # columns only
     top = int(t.ids.max()) if n else 0
     out.ids[n:] = np.arange(top + 1, top + 1 + k, dtype=np.uint64)
     out.types[n:] = NodeType.COMP_NODE

@@ -1,0 +1,54 @@
+"""A recording of several training steps as one job per step: the unit a generator learns from.
+
+The PyTorch converter keeps the profiler's step windows (`Trace.step_bounds_us`). Each rank's
+ops are assigned to the window their start falls in (ops before the first cut to the first
+step, after the last to the last), METADATA nodes to every step, and dependencies that cross
+a cut are dropped: a step starts from what its own ops need. A trace without step windows is
+one step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...io.workload import Workload
+from ...schema.enums import NodeType
+from ...schema.trace import Trace
+
+
+def _cut(t: Trace, rows: np.ndarray) -> Trace:
+    out = t.take(rows)
+    for kind in ("data", "ctrl"):
+        flat = getattr(out, kind)
+        if flat.size:
+            out = out.with_deps(kind, np.isin(flat, out.ids))
+    return out
+
+
+def step_count(w: Workload) -> int:
+    """The recorded steps of a job (the fewest over its ranks; 1 without step windows)."""
+    counts = []
+    for t in w.traces.values():
+        b = t.step_bounds_us
+        counts.append(max(b.size - 1, 1) if b is not None and b.size >= 2 else 1)
+    return min(counts, default=1)
+
+
+def split_steps(w: Workload) -> list[Workload]:
+    """One workload per recorded step (see the module docstring); [w] when it has one step."""
+    k = step_count(w)
+    if k <= 1:
+        return [w]
+    out: list[dict[int, Trace]] = [{} for _ in range(k)]
+    done: dict[int, list[Trace]] = {}
+    for r, t in w.traces.items():
+        if id(t) not in done:
+            bounds = t.step_bounds_us
+            assert bounds is not None
+            meta = t.types == NodeType.METADATA_NODE
+            step = np.searchsorted(bounds[1:-1], t.start.astype(np.int64), side="right")
+            step = np.minimum(step, k - 1)
+            done[id(t)] = [_cut(t, np.flatnonzero((step == i) | meta)) for i in range(k)]
+        for i in range(k):
+            out[i][r] = done[id(t)][i]
+    return [Workload(traces, dict(w.groups)) for traces in out]
