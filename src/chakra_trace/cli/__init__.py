@@ -43,6 +43,7 @@ COMMANDS = {
     "split": "merge:split_cmd",
     "obfuscate": "obfuscate:obfuscate",
     "generate": "generate:generate",
+    "select": "select:select",
 }
 
 
