@@ -65,25 +65,7 @@ KEPT_LISTS = (Attr.INVOLVED_DIM,)
 SPLITS = ("in_split_size", "out_split_size")
 _SIZES = ("comm_size", Attr.TENSOR_SIZE, Attr.NUM_OPS)
 _LIST_FIELDS = [num for num, t, is_list in ATTR_MEMBERS.values() if is_list and t not in ("string", "bytes")]
-_NUMERIC = {
-    f"{t}_{k}"
-    for t in (
-        "int32",
-        "int64",
-        "uint32",
-        "uint64",
-        "sint32",
-        "sint64",
-        "fixed32",
-        "fixed64",
-        "sfixed32",
-        "sfixed64",
-        "float",
-        "double",
-        "bool",
-    )
-    for k in ("val", "list")
-}
+_NUMERIC = {member for member, (_, t, _) in ATTR_MEMBERS.items() if t not in ("string", "bytes")}
 
 
 @dataclass
