@@ -363,3 +363,7 @@ def test_corpus_held_out_steps():
             assert r.metrics["op_mix_tv"] < 0.01
     for name in train:
         assert validate_workload(sample(model, name, seed=2)).ok
+    steps = fit({f"{name}/step{i}": w for name in ("ddp", "tp") for i, w in enumerate((train[name], held[name]))})
+    assert steps.job("ddp").name == "ddp/step0" and steps.job("tp/step1").name == "tp/step1"  # a job by its name
+    with pytest.raises(ChakraError, match="no job named 'nope'"):
+        steps.job("nope")

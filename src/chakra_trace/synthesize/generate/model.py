@@ -144,7 +144,8 @@ class GeneratorModel:
     fit_info: dict[str, Any] = field(default_factory=dict)
 
     def job(self, like: str | int | None) -> Job:
-        """A job by name or index (None: the only job)."""
+        """A job by name or index (None: the only job); a recorded job's name without its step
+        (`ddp` for `ddp/step0`, ...) is its first step."""
         if like is None:
             if len(self.jobs) == 1:
                 return self.jobs[0]
@@ -155,6 +156,9 @@ class GeneratorModel:
             raise ChakraError(f"no job #{like}; the model holds {len(self.jobs)} jobs")
         for j in self.jobs:
             if j.name == like:
+                return j
+        for j in self.jobs:
+            if j.name.startswith(f"{like}/step"):
                 return j
         raise ChakraError(f"no job named {like!r} in the model; it holds {self._names()}")
 
