@@ -22,15 +22,10 @@ from pathlib import Path
 from ..io.workload import Workload
 from ..schema.codec import iter_pb
 from ..schema.enums import Attr
-from .obfuscate import KEPT, KEPT_LISTS, SPLITS
+from .obfuscate import CARRIED
 
 #: attribute names every Chakra trace may carry: the schema's, not the job's
-VOCABULARY = frozenset(v for k, v in vars(Attr).items() if k.isupper() and isinstance(v, str)) | {
-    *KEPT,
-    *KEPT_LISTS,
-    *SPLITS,
-    "pg_config",
-}
+VOCABULARY = frozenset(v for k, v in vars(Attr).items() if k.isupper() and isinstance(v, str)) | CARRIED
 
 KINDS = ("name", "attribute", "metadata", "group", "shape", "type")
 

@@ -45,7 +45,7 @@ from ..schema.enums import Attr, NodeType, collective_name, node_type_name
 from ..schema.groups import pg_entries
 from ..schema.proto import ATTR_MEMBERS
 from ..schema.trace import Trace
-from ..schema.wire import I64, WT_LEN, Rows, equals_literal, ranges
+from ..schema.wire import I64, WT_LEN, Rows, equals_literal, intern_bytes, ranges
 from .transforms import fuse_chains
 
 LEVELS = ("a", "b", "c", "d")
@@ -63,6 +63,8 @@ KEPT = {
 KEPT_LISTS = (Attr.INVOLVED_DIM,)
 #: attributes kept as numbers written as JSON text: an all-to-all's per-peer sizes (bucketed at b)
 SPLITS = ("in_split_size", "out_split_size")
+#: every attribute name a level-a output may still carry (the process-group declaration rewritten)
+CARRIED = frozenset({*KEPT, *KEPT_LISTS, *SPLITS, "pg_config"})
 _SIZES = ("comm_size", Attr.TENSOR_SIZE, Attr.NUM_OPS)
 _LIST_FIELDS = [num for num, t, is_list in ATTR_MEMBERS.values() if is_list and t not in ("string", "bytes")]
 _NUMERIC = {member for member, (_, t, _) in ATTR_MEMBERS.items() if t not in ("string", "bytes")}
@@ -180,6 +182,7 @@ def _strip(
             out.metadata.attr.add().CopyFrom(attr)
             out.metadata.attr[-1].ClearField("doc_string")
     out.metadata.attr.add(name="obfuscated", string_val=json.dumps({"level": rep.level}))
+    fields = attr_fields(t)  # (scanned once for the raw attributes and the report)
     kept: list[Rows] = []
     for name, member in KEPT.items():
         vals, present = extra_attr_array(t, name)
@@ -189,13 +192,13 @@ def _strip(
             continue
         kept.append(attribute_rows(name, member, vals, present))
     for name in KEPT_LISTS:
-        kept.extend(_raw_attr(t, name))
+        kept.extend(_raw_attr(t, name, fields))
     for name in SPLITS:
         kept.extend(_json_attr(t, name, lambda v: _split_text(v, bucket)))
     kept.extend(_json_attr(t, "pg_config", lambda v: _pg_text(v, group_map)))
     extras = Rows.concat(kept) if kept else Rows(np.zeros(0, np.uint8), np.zeros(len(t), I64))
     rep.extras_dropped += int((np.diff(t.extra_indptr) > 0).sum())
-    _count_dropped(t, rep)
+    _count_dropped(t, fields, rep)
     out.extra = extras.data
     out.extra_indptr = np.zeros(len(t) + 1, np.int64)
     np.cumsum(extras.lens, out=out.extra_indptr[1:])
@@ -208,12 +211,17 @@ def _strip(
     return out
 
 
-def _raw_attr(t: Trace, name: str) -> list[Rows]:
+def _name_fields(sub) -> np.ndarray:
+    """The attributes' name fields among their fields (`codec.attr_fields`)."""
+    return np.flatnonzero((sub.number == 1) & (sub.wtype == WT_LEN))
+
+
+def _raw_attr(t: Trace, name: str, fields) -> list[Rows]:
     """Attribute `name` as its original bytes, where its value is a list of numbers (no doc string)."""
-    f, a, sub = attr_fields(t)
+    f, a, sub = fields
     if sub is None:
         return []
-    names = np.flatnonzero((sub.number == 1) & (sub.wtype == WT_LEN))
+    names = _name_fields(sub)
     hit = np.zeros(a.size, bool)
     hit[sub.msg[names]] = equals_literal(t.extra, sub.data[names], sub.value[names].astype(I64), name.encode())
     if not hit.any():
@@ -275,20 +283,19 @@ def _pg_text(value, group_map: dict[str, str]) -> str | None:
     return json.dumps(out, separators=(",", ":")) if out else None
 
 
-def _count_dropped(t: Trace, rep: ObfuscationReport) -> None:
+def _count_dropped(t: Trace, fields, rep: ObfuscationReport) -> None:
     """Per attribute name, the nodes that carried it and lost it (the report's table)."""
-    _, _, sub = attr_fields(t)
+    _, _, sub = fields
     if sub is None:
         return
-    is_name = np.flatnonzero((sub.number == 1) & (sub.wtype == WT_LEN))
-    buf = t.extra.tobytes()
-    counts: dict[str, int] = {}
-    for i in is_name.tolist():
-        name = buf[int(sub.data[i]) : int(sub.end[i])].decode("utf-8", "replace")
-        counts[name] = counts.get(name, 0) + 1
-    for name, c in counts.items():
-        if name not in KEPT and name not in KEPT_LISTS and name not in SPLITS and name != "pg_config":
-            rep.attributes_dropped[name] = rep.attributes_dropped.get(name, 0) + c
+    is_name = _name_fields(sub)
+    data, lens = sub.data[is_name].astype(I64), sub.value[is_name].astype(I64)
+    codes, first = intern_bytes(t.extra, data, lens)
+    counts = np.bincount(codes)
+    for c, i in enumerate(first.tolist()):
+        name = t.extra[data[i] : data[i] + lens[i]].tobytes().decode("utf-8", "replace")
+        if name not in CARRIED:
+            rep.attributes_dropped[name] = rep.attributes_dropped.get(name, 0) + int(counts[c])
 
 
 def bucketed(values: np.ndarray, bucket: float) -> np.ndarray:
@@ -394,4 +401,14 @@ def _grow(t: Trace, col: str, k: int) -> np.ndarray:
     return np.concatenate([a, np.zeros(k, a.dtype)])
 
 
-__all__ = ["obfuscate", "Obfuscated", "ObfuscationReport", "LEVELS", "KEPT", "SPLITS", "bucketed"]
+__all__ = [
+    "obfuscate",
+    "Obfuscated",
+    "ObfuscationReport",
+    "LEVELS",
+    "KEPT",
+    "KEPT_LISTS",
+    "SPLITS",
+    "CARRIED",
+    "bucketed",
+]
