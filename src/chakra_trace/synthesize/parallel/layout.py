@@ -211,18 +211,26 @@ def layout(m: Master, plan: Plan) -> Layout:
     )
 
 
+def _crossings(m: Master, region: list[str | None]) -> list[int]:
+    """Forward and backward rows whose result an op of the same phase in another region (or
+    outside any) reads: where data enters or leaves a region, in row order."""
+    out = []
+    for r in range(len(m)):
+        ph = m.phase[r]
+        if ph != OPT and any(m.phase[c] == ph and region[c] != region[r] for c in m.consumers[r]):
+            out.append(r)
+    return out
+
+
 def _expert_exchanges(m: Master, region: list[str | None]) -> dict[int, list[tuple[int, str]]]:
     """The all-to-alls of expert parallelism (see the module docstring): row -> [(bytes, name)]."""
     out: dict[int, list[tuple[int, str]]] = {}
-    for r in range(len(m)):
+    for r in _crossings(m, region):
         ph = m.phase[r]
-        if ph == OPT:
-            continue
-        if any(m.phase[c] == ph and region[c] != region[r] for c in m.consumers[r]):
-            into = region[r] is None  # tokens enter the experts: the dispatch, or in backward the combine's gradient
-            kind = ("dispatch" if into else "combine") if ph == FWD else ("combine_grad" if into else "dispatch_grad")
-            name = f"ep_{kind}_all_to_all"
-            out[r] = [(m.out_bytes(r), name)]
+        into = region[r] is None  # tokens enter the experts: the dispatch, or in backward the combine's gradient
+        kind = ("dispatch" if into else "combine") if ph == FWD else ("combine_grad" if into else "dispatch_grad")
+        name = f"ep_{kind}_all_to_all"
+        out[r] = [(m.out_bytes(r), name)]
     return out
 
 
@@ -245,19 +253,21 @@ def _is_attention(m: Master, module: str) -> bool:
     return m.module_types.get(module) in ATTENTION
 
 
-def _leaving(m: Master, module: str, ph: int) -> int | None:
-    """The last op of `module` in phase `ph` whose result an op of that phase outside it reads."""
-    inside = module + "."
-    last = None
-    for r in range(len(m)):
-        if m.phase[r] != ph or not (m.module[r] == module or m.module[r].startswith(inside)):
-            continue
-        for c in m.consumers[r]:
-            mc = m.module[c]
-            if m.phase[c] == ph and not (mc == module or mc.startswith(inside)):
-                last = r
-                break
-    return last
+def _leaving(m: Master) -> dict[tuple[str, int], int]:
+    """(attention module, phase) -> the last op inside it whose result an op of that phase
+    outside it reads (its output; in backward its input's gradient). A row's module is its
+    outermost attention-type ancestor or itself."""
+    of: dict[str, str | None] = {}
+    for mod in set(m.module):
+        parts = mod.split(".")
+        prefixes = (".".join(parts[: i + 1]) for i in range(len(parts)))
+        of[mod] = next((q for q in prefixes if _is_attention(m, q)), None)
+    region = [of[mod] for mod in m.module]
+    out: dict[tuple[str, int], int] = {}
+    for r in _crossings(m, region):
+        if region[r] is not None:
+            out[(region[r], int(m.phase[r]))] = r
+    return out
 
 
 def _layer_comm(m: Master, firsts: dict[str, int]) -> dict[int, LayerComm]:
@@ -275,6 +285,7 @@ def _layer_comm(m: Master, firsts: dict[str, int]) -> dict[int, LayerComm]:
             last_fwd[m.module[r]] = r
         elif m.phase[r] == BWD:
             last_bwd[m.module[r]] = r
+    leaving = _leaving(m) if any(_is_attention(m, mod) for mod in firsts) else {}
     by_layer: dict[int, list[str]] = {}
     for mod, first in sorted(firsts.items(), key=lambda kv: kv[1]):
         lp = layer_path(mod)
@@ -285,7 +296,7 @@ def _layer_comm(m: Master, firsts: dict[str, int]) -> dict[int, LayerComm]:
         group: list[str] = []
         for mod in mods:
             if _is_attention(m, mod):  # its output, and in backward its input's gradient, leave it summed
-                fwd, bwd = _leaving(m, mod, FWD), _leaving(m, mod, BWD)
+                fwd, bwd = leaving.get((mod, FWD)), leaving.get((mod, BWD))
                 if fwd is not None:
                     lc.fwd_after.append(fwd)
                     lc.act_bytes = lc.act_bytes or m.out_bytes(fwd)
