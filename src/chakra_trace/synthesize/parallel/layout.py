@@ -265,8 +265,9 @@ def _leaving(m: Master) -> dict[tuple[str, int], int]:
     region = [of[mod] for mod in m.module]
     out: dict[tuple[str, int], int] = {}
     for r in _crossings(m, region):
-        if region[r] is not None:
-            out[(region[r], int(m.phase[r]))] = r
+        inside = region[r]
+        if inside is not None:
+            out[(inside, int(m.phase[r]))] = r
     return out
 
 
