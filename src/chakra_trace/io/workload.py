@@ -215,6 +215,17 @@ def rank_of(path: str | os.PathLike) -> int | None:
     return int(m.group("rank")) if m else None
 
 
+def prefix_of(path: str | os.PathLike) -> str | None:
+    """The job prefix a rank file's name gives (`<prefix>.<rank>.et[.gz]`), or None."""
+    m = _RANK_RE.match(Path(path).name)
+    return m.group("prefix") if m else None
+
+
+def is_et_name(path: str | os.PathLike) -> bool:
+    """A name ending in `.et` or `.et.gz`."""
+    return _ET_RE.search(Path(path).name) is not None
+
+
 def locate(path: str | os.PathLike) -> dict[int, Path]:
     """The Chakra files a path names, as {rank: file}, without reading them.
 

@@ -12,17 +12,13 @@ index or manifest) are no jobs, though a Chakra JSON file given as a path is one
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...convert.profiler import is_kineto_folder
 from ...convert.pytorch import is_collection
 from ...errors import ChakraError
-from ...io.workload import rank_of
-
-_RANK_FILE = re.compile(r"^(?P<prefix>.*)\.\d+\.et(?:\.gz)?$")
-_ET_FILE = re.compile(r"\.et(?:\.gz)?$")
+from ...io.workload import is_et_name, prefix_of, rank_of
 
 
 @dataclass(frozen=True)
@@ -61,8 +57,7 @@ def find_jobs(paths: list[str | os.PathLike]) -> list[JobPath]:
 
 
 def _prefix_of(p: Path) -> str | None:
-    m = _RANK_FILE.match(p.name)
-    return m.group("prefix") if m and not p.is_dir() else None
+    return None if p.is_dir() else prefix_of(p)
 
 
 def _in_folder(folder: Path, root: Path) -> list[JobPath]:
@@ -70,7 +65,7 @@ def _in_folder(folder: Path, root: Path) -> list[JobPath]:
         return [JobPath(_name(folder, root), folder)]
     entries = sorted(folder.iterdir())
     prefixes = sorted({pre for q in entries if (pre := _prefix_of(q)) is not None})
-    lone = [q for q in entries if q.is_file() and rank_of(q) is None and _ET_FILE.search(q.name)]
+    lone = [q for q in entries if q.is_file() and rank_of(q) is None and is_et_name(q)]
     if len(prefixes) == 1 and not lone:  # a folder holding one job: the folder is the job
         return [JobPath(_name(folder, root), folder)]
     jobs = [JobPath(_name(folder / pre, root), folder / pre) for pre in prefixes]
