@@ -70,11 +70,11 @@ def obfuscate(
       chakra obfuscate out/job -o shared/job --level b --secret-file key.txt
     """
     if secret_file:
-        secret = Path(secret_file).read_bytes().strip()
+        secret, source = Path(secret_file).read_bytes().strip(), "file"
     elif os.environ.get(SECRET_ENV):
-        secret = os.environ[SECRET_ENV].encode()
+        secret, source = os.environ[SECRET_ENV].encode(), "environment"
     else:
-        secret = secrets.token_bytes(32)
+        secret, source = secrets.token_bytes(32), "random, not kept"
     w = open_workload(workload, comm_groups)
     res = obfuscate_job(w, level, secret, names=names, bucket=bucket, jitter=jitter, dummies=dummies)
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +85,7 @@ def obfuscate(
     if not no_scan:
         out["leaks"] = leak_scan(w, files).to_dict()
     out["simulated"] = step_changes(w, res.workload, systems) if systems else []
-    out["secret"] = "file" if secret_file else "environment" if os.environ.get(SECRET_ENV) else "random, not kept"
+    out["secret"] = source
     if as_json:
         print_json(out)
         return
