@@ -111,6 +111,12 @@ def is_comm_op_name(name: str) -> bool:
     return low.startswith(("c10d::", "nccl:", "gloo:", "mpi:", "ucc:")) or bool(_KERNEL.match(name))
 
 
+def is_backend_op_name(name: str) -> bool:
+    """Whether a host op is the backend's part of a collective (gloo:all_reduce, nccl:send, ...),
+    not the c10d op that queued it nor the record_param_comms range around it."""
+    return is_comm_op_name(name) and not name.startswith("c10d::") and name != "record_param_comms"
+
+
 def is_bookkeeping(name: str) -> bool:
     return normalize(name) in _NOT_COMM
 

@@ -25,9 +25,9 @@ from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.trace import Trace
-from .collectives import is_comm_op_name
+from .collectives import is_backend_op_name, is_comm_op_name
 from .estimate import time_unlinked
-from .kineto import read_kineto
+from .kineto import CPU_CATS, read_kineto
 from .link import interval_parents
 from .linking import MIN_SIMILARITY, check_same_job, link_host, method_label
 from .pytorch_host import read_host_trace
@@ -90,6 +90,7 @@ def convert_pytorch(
         base_ns = kin.base_time_ns or 0
         if lk.gpu_event.size:
             conv.gpu = GpuWork(kin, lk)
+        conv.late_work = _unrecorded_backend_ops(kin, lk)
         del kin, lk  # a CPU trace needs nothing more from Kineto: free it before the big step
     trace = conv.run(interval_parents)
     if rank is not None:
@@ -152,6 +153,14 @@ def collection_files(folder: str | os.PathLike) -> dict[int, tuple[str, str | No
     if not found:
         raise ChakraError(f"{folder}: no rank<r>.et.json[.gz] files (is this a `chakra collect` folder?)")
     return {r: (f["et"], f.get("kineto")) for r, f in sorted(found.items())}
+
+
+def _unrecorded_backend_ops(kin, lk) -> np.ndarray:
+    """(start, end) ns of the backend collectives Kineto recorded and no host op links to. The
+    host trace can stop before gloo's worker thread begins the work a last c10d op queued."""
+    rows = np.flatnonzero(kin.mask(CPU_CATS, ph="X") & (lk.host_of_event < 0))
+    rows = rows[name_mask(kin.names, kin.name[rows], is_backend_op_name)]
+    return np.stack([kin.ts[rows], kin.end[rows]], axis=1).astype(np.int64)
 
 
 def _convert_one(args) -> tuple[int, ConversionReport]:

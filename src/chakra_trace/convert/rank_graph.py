@@ -33,7 +33,7 @@ from ..schema.enums import Attr, NodeType, collective_name
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
-from .collectives import SCALAR_TYPE_BYTES, classify, is_bookkeeping, is_comm_op_name, message_bytes
+from .collectives import SCALAR_TYPE_BYTES, classify, is_backend_op_name, is_bookkeeping, is_comm_op_name, message_bytes
 from .flops import needs_values, tensor_cost
 from .linking import method_label
 
@@ -266,6 +266,9 @@ class GraphBuilder:
         self.gpu: GpuWork | None = None
         self.estimated = np.zeros(len(host), bool)  # host ops timed by `convert.estimate`
         self.cover: tuple[int, int] | None = None  # where they lie: the window stretches over it
+        self.late_work = np.zeros((0, 2), np.int64)  # (start, end) ns of backend ops only Kineto has
+        self.detached: dict[int, tuple[int, int]] = {}  # c10d op standing for late work -> its thread, end
+        self._lane = -(1 << 40)  # lanes of their own: below any thread id either trace uses
 
     # ------------------------------------------------------------------ structure
     def _rows_in_scope(self) -> np.ndarray:
@@ -303,9 +306,14 @@ class GraphBuilder:
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
             comm -= self._with_ancestors(self.gpu.hosts_of_comm_kernels(self.window if self.timed else None))
+        self._take_late_work(comm)
         self._own_lanes(comm)
         parent = np.full(len(h), -1, np.int64)
         parent[rows] = self._parents(rows, interval_parents)
+        for c, (th, e) in self.detached.items():  # still inside the ops that called it
+            up = rows[(self.tid[rows] == th) & (self.start[rows] <= self.start[c]) & (self.end[rows] >= e)]
+            if up.size:
+                parent[c] = up[np.lexsort((-self.end[up], self.start[up]))[-1]]
         self.parent = parent
         sync, issuers = self._async_work(comm)
         comm -= sync | issuers
@@ -447,7 +455,7 @@ class GraphBuilder:
         self.issued_by: dict[int, int] = {}  # backend op -> the c10d op that only queued it
         self._fifo_issuer(comm)
         for i in comm:
-            if not self.names[i].startswith("c10d::") and self.names[i] != "record_param_comms":
+            if is_backend_op_name(self.names[i]):
                 c = self._issuer(i, comm)
                 if c >= 0 and c != i and c in comm:
                     if 0 <= self.end[c] + _JOIN_NS < self.end[i]:
@@ -478,13 +486,40 @@ class GraphBuilder:
         chained in thread order it would hold the thread until the peer took the message."""
         if not self.timed:
             return
-        lane = -(1 << 40)  # below any thread id either trace uses
         for i in sorted(comm):
             if self.names[i].startswith("gloo:"):
                 c = self._issuer(i, comm)
                 if c >= 0 and c != i and self.tid[c] == self.tid[i] and 0 <= self.end[c] + _JOIN_NS < self.end[i]:
-                    self.tid[i] = lane
-                    lane -= 1
+                    self.tid[i] = self._new_lane()
+
+    def _new_lane(self) -> int:
+        self._lane -= 1
+        return self._lane
+
+    def _take_late_work(self, comm: set[int]) -> None:
+        """Backend work that only Kineto recorded (`late_work`): the host trace stopped before
+        gloo's worker thread began what the last c10d ops queued, so those c10d ops have no
+        backend op. Each is given to the earliest c10d op queued before it and after every c10d
+        op a recorded backend op claims (gloo serves its queue in order); that op, returned
+        before its work ended, then stands for the collective: from its call to the work's end,
+        on a lane of its own, after the op before it on its thread and joined by it as backend
+        work is (`_comm_nodes`), so the thread goes on meanwhile as it did."""
+        if not self.timed or not len(self.late_work):
+            return
+        names, start, end = self.names, self.start, self.end
+        c10d = sorted(
+            (c for c in comm if names[c].startswith("c10d::") and end[c] >= 0), key=lambda c: (int(start[c]), c)
+        )
+        claimed = {self._issuer(i, comm) for i in comm if is_backend_op_name(names[i])}
+        last = max((int(start[c]) for c in claimed if c >= 0), default=-1)
+        free = [c for c in c10d if c not in claimed and start[c] > last]
+        k = 0
+        for s, e in sorted(map(tuple, self.late_work.tolist())):
+            if k < len(free) and start[free[k]] <= s and 0 <= end[free[k]] + _JOIN_NS < e:
+                c = free[k]
+                self.detached[c] = (int(self.tid[c]), int(end[c]))
+                end[c], self.tid[c] = e, self._new_lane()
+                k += 1
 
     def _fifo_issuer(self, comm: set[int]) -> None:
         """Issuers of the backend ops that `_issuer` cannot find (gloo runs a reduce-scatter as an
@@ -493,7 +528,7 @@ class GraphBuilder:
         given the earliest c10d op queued before it that no backend op claims."""
         names = self.names
         self._issuer_fifo: dict[int, int] = {}
-        backend = [i for i in comm if not names[i].startswith("c10d::") and names[i] != "record_param_comms"]
+        backend = [i for i in comm if is_backend_op_name(names[i])]
         found = {i: self._issuer(i, comm) for i in backend}
         orphans = [i for i, c in found.items() if c < 0 or c not in comm]
         if not orphans:
@@ -896,7 +931,13 @@ class GraphBuilder:
                 if kind is None or not (kind.collective is not None or kind.p2p):
                     continue
                 issuer = self._issuer(i, comm)
-                if issuer >= 0 and issuer != i:
+                home = self.detached.get(i)  # (it left its thread: `_take_late_work`)
+                if home is not None:
+                    dep = threads.last_before(home[0], k, int(s[k]))
+                    if dep is not None:
+                        extra_src.append(nk)
+                        extra_dst.append(dep)
+                elif issuer >= 0 and issuer != i:
                     p = host_pos[issuer]
                     dep = (  # the issuer, or what ran before it when the work started inside it
                         ev_ids[p]
@@ -908,7 +949,7 @@ class GraphBuilder:
                         extra_dst.append(int(dep))
                 attrs = self._comm_attrs(i, issuer, kind)
                 issued[nk] = int(self.start[issuer] if issuer >= 0 else s[k])
-                issuing_thread = int(self.tid[issuer]) if issuer >= 0 else int(th[k])
+                issuing_thread = home[0] if home else int(self.tid[issuer]) if issuer >= 0 else int(th[k])
                 if issuing_thread != th[k] and self.timed:  # the issuing thread joins it when it is done
                     target = threads.joiner(issuing_thread, k, int(e[k]))
                     if target is not None:
