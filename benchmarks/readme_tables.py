@@ -147,6 +147,49 @@ def obfuscate_table(r: dict) -> str:
     )
 
 
+# --------------------------------------------------------------------------- sweep.json, catalog.json
+
+
+def sweep_table(r: dict) -> str:
+    rows = [
+        [
+            name,
+            str(x["workers"]),
+            f"{x['points']:,}",
+            f"{x['wall_s']:.1f} s",
+            f"{x['points_per_s']:.1f}",
+            f"{x['steady_points_per_s']:.1f}",
+            f"{x['startup_s']:.1f} s",
+        ]
+        for name, x in r["runs"].items()
+    ]
+    return table(
+        ["executor", "workers", "points", "wall", "points/s", "points/s after start-up", "start-up"], "lrrrrrr", rows
+    )
+
+
+def catalog_table(r: dict) -> str:
+    q = r["queries"]
+    rows = [
+        [
+            "jobs ingested (synthetic fleet)",
+            f"{r['jobs']:,} jobs, {r['ranks']:,} ranks, {r['nodes'] / 1e6:.1f} M nodes",
+        ],
+        ["ingest, generation included", f"{r['ingest_s']:.1f} s ({r['ingest_jobs_per_s']:.0f} jobs/s)"],
+        ["ingest, net of generation", f"{r['ingest_net_of_generation_jobs_per_s']:.0f} jobs/s"],
+        ["re-adding 1,000 jobs (all skipped)", f"{r['readd_1000_s']:.1f} s"],
+        ["database", f"{r['db_mb']:.1f} MB ({r['db_mb_per_job'] * 1024:.1f} KB per job)"],
+        ["Parquet export", f"{r['parquet_mb']:.1f} MB in {r['export_s']:.1f} s"],
+        ["imbalance query (fleet-wide, top 50)", f"{q['imbalance']['seconds'] * 1e3:.0f} ms"],
+        [
+            "slowest named query",
+            "{1:.0f} ms ({0})".format(*max(((k, v["seconds"] * 1e3) for k, v in q.items()), key=lambda kv: kv[1])),
+        ],
+        ["HTML report", f"{r['report_s']:.2f} s"],
+    ]
+    return table(["measure", "result"], "lr", rows)
+
+
 # --------------------------------------------------------------------------- published.json
 
 
@@ -375,6 +418,15 @@ GENERATED = {
     "published": ("published", published_table),
     "obfuscate": ("obfuscate_bench", obfuscate_table),
     "published_efficiency": ("published", lambda r: f"{r['efficiency']:.3f}"),
+    "sweep": ("sweep", sweep_table),
+    "sweep_kill": (
+        "sweep",
+        lambda r: (
+            "{rows:,} rows for {distinct_points:,} distinct points, {retried} retried, {lost} lost, "
+            "and the rerun found {rerun_ran} left to run".format(**r["killed_worker"])
+        ),
+    ),
+    "catalog": ("catalog", catalog_table),
 }
 
 

@@ -164,7 +164,15 @@ def _options(cmd: click.Command) -> list[click.Option]:
 SECOND_OUTPUTS = {"--timeline", "--export", "--fix"}
 
 #: Commands whose only result is a file they write (the command says where, in one line).
-WRITES_ONLY = {"plot breakdown", "plot imbalance", "plot matrix", "plot roofline", "report"}
+WRITES_ONLY = {
+    "plot breakdown",
+    "plot imbalance",
+    "plot matrix",
+    "plot roofline",
+    "report",
+    "catalog report",
+    "catalog export",
+}
 
 
 @pytest.mark.parametrize(("path", "cmd"), COMMANDS, ids=IDS)

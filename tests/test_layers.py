@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"capture"},  # model steps captured on fake tensors (master traces)
     {"synthesize"},  # traces made rather than recorded: patterns, plans and what-ifs over captures
     {"simulate", "analyze"},  # predictions; analyses of recorded or simulated times
+    {"sweep", "catalog"},  # at scale: many simulations (design-space sweeps), many jobs (a fleet database)
     {"visualize", "replay"},  # views over analyses; benchmarks on real hardware
     {"cli"},  # the `chakra` command
 ]

@@ -44,6 +44,8 @@ COMMANDS = {
     "obfuscate": "obfuscate:obfuscate",
     "generate": "generate:generate",
     "select": "select:select",
+    "sweep": "sweep:sweep",
+    "catalog": "catalog:catalog",
 }
 
 

@@ -27,7 +27,16 @@ from .systems import run_simulations, simulate_many_option
 @click.option(
     "--timeline-events", default=60_000, show_default=True, help="Most events per timeline (the longest are kept)."
 )
-def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_gbps, title, timeline_events) -> None:
+@click.option(
+    "--sweep",
+    "sweep",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="A `chakra sweep` results folder: add its Pareto front and sensitivity.",
+)
+def report(
+    workload, output, comm_groups, systems, device, peak_tflops, mem_bw_gbps, title, timeline_events, sweep
+) -> None:
     """Write WORKLOAD's report (a `.et` file, a `<prefix>.<rank>.et` prefix or a folder): summary,
     breakdowns, critical path, top operations, collectives and imbalance, communication
     matrix, roofline, and interactive timelines, recorded and simulated. A job whose compute
@@ -51,7 +60,7 @@ def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_g
             f"simulated on {label}{f' with {dev.name} compute' if costed else ''}: {res.step_ns / 1e6:,.3f} ms "
             f"(the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
         )
-    with steps("report", report_parts(wl, sims, failed)) as advance:
+    with steps("report", report_parts(wl, sims, failed, sweep)) as advance:
         path = write_report(
             wl,
             output,
@@ -64,6 +73,7 @@ def report(workload, output, comm_groups, systems, device, peak_tflops, mem_bw_g
             mem_bw_gbps=mem_bw_gbps,
             max_timeline_events=timeline_events,
             progress=advance,
+            sweep=sweep,
         )
     console().print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
 

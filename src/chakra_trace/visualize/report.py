@@ -19,6 +19,8 @@ from ..analyze.roofline import DeviceSpec, default_device, device_spec
 from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.resources import HOST_GAP
+from ..sweep import pareto, sensitivity
+from ..sweep.results import load_results, read_meta
 from .html import write_html
 from .report_sections import (
     group_ranks,
@@ -49,12 +51,14 @@ def build_report(
     mem_bw_gbps: float | None = None,
     max_timeline_events: int = 60_000,
     progress: Callable[[int], None] | None = None,
+    sweep: str | os.PathLike | None = None,
 ) -> dict:
     """The report document. ``simulations``: {label: SimResult} of this workload (or of its
     data-parallel scale-out) on other systems; ``systems``: {label: SystemPreset} that describe
     them; ``failed``: {label: why} of systems that could not be simulated (each gets a section
     saying why); ``device``/``peak_tflops``/``mem_bw_gbps``: the roofline device as `device_spec`
-    takes it (none: `default_device`); ``progress``: called with 1 after each section."""
+    takes it (none: `default_device`); ``progress``: called with 1 after each section; ``sweep``: a
+    `chakra sweep` results folder, shown as its Pareto front and sensitivity."""
     rec = Analysis(workload)
     timed = any(t.timed for t in workload.traces.values())
     sims = simulations or {}
@@ -95,6 +99,8 @@ def build_report(
         lambda: _matrix_section(rec),
         lambda: _roofline_section(rec, device, peak_tflops, mem_bw_gbps),
     ]
+    if sweep is not None:
+        makers.append(lambda: _sweep_section(sweep))
     if timed:
         makers.append(lambda: _timeline_section("timeline", "Timeline (recorded)", rec, None, max_timeline_events))
     for i, (label, res) in enumerate(sims.items()):
@@ -116,12 +122,15 @@ def build_report(
     }
 
 
-def report_parts(workload: Workload, simulations: dict | None = None, failed: dict | None = None) -> int:
+def report_parts(
+    workload: Workload, simulations: dict | None = None, failed: dict | None = None, sweep: object = None
+) -> int:
     """How many times `build_report` calls ``progress`` (its sections, a system's counting once
     but for its timeline, a failed system once): the total of a progress bar."""
     timed = any(t.timed for t in workload.traces.values())
     n = len(simulations or {})
-    return 2 + (4 if timed else 1) + (1 if n or timed else 0) + n + len(failed or {}) + 3 + (1 if timed else 0) + n
+    parts = 2 + (4 if timed else 1) + (1 if n or timed else 0) + n + len(failed or {}) + 3 + (1 if timed else 0) + n
+    return parts + (sweep is not None)
 
 
 def write_report(workload: Workload, path: str | os.PathLike, **kw) -> Path:
@@ -531,6 +540,74 @@ def _roofline_section(a: Analysis, device, peak_tflops: float | None, mem_bw_gbp
             },
         ],
     }
+
+
+def _sweep_section(folder: str | os.PathLike) -> dict:
+    """A sweep's points as step time against cost with its Pareto front, and which axis moves
+    the step time (`chakra sweep`)."""
+    title = f"Design-space sweep ({Path(folder).name})"
+    rows = load_results(folder)
+    ok = rows[rows["status"] == "ok"]
+    if ok.empty:
+        return why_section("sweep", title, "no point of the sweep simulated successfully")
+    front = pareto(ok)
+    axes = [a for a in read_meta(folder).get("axes", []) if a in ok.columns]
+    unit = "USD" if ok["cost_usd"].notna().all() else "NPU-s"
+    on_front = set(front["point_id"])
+    pts = [
+        [float(x), float(y), None, int(pid in on_front)]
+        for x, y, pid in zip(ok["step_s"] * 1e6, ok["cost"], ok["point_id"])
+    ]
+    sens = sensitivity(ok, axes=axes)
+    blocks: list[dict] = [
+        {
+            "type": "text",
+            "text": f"{len(rows):,} points ({len(rows) - len(ok):,} failed) over {', '.join(axes) or 'no axes'}; "
+            f"cost per step in {unit}.",
+        },
+        {
+            "type": "scatter",
+            "title": f"step time vs cost per step ({unit}), each point of the sweep",
+            "x_label": "step (µs)",
+            "y_label": f"cost ({unit})",
+            "log_x": True,
+            "log_y": True,
+            "points": pts,
+            "groups": ["dominated", "Pareto front"],
+        },
+        table(
+            "Pareto front of each workload: no other point of that workload is both faster and cheaper",
+            [(a, a, "str") for a in axes] + [("step_us", "step", "us"), ("cost", f"cost ({unit})", "float")],
+            [
+                {**{a: str(r[a]) for a in axes}, "step_us": float(r["step_s"]) * 1e6, "cost": float(r["cost"])}
+                for _, r in front.iterrows()
+            ],
+            max_rows=50,
+        ),
+        table(
+            "sensitivity: each axis's main-effect share of the variance of the step time relative to its workload's mean",
+            [
+                ("axis", "axis", "str"),
+                ("levels", "levels", "int"),
+                ("share", "share", "pct"),
+                ("best_level", "best level", "str"),
+                ("best_rel", "mean step there (x its workload's mean)", "float"),
+                ("worst_rel", "at the worst level", "float"),
+            ],
+            [
+                {
+                    "axis": r["axis"],
+                    "levels": int(r["levels"]),
+                    "share": float(r["share"]),
+                    "best_level": r["best_level"],
+                    "best_rel": float(r["best_rel"]),
+                    "worst_rel": float(r["worst_rel"]),
+                }
+                for _, r in sens.iterrows()
+            ],
+        ),
+    ]
+    return {"id": "sweep", "title": title, "blocks": blocks}
 
 
 def _timeline_section(sid: str, title: str, a: Analysis, result, max_events: int) -> dict:

@@ -1,0 +1,97 @@
+"""Views over a sweep's rows: the Pareto front of step time against cost, and which axis moves
+the step time.
+
+Both compare like with like: points are grouped by ``by`` (default the workload), since one
+job's step time says nothing about another's. The Pareto front is found within each group.
+Sensitivity works on each point's metric relative to its group's mean (1.0 = the workload's
+average point), so a 10% change counts the same for a short job and a long one; each axis's
+main effect is then its share of that relative metric's variance: the variance of the axis's
+level means (weighted by how many points each level has) over the total. On a full factorial the
+shares of all axes plus their interactions sum to 1; a ``where`` filter makes the design
+unbalanced and the shares approximate (still a fair ranking of the axes).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .results import load_results, read_meta
+
+
+def _frame(results):
+    """Rows of a results folder or a DataFrame, the successful points only."""
+    df = load_results(results) if isinstance(results, (str, os.PathLike)) else results
+    return df[df["status"] == "ok"] if "status" in df.columns else df
+
+
+def _groups(df, by) -> list[str]:
+    """The grouping columns that exist and take more than one value."""
+    cols = [by] if isinstance(by, str) else list(by or ())
+    return [c for c in cols if c in df.columns and df[c].astype(str).nunique() > 1]
+
+
+def _front(df, x: str, y: str) -> list:
+    keep, best = [], float("inf")
+    for i, v in zip(df.index, df[y].to_numpy()):
+        if v < best:
+            keep.append(i)
+            best = v
+    return keep
+
+
+def pareto(results, x: str = "step_s", y: str = "cost", by: str | list[str] | None = "workload"):
+    """The points no other point of their group (``by``, default the workload) beats on both
+    ``x`` and ``y`` (lower is better), by group then ``x``: a DataFrame with every column of
+    those rows."""
+    df = _frame(results).dropna(subset=[x, y]).sort_values([x, y], kind="stable")
+    groups = _groups(df, by)
+    if not groups:
+        keep = _front(df, x, y)
+    else:
+        keys = df[groups].astype(str).agg("\x1f".join, axis=1)
+        keep = [i for _, part in df.groupby(keys, sort=True) for i in _front(part, x, y)]
+    return df.loc[keep].reset_index(drop=True)
+
+
+def sensitivity(
+    results, metric: str = "step_s", axes: list[str] | None = None, by: str | list[str] | None = "workload"
+):
+    """Per axis (default: the sweep's axes, from its ``sweep.json``, that take more than one
+    value, less the ``by`` columns): its levels, the main-effect share of the variance of
+    ``metric`` relative to its group's mean, the best level, and the relative metric's mean at
+    its best and worst level (``best_rel``, ``worst_rel``: 0.8 = 20% under the group's mean).
+    Sorted by share, largest first."""
+    import pandas as pd
+
+    df = _frame(results).dropna(subset=[metric])
+    if axes is None:
+        meta = read_meta(results) if isinstance(results, (str, os.PathLike)) else {}
+        axes = [a for a in meta.get("axes", []) if a in df.columns]
+    groups = _groups(df, by)
+    axes = [a for a in axes if a not in groups]
+    y = df[metric].astype(float)
+    if groups:
+        y = y / y.groupby([df[g].astype(str) for g in groups]).transform("mean")
+    else:
+        y = y / y.mean()
+    total = float(((y - y.mean()) ** 2).sum())
+    rows = []
+    for a in axes:
+        col = df[a].astype(str)  # levels as labels (lists are JSON text already)
+        if col.nunique() < 2:
+            continue
+        g = y.groupby(col)
+        means, counts = g.mean(), g.size()
+        between = float((counts * (means - y.mean()) ** 2).sum())
+        rows.append(
+            {
+                "axis": a,
+                "levels": int(col.nunique()),
+                "share": between / total if total > 0 else 0.0,
+                "best_level": str(means.idxmin()),
+                "best_rel": float(means.min()),
+                "worst_rel": float(means.max()),
+            }
+        )
+    out = pd.DataFrame(rows, columns=["axis", "levels", "share", "best_level", "best_rel", "worst_rel"])
+    return out.sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
