@@ -294,6 +294,7 @@ def test_backend_work_the_host_trace_missed_is_taken_from_kineto(tmp_path):
     cut, report = convert_pytorch(et, KINETO / "ddp_rank1.kineto.json.gz")
     assert report.collectives == full_report.collectives
     assert validate_trace(cut).issues == []
+    assert abs(critical_path(cut).length_us - report.span_us) <= 0.02 * report.span_us
 
     def last_all_reduce(t):
         i = np.flatnonzero((t.types == NodeType.COMM_COLL_NODE) & (t.comm_size == 4))[-1]

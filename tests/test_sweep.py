@@ -355,3 +355,31 @@ def test_report_has_a_sweep_section(ran):
     for w in {r["workload"] for r in front}:
         mine = [r for r in front if r["workload"] == w]
         assert mine == sorted(mine, key=lambda r: r["step_us"])
+
+
+@pytest.mark.timeout(120)
+def test_sweep_points_equal_astra_sim_binary_results(tmp_path):
+    """A sweep over ASTRA-sim's own network/system files in compat mode gives, point for point,
+    the step the real binary printed (tests/data/astra-sim/cases.csv, a differential run)."""
+    import csv
+
+    data = Path(__file__).parent / "data" / "astra-sim"
+    cases = [
+        r
+        for r in csv.DictReader(open(data / "cases.csv"))
+        if r["backend"] == "unaware" and not r["comm_groups"] and ":" in r["workload"]
+    ]
+    assert len(cases) >= 5
+    systems = {r["case"]: f"{data / 'cfg' / r['network']},{data / 'cfg' / r['system']}" for r in cases}
+    spec = {
+        "name": "astra",
+        "workloads": {r["case"]: {"pattern": r["workload"]} for r in cases},
+        "axes": {"workload": [r["case"] for r in cases], "system": sorted(set(systems.values()))},
+        "fixed": {"mode": "compat"},
+        "where": " OR ".join(f"(workload = '{c}' AND system = '{s}')" for c, s in systems.items()),
+    }
+    result = run_sweep(spec, tmp_path / "out", workers=2)
+    df = load_results(tmp_path / "out").set_index("workload")
+    assert result.points == len(cases) and (df["status"] == "ok").all(), df.get("error")
+    for r in cases:
+        assert int(df.loc[r["case"], "step_ns"]) == int(r["finish_ns"]), r

@@ -49,6 +49,8 @@ def _table(con, sql: str, limit: int | None = 50, bar: str | None = None) -> str
         for c, v in zip(cols, r):
             num = isinstance(v, (int, float)) and not isinstance(v, bool)
             text = html.escape(_fmt(v))
+            if c == "job_id" and isinstance(v, str) and len(v) > 12:  # the whole hash on hover
+                text = f'<span title="{text}">{text[:12]}…</span>'
             if c == bar and top and num:
                 text = f'<span class=bar style="width:{100 * abs(v) / top:.0f}px"></span>{text}'
             cells.append(f"<td class=n>{text}</td>" if num else f"<td>{text}</td>")

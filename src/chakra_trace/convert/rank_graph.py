@@ -520,6 +520,9 @@ class GraphBuilder:
                 self.detached[c] = (int(self.tid[c]), int(end[c]))
                 end[c], self.tid[c] = e, self._new_lane()
                 k += 1
+        lo, hi = self.window  # the trace runs until that work is done, as `cover` does for the rest
+        hi = max([hi, *(int(end[c]) for c in self.detached)])
+        self.window, self.r.span_us = (lo, hi), (hi - lo) / 1000
 
     def _fifo_issuer(self, comm: set[int]) -> None:
         """Issuers of the backend ops that `_issuer` cannot find (gloo runs a reduce-scatter as an
