@@ -190,6 +190,24 @@ def catalog_table(r: dict) -> str:
     return table(["measure", "result"], "lr", rows)
 
 
+def predict_table(r: dict) -> str:
+    rows = []
+    for j in r["jobs"]:
+        lo, hi = j["measured_ci_ms"]
+        blo, bhi = j["band_ms"]
+        proj = f" (recorded at {j['recorded_ranks']})" if j.get("recorded_ranks", j["ranks"]) != j["ranks"] else ""
+        rows.append(
+            [
+                j["job"] + proj,
+                str(j["ranks"]),
+                f"{j['measured_ms']:.2f} [{lo:.2f}, {hi:.2f}]",
+                f"{j['predicted_ms']:.2f} [{blo:.2f}, {bhi:.2f}]",
+                f"{j['error']:+.1%}",
+            ]
+        )
+    return table(["job", "ranks", "measured ms [95% CI]", "predicted ms [band]", "error"], "lrrrr", rows)
+
+
 # --------------------------------------------------------------------------- published.json
 
 
@@ -427,6 +445,11 @@ GENERATED = {
         ),
     ),
     "catalog": ("catalog", catalog_table),
+    "predict": ("predict_bench", predict_table),
+    "predict_errors": (
+        "predict_bench",
+        lambda r: f"median |error| {r['median_abs_error']:.1%}, worst {r['max_abs_error']:.1%}",
+    ),
 }
 
 

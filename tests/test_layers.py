@@ -28,13 +28,14 @@ LAYERS: list[set[str]] = [
     {"simulate", "analyze"},  # predictions; analyses of recorded or simulated times
     {"sweep", "catalog"},  # at scale: many simulations (design-space sweeps), many jobs (a fleet database)
     {"visualize", "replay"},  # views over analyses; benchmarks on real hardware
+    {"calibrate"},  # this machine measured once (replay's harness), jobs predicted on it (the simulator)
     {"cli"},  # the `chakra` command
 ]
 LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
 #: Third-party modules that may be imported inside a function: optional or heavy dependencies
 #: whose import is deferred until a feature needs them.
-DEFERRED = {"torch", "pandas", "matplotlib", "ray", "duckdb", "scipy", "pyarrow", "yaml"}
+DEFERRED = {"torch", "pandas", "matplotlib", "ray", "duckdb", "scipy", "pyarrow", "yaml", "pynvml"}
 
 #: Files that may defer any import, and why.
 DEFER_ANYTHING = {

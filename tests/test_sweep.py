@@ -4,6 +4,7 @@ resumable runs, a worker killed mid-sweep, pool and Ray giving the same rows, an
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import shutil
@@ -17,7 +18,7 @@ import pytest
 
 from chakra_trace.cli import main
 from chakra_trace.errors import ChakraError
-from chakra_trace.sweep import expand, load_results, load_spec, pareto, query, run_sweep, sensitivity
+from chakra_trace.sweep import expand, load_results, load_spec, pareto, query, run_sweep, scaling, sensitivity
 from chakra_trace.sweep.evaluate import WALL_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -349,7 +350,9 @@ def test_report_has_a_sweep_section(ran):
     (sec,) = [s for s in doc["sections"] if s["id"] == "sweep"]
     tables = [b for b in sec["blocks"] if b["type"] == "table"]
     sens = tables[1]["rows"]
-    assert len(tables) == 2 and "workload" not in {r["axis"] for r in sens}
+    assert len(tables) == 3 and "workload" not in {r["axis"] for r in sens}
+    energy_front = tables[2]["rows"]  # step vs energy: each row's categories make its whole
+    assert energy_front and all(r["compute"] + r["comm"] + r["idle"] == pytest.approx(1) for r in energy_front)
     assert [r["share"] for r in sens] == sorted((r["share"] for r in sens), reverse=True)
     front = tables[0]["rows"]
     for w in {r["workload"] for r in front}:
@@ -383,3 +386,75 @@ def test_sweep_points_equal_astra_sim_binary_results(tmp_path):
     assert result.points == len(cases) and (df["status"] == "ok").all(), df.get("error")
     for r in cases:
         assert int(df.loc[r["case"], "step_ns"]) == int(r["finish_ns"]), r
+
+
+# ------------------------------------------------------------------------------- energy and scaling
+
+
+def test_rows_have_energy_at_the_default_device(ran):
+    result, df = ran
+    from chakra_trace.schema.devices import device_spec, host_cpu
+
+    # no device axis: a recorded CPU job at this machine's CPU, a synthetic (accelerator) one at h100
+    expect = df["workload"].map({"ddp": host_cpu().name, "train": "h100"})
+    assert expect.notna().all() and (df["energy_device"] == expect).all()
+    parts = df["energy_compute_j"] + df["energy_comm_j"] + df["energy_idle_j"]
+    assert ((parts - df["energy_j"]).abs() <= 1e-9 * df["energy_j"]).all() and (df["energy_j"] > 0).all()
+    assert ((df["avg_power_w"] - df["energy_j"] / df["step_s"]).abs() <= 1e-6 * df["avg_power_w"]).all()
+    assert ((df["perf_per_w"] * df["energy_j"] - 1).abs() < 1e-9).all()
+    # idle power x NPUs x step: a slower point of the same design never spends less idle energy
+    idle_w = df["energy_device"].map(
+        lambda d: host_cpu().idle_power_w if d == host_cpu().name else device_spec(d).idle_power_w
+    )
+    assert (df.loc[df["workload"] == "train", "energy_device"] == "h100").all() and device_spec(
+        "h100"
+    ).idle_power_w == 105.0
+    assert ((df["energy_idle_j"] - idle_w * df["sim_npus"] * df["step_s"]).abs() < 1e-9 * df["energy_j"] + 1e-12).all()
+    front = pareto(result.folder, y="energy_j")
+    ok = df[df["status"] == "ok"]
+    for _, p in front.iterrows():
+        same = ok[ok["workload"] == p["workload"]]
+        assert not ((same["step_s"] < p["step_s"]) & (same["energy_j"] < p["energy_j"])).any()
+
+
+def test_a_device_axis_prices_energy_at_that_device(tmp_path):
+    spec = {
+        "workloads": {"t": {"pattern": TRAIN}},
+        "axes": {"system": ["ring-8"], "device": ["a100", "h100", "tpu-v5e"]},
+    }
+    df = run_sweep(spec, tmp_path / "o", workers=1).to_pandas().set_index("device")
+    assert df.loc["a100", "energy_device"] == "a100" and df.loc["a100", "energy_j"] > 0
+    assert pd.isna(df.loc["tpu-v5e", "energy_j"])  # no published power: absent, not zero
+
+
+def test_scaling_strong_and_weak_by_the_textbook():
+    df = pd.DataFrame(
+        {
+            "status": "ok",
+            "workload": ["a"] * 3 + ["b"] * 3,
+            "sim_npus": [2, 4, 8] * 2,
+            "step_s": [8.0, 4.0, 2.5, 1.0, 1.0, 1.25],
+            "energy_j": [10.0, 12.0, 16.0, 1.0, 2.0, 5.0],
+        }
+    )
+    strong = scaling(df, within=[]).set_index(["workload", "npus"])
+    assert strong.loc[("a", 4), "speedup"] == pytest.approx(2.0) and strong.loc[("a", 4), "efficiency"] == 1.0
+    assert strong.loc[("a", 8), "speedup"] == pytest.approx(3.2) and strong.loc[("a", 8), "efficiency"] == 0.8
+    assert strong.loc[("a", 8), "energy_rel"] == pytest.approx(1.6)
+    weak = scaling(df, weak=True, within=[]).set_index(["workload", "npus"])
+    assert weak.loc[("b", 4), "efficiency"] == 1.0 and weak.loc[("b", 8), "efficiency"] == pytest.approx(0.8)
+    assert weak.loc[("b", 8), "speedup"] == pytest.approx(0.8 * 4)
+    assert weak.loc[("b", 8), "energy_rel"] == pytest.approx(5.0 / 4)  # energy per unit of work
+    assert (strong.xs(2, level="npus")["efficiency"] == 1).all()  # the base of each workload
+
+
+def test_scaling_over_a_results_folder_and_cli(ran, capsys):
+    result, df = ran
+    s = scaling(result.folder, weak=True)  # groups: workload and the axes that vary, NPUs aside
+    assert {"workload", "topology", "bandwidth", "mode", "npus", "speedup", "efficiency"} <= set(s.columns)
+    base = s[s["npus"] == 4]
+    assert (base["efficiency"] == 1).all() and (base["speedup"] == 1).all()
+    assert len(s) == len(df)  # one row per point: no two share a group and an NPU count
+    assert main(["sweep", "scaling", str(result.folder), "--weak", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == len(df) and {"efficiency", "speedup", "energy_rel"} <= set(rows[0])

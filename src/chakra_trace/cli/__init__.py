@@ -46,6 +46,8 @@ COMMANDS = {
     "select": "select:select",
     "sweep": "sweep:sweep",
     "catalog": "catalog:catalog",
+    "calibrate": "calibrate:calibrate",
+    "predict": "predict:predict",
 }
 
 

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import ChakraError
+from ..replay.bench_report import bench_report
 from ..replay.comparison import MIN_RUNS, THRESHOLD, compare_runs
 from ..replay.measure import Measurement, format_time, load_measurements, unit_for
 from .common import console, json_option, print_json
@@ -167,3 +168,54 @@ def show(result: str, as_json: bool) -> None:
         return
     for k, m in ms.items():
         click.echo(f"{k}: {m.summary()}" if k else m.summary())
+
+
+@bench.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The report: .html (one self-contained page) or .md (Markdown).",
+)
+@click.option(
+    "--baseline",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help="A result file of the baseline (repeatable; one file per run).",
+)
+@click.option("--title", default=None, help="The report's title.")
+@click.option(
+    "--scaling",
+    type=click.Choice(["weak", "strong"]),
+    default="weak",
+    show_default=True,
+    help="How results at several rank counts (or sizes) are read: work per rank fixed, or total work fixed.",
+)
+@json_option
+def report(
+    results: tuple[str, ...], output: str, baseline: tuple[str, ...], title: str | None, scaling: str, as_json: bool
+) -> None:
+    """Write a benchmark report of RESULTS (files of `chakra replay -o`, `Measurement.save`,
+    `save_measurements`): the system, the run rules, per benchmark the median and mean with 95% CIs,
+    variability and outliers, significance and speedup against --baseline (runs as the unit),
+    scaling and energy where given.
+
+    \b
+    chakra bench report new*.json --baseline old*.json -o report.html
+    chakra bench report run.json -o report.md --title "MLP replay, 1 thread"
+
+    Files of the same benchmark are its runs (e.g. `chakra replay --runs 3`, or three files).
+    --json also prints the report's figures (`BenchReport.to_dict()`)."""
+    if not output.lower().endswith((".html", ".htm", ".md", ".markdown")):
+        raise click.UsageError(f"{output}: give a .html or .md name")
+    rep = bench_report(list(results), list(baseline) or None, title=title, scaling=scaling)
+    path = rep.write(output)
+    for f in rep.flags:
+        click.echo(f"warning: {f}", err=True)
+    if as_json:
+        print_json(rep.to_dict())
+    else:
+        click.echo(f"report: {path}")

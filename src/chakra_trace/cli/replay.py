@@ -178,6 +178,8 @@ def replay(
         f"[bold]replayed[/bold] {res.source} on {res.world_size} rank(s), {res.device}/{res.backend}, mode {res.mode}"
     )
     con.print(f"step: {res.step.summary()}")
+    if res.step.extra.get("energy_absent"):
+        con.print(f"energy: absent ({res.step.extra['energy_absent']})", markup=False, highlight=False)
     if res.recorded_step_us:
         con.print(
             f"recorded: {res.recorded_step_us / 1e3:,.3f} ms ({res.recorded_basis}); replay/recorded {res.ratio:.3f}"

@@ -10,10 +10,13 @@ import click
 import numpy as np
 from rich.table import Table
 
+from ..analyze.roofline import default_device
+from ..calibrate.profile import SystemProfile
 from ..simulate import SimulationWarning
 from ..simulate import simulate as run
-from ..simulate.config import SystemConfig
+from ..simulate.config import Network, SystemConfig
 from ..simulate.devices import with_device
+from ..simulate.energy import energy as step_energy
 from ..simulate.presets import PRESETS, SystemPreset, resolve, simulate_on
 from ..visualize.timeline import timeline as build_timeline
 from ..visualize.timeline import write_timeline
@@ -31,6 +34,12 @@ from .systems import SYSTEM_HELP, preset_names
     help="Network YAML (ASTRA-sim's analytical format); goes with a system JSON given to --system.",
 )
 @click.option("--memory", type=click.Path(exists=True, dir_okay=False), help="Memory JSON (remote memory model).")
+@click.option(
+    "--profile",
+    "profile_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A system profile from `chakra calibrate`: the job's ranks on its fitted network (instead of --system).",
+)
 @comm_groups_option
 @click.option(
     "--compat",
@@ -56,6 +65,14 @@ from .systems import SYSTEM_HELP, preset_names
     show_default=True,
     help="With --device: the share of the device's roofs its kernels reach (e.g. 0.55: Megatron-LM's GPT on A100s).",
 )
+@click.option(
+    "--energy",
+    "energy_on",
+    is_flag=True,
+    help="Also the step's energy (J), average power and perf/W by category, at the --device's power "
+    "(without --device: this machine's CPU for a CPU-only job; a GPU job must name its device); see "
+    "chakra_trace.simulate.energy for the model and its figures.",
+)
 @click.option("--congestion-aware", "aware", is_flag=True, help="Per-link queues instead of the unaware model.")
 @click.option("--timeline", type=click.Path(dir_okay=False), help="Write the simulated timeline (Perfetto JSON).")
 @click.option(
@@ -78,11 +95,13 @@ def simulate(
     system,
     network,
     memory,
+    profile_path,
     comm_groups,
     compat,
     aware,
     device_name,
     efficiency,
+    energy_on,
     timeline,
     no_shortcuts,
     no_validate,
@@ -108,13 +127,17 @@ def simulate(
         raise click.UsageError("--efficiency scales a --device's roofline: give --device too")
     if device_name is not None and system is None and network is None:
         system = "recorded"
-    preset = _system(system, network)
+    if profile_path is not None and (system or network or device_name):
+        raise click.UsageError("--profile is the whole system: give no --system, --network or --device with it")
+    preset = _system(system, network) if profile_path is None else None
     if device_name is not None:
         if preset is not None:
             preset = dataclasses.replace(preset, system=with_device(preset.system, device_name, efficiency))
         else:
             system = with_device(SystemConfig.from_json(system), device_name, efficiency)
     wl = open_workload(workload, comm_groups)
+    if profile_path is not None:
+        preset = SystemProfile.load(profile_path).preset(len(wl))
     kw = {"memory": memory, "compat": compat == "astra", "aware": aware, "validate": not no_validate}
     kw["shortcuts"] = not no_shortcuts
     label = preset.name if preset is not None else str(system)
@@ -125,10 +148,19 @@ def simulate(
         res = simulate_on(wl, preset, **kw) if preset is not None else run(wl, network, system, **kw)
     if timeline:
         write_timeline(build_timeline(None, res), timeline)
+    report = _energy(res, preset, network, device_name or default_device(wl)) if energy_on else None
     if as_json:
-        print_json(res.to_dict())
+        print_json({**res.to_dict(), **({"energy": report.to_dict()} if report is not None else {})})
         return
     _print(res, timeline)
+    if report is not None:
+        console().print(report.summary(), markup=False, highlight=False)
+
+
+def _energy(res, preset: SystemPreset | None, network: str | None, device):
+    """The step's energy on the system's network (a preset's, or the --network file)."""
+    net = preset.network if preset is not None else Network.from_yaml(network) if network else None
+    return step_energy(res, device, net)
 
 
 def _system(system: str | None, network: str | None) -> SystemPreset | None:

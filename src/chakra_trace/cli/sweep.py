@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..sweep import pareto, query, run_sweep, sensitivity
+from ..sweep import pareto, query, run_sweep, scaling, sensitivity
 from ..sweep.results import read_meta
 from .common import console, json_option, print_json
 
@@ -27,7 +27,9 @@ def sweep() -> None:
       chakra sweep run sweep.yaml -o results/ --ray auto # on a local Ray runtime
       chakra sweep query results/ "SELECT system, min(step_s) FROM points GROUP BY system"
       chakra sweep pareto results/
+      chakra sweep pareto results/ --y energy_j
       chakra sweep sensitivity results/
+      chakra sweep scaling results/ --weak
     """
 
 
@@ -111,6 +113,24 @@ def sensitivity_cmd(results, metric, by, as_json) -> None:
     """Which axis moves the step time: each axis's main-effect share of the variance of the step
     time relative to its workload's mean."""
     _show(sensitivity(results, metric, by=list(by)), f"sensitivity of {metric}", as_json)
+
+
+@sweep.command("scaling")
+@click.argument("results", type=click.Path(exists=True, file_okay=False))
+@click.option("--weak", is_flag=True, help="Weak scaling (work grows with the NPUs) instead of strong (fixed work).")
+@click.option("--metric", default="step_s", show_default=True, help="The time column.")
+@click.option(
+    "--within",
+    multiple=True,
+    help="Group also by this column (repeatable) [default: the sweep's other axes that vary, NPU counts aside].",
+)
+@_by_option
+@json_option
+def scaling_cmd(results, weak, metric, within, by, as_json) -> None:
+    """Speedup and parallel efficiency against the NPU count, per workload: strong scaling
+    S(N) = T(N0) / T(N), efficiency S / (N / N0); --weak: efficiency T(N0) / T(N)."""
+    df = scaling(results, weak=weak, by=list(by), within=list(within) or None, metric=metric)
+    _show(df, f"{'weak' if weak else 'strong'} scaling of {metric}", as_json)
 
 
 def _input_columns(results) -> list[str]:

@@ -196,7 +196,7 @@ def warm_up(run_once, seconds, dist=None, cuda=False, group=None):
 _LIMITS = {"wait_s": None}  # the pass now running's longest wait for a peer (`run`'s timeout_s)
 
 
-def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None):
+def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None, stamps=None):
     """One pass: each op in order; a collective runs asynchronously and the first op that
     reads what it wrote (or the end of the pass) waits for it, ``timeout_s`` at most (a peer
     may never start it). ``on_error(k, exception)``: called when call k (or the wait for it)
@@ -206,20 +206,29 @@ def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None):
     abandon it in gloo and leave its peer's send unmatched.
 
     ``gaps``: seconds per call of the original's host time that the replay lacks (see
-    `host_gaps`), spent as a busy wait right before the call."""
+    `host_gaps`), spent as a busy wait right before the call.
+
+    ``stamps``: a list to which each call that returns appends (k, before its waits, after its
+    waits, after the call), `time.perf_counter` seconds: what the pass spent on call k apart
+    from waiting for peers (`calibrate.replayed`)."""
     _LIMITS["wait_s"] = timeout_s
     pending = {}
     started = []
+    clock = time.perf_counter
     for k, (fn, a, kw, reads, writes) in enumerate(calls):
         try:
+            t0 = clock() if stamps is not None else 0.0
             if pending and reads:
                 for s in reads:
                     w = pending.pop(s, None)
                     if w is not None:
                         _wait(w, on_error, timeout_s)
+            t1 = clock() if stamps is not None else 0.0
             if gaps is not None and gaps[k] > 0:
                 busy_wait(gaps[k])
             work = fn(*a, **kw)
+            if stamps is not None:
+                stamps.append((k, t0, t1, clock()))
         except Exception as e:
             if on_error is None:
                 raise

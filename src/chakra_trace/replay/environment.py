@@ -24,6 +24,14 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def _memory_bytes() -> int | None:
+    """Physical memory of the machine (bytes), where the OS says."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def environment(device: Any = None) -> dict:
     """Where a measurement ran: enough to tell whether two results are comparable.
 
@@ -38,6 +46,7 @@ def environment(device: Any = None) -> dict:
         "cpu_model": _cpu_model(),
         "logical_cpus": os.cpu_count(),
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_bytes": _memory_bytes(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"),
         "numpy": np.__version__,

@@ -17,6 +17,7 @@ from ..convert.pytorch_host import read_host_trace
 from ..errors import ChakraError
 from ..io.memory import env_int
 from . import _standalone as rt
+from .energy import gpu_of, rank_meter
 from .environment import environment
 from .export import export_script
 from .launch import RankFailed, progress_reporter, run_ranks, stop_together
@@ -248,6 +249,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     rt.warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), dist, device.startswith("cuda"), ctl)
     rep.calibrate(sync)  # (with host_gaps only)
     rep.stage = "timed run"
+    meter = rank_meter(rank, gpu_of(device) if device.startswith("cuda") else None)
     for _ in range(3):  # an op that fails in a timed pass spoils the samples before it: measure again
         before = len(rep.failures())
         m = measure(
@@ -261,6 +263,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
             sync=sync,
             decide=decide,
             on_sample=progress_reporter(),
+            meter=meter,
         )
         if not decide(len(rep.failures()) == before):  # (every rank measures as often)
             continue

@@ -7,7 +7,8 @@ on, and the statistics (median with a distribution-free CI, mean with a Student-
 `Measurement.runs` lets one measurement hold several runs.
 
 The statistics are pure functions in `statistics.py`; the machine a measurement ran on is described by
-`environment.py`. Only numpy and the standard library are used: the replayer imports this on machines
+`environment.py`. With an `energy.EnergyMeter`, each sample also gets its joules (``extra["energy_j"]``,
+``extra["energy_source"]``; ``extra["energy_absent"]`` says why not) and the same statistics. Only numpy and the standard library are used: the replayer imports this on machines
 without scipy.
 """
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from ..errors import ChakraError
 from ..io.et import atomic_output
+from .energy import EnergyMeter
 from .environment import environment
 from .statistics import (
     mean_ci95,
@@ -103,6 +105,30 @@ class Measurement:
         return np.asarray(self.samples, dtype=np.float64)
 
     @property
+    def energy(self) -> np.ndarray | None:
+        """Joules of each sample (``extra["energy_j"]``), None when not measured."""
+        e = self.extra.get("energy_j")
+        return np.asarray(e, dtype=np.float64) if isinstance(e, list) and len(e) == self.n and self.n else None
+
+    def energy_stats(self) -> dict | None:
+        """The energy per sample as the time is summarized (J): median with its distribution-free
+        95% CI, mean with its t CI, and the counters (``source``); ``{"absent": why}`` when the
+        energy was asked for but not measurable; None when it was not asked for."""
+        e = self.energy
+        if e is None:
+            why = self.extra.get("energy_absent")
+            return {"absent": str(why)} if why else None
+        return {
+            "unit": "J",
+            "source": self.extra.get("energy_source"),
+            "n": int(e.size),
+            "median": json_number(float(np.median(e))),
+            "ci95_median": json_pair(median_ci95(e)),
+            "mean": json_number(float(np.mean(e))),
+            "ci95_mean": json_pair(mean_ci95(e)),
+        }
+
+    @property
     def n(self) -> int:
         return len(self.samples)
 
@@ -166,10 +192,13 @@ class Measurement:
         if not self.runs or self.run_count == 1:
             return [self]
         ids = np.asarray(self.runs)
-        a = self._a()
+        a, e = self._a(), self.energy
         out = []
         for r in dict.fromkeys(self.runs):
-            m = Measurement(self.name, a[ids == r].tolist(), self.warmup, self.stop_reason, self.env, self.extra)
+            extra = dict(self.extra)
+            if e is not None:
+                extra["energy_j"] = e[ids == r].tolist()
+            m = Measurement(self.name, a[ids == r].tolist(), self.warmup, self.stop_reason, self.env, extra)
             m.note = self.note
             out.append(m)
         return out
@@ -183,13 +212,23 @@ class Measurement:
             raise ChakraError("merge_runs: no measurements")
         samples: list[float] = []
         ids: list[int] = []
+        joules: list[float] | None = []
         k = 0
         for m in ms:
             for part in m.split_runs():
                 samples.extend(float(x) for x in part.samples)
                 ids.extend([k] * part.n)
+                e = part.energy
+                joules = joules + e.tolist() if joules is not None and e is not None else None
                 k += 1
         first = ms[0]
+        extra = dict(first.extra)
+        if joules is not None and all(m.extra.get("energy_source") == first.extra.get("energy_source") for m in ms):
+            extra["energy_j"] = joules
+        elif any(m.energy is not None for m in ms):  # some runs without (or with other counters): none
+            extra.pop("energy_j", None)
+            extra.pop("energy_source", None)
+            extra["energy_absent"] = "not every run measured energy with the same counters"
         notes = "; ".join(dict.fromkeys(m.note for m in ms if m.note))
         reasons = ",".join(dict.fromkeys(m.stop_reason for m in ms if m.stop_reason))
         return cls(
@@ -198,7 +237,7 @@ class Measurement:
             warmup=first.warmup,
             stop_reason=reasons,
             env=dict(first.env),
-            extra=dict(first.extra),
+            extra=extra,
             note=notes,
             runs=ids if k > 1 else [],
         )
@@ -233,6 +272,9 @@ class Measurement:
             "env": self.env,
             "extra": self.extra,
         }
+        energy = self.energy_stats()
+        if energy is not None:
+            d["energy"] = energy
         if self.run_count > 1:
             d["runs"] = [int(r) for r in self.runs]
         return d
@@ -297,6 +339,11 @@ class Measurement:
             line += f"; stopped: {self.stop_reason}"
         if self.note:
             line += f" ({self.note})"
+        e = self.energy_stats()
+        if e is not None and "median" in e:
+            ci = e["ci95_median"]
+            ci_e = f"95% CI {ci[0]:.4g}–{ci[1]:.4g} J" if ci else "95% CI n/a"
+            line += f"; energy median {e['median']:.4g} J ({ci_e}, {e['source']})"
         return line
 
     def to_pandas(self):
@@ -325,6 +372,7 @@ def measure(
     decide: Callable[[bool], bool] | None = None,
     timer: Callable[[], float] = time.perf_counter,
     on_sample: Callable[[int], Any] | None = None,
+    meter: EnergyMeter | None = None,
 ) -> Measurement:
     """Time `fn()` until the 95% CI of the mean is within `target_rel_ci` of it, or a limit is reached.
 
@@ -335,6 +383,11 @@ def measure(
     min(2, min_repeats) and says so in `note`. A warm-up run past the budget also ends the warm-up early.
 
     `on_sample(n)` is called after the n-th timed sample (progress), outside the timed region.
+
+    `meter` (`energy.EnergyMeter`): its counters are read right before each sample's first clock reading
+    and right after its last, outside the timed region (so the energy bracket is the sample plus one
+    `sync`); the joules land in ``extra["energy_j"]`` with ``extra["energy_source"]``, or
+    ``extra["energy_absent"]`` says why not (no counter, or one that failed midway: no partial energy).
 
     `sync()` is called right before each clock reading (e.g. `torch.cuda.synchronize`), so asynchronous work
     lands in the sample that launched it. `timer` reads the clock (seconds) for the samples and the budget.
@@ -367,12 +420,17 @@ def measure(
             break
 
     samples: list[float] = []
+    joules: list[float | None] = []
+    metered = meter is not None and meter.available
     n, mean, m2, longest = 0, 0.0, 0.0, 0.0  # Welford's running mean and sum of squared deviations
     reason = None
     while True:
+        e0 = meter.read() if metered and meter is not None else None
         t0 = now()
         fn()
         t1 = now()
+        if metered and meter is not None:
+            joules.append(meter.joules(e0, meter.read()))
         dt = t1 - t0
         samples.append(dt)
         if on_sample is not None:
@@ -408,7 +466,17 @@ def measure(
         )
     env = environment()
     env["timer"] = getattr(timer, "__qualname__", None) or type(timer).__name__
-    return Measurement(name=name, samples=samples, warmup=warm, stop_reason=reason, env=env, note="; ".join(notes))
+    m = Measurement(name=name, samples=samples, warmup=warm, stop_reason=reason, env=env, note="; ".join(notes))
+    if meter is not None:
+        m.extra.update(energy_extra(meter, joules))
+    return m
+
+
+def energy_extra(meter: EnergyMeter, joules: list[float | None]) -> dict:
+    """A measurement's energy entries: the joules of every sample and their counters, or why absent."""
+    if meter.available and joules and all(j is not None for j in joules):
+        return {"energy_j": [float(j) for j in joules if j is not None], "energy_source": meter.source}
+    return {"energy_absent": meter.reason or "no energy was read"}
 
 
 def _converged(n: int, mean: float, m2: float, target: float) -> bool:

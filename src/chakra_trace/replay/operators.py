@@ -547,14 +547,16 @@ class HostReplay:
         return {"kind": "collective", "op": name, "args": args, "kwargs": {}, "reads": [], "writes": _storages(inputs)}
 
     # ------------------------------------------------------------------ running
-    def run_step(self, host_gaps: bool | None = None) -> None:
+    def run_step(self, host_gaps: bool | None = None, stamps: list | None = None) -> None:
         """One pass over the selected ops (all selected steps). An op that raises is taken out of
         the plan (its reason names `stage`) and the pass goes on; a collective that raises ends
         the rank (`CollectiveFailed`): its peers would wait for it. ``host_gaps``: spend the
-        calibrated host time (default: as constructed); False runs the ops alone."""
+        calibrated host time (default: as constructed); False runs the ops alone. ``stamps``: a
+        list that gets (k, before waits, after waits, after the call) per call k of
+        ``plan["ops"]`` as the pass began (`_standalone.run`)."""
         on = self.emulate_host_gaps if host_gaps is None else host_gaps
         gaps = self._gaps if on and any(self._gaps) else None
-        rt.run(self._calls, self.device.startswith("cuda"), self._on_error, self.collective_timeout_s, gaps)
+        rt.run(self._calls, self.device.startswith("cuda"), self._on_error, self.collective_timeout_s, gaps, stamps)
         if self._dropped:
             self.drop(self._dropped)
             self._dropped = {}

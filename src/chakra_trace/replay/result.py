@@ -62,6 +62,8 @@ class ReplayResult:
         for r, o in enumerate(outs):
             m = Measurement.from_dict(o["measurement"])
             m.samples = [s / o["steps_per_run"] for s in m.samples]  # per recorded step
+            if m.energy is not None:
+                m.extra["energy_j"] = (m.energy / o["steps_per_run"]).tolist()
             m.extra.update(unit="seconds per recorded step", steps=o["steps"])
             per_rank[r] = m
         recorded = {r: float(np.mean(o["recorded_step_s"])) * 1e6 for r, o in enumerate(outs) if o["recorded_step_s"]}
@@ -147,9 +149,22 @@ def step_measurement(per_rank: dict[int, Any]):
         warmup=first.warmup,
         stop_reason=first.stop_reason,
         env=dict(first.env),
-        extra={"aggregate": "per-sample max over ranks", "ranks": len(ms)},
+        extra={"aggregate": "per-sample max over ranks", "ranks": len(ms), **step_energy(ms, n)},
         note=first.note,
     )
+
+
+def step_energy(ms: list, n: int) -> dict:
+    """The step's energy per sample: the sum over the ranks that measured some (each reads its
+    own counters: RAPL on rank 0, its GPU by NVML; `energy.rank_meter`), or why there is none."""
+    with_e = [m for m in ms if m.energy is not None and m.energy.size >= n]
+    if not with_e or not n:
+        why = "; ".join(dict.fromkeys(str(m.extra["energy_absent"]) for m in ms if m.extra.get("energy_absent")))
+        return {"energy_absent": why} if why else {}
+    return {
+        "energy_j": np.sum([m.energy[:n] for m in with_e], axis=0).tolist(),
+        "energy_source": "+".join(str(m.extra.get("energy_source")) for m in with_e),
+    }
 
 
 def merge_runs(results: list[ReplayResult]) -> ReplayResult:
@@ -162,7 +177,7 @@ def merge_runs(results: list[ReplayResult]) -> ReplayResult:
     first = results[0]
     per_rank = {r: Measurement.merge_runs([res.per_rank[r] for res in results]) for r in first.per_rank}
     step = Measurement.merge_runs([res.step for res in results])
-    step.extra = {**first.step.extra, "runs": len(results)}
+    step.extra = {**step.extra, "runs": len(results)}  # (the first run's, energy of every run)
     return replace(
         first,
         step=step,

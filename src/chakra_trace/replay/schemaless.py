@@ -50,6 +50,7 @@ from ..io.et import read_trace
 from ..io.workload import Workload, locate, read_comm_groups, select_ranks
 from ..schema.enums import Attr, CollectiveType, NodeType, node_type_name
 from ..validate import fix_trace
+from .energy import gpu_of, rank_meter
 from .environment import environment
 from .kernels import Kernel
 from .launch import progress_reporter, run_ranks, stop_together
@@ -493,6 +494,7 @@ def replay_rank(
         replay.run_step()
         if cuda:
             torch.cuda.synchronize()
+    meter = rank_meter(rank, gpu_of(replay.device) if cuda else None)
     m = measure(
         step,
         name=f"rank{rank}",
@@ -504,6 +506,7 @@ def replay_rank(
         sync=sync,
         decide=decide,
         on_sample=progress_reporter() if rank == 0 else None,
+        meter=meter,
     )
     m.warmup = max(warmup, 1)
 

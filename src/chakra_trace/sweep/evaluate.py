@@ -3,7 +3,9 @@
 A row holds the point's inputs (each parameter as given: a list as its JSON text), the network
 it resolved to, and what the simulation says: the step, mean compute / communication / exposed
 communication per NPU, link utilization per dimension, collective time by type, the cost
-(NPU-seconds per step, USD where the spec has prices), wall times and versions. A point whose
+(NPU-seconds per step, USD where the spec has prices), the energy of the step
+(`simulate.energy`: joules by category, average power, perf/W, at the point's ``device``'s power,
+`ENERGY_DEVICE` when it has none), wall times and versions. A point whose
 simulation fails gives a row with ``status`` "error" and why, so one bad combination does not
 stop a sweep. Workloads are built once per worker process and kept in a small cache.
 """
@@ -20,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from ..analyze.roofline import default_device
+from ..errors import ChakraError
 from ..io.et import read_trace
 from ..io.workload import Workload
 from ..simulate import SimulationWarning
+from ..simulate.energy import energy
 from ..simulate.presets import simulate_on
 from ..simulate.utilization import dimension_utilization
 from ..synthesize import transforms as tf
@@ -35,6 +40,17 @@ from .systems import mode_kwargs, system_of
 SCHEMA = "chakra-trace sweep 1"
 COLLECTIVE_TYPES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 WALL_COLUMNS = ("wall_s", "sim_wall_s")  # the columns that differ between runs of one point
+#: The device whose power prices a point's energy when the point names none (a datasheet H100 SXM).
+ENERGY_DEVICE = "h100"
+ENERGY_COLUMNS = (
+    "energy_j",
+    "energy_compute_j",
+    "energy_comm_j",
+    "energy_idle_j",
+    "avg_power_w",
+    "perf_per_w",
+    "flop_per_j",
+)
 _CACHE: OrderedDict[str, Workload] = OrderedDict()
 _CACHE_SIZE = 4
 
@@ -142,6 +158,7 @@ def evaluate(ctx: dict, point: dict) -> dict:
         row.update(_versions(), wall_s=time.perf_counter() - t0)
         return row
     row.update(_measures(res, system, price_of(ctx.get("prices") or {}, params)))
+    row.update(_energy(res, system, params.get("device"), w))
     row.update(_versions(), wall_s=time.perf_counter() - t0)
     return row
 
@@ -192,6 +209,36 @@ def _measures(res, system, price: float | None) -> dict[str, Any]:
         events=int(res.events),
         sim_warnings=len(res.warnings),
         sim_wall_s=float(res.wall_s),
+    )
+    return out
+
+
+def _energy(res, system, device: str | None, workload: Workload) -> dict[str, Any]:
+    """Energy columns at the point's device's power; without one, this machine's CPU for a
+    CPU-only job and `ENERGY_DEVICE` for one with accelerator kernels (it names no device).
+    None where that device has no published power."""
+    if device is not None:
+        dev: Any = str(device)
+    else:
+        try:
+            dev = default_device(workload)
+        except ChakraError:  # accelerator kernels on an unnamed accelerator
+            dev = ENERGY_DEVICE
+    out: dict[str, Any] = dict.fromkeys(ENERGY_COLUMNS)
+    out["energy_device"] = dev if isinstance(dev, str) else dev.name
+    try:
+        e = energy(res, dev, system.network)
+    except ChakraError:  # (no power figure for this device)
+        return out
+    cat = e.by_category
+    out.update(
+        energy_j=e.total_j,
+        energy_compute_j=cat["compute"],
+        energy_comm_j=cat["communication"],
+        energy_idle_j=cat["idle"],
+        avg_power_w=e.avg_power_w,
+        perf_per_w=e.steps_per_j,
+        flop_per_j=e.flop_per_j,
     )
     return out
 

@@ -44,11 +44,13 @@ _TYPES = {
     "chakra_version": "string",
     "python_version": "string",
     "schema": "string",
+    "energy_device": "string",
 }
 _FLOATS = (
     "step_s compute_s comm_s exposed_comm_s overlap_s idle_s max_dim_utilization max_link_utilization "
     "coll_all_reduce_s coll_all_gather_s coll_reduce_scatter_s coll_all_to_all_s coll_other_s npu_s "
-    "price_npu_hour cost_usd cost sim_wall_s wall_s"
+    "price_npu_hour cost_usd cost sim_wall_s wall_s energy_j energy_compute_j energy_comm_j energy_idle_j "
+    "avg_power_w perf_per_w flop_per_j"
 ).split()
 
 

@@ -1,5 +1,5 @@
-"""Views over a sweep's rows: the Pareto front of step time against cost, and which axis moves
-the step time.
+"""Views over a sweep's rows: the Pareto front of step time against cost (or energy), which axis
+moves the step time, and how the step scales with the NPU count.
 
 Both compare like with like: points are grouped by ``by`` (default the workload), since one
 job's step time says nothing about another's. The Pareto front is found within each group.
@@ -95,3 +95,57 @@ def sensitivity(
         )
     out = pd.DataFrame(rows, columns=["axis", "levels", "share", "best_level", "best_rel", "worst_rel"])
     return out.sort_values("share", ascending=False, kind="stable").reset_index(drop=True)
+
+
+#: Axes that set the NPU count: what a scaling view varies rather than groups by.
+NPU_AXES = ("npus", "dims")
+
+
+def scaling(
+    results,
+    weak: bool = False,
+    by: str | list[str] | None = "workload",
+    within: list[str] | None = None,
+    npus: str = "sim_npus",
+    metric: str = "step_s",
+):
+    """Strong or weak scaling of ``metric`` against the NPU count, per group: ``by`` (default the
+    workload) and ``within`` (default: the sweep's other axes that take more than one value, the
+    NPU-count axes `NPU_AXES` aside). Within a group the base is its smallest NPU count N0, time T0.
+
+    Strong scaling (fixed total work): speedup S(N) = T0 / T(N), efficiency S / (N / N0).
+    Weak scaling (work grows with N, as a job scaled out data-parallel): efficiency T0 / T(N),
+    speedup (scaled) efficiency x N / N0. With energy columns, ``energy_rel``: energy per unit of
+    work relative to the base (strong: E / E0; weak: (E / (N / N0)) / E0).
+    A DataFrame, one row per group and NPU count (points sharing both: their mean)."""
+    import pandas as pd
+
+    df = _frame(results).dropna(subset=[npus, metric])
+    if within is None:
+        meta = read_meta(results) if isinstance(results, (str, os.PathLike)) else {}
+        within = [a for a in meta.get("axes", []) if a in df.columns and a not in NPU_AXES]
+    wanted = [*([by] if isinstance(by, str) else list(by or ())), *within]
+    groups = _groups(df, [c for c in dict.fromkeys(wanted) if c not in (npus, *NPU_AXES)])
+    keys = [df[g].astype(str) for g in groups]
+    cols = [metric] + (["energy_j"] if "energy_j" in df.columns else [])
+    agg = df.groupby([*keys, df[npus].astype(int)], sort=True)[cols].mean().reset_index()
+    agg.columns = [*groups, "npus", *cols]
+    rows = []
+    for _, part in agg.groupby(groups, sort=True) if groups else [(None, agg)]:
+        part = part.sort_values("npus", kind="stable")
+        n0, t0 = float(part["npus"].iloc[0]), float(part[metric].iloc[0])
+        ratio = part["npus"].astype(float) / n0
+        out = part.copy()
+        if weak:
+            out["efficiency"] = t0 / part[metric].astype(float)
+            out["speedup"] = out["efficiency"] * ratio
+        else:
+            out["speedup"] = t0 / part[metric].astype(float)
+            out["efficiency"] = out["speedup"] / ratio
+        if "energy_j" in cols:
+            e = part["energy_j"].astype(float)
+            out["energy_rel"] = (e / ratio if weak else e) / float(e.iloc[0])
+        rows.append(out)
+    if not rows:
+        return pd.DataFrame(columns=[*groups, "npus", metric, "speedup", "efficiency"])
+    return pd.concat(rows, ignore_index=True)

@@ -544,7 +544,7 @@ def _roofline_section(a: Analysis, device, peak_tflops: float | None, mem_bw_gbp
 
 def _sweep_section(folder: str | os.PathLike) -> dict:
     """A sweep's points as step time against cost with its Pareto front, and which axis moves
-    the step time (`chakra sweep`)."""
+    the step time (`chakra sweep`); against energy too where the rows have it."""
     title = f"Design-space sweep ({Path(folder).name})"
     rows = load_results(folder)
     ok = rows[rows["status"] == "ok"]
@@ -607,7 +607,62 @@ def _sweep_section(folder: str | os.PathLike) -> dict:
             ],
         ),
     ]
+    blocks.extend(_sweep_energy_blocks(ok, axes))
     return {"id": "sweep", "title": title, "blocks": blocks}
+
+
+def _sweep_energy_blocks(ok, axes: list[str]) -> list[dict]:
+    """Step time against energy per step and its Pareto front, where the rows have energy."""
+    if "energy_j" not in ok.columns or not (ok["energy_j"] > 0).any():
+        return []
+    e = ok[ok["energy_j"] > 0]
+    front = pareto(e, y="energy_j")
+    on_front = set(front["point_id"])
+    devices = ", ".join(sorted(set(e["energy_device"].astype(str)))) if "energy_device" in e.columns else "?"
+    pts = [
+        [float(x), float(y), None, int(pid in on_front)]
+        for x, y, pid in zip(e["step_s"] * 1e6, e["energy_j"], e["point_id"])
+    ]
+    cols = [(a, a, "str") for a in axes] + [
+        ("step_us", "step", "us"),
+        ("energy_j", "energy (J)", "float"),
+        ("avg_power_w", "avg power (W)", "float"),
+        ("perf_per_w", "steps/J", "float"),
+        ("compute", "compute", "pct"),
+        ("comm", "communication", "pct"),
+        ("idle", "idle", "pct"),
+    ]
+    rows = [
+        {
+            **{a: str(r[a]) for a in axes},
+            "step_us": float(r["step_s"]) * 1e6,
+            "energy_j": float(r["energy_j"]),
+            "avg_power_w": float(r["avg_power_w"]),
+            "perf_per_w": float(r["perf_per_w"]),
+            "compute": float(r["energy_compute_j"]) / float(r["energy_j"]),
+            "comm": float(r["energy_comm_j"]) / float(r["energy_j"]),
+            "idle": float(r["energy_idle_j"]) / float(r["energy_j"]),
+        }
+        for _, r in front.iterrows()
+    ]
+    return [
+        {
+            "type": "scatter",
+            "title": f"step time vs energy per step (J; power of {devices}), each point of the sweep",
+            "x_label": "step (µs)",
+            "y_label": "energy (J)",
+            "log_x": True,
+            "log_y": True,
+            "points": pts,
+            "groups": ["dominated", "Pareto front"],
+        },
+        table(
+            "Pareto front of each workload on step time and energy (simulate.energy's model)",
+            cols,
+            rows,
+            max_rows=50,
+        ),
+    ]
 
 
 def _timeline_section(sid: str, title: str, a: Analysis, result, max_events: int) -> dict:
