@@ -168,4 +168,10 @@ def test_cli_replay_and_bench_compare(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["coverage"]["0"]["total"] == 57
     assert main(["bench", "compare", str(a), str(b)]) == 0
     assert "step" in capsys.readouterr().out
+    # the result says how it was made, and the benchmark report shows it
+    command = json.loads(a.read_text())["step"]["extra"]["command"]
+    assert command == f"chakra replay {trace} --budget-s 1 -o {a}"
+    md = tmp_path / "r.md"
+    assert main(["bench", "report", str(a), "-o", str(md)]) == 0
+    assert command in md.read_text()
     assert main(["replay", str(tmp_path / "missing.et.json")]) == 2

@@ -110,7 +110,7 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """Chakra execution traces: collect, convert, validate, analyze, simulate and report."""
-    ctx.obj = {"debug": debug}
+    ctx.obj = {**(ctx.obj or {}), "debug": debug}  # (``argv``: the command line, from `main`)
 
 
 class Terminated(BaseException):
@@ -151,7 +151,7 @@ def _main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        rv = cli.main(args=args, prog_name="chakra", standalone_mode=False)
+        rv = cli.main(args=args, prog_name="chakra", standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130

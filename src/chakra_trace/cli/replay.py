@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import warnings
 
 import click
@@ -168,6 +169,9 @@ def replay(
             raise click.exceptions.Exit(2) from None
     for w in res.warnings:
         click.echo(f"warning: {w}", err=True)
+    argv = (click.get_current_context().find_root().obj or {}).get("argv")
+    if argv is not None:  # how to run it again (`chakra bench report` shows it)
+        res.step.extra["command"] = shlex.join(["chakra", *argv])
     if output:
         res.save(output)
     if as_json:
