@@ -17,9 +17,9 @@ import numpy as np
 from ..errors import ChakraError
 from ..replay.measure import measure
 from ..schema.enums import NodeType
+from ..schema.resources import host_gap_mask
 from ..schema.trace import Trace
 
-HOST_GAP = "[host]"
 MATMUL_SIZES = (16, 32, 64, 128, 256, 512)
 
 
@@ -46,7 +46,7 @@ class ComputeModel:
         time and the throughput terms (a band's low and high ends)."""
         op = self.op_ns if op_ns is None else op_ns
         comp = t.types == NodeType.COMP_NODE
-        gap = np.asarray([n == HOST_GAP for n in t.names], bool)[t.name_codes] if len(t) else np.zeros(0, bool)
+        gap = host_gap_mask(t)
         flops = t.num_ops.astype(float)
         size = t.tensor_size.astype(float)
         with np.errstate(divide="ignore"):

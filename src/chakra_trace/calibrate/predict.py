@@ -22,11 +22,11 @@ from ..errors import ChakraError
 from ..io.workload import Workload, sniff
 from ..replay.job import host_traces, max_ranks
 from ..schema.enums import TIME_ORIGIN, Attr, NodeType, collective_name
+from ..schema.resources import host_gap_mask
 from ..schema.trace import Trace
 from ..simulate import simulate
 from ..synthesize.scale import data_parallel
 from ..synthesize.transforms import rescale
-from .compute import HOST_GAP
 from .profile import SystemProfile
 from .replayed import RankTiming, node_ns, replay_times
 
@@ -109,7 +109,7 @@ def _costed(
             ns = profile.compute.node_ns(c, op_ns, cscale)
             if rep is not None:
                 rns, hit, scale = rep
-                gap = np.asarray([x == HOST_GAP for x in c.names], bool)[c.name_codes] if len(c) else hit
+                gap = host_gap_mask(c)
                 ns = np.where(hit, rns * scale, np.where(gap, 0.0, ns))
             c.duration[comp] = _rounded_us(ns[comp])
         if comm == "table":

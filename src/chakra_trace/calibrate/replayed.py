@@ -20,9 +20,7 @@ same job again does not replay it again.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +30,10 @@ import numpy as np
 
 from ..errors import ChakraError
 from ..io import cache
+from ..io.et import atomic_output
 from ..replay import _standalone as rt
 from ..replay.environment import environment
-from ..replay.job import _recorded, host_traces, kineto_for, max_ranks
+from ..replay.job import _recorded, control_group, host_traces, kineto_for, max_ranks
 from ..replay.launch import run_ranks, stop_together
 from ..replay.measure import Measurement
 from ..replay.operators import HostReplay
@@ -42,7 +41,6 @@ from ..schema.enums import NodeType
 from ..schema.trace import Trace
 
 SCHEMA = "chakra-replay-times/2"
-HOST_GAP = "[host]"
 _MEMO: dict[str, dict[int, RankTiming]] = {}
 
 
@@ -287,9 +285,8 @@ def replay_times(
             for old in path.parent.glob("replay-times.*.json"):
                 old.unlink()
             d = {"schema": SCHEMA, "world_size": world_size, "ranks": {str(r): t.to_dict() for r, t in got.items()}}
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(d))
-            tmp.replace(path)
+            with atomic_output(path, compress=False) as f:
+                f.write(json.dumps(d).encode())
         except OSError:
             pass  # a read-only folder: not kept on disk
     return got
@@ -305,13 +302,8 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     path = paths[rank % len(paths)]
     rep = HostReplay(path, device="cpu", kineto=kineto_for(path), host_gaps=bool(opts["host_gaps"]))
     rep.collective_timeout_s = 60.0
-    multi = world_size > 1 and dist.is_initialized()
-    ctl = dist.new_group(backend="gloo") if multi else None
-    if multi:  # a collective one rank cannot plan is left out on every rank (as `chakra replay`)
-        gathered: list = [None] * world_size
-        dist.all_gather_object(gathered, rep.failed_collectives(), group=ctl)
-        union = {k: f"{why} (on rank {r})" for r, d in enumerate(gathered) for k, why in d.items() if r != rank}
-        rep.drop_collectives({k: why for k, why in union.items() if k not in rep.failed_collectives()})
+    ctl = control_group(rep, rank, world_size)  # (as `chakra replay`)
+    multi = ctl is not None
     decide = stop_together(ctl, device="cpu")
 
     def sync() -> None:
@@ -380,9 +372,3 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
             "host_gaps": {k: v for k, v in rep.host_gaps_info.items() if k != "calibration"},
         },
     }
-
-
-def spread(timings: dict[int, RankTiming]) -> float:
-    """The largest relative CI half-width over the ranks (for a summary)."""
-    got = [max(1 - t.rel_ci[0], t.rel_ci[1] - 1) for t in timings.values()]
-    return statistics.fmean(got) if got else 0.0

@@ -207,6 +207,23 @@ def replay_host(
     return ReplayResult.from_ranks("ops", label, device, backend, outs)
 
 
+def control_group(rep: HostReplay, rank: int, world_size: int):
+    """The process group of the replay's own agreements (failed collectives, warm-up passes,
+    samples), apart from the replayed collectives so that one a rank leaves out never pairs with
+    one of them; None on one rank. A collective one rank cannot plan is left out on every rank
+    here: its peers would wait for it."""
+    if world_size <= 1:
+        return None
+    import torch.distributed as dist
+
+    ctl = dist.new_group(backend="gloo")
+    gathered: list = [None] * world_size
+    dist.all_gather_object(gathered, rep.failed_collectives(), group=ctl)
+    union = {k: f"{why} (on rank {r})" for r, d in enumerate(gathered) for k, why in d.items() if r != rank}
+    rep.drop_collectives({k: why for k, why in union.items() if k not in rep.failed_collectives()})
+    return ctl
+
+
 def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     """One rank of `replay_host` (runs inside the process group `run_ranks` set up)."""
     import torch
@@ -229,14 +246,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         host_gaps=bool(opts.get("host_gaps", True)),
     )
     rep.collective_timeout_s = float(opts.get("collective_timeout_s", 60.0))
-    # the replay's own agreements (failed collectives, warm-up passes, samples) go over a group of
-    # their own: a replayed collective that one rank leaves out then never pairs with one of them
-    ctl = dist.new_group(backend="gloo") if world_size > 1 else None
-    if world_size > 1:  # a collective one rank cannot plan is left out on every rank: its peers would wait
-        gathered: list = [None] * world_size
-        dist.all_gather_object(gathered, rep.failed_collectives(), group=ctl)
-        union = {k: f"{why} (on rank {r})" for r, d in enumerate(gathered) for k, why in d.items() if r != rank}
-        rep.drop_collectives({k: why for k, why in union.items() if k not in rep.failed_collectives()})
+    ctl = control_group(rep, rank, world_size)
     decide = stop_together(ctl, device="cpu") if ctl is not None else stop_together(device="cpu")
 
     def sync() -> None:  # samples start together and end when the slowest rank is done
