@@ -208,6 +208,63 @@ def predict_table(r: dict) -> str:
     return table(["job", "ranks", "measured ms [95% CI]", "predicted ms [band]", "error"], "lrrrr", rows)
 
 
+# --------------------------------------------------------------------------- device_bench.json
+
+
+def _answers(e: dict, tool: str) -> int:
+    return sum(a[tool] == "yes" for a in e["analyses"])
+
+
+def device_sets(r: dict) -> str:
+    rows = []
+    for name, e in r["sets"].items():
+        compared = [a for a in e["analyses"] if a.get("agree") is not None]
+        hta_s = e.get("hta_process_s")
+        rows.append(
+            [
+                f"{name}: {e['what']}",
+                f"{_answers(e, 'hta')} / {_answers(e, 'ours')}",
+                f"{sum(bool(a['agree']) for a in compared)} of {len(compared)}",
+                f"{hta_s:.1f} / {e['ours_process_s']:.1f}" if hta_s else "-",
+                f"{hta_s / e['ours_process_s']:.1f}x" if hta_s else "-",
+                f"{e.get('hta_max_rss_mb', 0):,.0f} / {e['ours_max_rss_mb']:,.0f}",
+            ]
+        )
+    return table(
+        [
+            "traces",
+            "analyses answered: HTA / ours",
+            "figures equal",
+            "wall s: HTA / ours",
+            "ratio",
+            "peak MB: HTA / ours",
+        ],
+        "lrrrrr",
+        rows,
+    )
+
+
+def _value(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, list):
+        return "[" + ", ".join(map(str, v)) + "]"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def device_figures(r: dict) -> str:
+    rows = []
+    for name, e in r["sets"].items():
+        for a in e["analyses"]:
+            if "figure" not in a or (a["ours_value"] is None and a["hta_value"] is None):
+                continue
+            same = {True: "equal", False: "differ", None: "-"}[a["agree"]]
+            rows.append([name, a["analysis"], a["figure"], _value(a["hta_value"]), _value(a["ours_value"]), same])
+    return table(["traces", "analysis", "figure", "HTA 0.5", "ours", ""], "lllrrl", rows)
+
+
 # --------------------------------------------------------------------------- published.json
 
 
@@ -445,6 +502,8 @@ GENERATED = {
         ),
     ),
     "catalog": ("catalog", catalog_table),
+    "device_sets": ("device_bench", device_sets),
+    "device_figures": ("device_bench", device_figures),
     "predict": ("predict_bench", predict_table),
     "predict_errors": (
         "predict_bench",

@@ -12,6 +12,7 @@ from ..schema.trace import Trace
 from .breakdown import Breakdown, breakdown
 from .collectives import collective_stats, communication_matrix, imbalance
 from .critical_path import critical_path, job_critical_path
+from .device import DeviceAnalysis
 from .diff import diff
 from .roofline import device_spec, roofline
 from .steps import step_breakdown
@@ -51,6 +52,12 @@ class Analysis:
     def steps(self):
         """The recorded steps of each rank and where each one's time goes (`steps.step_breakdown`)."""
         return self._once("steps", lambda: step_breakdown(self.workload))
+
+    def devices(self):
+        """The device analyses (`device.DeviceAnalysis`) of this workload's nodes, at the
+        simulated times when there is a result; for a job's Kineto traces open
+        `DeviceAnalysis.open(path)`."""
+        return self._once("devices", lambda: DeviceAnalysis.of(self.workload, self.result))
 
     def critical_path(self, rank: int | None = None):
         """The job's critical path (through collectives), or one rank's dependency chain."""

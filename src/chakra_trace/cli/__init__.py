@@ -32,7 +32,7 @@ COMMANDS = {
     "parallelize": "parallelize:parallelize",
     "transform": "transform:transform",
     "simulate": "simulate:simulate",
-    "analyze": "analyze:analyze",
+    "analyze": "analyze_device:analyze",
     "timeline": "timeline:timeline",
     "graph": "graph:graph",
     "plot": "plot:plot",

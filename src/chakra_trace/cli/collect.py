@@ -41,6 +41,11 @@ DEFAULT_DIR = "chakra-collect"
     default=None,
     help="Intra-op threads of every process (OMP_NUM_THREADS and torch.set_num_threads); left alone by default.",
 )
+@click.option(
+    "--profile-memory",
+    is_flag=True,
+    help="Record the allocator's memory events in the Kineto traces (for `chakra analyze memory`).",
+)
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def collect(
@@ -51,6 +56,7 @@ def collect(
     active: int,
     gzip: bool,
     num_threads: int | None,
+    profile_memory: bool,
     as_json: bool,
     command: tuple[str, ...],
 ) -> int:
@@ -78,6 +84,7 @@ def collect(
         gzip=gzip,
         num_threads=num_threads,
         stdout=sys.stderr.fileno() if as_json else None,
+        profile_memory=profile_memory,
     )
     if as_json:
         print_json(res.manifest)

@@ -8,6 +8,8 @@ import time
 
 import click
 
+from ..analyze.device import DeviceAnalysis
+from ..errors import ChakraError
 from ..schema.enums import NodeType
 from ..simulate.devices import with_device
 from ..simulate.presets import resolve
@@ -39,7 +41,9 @@ def report(
 ) -> None:
     """Write WORKLOAD's report (a `.et` file, a `<prefix>.<rank>.et` prefix or a folder): summary,
     breakdowns, critical path, top operations, collectives and imbalance, communication
-    matrix, roofline, and interactive timelines, recorded and simulated. A job whose compute
+    matrix, roofline, the devices (GPU streams from the job's Kineto traces, else its nodes:
+    idle time by cause, kernels, overlap, stragglers), and interactive timelines, recorded and
+    simulated. A job whose compute
     nodes have FLOPs but no times (`chakra capture`, `chakra parallelize`) is simulated with its
     compute at the --device roofline, as `chakra simulate --device` does."""
     t0 = time.perf_counter()
@@ -60,7 +64,8 @@ def report(
             f"simulated on {label}{f' with {dev.name} compute' if costed else ''}: {res.step_ns / 1e6:,.3f} ms "
             f"(the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
         )
-    with steps("report", report_parts(wl, sims, failed, sweep)) as advance:
+    devices = _devices(workload, wl)
+    with steps("report", report_parts(wl, sims, failed, sweep, devices)) as advance:
         path = write_report(
             wl,
             output,
@@ -74,8 +79,21 @@ def report(
             max_timeline_events=timeline_events,
             progress=advance,
             sweep=sweep,
+            devices=devices,
         )
     console().print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
+
+
+def _devices(path: str, wl) -> DeviceAnalysis | None:
+    """The device analyses of the report: the job's Kineto traces where it has them, else its
+    nodes at their recorded times; None for a job without times."""
+    try:
+        return DeviceAnalysis.open(path, prefer="kineto")
+    except ChakraError:
+        pass
+    if any(t.timed for t in wl.traces.values()):
+        return DeviceAnalysis.of(wl)
+    return None
 
 
 def _timeless(wl) -> bool:

@@ -40,6 +40,7 @@ ENV_SCHEDULE = "CHAKRA_COLLECT_SCHEDULE"
 ENV_GZIP = "CHAKRA_COLLECT_GZIP"
 ENV_NUM_THREADS = "CHAKRA_COLLECT_NUM_THREADS"
 ENV_RUN_ID = "CHAKRA_COLLECT_RUN_ID"
+ENV_PROFILE_MEMORY = "CHAKRA_COLLECT_PROFILE_MEMORY"
 
 
 class _State:
@@ -79,6 +80,7 @@ def _first_step(opt) -> None:
         gzip=os.environ.get(ENV_GZIP, "1") != "0",
         num_threads=int(nt) if nt else None,
         run_id=os.environ.get(ENV_RUN_ID) or None,
+        profile_memory=os.environ.get(ENV_PROFILE_MEMORY) == "1",
         mode="inject",
     )
     _S.recorder = rec

@@ -49,6 +49,7 @@ def job_env(
     num_threads: int | None = None,
     run_id: str | None = None,
     base: dict | None = None,
+    profile_memory: bool = False,
 ) -> dict:
     """The environment that makes the job's Python processes record (see the module docstring)."""
     env = dict(os.environ if base is None else base)
@@ -59,6 +60,7 @@ def job_env(
     env[_inject.ENV_GZIP] = "1" if gzip else "0"
     env[_inject.ENV_RUN_ID] = run_id or uuid.uuid4().hex
     env["CHAKRA_COLLECT_PKG"] = PKG_DIR
+    env[_inject.ENV_PROFILE_MEMORY] = "1" if profile_memory else "0"
     env.pop(_inject.ENV_NUM_THREADS, None)
     if num_threads is not None:
         env[_inject.ENV_NUM_THREADS] = str(num_threads)
@@ -90,10 +92,12 @@ def collect(
     gzip: bool = True,
     num_threads: int | None = None,
     stdout: IO | int | None = None,
+    profile_memory: bool = False,
 ) -> CollectResult:
     """Run `command` with recording injected; return the job's exit status and the manifest.
 
-    `stdout` is where the job's standard output goes (default: inherited).
+    `stdout` is where the job's standard output goes (default: inherited); `profile_memory`
+    records the allocator's `[memory]` events in the Kineto traces (`chakra analyze memory`).
     """
     if not command:
         raise ChakraError("no command to run: give it after `--`, e.g. chakra collect -- python train.py")
@@ -111,7 +115,7 @@ def collect(
     os.makedirs(out_dir, exist_ok=True)
     removed = clean_output(out_dir)
     run_id = uuid.uuid4().hex
-    env = job_env(out_dir, schedule, gzip=gzip, num_threads=num_threads, run_id=run_id)
+    env = job_env(out_dir, schedule, gzip=gzip, num_threads=num_threads, run_id=run_id, profile_memory=profile_memory)
 
     t0 = time.monotonic()
     try:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analyze import Analysis
+from ..analyze.device import DeviceAnalysis
 from ..analyze.roofline import DeviceSpec, default_device, device_spec
 from ..errors import ChakraError
 from ..io.workload import Workload
@@ -22,6 +23,7 @@ from ..schema.resources import HOST_GAP
 from ..sweep import pareto, sensitivity
 from ..sweep.results import load_results, read_meta
 from .html import write_html
+from .report_device import device_section
 from .report_sections import (
     group_ranks,
     host_note,
@@ -52,13 +54,15 @@ def build_report(
     max_timeline_events: int = 60_000,
     progress: Callable[[int], None] | None = None,
     sweep: str | os.PathLike | None = None,
+    devices: DeviceAnalysis | None = None,
 ) -> dict:
     """The report document. ``simulations``: {label: SimResult} of this workload (or of its
     data-parallel scale-out) on other systems; ``systems``: {label: SystemPreset} that describe
     them; ``failed``: {label: why} of systems that could not be simulated (each gets a section
     saying why); ``device``/``peak_tflops``/``mem_bw_gbps``: the roofline device as `device_spec`
     takes it (none: `default_device`); ``progress``: called with 1 after each section; ``sweep``: a
-    `chakra sweep` results folder, shown as its Pareto front and sensitivity."""
+    `chakra sweep` results folder, shown as its Pareto front and sensitivity; ``devices``: the
+    job's device analyses (`analyze.device.DeviceAnalysis`: its Kineto traces, or its nodes)."""
     rec = Analysis(workload)
     timed = any(t.timed for t in workload.traces.values())
     sims = simulations or {}
@@ -99,6 +103,8 @@ def build_report(
         lambda: _matrix_section(rec),
         lambda: _roofline_section(rec, device, peak_tflops, mem_bw_gbps),
     ]
+    if devices is not None:
+        makers.append(lambda: device_section(devices))
     if sweep is not None:
         makers.append(lambda: _sweep_section(sweep))
     if timed:
@@ -123,14 +129,18 @@ def build_report(
 
 
 def report_parts(
-    workload: Workload, simulations: dict | None = None, failed: dict | None = None, sweep: object = None
+    workload: Workload,
+    simulations: dict | None = None,
+    failed: dict | None = None,
+    sweep: object = None,
+    devices: object = None,
 ) -> int:
     """How many times `build_report` calls ``progress`` (its sections, a system's counting once
     but for its timeline, a failed system once): the total of a progress bar."""
     timed = any(t.timed for t in workload.traces.values())
     n = len(simulations or {})
     parts = 2 + (4 if timed else 1) + (1 if n or timed else 0) + n + len(failed or {}) + 3 + (1 if timed else 0) + n
-    return parts + (sweep is not None)
+    return parts + (sweep is not None) + (devices is not None)
 
 
 def write_report(workload: Workload, path: str | os.PathLike, **kw) -> Path:
