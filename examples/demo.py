@@ -72,10 +72,11 @@ def main() -> None:
     step("3. Validate: each rank, and collectives matched across ranks")
     run("validate", job)
 
-    step("4. Analyze the recorded step: breakdown, the job's critical path, imbalance")
+    step("4. Analyze the recorded step: breakdown, the job's critical path, imbalance, the devices")
     run("analyze", "breakdown", job)
     run("analyze", "critical-path", job, "--top", "5")
     run("analyze", "imbalance", job, check=False)  # exit 1 would mean imbalanced collectives
+    run("analyze", "overlap", traces)  # from the Kineto traces: gloo's threads against the host calls
 
     step(f"5. Simulate the same job on {' and '.join(SYSTEMS)} (64 NPUs, scaled out data-parallel)")
     from chakra_trace import Workload

@@ -63,10 +63,10 @@ def test_energy_median_ci_and_power_when_present(tmp_path):
     m.extra["energy_j"] = [0.05 + 0.001 * i for i in range(20)]  # J per sample
     d = bench_report_of(tmp_path, [m])
     en = d["results"][0]["energy"]
-    assert en["source"] == "rapl" and en["median_j"] == pytest.approx(np.median(m.extra["energy_j"]))
-    assert en["power_w"] == pytest.approx(sum(m.extra["energy_j"]) / sum(m.samples))
-    lo, hi = en["ci95_median_j"]
-    assert lo <= en["median_j"] <= hi
+    assert en["source"] == "rapl" and en["median"] == pytest.approx(np.median(m.extra["energy_j"]))
+    assert en == {**m.energy_stats(), "power_w": pytest.approx(sum(m.extra["energy_j"]) / sum(m.samples))}
+    lo, hi = en["ci95_median"]
+    assert lo <= en["median"] <= hi
 
 
 def bench_report_of(

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .measure import Measurement, json_number, json_pair
-from .statistics import median_ci95
+from .measure import Measurement, json_number
 
 __all__ = ["BenchEntry"]
 
@@ -45,24 +44,16 @@ class BenchEntry:
         }
 
     def energy(self) -> dict | None:
-        """Energy per sample (J): median with its 95% CI, and the average power (total J / total s);
-        None when the measurement carries no energy (never a zero)."""
+        """`Measurement.energy_stats` (J per sample: median with its 95% CI, mean) and the average
+        power (total J / total timed s); ``{"absent": why}`` when the meter could not read; None
+        when no energy was asked for (never a zero)."""
         m = self.measurement
-        joules = m.extra.get("energy_j")
-        if not isinstance(joules, list) or not joules:
-            return None
-        e = np.asarray([float(x) for x in joules], dtype=np.float64)
-        matched = len(e) == m.n
-        t = float(np.sum(m.samples)) if matched else math.nan
-        return {
-            "source": m.extra.get("energy_source"),
-            "n": int(len(e)),
-            "median_j": json_number(float(np.median(e))),
-            "ci95_median_j": json_pair(median_ci95(e)),
-            "mean_j": json_number(float(np.mean(e))),
-            "power_w": json_number(float(np.sum(e)) / t) if matched and t > 0 else None,
-            "note": "" if matched else f"{len(e)} energy readings for {m.n} samples: power not computed",
-        }
+        st = m.energy_stats()
+        if st is None or "absent" in st:
+            return st
+        seconds = float(np.sum(m.samples))
+        power = float(m.energy.sum()) / seconds if m.energy is not None and seconds > 0 else None
+        return {**st, "power_w": json_number(power) if power is not None else None}
 
     def division(self) -> tuple[str, str]:
         """("closed" | "open" | "unknown", why): closed runs the recorded job as is, open transforms it."""

@@ -275,15 +275,15 @@ def sections(d: dict) -> list[dict]:
     rows = []
     for e in entries:
         en = e["energy"]
-        if en is None:
-            why = e["extra"].get("energy_absent")  # the meter's reason, when one was asked for
+        if en is None or "absent" in en:
+            why = (en or {}).get("absent")  # the meter's reason, when one was asked for
             rows.append([e["label"], f"not measured ({why})" if why else NO_ENERGY, "–", "–", "–", "–"])
             continue
-        ci = en["ci95_median_j"]
+        ci = en["ci95_median"]
         rows.append([
-            e["label"], _val(en["source"]), _num(en["median_j"], ".4g") + " J",
-            f"{ci[0]:.4g}–{ci[1]:.4g} J" if ci else "n/a", _num(en["mean_j"], ".4g") + " J",
-            (_num(en["power_w"], ".4g") + " W") if en["power_w"] is not None else (en["note"] or "–"),
+            e["label"], _val(en["source"]), _num(en["median"], ".4g") + " J",
+            f"{ci[0]:.4g}–{ci[1]:.4g} J" if ci else "n/a", _num(en["mean"], ".4g") + " J",
+            (_num(en["power_w"], ".4g") + " W") if en["power_w"] is not None else "–",
         ])  # fmt: skip
     out.append(
         {
