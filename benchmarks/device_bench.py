@@ -180,9 +180,9 @@ def _overlay(trace_dir: str):
     """Our critical path on the first rank's Kineto trace (converted on the fly), marked on a copy."""
     from chakra_trace.analyze.device import Tables
     from chakra_trace.analyze.device.overlay import critical_path_overlay
-    from chakra_trace.analyze.device.timeline import kineto_files
+    from chakra_trace.convert.profiler import kineto_files
 
-    first = kineto_files(trace_dir)[min(kineto_files(trace_dir))]
+    first = kineto_files(trace_dir)[0]
     with tempfile.TemporaryDirectory() as tmp:
         res = critical_path_overlay(first, os.path.join(tmp, "cp.json.gz"))
     return Tables({}, res.to_dict())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..analyze.device import DeviceAnalysis, Tables, open_timeline
+from ..analyze.device import DeviceAnalysis, Tables
 from ..analyze.device.overlay import critical_path_overlay
 from ..analyze.device.source import SOURCE_CHOICES
 from .analyze import _table, analyze
@@ -23,7 +23,7 @@ def _open(workload: tuple[str, ...], source: str, system: str | None) -> DeviceA
         wl = open_workload(workload[0]) if len(workload) == 1 else None
         if wl is None:
             raise click.UsageError("--simulate takes one Chakra WORKLOAD")
-        return DeviceAnalysis(open_timeline(None, workload=wl, result=simulated(wl, system), prefer="chakra"))
+        return DeviceAnalysis.of(wl, simulated(wl, system))
     src = list(workload) if len(workload) > 1 else workload[0]
     return DeviceAnalysis.open(src, prefer=source)
 
@@ -58,14 +58,16 @@ def _common(f):
     return json_option(f)
 
 
-def _command(name: str, method: str, doc: str, **defaults):
+def _command(name: str, method: str, doc: str, options: list | None = None):
+    """`chakra analyze NAME`: DeviceAnalysis.METHOD with the common options and its own."""
+
     @analyze.command(name, help=f"{doc}\n\n{_WHAT}")
     @_common
     def cmd(workload, source, system, rows, as_json, **kw):
         res = getattr(_open(workload, source, system), method)(**kw)
         _show(name, res, as_json, rows)
 
-    for opt in reversed(defaults.get("options", [])):
+    for opt in reversed(options or []):
         cmd = opt(cmd)
     return cmd
 

@@ -68,7 +68,7 @@ import numpy as np
 
 from ..errors import ChakraError, TraceFormatError
 from ..io.cache import cached_trace
-from ..io.workload import Progress, Workload, register_source, select_ranks
+from ..io.workload import Progress, Workload, register_source, select_ranks, sniff
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.trace import Trace
@@ -86,6 +86,7 @@ __all__ = [
     "convert_kineto_trace",
     "is_kineto_folder",
     "kineto_files",
+    "trace_rank",
     "read_kineto_folder",
 ]
 
@@ -635,7 +636,7 @@ def kineto_files(inputs: list[str | os.PathLike] | str | os.PathLike) -> list[Pa
         found = [Path(f["kineto"]) for f in rank_files(folder).values() if "kineto" in f]
         if not found:
             entries = sorted(os.listdir(folder))
-            found = [folder / e for e in entries if re.search(r"\.json(\.gz)?$", e) and ".et." not in e]
+            found = [folder / e for e in entries if re.search(r"\.json(\.gz)?$", e) and sniff(folder / e) == "kineto"]
         if not found:
             raise ChakraError(f"{folder}: no Kineto traces (rank<r>.kineto.json[.gz] or *.json[.gz])")
         return found
@@ -645,6 +646,19 @@ def kineto_files(inputs: list[str | os.PathLike] | str | os.PathLike) -> list[Pa
         if not p.exists():
             raise ChakraError(f"{p}: no such file")
     return paths
+
+
+def trace_rank(kin: KinetoTrace, path: Path, order: int, taken: dict[int, Path]) -> int:
+    """The rank of one of a job's Kineto traces: its ``distributedInfo.rank``, else ``rank<r>`` in
+    the file name, else its place among the job's files; an error when `taken` (rank -> path of
+    the traces read so far) already holds it."""
+    rank = kin.rank
+    if rank is None:
+        m = re.search(r"rank[_-]?(\d+)", path.name)
+        rank = int(m.group(1)) if m else order
+    if rank in taken:
+        raise ChakraError(f"{path}: rank {rank} is also in {taken[rank]} (two traces of one rank)")
+    return rank
 
 
 def _args_pred(shapes: bool):
@@ -666,13 +680,9 @@ def convert_kineto(
     report = KinetoJobReport()
     for k, p in enumerate(files):
         kin = read_kineto(p, args_for=_args_pred(shapes))
-        rank = kin.rank
-        if rank is None:
-            m = re.search(r"rank[_-]?(\d+)", p.name)
-            rank = int(m.group(1)) if m else k
+        rank = trace_rank(kin, p, k, paths)
+        if kin.rank is None:
             report.notes.append(f"{p}: no distributedInfo.rank; taken as rank {rank}")
-        if rank in traces:
-            raise ChakraError(f"{p}: rank {rank} is also in {paths[rank]} (two traces of one rank)")
         trace, rep = convert_kineto_trace(kin, rank=rank)
         traces[rank] = trace
         paths[rank] = p

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from ...io.workload import Workload
 from .idle import idle_breakdown
 from .kernels import kernel_breakdown
 from .launches import launch_stats
@@ -16,7 +17,7 @@ from .source import open_timeline
 from .stragglers import stragglers
 from .table import Tables
 from .temporal import temporal_breakdown
-from .timeline import JobTimeline
+from .timeline import JobTimeline, from_workload
 
 
 class DeviceAnalysis:
@@ -38,7 +39,7 @@ class DeviceAnalysis:
     @classmethod
     def of(cls, workload, result=None) -> DeviceAnalysis:
         """A Chakra workload in memory, at its recorded times or those of `result` (a simulation)."""
-        return cls(open_timeline(None, workload=workload, result=result, prefer="chakra"))
+        return cls(from_workload(Workload.of(workload), result))
 
     @property
     def source(self) -> str:

@@ -6,45 +6,45 @@ from __future__ import annotations
 
 import os
 
+from ...convert.profiler import kineto_files
 from ...errors import ChakraError
 from ...io.workload import Workload, sniff
-from .timeline import JobTimeline, from_kineto_files, from_workload, kineto_files
+from .timeline import JobTimeline, from_kineto_files, from_workload
 
 SOURCE_CHOICES = ("auto", "kineto", "chakra")
 
 
-def _has_kineto(path: str) -> bool:
-    if os.path.isdir(path):
-        return any(
-            f.endswith((".json", ".json.gz")) and sniff(os.path.join(path, f)) == "kineto" for f in os.listdir(path)
-        )
-    return sniff(path) == "kineto"
+def _kineto_paths(source: str) -> list:
+    """The Kineto traces at `source` (a folder's, or the file itself), [] where there are none."""
+    if os.path.isdir(source):
+        try:
+            return kineto_files(source)
+        except ChakraError:  # no Kineto trace in the folder: a Chakra job, maybe
+            return []
+    return [source] if sniff(source) == "kineto" else []
 
 
-def open_timeline(
-    source, *, prefer: str = "auto", result=None, workload: Workload | None = None, say=None
-) -> JobTimeline:
+def open_timeline(source, *, prefer: str = "auto", say=None) -> JobTimeline:
     """The device timeline of `source`: Kineto trace file(s), a folder holding them (a `chakra
-    collect` folder, or Kineto traces alone), or any path `Workload.open` takes.
+    collect` folder, or Kineto traces alone), or any path `Workload.open` takes (its nodes at
+    their recorded times; a simulation's: `from_workload(workload, result)`).
 
     ``prefer``: "auto" reads Kineto traces where there are any, else the Chakra trace;
-    "kineto"/"chakra" insist. ``result``: a simulation of the workload (its per-node times),
-    which makes the timeline the simulated one; ``workload``: the job already opened."""
+    "kineto"/"chakra" insist."""
     if prefer not in SOURCE_CHOICES:
         raise ChakraError(f"device timeline source: one of {SOURCE_CHOICES}, not {prefer!r}")
-    paths = [os.fspath(p) for p in source] if isinstance(source, (list, tuple)) else None
-    if result is None and prefer != "chakra" and workload is None:
-        if paths is not None and all(sniff(p) == "kineto" for p in paths):
+    if isinstance(source, (list, tuple)):
+        paths = [os.fspath(p) for p in source]
+        if prefer == "chakra" or not all(sniff(p) == "kineto" for p in paths):
+            raise ChakraError("a list of paths is read as Kineto traces; name one Chakra workload instead")
+        return from_kineto_files(paths, say=say)
+    if prefer != "chakra":
+        paths = _kineto_paths(os.fspath(source))
+        if paths:
             return from_kineto_files(paths, say=say)
-        if paths is None and os.path.exists(os.fspath(source)) and _has_kineto(os.fspath(source)):
-            return from_kineto_files(os.fspath(source), say=say)
         if prefer == "kineto":
             raise ChakraError(f"{source}: no Kineto traces (*.json[.gz] written by the PyTorch profiler)")
-    if workload is None:
-        if paths is not None:
-            raise ChakraError("a list of paths is read as Kineto traces; name one Chakra workload instead")
-        workload = Workload.open(source)
-    return from_workload(workload, result)
+    return from_workload(Workload.open(source))
 
 
-__all__ = ["SOURCE_CHOICES", "kineto_files", "open_timeline"]
+__all__ = ["SOURCE_CHOICES", "open_timeline"]

@@ -28,14 +28,15 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from ...convert.collectives import is_backend_op_name, is_comm_op_name
 from ...convert.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
 from ...convert.link import interval_parents
+from ...convert.profiler import kineto_files, trace_rank
 from ...errors import ChakraError
-from ...io.workload import sniff
 from ...schema.enums import NodeType
 from ...schema.resources import host_gap_mask
 from ..align import rank_offsets_ns
@@ -352,45 +353,16 @@ def from_workload(wl, result=None) -> JobTimeline:
 
 
 # ---------------------------------------------------------------- paths
-_RANK = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-
-
-def kineto_files(source: str | os.PathLike | list) -> dict[int, str]:
-    """{rank: Kineto trace} of a list of files, one file, or a folder (``rank<r>.kineto.json[.gz]``
-    from `chakra collect`, or any ``*.json[.gz]`` Kineto traces: rank from ``distributedInfo``
-    when they are read, else from a ``rank<N>`` in the name, else their order)."""
-    if isinstance(source, (list, tuple)):
-        paths = [os.fspath(p) for p in source]
-    else:
-        source = os.fspath(source)
-        if os.path.isdir(source):
-            paths = sorted(
-                os.path.join(source, f)
-                for f in os.listdir(source)
-                if f.endswith((".json", ".json.gz")) and sniff(os.path.join(source, f)) == "kineto"
-            )
-        else:
-            paths = [source]
-    if not paths:
-        raise ChakraError(f"{source}: no Kineto traces (*.json[.gz] written by the PyTorch profiler)")
-    out: dict[int, str] = {}
-    for i, p in enumerate(paths):
-        m = _RANK.search(os.path.basename(p))
-        r = int(m.group(1)) if m else i
-        if r in out:
-            r = max(out) + 1
-        out[r] = p
-    return out
-
-
 def from_kineto_files(source, say=None) -> JobTimeline:
-    """Read and reduce each rank's Kineto trace (rank from the trace's ``distributedInfo``
-    where present)."""
+    """Read and reduce each rank's Kineto trace: the files `convert.profiler.kineto_files` names
+    (files as given, or one folder), ranked as the Kineto converter ranks them (`trace_rank`)."""
     out: dict[int, RankTimeline] = {}
-    for r, p in sorted(kineto_files(source).items()):
+    paths: dict[int, Path] = {}
+    for k, p in enumerate(kineto_files(source)):
         if say:
-            say(p)
-        k = read_for_devices(p)
-        rank = k.rank if k.rank is not None and k.rank not in out else r
-        out[rank] = from_kineto(k, rank)
-    return JobTimeline(out)
+            say(str(p))
+        kin = read_for_devices(p)
+        rank = trace_rank(kin, p, k, paths)
+        paths[rank] = p
+        out[rank] = from_kineto(kin, rank)
+    return JobTimeline(dict(sorted(out.items())))
