@@ -511,7 +511,7 @@ def test_comm_groups_hostile_json(tmp_path, capsys, good_et, text):
 )
 def test_system_configs_hostile(tmp_path, name, text, words):
     from chakra_trace.errors import ChakraError
-    from chakra_trace.simulate.config.files import load_json, load_yaml
+    from chakra_trace.io.documents import load_json, load_yaml
 
     p = tmp_path / name
     with pytest.raises(ChakraError) as e:

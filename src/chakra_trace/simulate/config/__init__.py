@@ -16,12 +16,11 @@ Keys that ASTRA-sim reads but that have no effect here (``boost-mode``, ``replay
 and keys it does not know at all, are kept in ``ignored`` so reports can list them;
 :meth:`SystemConfig.unknown_keys` separates likely typos from known-but-ignored keys.
 
-The network file is YAML, read by PyYAML's safe loader (`files`), which also takes exponents
+The network file is YAML, read by PyYAML's safe loader (`io.documents`), which also takes exponents
 without a dot (``1e2``) as numbers, as ASTRA-sim's yaml-cpp does; a syntax error, several
 documents or a key given twice name the file and line.
 """
 
-from .files import parse_yaml
 from .system import (
     ALGORITHMS,
     ASTRA_IGNORED_MEMORY_KEYS,
@@ -33,7 +32,7 @@ from .system import (
     SystemConfig,
     parse_algorithm,
 )
-from .topology import MIN_NPUS_PER_DIM, TOPOLOGIES, Dimension, Network
+from .topology import MIN_NPUS_PER_DIM, TOPOLOGIES, Dimension, Network, parse_yaml
 
 __all__ = [
     "TOPOLOGIES",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ...errors import ChakraError
-from .files import json_key_lines, load_json, read_text
+from ...io.documents import json_key_lines, load_json, read_text
 from .values import (
     ENV_MAX_CHUNKS,
     MAX_LATENCY_NS,
@@ -164,7 +164,7 @@ class _KeyedConfig:
 
     @classmethod
     def from_json(cls: type[_C], path) -> _C:
-        text = read_text(path)
+        text = read_text(path, "system file")
         d = load_json(text, str(path))
         return cls._from_mapping(d, str(path), json_key_lines(text))
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ChakraError
-from .files import load_yaml, read_text
+from ...io.documents import load_yaml, read_text
 from .values import (
     ENV_MAX_NPUS,
     MAX_DIMS,
@@ -164,7 +164,7 @@ class Network:
     def from_yaml(cls, path) -> Network:
         """Read an ASTRA-sim analytical network file (``topology``, ``npus_count``,
         ``bandwidth``, ``latency``: one list entry per dimension)."""
-        data, lines = load_yaml(read_text(path), str(path))
+        data, lines = load_yaml(read_text(path, "network file"), str(path))
         return cls._from_mapping(data, str(path), lines)
 
     @classmethod
@@ -272,3 +272,12 @@ def _int_array(v: Any, what: str) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- JSON configs
+
+
+def parse_yaml(text: str, source: str = "<string>") -> dict:
+    """The mapping a YAML text holds (a network file's shape; ``{}`` when empty). Anything else,
+    and every problem `load_yaml` finds, raises ChakraError naming ``source`` and the line."""
+    data, _ = load_yaml(text, source)
+    if not isinstance(data, dict):
+        raise ChakraError(f"{source}: expected a mapping of keys to values, got {show(data)}")
+    return data

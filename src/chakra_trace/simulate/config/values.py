@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ChakraError
+from ...io.documents import short
 from ...io.memory import env_int
 
 # Ranges every config is held to (issue 13): a value past them is a typo or hostile, and would
@@ -42,14 +43,14 @@ def show(v: Any) -> str:
     if isinstance(v, bool):
         return f"{v} (a boolean)"
     if isinstance(v, str):
-        return f"{v!r} (a string)"
+        return f"{short(v)} (a string)"
     if isinstance(v, (list, tuple)):
-        return f"a list {list(v)!r}"[:120]
+        return f"a list {short(list(v))}"
     if isinstance(v, Mapping):
         return "a mapping"
     if v is None:
         return "nothing"
-    return repr(v)[:80]
+    return short(v)
 
 
 def _is_bool(v: Any) -> bool:
