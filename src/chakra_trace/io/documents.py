@@ -31,6 +31,7 @@ DEFAULT_DOCUMENT_BYTES = 64 << 20
 #: Values a YAML document may expand to once its aliases are followed (a billion-laughs file
 #: holds ~100 nodes that expand to 10^9).
 MAX_YAML_VALUES = 1_000_000
+_PIECE = 1 << 20
 
 
 def document_limit() -> int:
@@ -85,10 +86,16 @@ def read_bytes(path: str | os.PathLike, what: str = "file", limit: int | None = 
                     f"{p}: {size} bytes, more than the {limit} a {what} may hold (set {DOCUMENT_LIMIT_ENV})"
                 )
             reader = raw
-        data = reader.read(limit + 1)
-    if len(data) > limit:
+        parts, got = [], 0
+        while got <= limit:  # in pieces: a read of `limit` bytes would allocate them all up front
+            piece = reader.read(min(_PIECE, limit + 1 - got))
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+    if got > limit:
         raise ChakraError(f"{p}: more than the {limit} bytes a {what} may hold (set {DOCUMENT_LIMIT_ENV})")
-    return data
+    return b"".join(parts)
 
 
 def read_text(path: str | os.PathLike, what: str = "file", limit: int | None = None) -> str:
