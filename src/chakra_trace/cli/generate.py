@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from ..io.workload import Workload, write_comm_groups
+from ..io.workload import Workload
 from ..simulate import SimulationWarning
 from ..simulate.presets import simulate_on
 from ..synthesize.generate import (
@@ -182,9 +182,7 @@ def sample_cmd(
         d = info.to_dict()
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     with steps(f"writing {len(w)} traces", None):
-        w.save(prefix)
-        if w.groups:
-            write_comm_groups(w.groups, f"{prefix}.comm_groups.json")
+        w.save(prefix, groups=w.groups or None)
     d |= {
         "output": prefix,
         "ranks": len(w),

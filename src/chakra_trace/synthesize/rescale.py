@@ -30,6 +30,7 @@ import numpy as np
 from ..capture import rules as R
 from ..capture.step import SCHEMA
 from ..errors import ChakraError
+from ..io.documents import load_json, short
 from ..schema import proto as pb
 from ..schema.enums import Attr
 from ..schema.trace import Trace
@@ -66,17 +67,21 @@ def capture_about(t: Trace) -> dict:
             "rescale: not a master trace (`chakra capture ... --shape-rules -o MASTER.et` makes one; "
             "a parallelized or converted trace has no shape rules)"
         )
-    try:
-        about = json.loads(meta["capture"])
-    except json.JSONDecodeError as e:
-        raise ChakraError(f"rescale: the master trace's capture metadata is not JSON ({e})") from None
+    about = load_json(meta["capture"], "rescale: capture metadata")  # (deep or over-long: a ChakraError)
+    if not isinstance(about, dict):
+        raise ChakraError(f"rescale: the capture metadata is {short(about)}, not a JSON object")
+    for what in ("batch", "seq"):
+        v = about.get(what)
+        if type(v) is not int or v < 1:
+            raise ChakraError(f"rescale: the capture metadata's {what} is {short(v)}, not a positive integer")
     rules = about.get("shape_rules")
     if not rules:
         raise ChakraError(
             "rescale: this master trace has no shape rules; capture it again with `chakra capture ... --shape-rules`"
         )
-    if rules.get("format") != R.FORMAT:
-        raise ChakraError(f"rescale: shape rules of format {rules.get('format')}, this version reads {R.FORMAT}")
+    if not isinstance(rules, dict) or rules.get("format") != R.FORMAT:
+        got = rules.get("format") if isinstance(rules, dict) else rules
+        raise ChakraError(f"rescale: shape rules of format {short(got)}, this version reads {R.FORMAT}")
     return about
 
 
@@ -137,11 +142,11 @@ def _rescaled_rows(t: Trace, batch: int, seq: int) -> dict[int, tuple[bytes, int
 def _rescale_op(head: bytes, op: str, rule: str, batch: int, seq: int) -> tuple[bytes, int, int]:
     """(new inputs/outputs wire bytes, (FLOPs, bytes)) of one ruled op."""
     msg = pb.Node.FromString(head)
-    try:
-        ins, outs = json.loads(msg.inputs.shapes), json.loads(msg.outputs.shapes)
-        parsed = json.loads(rule)
-        in_types, out_types = json.loads(msg.inputs.types), json.loads(msg.outputs.types)
-    except json.JSONDecodeError as e:
+    try:  # (load_json: nesting too deep or an over-long integer is a one-line error too)
+        ins, outs = load_json(msg.inputs.shapes, "input shapes"), load_json(msg.outputs.shapes, "output shapes")
+        parsed = load_json(rule, "shape rule")
+        in_types, out_types = load_json(msg.inputs.types, "input types"), load_json(msg.outputs.types, "output types")
+    except ChakraError as e:
         raise R.ShapeRuleError(f"its shapes, types or shape rule are not JSON ({e})") from None
     flops, nbytes, new_ins, new_outs = R.rescaled_cost(op, ins, in_types, outs, out_types, parsed, batch, seq)
     msg.inputs.shapes, msg.outputs.shapes = _DUMPS(new_ins), _DUMPS(new_outs)

@@ -39,7 +39,7 @@ from ...errors import ChakraError
 from ...io.workload import Workload
 from ...schema.trace import Trace
 from . import stats
-from .fit import capture_batch, features, program_layers
+from .fit import capture_batch, check_trace, features, program_layers
 from .model import GeneratorModel, JobFeatures
 from .program import Vocabulary, extract
 from .sample import BASELINES, sample_baseline, sample_detailed
@@ -299,6 +299,8 @@ def evaluate(
     ref_steps: dict[str, dict[str, float | None]] = {}
     for name, w in held_out.items():
         w = Workload.of(w)
+        for r in w.ranks:
+            check_trace(w.traces[r], str(w.paths.get(r, f"held-out job {name!r} rank {r}")))
         cond = condition_for(model, w)
         ref = _reference(w)
         notes: list[str] = []

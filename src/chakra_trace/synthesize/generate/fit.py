@@ -24,16 +24,16 @@ duration distribution of every slot, and the dependency relations (`relations.fi
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import ChakraError
+from ...errors import ChakraError, TraceFormatError
+from ...io.documents import load_json
 from ...io.workload import Workload
-from ...schema.enums import NodeType
+from ...schema.enums import Attr, NodeType
 from ...schema.groups import declared_groups
 from ...schema.trace import Trace
 from . import grammar, relations, stats
@@ -325,15 +325,64 @@ def features(w: Workload) -> JobFeatures:
 
 
 def capture_batch(t: Trace) -> float | None:
-    """The batch a captured master trace was captured at (its `capture` metadata), or None."""
+    """The batch a captured master trace was captured at (its `capture` metadata), or None,
+    also where the metadata does not read as JSON (nested too deep, an over-long integer) or
+    gives no finite positive batch: the fit only conditions on it."""
     for a in t.metadata.attr:
         if a.name == "capture":
             try:
-                v = json.loads(a.string_val).get("batch")
-            except (ValueError, AttributeError):
+                v = load_json(a.string_val, "capture metadata")
+            except ChakraError:
                 return None
-            return float(v) if isinstance(v, (int, float)) else None
+            v = v.get("batch") if isinstance(v, dict) else None
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                return None
+            return float(v)
     return None
+
+
+_NODE_TYPES = np.asarray(sorted(int(x) for x in NodeType), np.int64)
+MAX_DURATION_US = 1 << 53  # (what a float keeps exactly; 285 years)
+
+
+def check_trace(t: Trace, source: str, ranks: int | None = None) -> None:
+    """What a fit cannot learn from, refused with the file and node (`chakra validate` flags
+    these too): a node type Chakra does not define; a negative FLOP count, size or collective
+    type, or one past 2^63; a duration past 2^53 µs; a send or receive peer outside the job's
+    `ranks`. The model file keeps these values and refuses them on reading."""
+    bad = ~np.isin(t.types, _NODE_TYPES)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise TraceFormatError(
+            source,
+            f"node type {int(t.types[row])} is not a Chakra node type (0..{int(_NODE_TYPES.max())}); fit cannot learn it",
+            node_id=int(t.ids[row]),
+        )
+    for attr in (Attr.NUM_OPS, Attr.TENSOR_SIZE, Attr.COMM_SIZE, Attr.COMM_TYPE):
+        v = getattr(t, attr)
+        v = v.view(np.int64) if v.dtype == np.uint64 else v  # (a uint64 >= 2^63 reads as negative)
+        neg = t.has(attr) & ((v < 0) | (v >= 1 << 31) if attr == Attr.COMM_TYPE else v < 0)
+        if neg.any():
+            row = int(np.flatnonzero(neg)[0])
+            raw = int(getattr(t, attr)[row])
+            raise TraceFormatError(source, f"{attr} {raw} is out of range", node_id=int(t.ids[row]))
+    long = t.duration > MAX_DURATION_US
+    if long.any():
+        row = int(np.flatnonzero(long)[0])
+        raise TraceFormatError(
+            source, f"a duration of {int(t.duration[row])} µs is out of range", node_id=int(t.ids[row])
+        )
+    for typ, attr in ((NodeType.COMM_SEND_NODE, Attr.COMM_DST), (NodeType.COMM_RECV_NODE, Attr.COMM_SRC)):
+        rows = t.types == typ
+        peer = getattr(t, attr).astype(np.int64)
+        out = rows & ((peer < 0) | (peer >= (ranks if ranks is not None else 1 << 31)))
+        if out.any():
+            row = int(np.flatnonzero(out)[0])
+            raise TraceFormatError(
+                source,
+                f"{attr} {int(peer[row])} is not a rank of the job (0..{(ranks or 1 << 31) - 1})",
+                node_id=int(t.ids[row]),
+            )
 
 
 def fit(
@@ -358,6 +407,7 @@ def fit(
             rp = by_trace.get(id(t))
             if rp is None:
                 try:
+                    check_trace(t, str(w.paths.get(r, f"job {name!r} rank {r}")), len(ranks))
                     rp = by_trace[id(t)] = extract(t, vocab, max_period)
                 except ChakraError as e:
                     raise ChakraError(f"fit: job {name!r} rank {r}: {e}") from None

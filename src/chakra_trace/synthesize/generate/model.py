@@ -25,14 +25,16 @@ A model file is one JSON object (gzip when the name ends in ``.gz``)::
   and comm sizes' quantiles, each token's duration-to-work elasticity, and each token's jitter
   (the spread of log durations among the instances of one slot, which sampling adds).
 
-Reading checks the format, the version (a file of another version is refused, naming both) and
-that every array has the length the others imply, so a damaged file fails on read, not deep in
-sampling.
+Reading checks the format, the version (a file of another version is refused, naming both),
+that every array has the length the others imply, the element types and ranges, and the grammar
+forest and relations' structure (`validity`), so a damaged or hostile file fails on read, with
+one line naming the file and the field, not deep in sampling. The file itself is read as a
+shared document (`io.documents`: a regular file, at most 64 MiB after gunzip,
+``$CHAKRA_MAX_DOCUMENT_BYTES``, gzip bombs refused).
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from dataclasses import dataclass, field
@@ -42,9 +44,13 @@ from typing import Any
 import numpy as np
 
 from ...errors import ChakraError
+from ...io.documents import read_json, short
 from ...io.et import atomic_output
+from ...schema.enums import CollectiveType, NodeType
 from .grammar import Tree
+from .program import PHASES
 from .relations import Relations
+from .validity import check_relations, check_tree
 
 FORMAT = "chakra-generator"
 VERSION = 1
@@ -142,6 +148,7 @@ class GeneratorModel:
     dur_q: np.ndarray  # quantiles of every duration (µs)
     size_q: np.ndarray  # quantiles of every comm size (bytes)
     fit_info: dict[str, Any] = field(default_factory=dict)
+    source: str | None = field(default=None, compare=False)  # the file it was read from (for messages)
 
     def job(self, like: str | int | None) -> Job:
         """A job by name or index (None: the only job); a recorded job's name without its step
@@ -267,6 +274,23 @@ def model_to_dict(m: GeneratorModel) -> dict[str, Any]:
     }
 
 
+_INT32 = 1 << 31
+# per array of a program: (smallest, largest) value it may hold (None: any); index arrays are
+# checked against what they index
+_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "lane_kind": (0, 3),
+    "lane_attr": (0, 2),
+    "seq": (-1, None),
+    "comm_size": (0, None),
+    "num_ops": (0, None),
+    "tensor_size": (0, None),
+    "peer": (-1, _INT32 - 1),
+    "tag": (-_INT32, _INT32 - 1),
+    "phase": (0, len(PHASES) - 1),
+    "dur": (0, 2**53),
+}
+
+
 class _Reader:
     """Pulls typed values out of the JSON object, naming the file and the field on any error."""
 
@@ -284,14 +308,40 @@ class _Reader:
             raise self.fail(where, f"{key!r} should be {getattr(kind, '__name__', kind)}, got {type(v).__name__}")
         return v
 
+    def count(self, d: Any, key: str, where: str, low: int = 1) -> int:
+        """An integer >= `low` (a count, a layer number)."""
+        v = self.get(d, key, where, int)
+        if not low <= v < 1 << 62:
+            raise self.fail(where, f"{key!r} is {short(v)}, expected an integer >= {low}")
+        return v
+
+    def number(self, v: Any, where: str, what: str) -> float:
+        """A finite JSON number (not a bool, NaN or infinity)."""
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(float(v)):
+            raise self.fail(where, f"{what} should be a finite number, got {short(v)}")
+        return float(v)
+
     def array(self, d: dict, key: str, dtype: Any, where: str) -> np.ndarray:
+        """A flat list of numbers of the dtype's kind (integers for an integer dtype, finite
+        numbers for a float one, booleans for a bool one) that fit the dtype."""
         v = self.get(d, key, where, list)
+        want = np.dtype(dtype)
+        bad = self.fail(where, f"{key!r} should be a flat list of {want.name} values")
         try:
-            a = np.asarray(v, dtype=dtype)
-        except (TypeError, ValueError, OverflowError) as e:
-            raise self.fail(where, f"{key!r} is not a list of {np.dtype(dtype).name}: {e}") from None
-        if a.ndim != 1:
-            raise self.fail(where, f"{key!r} should be a flat list")
+            raw = np.asarray(v)
+        except (TypeError, ValueError, OverflowError):  # ragged, or not numbers
+            raise bad from None
+        if raw.ndim != 1:
+            raise bad
+        if raw.size == 0:
+            return np.zeros(0, want)
+        if raw.dtype.kind not in {"b": "b", "i": "i", "u": "i", "f": "if"}[want.kind]:
+            raise bad
+        a = raw.astype(want)
+        if want.kind == "f" and not np.isfinite(a).all():
+            raise self.fail(where, f"{key!r} holds {a[~np.isfinite(a)][0]}: values must be finite")
+        if want.kind in "iu" and (a != raw).any():
+            raise self.fail(where, f"{key!r} holds {int(raw[a != raw][0])}, out of the range of {want.name}")
         return a
 
     def length(self, a: np.ndarray, n: int, key: str, where: str) -> None:
@@ -308,41 +358,47 @@ class _Reader:
         if bad.any():
             raise self.fail(where, f"{key!r} holds {int(a[bad][0])}, outside 0..{n - 1}")
 
+    def within(self, a: np.ndarray, key: str, where: str, low: float | None, high: float | None) -> None:
+        bad = np.zeros(a.size, bool)
+        if low is not None:
+            bad |= a < low
+        if high is not None:
+            bad |= a > high
+        if bad.any():
+            span = f"{'' if low is None else low}..{'' if high is None else high}"
+            raise self.fail(where, f"{key!r} holds {a[bad][0]}, outside {span}")
+
 
 def model_from_dict(d: Any, path: str = "<model>") -> GeneratorModel:
     """A model from the JSON object of the file format, every field checked (ModelFormatError)."""
     r = _Reader(path)
     if not isinstance(d, dict) or d.get("format") != FORMAT:
         got = d.get("format") if isinstance(d, dict) else type(d).__name__
-        raise ModelFormatError(f"{path}: not a chakra generator model (format {got!r}, expected {FORMAT!r})")
+        raise ModelFormatError(f"{path}: not a chakra generator model (format {short(got)}, expected {FORMAT!r})")
     version = d.get("version")
-    if version != VERSION:
+    if type(version) is not int or version != VERSION:
         raise ModelFormatError(
-            f"{path}: model file version {version!r} is not supported: this chakra-trace reads version {VERSION} "
-            "(fit the model again with this version: chakra generate fit)"
+            f"{path}: model file version {short(version)} is not supported: this chakra-trace reads version "
+            f"{VERSION} (fit the model again with this version: chakra generate fit)"
         )
     voc = r.get(d, "vocabulary", "vocabulary", dict)
-    raw_tokens = r.get(voc, "tokens", "vocabulary", list)
-    tokens: list[tuple[int, int, str, int, int]] = []
-    for i, t in enumerate(raw_tokens):
-        if not (isinstance(t, list) and len(t) == 5 and isinstance(t[2], str)):
-            raise r.fail(f"vocabulary token {i}", "expected [node_type, kind, op_class, comm_type, role]")
-        try:
-            tokens.append((int(t[0]), int(t[1]), t[2], int(t[3]), int(t[4])))
-        except (TypeError, ValueError):
-            raise r.fail(f"vocabulary token {i}", f"not integers where expected: {t!r}") from None
+    tokens = _tokens(r, r.get(voc, "tokens", "vocabulary", list))
     names = r.get(voc, "names", "vocabulary", list)
     if not all(isinstance(s, str) for s in names):
         raise r.fail("vocabulary", "names must be strings")
-    programs = [_program(r, p, i, len(tokens), len(names)) for i, p in enumerate(r.get(d, "programs", "model", list))]
+    programs = [_program(r, p, i, tokens, len(names)) for i, p in enumerate(r.get(d, "programs", "model", list))]
     g = r.get(d, "global", "model", dict)
     token_ops = r.array(g, "token_ops", np.float64, "global")
     elasticity = r.array(g, "token_elasticity", np.float64, "global")
     jitter = r.array(g, "token_jitter", np.float64, "global")
-    r.length(token_ops, len(tokens), "token_ops", "global")
-    r.length(elasticity, len(tokens), "token_elasticity", "global")
-    r.length(jitter, len(tokens), "token_jitter", "global")
-    jobs = [_job(r, j, i, len(programs)) for i, j in enumerate(r.get(d, "jobs", "model", list))]
+    for key, a, low, high in (
+        ("token_ops", token_ops, 0, None),
+        ("token_elasticity", elasticity, 0, 1),
+        ("token_jitter", jitter, 0, 0.5),
+    ):
+        r.length(a, len(tokens), key, "global")
+        r.within(a, key, "global", low, high)
+    jobs = [_job(r, j, i, programs, tokens) for i, j in enumerate(r.get(d, "jobs", "model", list))]
     if not jobs:
         raise r.fail("jobs", "the model holds no job")
     fit_info = d.get("fit", {})
@@ -357,10 +413,37 @@ def model_from_dict(d: Any, path: str = "<model>") -> GeneratorModel:
         dur_q=r.array(g, "dur_q", np.float64, "global"),
         size_q=r.array(g, "size_q", np.float64, "global"),
         fit_info=fit_info if isinstance(fit_info, dict) else {},
+        source=path,
     )
 
 
-def _program(r: _Reader, d: Any, i: int, n_tokens: int, n_names: int) -> Program:
+_NODE_TYPES = frozenset(int(t) for t in NodeType)
+
+
+def _tokens(r: _Reader, raw: list) -> list[tuple[int, int, str, int, int]]:
+    """[node_type, kind, op_class, comm_type, role]: a Chakra node type, a resource kind 0..3, a
+    name, a collective type (-1: none), a communicator role (-1: all ranks)."""
+    out = []
+    for i, t in enumerate(raw):
+        ok = isinstance(t, list) and len(t) == 5 and isinstance(t[2], str)
+        ok = ok and all(type(t[k]) is int for k in (0, 1, 3, 4))
+        if (
+            not ok
+            or t[0] not in _NODE_TYPES
+            or not 0 <= t[1] <= 3
+            or not -1 <= t[3] < _INT32
+            or not -1 <= t[4] < _INT32
+        ):
+            raise r.fail(
+                f"vocabulary token {i}",
+                f"expected [node_type (0..{max(_NODE_TYPES)}), kind (0..3), op_class, comm_type (-1 or "
+                f"{min(CollectiveType)}..), role (-1 or more)], got {short(t)}",
+            )
+        out.append((t[0], t[1], t[2], t[3], t[4]))
+    return out
+
+
+def _program(r: _Reader, d: Any, i: int, tokens: list, n_names: int) -> Program:
     where = f"program {i}"
     tree = Tree(**{k: r.array(d, "tree_" + k, t, where) for k, t in _TREE.items()})
     a = {k: r.array(d, k, t, where) for k, t in _PROGRAM.items()}
@@ -372,25 +455,34 @@ def _program(r: _Reader, d: Any, i: int, n_tokens: int, n_names: int) -> Program
     r.index(tree.child, nodes, "tree_child", where)
     r.index(tree.roots, nodes, "tree_roots", where)
     r.index(tree.parent, nodes, "tree_parent", where, allow=-1)
-    if ((tree.kind < 0) | (tree.kind > 2)).any():
-        raise r.fail(where, "tree_kind must be 0 (sequence), 1 (repeat) or 2 (literal)")
-    if (tree.count < 1).any():
-        raise r.fail(where, "a repeat count below 1")
-    slots = int(tree.nslots.sum())
+    slots = int(tree.nslots.clip(0).sum())
+    shape = check_tree(tree, slots, lambda what: r.fail(where, what))
     for k in ("count_a", "count_b"):
         r.length(a[k], nodes, k, where)
     r.length(a["lane_kind"], tree.roots.size, "lane_kind", where)
     r.length(a["lane_attr"], tree.roots.size, "lane_attr", where)
     for k in ("slot_token", "slot_lane"):
         r.length(a[k], slots, k, where)
-    r.index(a["slot_token"], n_tokens, "slot_token", where)
+    r.index(a["slot_token"], len(tokens), "slot_token", where)
     r.index(a["slot_lane"], tree.roots.size, "slot_lane", where)
+    if (a["slot_lane"] != shape.lane[shape.leaf]).any():
+        raise r.fail(where, "slot_lane disagrees with the lane of the slot's grammar tree")
     r.csr(a["inst_ptr"], a["key"], slots, "inst_ptr", "key", where)
+    odd = np.diff(a["inst_ptr"]) != shape.instances
+    if odd.any():
+        s = int(np.flatnonzero(odd)[0])
+        raise r.fail(
+            where,
+            f"slot {s} has {int(np.diff(a['inst_ptr'])[s])} template instances (inst_ptr), but its repeats' "
+            f"tree_count make {shape.instances[s]:.6g}",
+        )
     ops = a["key"].size
     for k in ("seq", "name", "comm_size", "comm_slope", "num_ops", "tensor_size", "peer", "tag", "phase"):
         r.length(a[k], ops, k, where)
     r.index(a["name"], n_names, "name", where)
     r.csr(a["dur_ptr"], a["dur"], slots, "dur_ptr", "dur", where)
+    for k, (low, high) in _RANGES.items():
+        r.within(a[k], k, where, low, high)
     m = rel.v.size
     for k in ("u", "kind", "every"):
         r.length(getattr(rel, k), m, "rel_" + k, where)
@@ -400,43 +492,64 @@ def _program(r: _Reader, d: Any, i: int, n_tokens: int, n_names: int) -> Program
     r.length(rel.lvl_ref, rel.lvl_type.size, "rel_lvl_ref", where)
     r.length(rel.lvl_b, rel.lvl_type.size, "rel_lvl_b", where)
     r.csr(rel.app_ptr, rel.app, m, "rel_app_ptr", "rel_app", where)
-    layers = int(r.get(d, "layers", where, int))
-    pooled = int(r.get(d, "ranks_pooled", where, int))
+    check_relations(rel, shape, lambda what: r.fail(where, what))
+    layers = r.count(d, "layers", where)
+    pooled = r.count(d, "ranks_pooled", where)
     return Program(tree=tree, layers=layers, rel=rel, ranks_pooled=pooled, **a)
 
 
-def _job(r: _Reader, d: Any, i: int, n_programs: int) -> Job:
+def _roles_used(p: Program, tokens: list) -> int:
+    """Communicator roles a rank running `p` must name (its collectives' highest role + 1)."""
+    roles = [tokens[t][4] for t in np.unique(p.slot_token).tolist() if tokens[t][0] == NodeType.COMM_COLL_NODE]
+    return max(roles, default=-1) + 1
+
+
+def _job(r: _Reader, d: Any, i: int, programs: list[Program], tokens: list) -> Job:
     where = f"job {i}"
     name = r.get(d, "name", where, str)
-    where = f"job {name!r}"
-    ranks = r.get(d, "ranks", where, int)
+    where = f"job {short(name)}"
+    ranks = r.count(d, "ranks", where)
     rp = r.get(d, "rank_program", where, list)
-    if len(rp) != ranks or not all(isinstance(x, int) and 0 <= x < n_programs for x in rp):
+    n_programs = len(programs)
+    if len(rp) != ranks or not all(type(x) is int and 0 <= x < n_programs for x in rp):
         raise r.fail(where, f"rank_program must list a program (0..{n_programs - 1}) for each of its {ranks} ranks")
     roles = r.get(d, "rank_roles", where, list)
     if len(roles) != ranks or not all(isinstance(x, list) and all(isinstance(s, str) for s in x) for x in roles):
         raise r.fail(where, "rank_roles must list each rank's communicator names")
+    need = {k: _roles_used(programs[k], tokens) for k in set(rp)}
+    for rank, (k, names) in enumerate(zip(rp, roles)):
+        if len(names) < need[k]:
+            raise r.fail(
+                where, f"rank {rank} names {len(names)} communicators; its program's collectives use {need[k]}"
+            )
+    for k in set(rp):
+        peer = programs[k].peer
+        if peer.size and int(peer.max()) >= ranks:
+            raise r.fail(where, f"program {k} sends to or receives from rank {int(peer.max())}; the job has {ranks}")
     groups = r.get(d, "groups", where, dict)
     for g, members in groups.items():
-        if not isinstance(members, list) or not all(isinstance(x, int) for x in members):
-            raise r.fail(where, f"group {g!r} must list integer ranks")
+        if not isinstance(members, list) or not all(type(x) is int and 0 <= x < ranks for x in members):
+            raise r.fail(where, f"group {short(g)} must list ranks 0..{ranks - 1}")
     f = r.get(d, "features", where, dict)
-    mix = r.get(f, "op_mix", where + " features", dict)
+    fw = where + " features"
+    mix = r.get(f, "op_mix", fw, dict)
     batch = d.get("batch")
+    if batch is not None and r.number(batch, where, "batch") <= 0:
+        raise r.fail(where, f"batch should be > 0, got {short(batch)}")
     return Job(
         name=name,
         ranks=ranks,
         rank_program=list(rp),
         rank_roles=[list(x) for x in roles],
         groups={str(g): list(m) for g, m in groups.items()},
-        layers=int(r.get(d, "layers", where, int)),
+        layers=r.count(d, "layers", where),
         features=JobFeatures(
-            op_mix={str(k): float(v) for k, v in mix.items()},
-            nodes=float(r.get(f, "nodes", where + " features", (int, float))),
-            dur_q=[float(x) for x in r.get(f, "dur_q", where + " features", list)],
-            size_q=[float(x) for x in r.get(f, "size_q", where + " features", list)],
+            op_mix={str(k): r.number(v, fw, f"op_mix[{short(k)}]") for k, v in mix.items()},
+            nodes=r.number(r.get(f, "nodes", fw, (int, float)), fw, "nodes"),
+            dur_q=[r.number(x, fw, "dur_q") for x in r.get(f, "dur_q", fw, list)],
+            size_q=[r.number(x, fw, "size_q") for x in r.get(f, "size_q", fw, list)],
         ),
-        batch=float(batch) if isinstance(batch, (int, float)) and not isinstance(batch, bool) else None,
+        batch=None if batch is None else float(batch),
     )
 
 
@@ -449,20 +562,14 @@ def write_model(model: GeneratorModel, path: str | os.PathLike) -> Path:
 
 
 def read_model(path: str | os.PathLike) -> GeneratorModel:
-    """Read and check a model file (ModelFormatError naming the file and the field)."""
+    """Read and check a model file (ModelFormatError naming the file and the field). The file is
+    a shared document (`io.documents.read_json`): a regular file of at most 64 MiB after gunzip
+    ($CHAKRA_MAX_DOCUMENT_BYTES), gzip bombs, deep nesting and over-long integers refused."""
     p = os.fspath(path)
     try:
-        with open(p, "rb") as f:
-            raw = f.read()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        d = json.loads(raw)
-    except (OSError, EOFError) as e:
-        if isinstance(e, FileNotFoundError):
-            raise
-        raise ModelFormatError(f"{p}: cannot read the model file: {e}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelFormatError(f"{p}: not a JSON model file: {e}") from None
-    except RecursionError:
-        raise ModelFormatError(f"{p}: JSON nested too deeply for a model file") from None
+        d = read_json(p, "model file")
+    except ModelFormatError:
+        raise
+    except ChakraError as e:
+        raise ModelFormatError(str(e)) from None
     return model_from_dict(d, p)

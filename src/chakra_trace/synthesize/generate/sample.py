@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,11 +45,20 @@ from ...schema.resources import COMM, CPU
 from ...schema.trace import Trace
 from ..scale import data_parallel
 from . import grammar, relations
+from .budget import baseline_nodes, layer_target, plan_sample
 from .model import GeneratorModel, Job, Program
 from .program import LANE_STREAM, LANE_TID, P2P, PHASES
 
 OPTIMIZER = PHASES.index("optimizer")
 BASELINES = ("iid-global", "iid-like")
+MAX_JITTER = 100.0  # times the fitted noise: exp(0.5 * 100 * z) stays finite
+_INT64_MAX = float(2**63 - 2**10)  # the largest float below 2^63: what a cast to int64 keeps
+
+
+def _ints(x: np.ndarray, dtype) -> np.ndarray:
+    """Rounded to integers of `dtype`, clipped to what it holds (no cast of inf or NaN)."""
+    low = 0.0 if np.dtype(dtype).kind == "u" else -_INT64_MAX
+    return np.rint(np.clip(np.nan_to_num(x, nan=0.0), low, _INT64_MAX)).astype(dtype)
 
 
 @dataclass
@@ -67,27 +77,6 @@ class _Structure:
     dropped: int
 
 
-def layer_target(job: Job, layers_scale: float = 1.0, layers: int | None = None) -> int:
-    """The layer count asked for: `layers`, else the job's times `layers_scale`."""
-    target = int(layers) if layers is not None else int(round(job.layers * layers_scale))
-    if target == job.layers:
-        return target
-    if job.layers < 2:
-        raise ChakraError(f"job {job.name!r} has no repeated layer block: its layer count cannot change")
-    if target < 1:
-        raise ChakraError(f"a layer count of {target} (job {job.name!r} has {job.layers})")
-    return target
-
-
-def program_counts(p: Program, factor: float) -> np.ndarray:
-    """Repeat counts of a program at `factor` times its layers (count rules, at least 1)."""
-    if factor == 1.0:
-        return p.tree.count.copy()
-    target = p.layers * factor
-    c = np.rint(p.count_a * target + p.count_b).astype(np.int64)
-    return np.where(p.tree.kind == grammar.REP, np.maximum(c, 1), 1)
-
-
 def periods(p: Program, counts: np.ndarray) -> np.ndarray:
     """Per repeat, the whole number of instances per layer its count rule gives (2 collectives
     per layer: 2) when both counts divide by it, else 1: what `relations.map_index` keeps."""
@@ -95,18 +84,6 @@ def periods(p: Program, counts: np.ndarray) -> np.ndarray:
     ok = (np.abs(p.count_a - a) < 1e-6) & (np.abs(p.count_b) < 1e-6) & (a >= 2)
     ok &= (counts % np.maximum(a, 1) == 0) & (p.tree.count % np.maximum(a, 1) == 0)
     return np.where(ok, a, 1)
-
-
-def template(model: GeneratorModel, p: Program, factor: float) -> Program:
-    """The program to expand for `p` at `factor` times its layers: of its family (`fit`), the
-    member whose layer count is nearest the one asked for (the larger on a tie): its relations
-    and sizes were seen closest to it."""
-    if factor == 1.0:
-        return p
-    want = p.layers * factor
-    key = p.family_key()
-    family = [q for q in model.programs if q.layers != p.layers and q.family_key() == key] + [p]
-    return min(family, key=lambda q: (abs(q.layers - want), -q.layers))
 
 
 def _template_instances(
@@ -258,9 +235,10 @@ def _scaled_durations(
         dur = noisy * np.where(after > 0, before / np.where(after > 0, after, 1.0), 1.0)[s.token]
     if batch_scale != 1.0:
         rows = _batch_rows(p, s, cols)
-        dur[rows] *= batch_scale ** model.token_elasticity[s.token[rows]]
+        with np.errstate(over="ignore"):  # (a scale of 1e300: clipped below)
+            dur[rows] *= batch_scale ** model.token_elasticity[s.token[rows]]
         dur = np.where((dur > 0) & (dur < 1), 1.0, dur)
-    return np.rint(dur).astype(np.uint64)
+    return _ints(dur, np.uint64)
 
 
 def _batch_rows(p: Program, s: _Structure, cols: dict) -> np.ndarray:
@@ -286,14 +264,15 @@ def _build(
     send, recv = types == NodeType.COMM_SEND_NODE, types == NodeType.COMM_RECV_NODE
     num_ops = p.num_ops[s.tmpl].astype(np.float64)
     tensor = p.tensor_size[s.tmpl].astype(np.float64)
-    size = p.comm_size[s.tmpl] + p.comm_slope[s.tmpl] * extra_layers
-    size = np.maximum(size, 0.0)
-    if batch_scale != 1.0:
-        m = _batch_rows(p, s, cols)
-        num_ops[m] *= batch_scale
-        tensor[m] *= batch_scale
-        acts = send | recv | (coll & (cols["ctype"] == CollectiveType.ALL_TO_ALL))
-        size[acts] *= batch_scale
+    with np.errstate(over="ignore", invalid="ignore"):  # (huge scales or slopes: clipped by _ints)
+        size = p.comm_size[s.tmpl] + p.comm_slope[s.tmpl] * extra_layers
+        size = np.maximum(size, 0.0)
+        if batch_scale != 1.0:
+            m = _batch_rows(p, s, cols)
+            num_ops[m] *= batch_scale
+            tensor[m] *= batch_scale
+            acts = send | recv | (coll & (cols["ctype"] == CollectiveType.ALL_TO_ALL))
+            size[acts] *= batch_scale
     lane_attr = p.lane_attr[s.lane]
     tid = lane_attr == LANE_TID
     stream = lane_attr == LANE_STREAM
@@ -301,10 +280,10 @@ def _build(
     named = coll & (role >= 0)
     attrs: dict[str, tuple] = {
         Attr.IS_CPU_OP: (cols["kind"] == CPU, np.ones(n, bool)),
-        Attr.NUM_OPS: (np.rint(num_ops).astype(np.int64), (types == NodeType.COMP_NODE) & (num_ops > 0)),
-        Attr.TENSOR_SIZE: (np.rint(tensor).astype(np.uint64), (types == NodeType.COMP_NODE) & (tensor > 0)),
+        Attr.NUM_OPS: (_ints(num_ops, np.int64), (types == NodeType.COMP_NODE) & (num_ops > 0)),
+        Attr.TENSOR_SIZE: (_ints(tensor, np.uint64), (types == NodeType.COMP_NODE) & (tensor > 0)),
         Attr.COMM_TYPE: (cols["ctype"], coll & (cols["ctype"] >= 0)),
-        Attr.COMM_SIZE: (np.rint(size).astype(np.int64), comm),
+        Attr.COMM_SIZE: (_ints(size, np.int64), comm),
         Attr.COMM_DST: (p.peer[s.tmpl], send),
         Attr.COMM_SRC: (p.peer[s.tmpl], recv),
         Attr.COMM_TAG: (p.tag[s.tmpl], send | recv),
@@ -355,8 +334,10 @@ def sample(
     ranks: int | None = None,
     seed: int = 0,
     jitter: float = 1.0,
+    max_nodes: int | None = None,
 ) -> Workload:
-    """A new job like training job `like` (name or index; see the module docstring)."""
+    """A new job like training job `like` (name or index; see the module docstring), refused
+    before anything is built when it would pass the limits (`budget`)."""
     return sample_detailed(
         model,
         like,
@@ -366,6 +347,7 @@ def sample(
         ranks=ranks,
         seed=seed,
         jitter=jitter,
+        max_nodes=max_nodes,
     )[0]
 
 
@@ -379,34 +361,51 @@ def sample_detailed(
     ranks: int | None = None,
     seed: int = 0,
     jitter: float = 1.0,
+    max_nodes: int | None = None,
 ) -> tuple[Workload, SampleInfo]:
-    """`sample`, and what it was made from."""
+    """`sample`, and what it was made from. The sample's size is checked before anything is
+    built (`budget.plan_sample`: nodes per rank against `max_nodes`, else the node limit of
+    every trace load; dependencies; the job's ranks)."""
     job = model.job(like)
-    if not batch_scale > 0:
-        raise ChakraError(f"batch_scale must be > 0, got {batch_scale}")
+    if not (math.isfinite(batch_scale) and batch_scale > 0):
+        raise ChakraError(f"batch_scale must be a finite number > 0, got {batch_scale}")
+    if not (math.isfinite(jitter) and 0 <= jitter <= MAX_JITTER):
+        raise ChakraError(f"jitter must be a number in 0..{MAX_JITTER:g}, got {jitter}")
     target = layer_target(job, layers_scale, layers)
-    factor = target / job.layers
+    plan = plan_sample(model, job, target, max_nodes)
     info = SampleInfo(job.name, target, job.layers, batch_scale, ranks or job.ranks, seed, 0)
     about = {"generator": "hierarchical", "like": job.name, "layers": target, "batch_scale": batch_scale, "seed": seed}
     meta = global_metadata({"generator": json.dumps(about, sort_keys=True)})
-    structures: dict[int, tuple[Program, _Structure, float]] = {}
+    built: dict[int, tuple[Program, _Structure, dict, Trace]] = {}
     traces: dict[int, Trace] = {}
     for r in range(job.ranks):
         k = job.rank_program[r]
-        if k not in structures:
-            q = template(model, model.programs[k], factor)
-            f = model.programs[k].layers * factor / q.layers
-            structures[k] = (q, expand_program(model, q, program_counts(q, f)), f)
-            info.dropped_deps += structures[k][1].dropped
-        p, s, f = structures[k]
+        if k not in built:  # one expansion and one set of columns per program: ranks differ in durations
+            e = plan[k]
+            p = e.template
+            s = expand_program(model, p, e.counts)
+            info.dropped_deps += s.dropped
+            zero = np.zeros(s.slot.size, np.uint64)
+            base = _build(model, p, s, job.rank_roles[r], zero, batch_scale, p.layers * (e.factor - 1), meta)
+            built[k] = (p, s, _token_columns(model, s.token), base)
+        p, s, cols, base = built[k]
         rng = np.random.default_rng([seed, r])
-        cols = _token_columns(model, s.token)
         dur = _scaled_durations(model, p, s, cols, rng, batch_scale, jitter)
-        traces[r] = _build(model, p, s, job.rank_roles[r], dur, batch_scale, p.layers * (f - 1), meta)
+        traces[r] = _rank_trace(base, dur, job.rank_roles[r])
     w = Workload(traces, {g: list(m) for g, m in job.groups.items()})
     if ranks is not None and ranks != job.ranks:
         w = data_parallel(w, ranks)
     return w, info
+
+
+def _rank_trace(base: Trace, duration: np.ndarray, roles: list[str]) -> Trace:
+    """A rank of a program: the program's columns (shared, not copied), its own durations and
+    its own communicator names (a collective's pg_name code is its role on the rank)."""
+    arrays = {k: getattr(base, k) for k in Trace.ARRAYS}
+    arrays["duration"] = duration
+    return Trace(
+        len(base), metadata=base.metadata, names=list(base.names), groups=list(roles), placed=base.placed, **arrays
+    )
 
 
 # --------------------------------------------------------------------------- baselines
@@ -447,14 +446,15 @@ def sample_baseline(
     layers: int | None = None,
     ranks: int | None = None,
     seed: int = 0,
+    max_nodes: int | None = None,
 ) -> Workload:
-    """A trivial job with as many ops per rank as `sample` would make (module docstring)."""
+    """A trivial job with as many ops per rank as `sample` would make (module docstring),
+    checked against the same limits first."""
     if kind not in BASELINES:
         raise ChakraError(f"baseline {kind!r}: expected one of {', '.join(BASELINES)}")
     job = model.job(like)
     target = layer_target(job, layers_scale, layers)
-    p0 = model.programs[job.rank_program[0]]
-    n = int(grammar.instances(p0.tree, program_counts(p0, target / job.layers)).sum())
+    n = baseline_nodes(model, job, target, max_nodes)
     types = np.asarray([t[0] for t in model.tokens], np.int64)
     ctypes = np.asarray([t[3] for t in model.tokens], np.int64)
     usable = ~np.isin(types, (*P2P, NodeType.METADATA_NODE))
@@ -466,6 +466,7 @@ def sample_baseline(
         weights = weights * usable
     if weights.sum() <= 0 and n:
         raise ChakraError(f"job {job.name!r}: no ops to sample a baseline from")
+    weights = weights / weights.max() if n else weights  # (a sum of huge counts stays finite)
     rng = np.random.default_rng([seed, 1 << 20])
     token = rng.choice(len(model.tokens), size=n, p=weights / weights.sum()) if n else np.zeros(0, np.int64)
     cols = _token_columns(model, token)

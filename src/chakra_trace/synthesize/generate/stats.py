@@ -44,9 +44,10 @@ def op_mix(w: Workload) -> Counter:
     out: Counter = Counter()
     for t, n in _distinct(w):
         rows = ops(t)
-        codes, counts = np.unique(t.name_codes[rows] * 16 + t.types[rows], return_counts=True)
-        for c, k in zip(codes.tolist(), counts.tolist()):
-            out[f"{c % 16}:{op_class(t.names[c // 16])}"] += k * n
+        pairs = np.stack([t.name_codes[rows].astype(np.int64), t.types[rows].astype(np.int64)], axis=1)
+        uniq, counts = np.unique(pairs, axis=0, return_counts=True)
+        for (c, typ), k in zip(uniq.tolist(), counts.tolist()):
+            out[f"{typ}:{op_class(t.names[c])}"] += k * n
     return out
 
 
@@ -69,7 +70,7 @@ def log_sizes(w: Workload) -> np.ndarray:
     parts = []
     for t, n in _distinct(w):
         m = np.isin(t.types, COMM_TYPES)
-        parts.extend([np.log2(1.0 + t.comm_size[m].astype(np.float64))] * n)
+        parts.extend([np.log2(1.0 + np.maximum(t.comm_size[m].astype(np.float64), 0.0))] * n)  # (negative: 0)
     return np.concatenate(parts) if parts else np.zeros(0)
 
 

@@ -51,4 +51,4 @@ def split_steps(w: Workload) -> list[Workload]:
             done[id(t)] = [_cut(t, np.flatnonzero((step == i) | meta)) for i in range(k)]
         for i in range(k):
             out[i][r] = done[id(t)][i]
-    return [Workload(traces, dict(w.groups)) for traces in out]
+    return [Workload(traces, dict(w.groups), dict(w.paths)) for traces in out]

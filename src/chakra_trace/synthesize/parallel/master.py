@@ -23,13 +23,14 @@ derives, once per master trace:
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ...errors import ChakraError
+from ...io.documents import load_json, short
 from ...schema import proto as pb
 from ...schema.enums import NodeType
 from ...schema.trace import Trace
@@ -74,9 +75,22 @@ class ParallelizeError(ChakraError):
     """A master trace or plan that cannot be parallelized as asked."""
 
 
+def capture_json(text: str, what: str) -> Any:
+    """JSON the capture wrote into the trace (its metadata, a node's shapes), read as data from
+    a shared file: nesting too deep or an over-long integer is a one-line ParallelizeError."""
+    try:
+        return load_json(text, what)
+    except ChakraError as e:
+        raise ParallelizeError(str(e)) from None
+
+
 def layer_of(module: str) -> int | None:
     m = _LAYER.search(module)
-    return int(m.group(1)) if m else None
+    if not m:
+        return None
+    if len(m.group(1)) > 12:  # (a trillion layers: not a model; int() of 5,000 digits is refused)
+        raise ParallelizeError(f"module {short(module)}: layer number {short(m.group(1))} is out of range")
+    return int(m.group(1))
 
 
 def expert_region(module: str) -> str | None:
@@ -142,13 +156,21 @@ class Master:
         shapes_json, types_json = self.outputs[row]
         if not shapes_json:
             return 0
-        shapes, types = json.loads(shapes_json), json.loads(types_json)
+        node = f"node {int(self.trace.ids[row])}"
+        shapes, types = (
+            capture_json(shapes_json, f"{node} output shapes"),
+            capture_json(types_json, f"{node} output types"),
+        )
         if not shapes or not types:
             return 0
-        size = _ITEMSIZE.get(types[0][len("Tensor(") : -1]) if types[0].startswith("Tensor(") else None
+        t0 = types[0] if isinstance(types, list) else None
+        size = _ITEMSIZE.get(t0[len("Tensor(") : -1]) if isinstance(t0, str) and t0.startswith("Tensor(") else None
         if size is None:
-            raise ParallelizeError(f"node {int(self.trace.ids[row])}: output type {types[0]!r} has no known size")
-        return int(np.prod(shapes[0], dtype=np.int64)) * size
+            raise ParallelizeError(f"{node}: output type {short(t0)} has no known size")
+        dims = shapes[0] if isinstance(shapes, list) else None
+        if not isinstance(dims, list) or not all(type(x) is int and 0 <= x < 1 << 40 for x in dims) or len(dims) > 64:
+            raise ParallelizeError(f"{node}: output shape {short(dims)} is not a list of sizes")
+        return int(np.prod(dims, dtype=np.int64)) * size
 
     def is_real(self, row: int) -> bool:
         """Moves data (not a view or a metadata query)."""
@@ -226,14 +248,27 @@ def _node_fields(trace: Trace) -> tuple[list, list, list, list, list]:
 
 
 def _about(trace: Trace) -> dict:
+    """The capture metadata: batch and seq (positive integers) and the parameters, each
+    [name, numel, itemsize, producer node id, ready order] (`capture.step`)."""
     for a in trace.metadata.attr:
         if a.name == "capture":
-            try:
-                about = json.loads(a.string_val)
-            except json.JSONDecodeError as e:
-                raise ParallelizeError(f"the master trace's capture metadata is not JSON: {e}") from None
-            if "batch" not in about or "seq" not in about:
+            about = capture_json(a.string_val, "capture metadata")
+            if not isinstance(about, dict) or "batch" not in about or "seq" not in about:
                 raise ParallelizeError("the master trace's capture metadata has no batch/seq")
+            for key in ("batch", "seq"):
+                v = about[key]
+                if type(v) is not int or not 1 <= v < 1 << 40:
+                    raise ParallelizeError(f"capture metadata: {key} {short(v)} is not a positive integer")
+            params = about.get("parameters", [])
+            if not isinstance(params, list):
+                raise ParallelizeError(f"capture metadata: parameters {short(params)} is not a list")
+            for i, p in enumerate(params):
+                ok = isinstance(p, list) and len(p) == 5 and isinstance(p[0], str)
+                if not ok or not all(type(x) is int and -(1 << 62) < x < 1 << 62 for x in p[1:]) or min(p[1:3]) < 0:
+                    raise ParallelizeError(
+                        f"capture metadata: parameter {i} is {short(p)}, expected "
+                        "[name, numel, itemsize, producer node id, ready order]"
+                    )
             return about
     raise ParallelizeError(
         "not a master trace: no `capture` metadata (make one with `chakra capture MODEL.py:build ... -o MASTER.et`)"
