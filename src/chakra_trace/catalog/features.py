@@ -21,9 +21,10 @@ import numpy as np
 from ..analyze.breakdown import COLUMNS as BREAKDOWN_COLUMNS
 from ..analyze.breakdown import rank_breakdown
 from ..analyze.collectives import imbalance
+from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name, node_type_name
-from ..schema.groups import group_rows, named_groups
+from ..schema.groups import rows_by_group
 from ..schema.trace import Trace
 from .digest import workload_digest
 
@@ -116,66 +117,64 @@ def _ops(distinct: dict[int, Trace], mult: dict[int, int]) -> Columns:
     }
 
 
-def _collectives(w: Workload, distinct_rows: dict[tuple[int, str], np.ndarray]) -> tuple[Columns, bool]:
+def _trace_collectives(t: Trace, gindex: dict[str, int], by_group: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """One trace's typed collectives as (group index, instance k, bytes, duration, type) columns,
+    and whether an all_to_all among them carries attributes beyond the columns."""
+    parts = list(by_group.items())
+    rows = np.concatenate([r for _, r in parts]).astype(np.int64)
+    lens = np.array([r.size for _, r in parts], np.int64)
+    gi = np.repeat(np.array([gindex[g] for g, _ in parts], np.int64), lens)
+    ix = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+    ctype = t.comm_type[rows].astype(np.int64)
+    a2a = ctype == CollectiveType.ALL_TO_ALL
+    split = bool(a2a.any() and (t.extra_indptr[rows + 1] != t.extra_indptr[rows])[a2a].any())
+    return gi, ix, _sizes(t)[rows], t.duration[rows].astype(np.int64), ctype, np.array(split)
+
+
+def _collectives(w: Workload) -> tuple[Columns, bool]:
     """Every collective instance with its members' sizes, and whether any instance could be
-    imbalanced (sizes differ, or an all_to_all carries attributes beyond the columns: splits)."""
-    cols: dict[str, list] = {k: [] for k in ("pg", "idx", "type", "group_size", "members")}
-    flat: dict[str, list] = {"rank": [], "bytes": [], "dur": []}
-    suspect = False
-    names: set[str] = set(w.groups)
-    for t in {id(t): t for t in w.traces.values()}.values():  # (as Workload.all_groups, once per trace)
-        names |= named_groups(t)
-    for g in sorted(names):
-        members = w.group_ranks(g)
-        idx, rank, byt, dur, ctype = [], [], [], [], []
-        for r in w.ranks:
-            t = w.traces[r]
-            rows = distinct_rows.get((id(t), g))
-            if rows is None:
-                rows = distinct_rows[(id(t), g)] = group_rows(t, g)
-            if not rows.size:
-                continue
-            idx.append(np.arange(rows.size, dtype=np.int64))
-            rank.append(np.full(rows.size, r, np.int64))
-            byt.append(_sizes(t)[rows])
-            dur.append(t.duration[rows].astype(np.int64))
-            ctype.append(t.comm_type[rows].astype(np.int64))
-            a2a = ctype[-1] == CollectiveType.ALL_TO_ALL
-            if a2a.any() and (t.extra_indptr[rows + 1] != t.extra_indptr[rows])[a2a].any():
-                suspect = True
-        if not idx:
-            continue
-        ix, rk, by, du, ct = (np.concatenate(x) for x in (idx, rank, byt, dur, ctype))
-        order = np.lexsort((rk, ix))
-        ix, rk, by, du, ct = ix[order], rk[order], by[order], du[order], ct[order]
-        starts = np.flatnonzero(np.r_[True, ix[1:] != ix[:-1]])
-        n = np.diff(np.r_[starts, ix.size])
-        lo, hi = np.minimum.reduceat(by, starts), np.maximum.reduceat(by, starts)
-        suspect = suspect or bool((lo != hi).any())
-        sb = by[np.lexsort((by, ix))]  # sizes ascending within each instance: the median
-        cols["pg"].append(np.full(starts.size, g, dtype=object))
-        cols["idx"].append(ix[starts])
-        cols["type"].append(ct[starts])
-        cols["group_size"].append(np.full(starts.size, len(members), np.int64))
-        cols["members"].append(n)
-        cols.setdefault("bytes_min", []).append(lo)
-        cols.setdefault("bytes_max", []).append(hi)
-        cols.setdefault("bytes_median", []).append((sb[starts + (n - 1) // 2] + sb[starts + n // 2]) / 2)
-        cols.setdefault("bytes_total", []).append(np.add.reduceat(by, starts))
-        cols.setdefault("duration_max_us", []).append(np.maximum.reduceat(du, starts))
-        flat["rank"].append(rk)
-        flat["bytes"].append(by)
-        flat["dur"].append(du)
-    if not cols["pg"]:
+    imbalanced (sizes differ, or an all_to_all carries attributes beyond the columns: splits).
+    Instances in group-name order, then k, members by rank: one sort over every group (a pass
+    per group costs groups x nodes)."""
+    distinct = {id(t): t for t in w.traces.values()}
+    by_group = {k: rows_by_group(t) for k, t in distinct.items()}
+    gnames = sorted({g for by in by_group.values() for g in by})
+    if not gnames:
         return {}, False
-    out: Columns = {k: np.concatenate(v) for k, v in cols.items()}
+    gindex = {g: i for i, g in enumerate(gnames)}
+    per_trace = {k: _trace_collectives(t, gindex, by_group[k]) for k, t in distinct.items() if by_group[k]}
+    present = [r for r in w.ranks if id(w.traces[r]) in per_trace]
+    suspect = any(bool(c[5]) for c in per_trace.values())
+    gi, ix, by, du, ct = (np.concatenate([per_trace[id(w.traces[r])][i] for r in present]) for i in range(5))
+    rk = np.concatenate([np.full(per_trace[id(w.traces[r])][0].size, r, np.int64) for r in present])
+    order = np.lexsort((rk, ix, gi))
+    gi, ix, rk, by, du, ct = gi[order], ix[order], rk[order], by[order], du[order], ct[order]
+    starts = np.flatnonzero(np.r_[True, (ix[1:] != ix[:-1]) | (gi[1:] != gi[:-1])])
+    n = np.diff(np.r_[starts, ix.size])
+    lo, hi = np.minimum.reduceat(by, starts), np.maximum.reduceat(by, starts)
+    suspect = suspect or bool((lo != hi).any())
+    sb = by[np.lexsort((by, ix, gi))]  # sizes ascending within each instance: the median
+    all_groups = w.all_groups()
+    group_size = np.array([len(all_groups[g]) for g in gnames], np.int64)
+    out: Columns = {
+        "pg": np.array(gnames, dtype=object)[gi[starts]],
+        "idx": ix[starts],
+        "type": ct[starts],
+        "group_size": group_size[gi[starts]],
+        "members": n,
+        "bytes_min": lo,
+        "bytes_max": hi,
+        "bytes_median": (sb[starts + (n - 1) // 2] + sb[starts + n // 2]) / 2,
+        "bytes_total": np.add.reduceat(by, starts),
+        "duration_max_us": np.maximum.reduceat(du, starts),
+    }
     codes, inv = np.unique(out["type"], return_inverse=True)
     out["type"] = np.array([collective_name(int(c)) for c in codes], dtype=object)[inv]
     offsets = np.r_[0, np.cumsum(out["members"])].astype(np.int64)
     out["imbalanced"] = np.zeros(offsets.size - 1, bool)
-    out["rank_ids"] = (offsets, np.concatenate(flat["rank"]).astype(np.int32))
-    out["rank_bytes"] = (offsets, np.concatenate(flat["bytes"]))
-    out["rank_durations_us"] = (offsets, np.concatenate(flat["dur"]))
+    out["rank_ids"] = (offsets, rk.astype(np.int32))
+    out["rank_bytes"] = (offsets, by)
+    out["rank_durations_us"] = (offsets, du)
     return out, suspect
 
 
@@ -200,8 +199,31 @@ def _findings(w: Workload, coll: Columns) -> Columns:
     }
 
 
+#: Largest sum or time the catalog takes (its columns are BIGINT; kept well below 2^63 so sums of
+#: sums over ranks and jobs in SQL do not overflow either).
+MAX_TOTAL = 1 << 62
+
+
+def _check_fits(distinct: dict[int, Trace], mult: dict[int, int]) -> None:
+    """Refuse a job whose durations, times or sizes, summed as the tables sum them, pass
+    `MAX_TOTAL` (64-bit fields in a trace can hold up to 2^64 - 1)."""
+    totals = {"node durations": 0.0, "message sizes": 0.0}
+    for k, t in distinct.items():
+        totals["node durations"] += float(t.duration.astype(np.float64).sum()) * mult[k]
+        totals["message sizes"] += float(_raw_sizes(t).sum()) * mult[k]
+        if len(t) and float((t.start.astype(np.float64) + t.duration.astype(np.float64)).max()) > MAX_TOTAL:
+            raise ChakraError("a node ends after 2^62 µs (start + duration), more than the catalog's columns hold")
+    for what, total in totals.items():
+        if total > MAX_TOTAL:
+            raise ChakraError(f"{what} sum to {total:.3g}, more than the 2^62 the catalog's columns hold")
+
+
+def _raw_sizes(t: Trace) -> np.ndarray:
+    return np.where(t.has(Attr.COMM_SIZE), t.comm_size.astype(np.float64), 0.0)
+
+
 def extract(name: str, w: Workload, source: str = "") -> JobFeatures:
-    """Every table's rows for one job."""
+    """Every table's rows for one job (ChakraError when its sums do not fit the catalog)."""
     ranks = w.ranks
     distinct: dict[int, Trace] = {}
     mult: dict[int, int] = {}
@@ -209,6 +231,7 @@ def extract(name: str, w: Workload, source: str = "") -> JobFeatures:
         t = w.traces[r]
         distinct.setdefault(id(t), t)
         mult[id(t)] = mult.get(id(t), 0) + 1
+    _check_fits(distinct, mult)
     counts = {k: _rank_counts(t) for k, t in distinct.items()}
     per_rank = [counts[id(w.traces[r])] for r in ranks]
     tables: dict[str, Columns] = {
@@ -216,7 +239,7 @@ def extract(name: str, w: Workload, source: str = "") -> JobFeatures:
         | {c: np.array([p[c] for p in per_rank], np.int64) for c in next(iter(counts.values()), {})},
         "ops": _ops(distinct, mult) if distinct else {},
     }
-    coll, suspect = _collectives(w, {})
+    coll, suspect = _collectives(w)
     tables["collectives"] = coll
     if suspect:
         tables["imbalance"] = _findings(w, coll)

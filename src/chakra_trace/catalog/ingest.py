@@ -1,10 +1,11 @@
 """Adding jobs to a catalog: features extracted in worker processes, one writer inserting
 columnar batches.
 
-Workers (a `forkserver` pool, so no worker inherits the writer's DuckDB threads) open and
-summarize jobs; the parent keeps a bounded window of chunks in flight (a generator of a million
-jobs is never drained into memory), drops jobs whose content hash the catalog already holds,
-and inserts every table as one Arrow batch per few hundred jobs, in one transaction per batch.
+Workers (a `spawn` pool, so no worker inherits the writer's DuckDB threads, and each ends with
+the parent even when that is killed outright: `io.workers`) open and summarize jobs; the
+parent keeps a bounded window of chunks in flight (a generator of a million jobs is never
+drained into memory), drops jobs whose content hash the catalog already holds, and inserts
+every table as one Arrow batch per few hundred jobs, in one transaction per batch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.workers import pool_options
 from ..io.workload import Workload
 from .features import JobFeatures, extract
 from .schema import TABLES, arrow_schema
@@ -101,7 +103,10 @@ def _extract_one(item: Item) -> tuple[JobFeatures | None, str | None]:
         except Exception as e:  # noqa: BLE001 (one unreadable job must not stop a fleet's ingestion)
             msg = str(e) if path in str(e) else f"{path}: {e}"
             return None, f"{msg} (expected a workload Workload.open accepts: .et files, a prefix or a folder)"
-    return extract(name, w, path or ""), None
+    try:
+        return extract(name, w, path or ""), None
+    except ChakraError as e:  # (a job the catalog's columns cannot hold: the others go on)
+        return None, f"{path or name}: {e}"
 
 
 def extract_chunk(chunk: list[Item]) -> list[tuple[JobFeatures | None, str | None]]:
@@ -126,7 +131,7 @@ def _results(it: Iterator[Item], jobs: int, chunk: int) -> Iterator[tuple[Item, 
         for x in it:
             yield (x, *_extract_one(x))
         return
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("forkserver")) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), **pool_options()) as pool:
         window: deque = deque()
         for c in _chunks(it, chunk):
             # (tags and dates stay here: workers need only the job)

@@ -14,6 +14,7 @@ from rich.table import Table
 from ..catalog import QUERIES, Catalog
 from ..errors import ChakraError
 from .common import console, print_json, steps
+from .terminal import safe_line
 
 
 @click.group()
@@ -53,7 +54,7 @@ def add(db: str, paths: tuple[str, ...], jobs: int, tags: tuple[str, ...], date:
             f"({result.seconds:.2f} s, {result.jobs_per_s:,.1f} jobs/s)"
         )
     for _source, err in result.errors:
-        click.echo(f"error: {err}", err=True)
+        click.echo(f"error: {safe_line(err)}", err=True)
     if result.errors:
         sys.exit(2)
 

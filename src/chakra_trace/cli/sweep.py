@@ -40,12 +40,37 @@ def sweep() -> None:
 @click.option("--ray", metavar="auto|ADDRESS", default=None, help="Run on Ray: auto starts a local runtime.")
 @click.option("--retries", type=click.IntRange(min=0), default=2, show_default=True, help="Tries after a worker dies.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Run at most this many of the points left.")
+@click.option(
+    "--max-points",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Refuse a spec that makes more points than this [default: $CHAKRA_SWEEP_MAX_POINTS, else 100,000].",
+)
+@click.option(
+    "--allow-path",
+    "allow_paths",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="A folder whose files the spec may name besides its own folder (repeatable).",
+)
 @json_option
-def run_cmd(spec, out, workers, ray, retries, limit, as_json) -> None:
-    """Simulate the points of SPEC not yet in the results folder (rerun to resume)."""
+def run_cmd(spec, out, workers, ray, retries, limit, max_points, allow_paths, as_json) -> None:
+    """Simulate the points of SPEC not yet in the results folder (rerun to resume).
+
+    SPEC is data: its `where` is one SQL expression over the points' columns, and the files it
+    names (workloads, network and system files) must be in its own folder or an --allow-path."""
     with _bar("sweep") as (advance, set_total):
         result = run_sweep(
-            spec, out, workers=workers, ray=ray, retries=retries, limit=limit, progress=advance, on_total=set_total
+            spec,
+            out,
+            workers=workers,
+            ray=ray,
+            retries=retries,
+            limit=limit,
+            progress=advance,
+            on_total=set_total,
+            max_points=max_points,
+            allow_paths=allow_paths,
         )
     d = result.to_dict()
     if as_json:
@@ -78,7 +103,7 @@ def _bar(label: str) -> Iterator[tuple]:
 @click.argument("sql")
 @json_option
 def query_cmd(results, sql, as_json) -> None:
-    """Run DuckDB SQL over RESULTS; its rows are the view `points`."""
+    """Run DuckDB SQL over RESULTS; its rows are the table `points` (the query reads no file)."""
     _show(query(results, sql), "query", as_json)
 
 

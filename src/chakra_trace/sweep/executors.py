@@ -6,7 +6,9 @@ pipe, and the parent waits on the pipes and the processes' sentinels together. A
 (killed, out of memory) costs only the point it held: the point goes back to the queue, up to
 ``retries`` more times, and a fresh worker takes the dead one's place. Workers are spawned (not
 forked: the parent may run threads, e.g. a progress bar) and ignore SIGINT, so Ctrl-C stops the
-parent, which flushes what finished and ends its workers.
+parent, which flushes what finished and ends its workers; a parent killed outright (SIGKILL)
+takes its workers with it (`io.workers.die_with_parent`), and a worker whose parent is gone
+exits quietly rather than print a broken pipe.
 
 Ray: one task per point (``max_retries`` re-runs a task whose worker died), at most a few per
 CPU in flight. ``--ray auto`` starts a local runtime with ``workers`` CPUs and stops it after;
@@ -16,6 +18,7 @@ an address joins that cluster.
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 from collections import deque
 from collections.abc import Callable
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
 from ..errors import ChakraError
+from ..io.workers import die_with_parent
 from .evaluate import evaluate
 
 OnRow = Callable[[dict], None]
@@ -37,22 +41,27 @@ class Tally:
     restarts: int = 0
 
 
-def _worker(conn: Connection, ctx: dict) -> None:
+def _worker(conn: Connection, ctx: dict, parent: int) -> None:
+    die_with_parent(parent)  # (a parent killed with SIGKILL cannot end us itself)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             point = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return
         if point is None:
             return
-        conn.send(evaluate(ctx, point))
+        row = evaluate(ctx, point)
+        try:
+            conn.send(row)
+        except OSError:  # the parent is gone (BrokenPipeError): nobody to take the row
+            return
 
 
 class _Slot:
     def __init__(self, mpctx, ctx: dict):
         self.conn, child = mpctx.Pipe()
-        self.proc = mpctx.Process(target=_worker, args=(child, ctx), daemon=True)
+        self.proc = mpctx.Process(target=_worker, args=(child, ctx, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
         self.point: dict | None = None

@@ -1,23 +1,32 @@
 """A sweep's results folder: Parquet part files of rows, each written atomically, queryable with
-DuckDB as the view ``points``.
+DuckDB as the table ``points``.
 
 Layout: ``part-<time>-<pid>-<n>-<random>.parquet`` (rows of finished points, appended as they come; a
 part appears whole or not at all: temp file + rename) and ``sweep.json`` (the spec of the latest
 run, its axes). A point is finished when its id is in a part, so a rerun skips it; an
 interrupted run loses only the rows not yet flushed.
+
+A results folder may come from someone else, so it is read as data: parts must be regular files
+in the folder (not links), are read by pyarrow (not by DuckDB, whose connection here has no
+file access at all: `io.database`), and together may hold at most half the memory available;
+``sweep.json`` is a bounded JSON document (`io.documents`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ChakraError
+from ..io.database import connect, first_line
+from ..io.documents import open_regular, read_json, short
 from ..io.et import atomic_output
+from ..io.memory import available_bytes
 
 PART_GLOB = "part-*.parquet"
 META = "sweep.json"
@@ -114,14 +123,87 @@ def part_files(folder: str | os.PathLike) -> list[Path]:
     return sorted(Path(folder).glob(PART_GLOB))
 
 
-def finished_ids(folder: str | os.PathLike) -> set[str]:
-    """Ids of the points a results folder already holds."""
+def _read_part(path: Path, columns: list[str] | None, budget: list[int]):
+    """One part as an Arrow table: a regular file of the folder (a link is refused), whose rows
+    fit what is left of ``budget`` (bytes, decreased)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    done: set[str] = set()
-    for p in part_files(folder):
-        done.update(pq.read_table(p, columns=["point_id"]).column("point_id").to_pylist())
-    return done
+    if stat.S_ISLNK(os.lstat(path).st_mode):
+        raise ChakraError(f"{path}: a link; a results folder holds its own part files only")
+    with open_regular(path, "Parquet part") as f:
+        try:
+            pf = pq.ParquetFile(f)
+            meta = pf.metadata
+            size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+            size = max(size, meta.num_rows * meta.num_columns)
+            if size > budget[0]:
+                raise ChakraError(
+                    f"{path}: {size:,} bytes of rows, more than the {budget[0]:,} left of half the memory available"
+                )
+            budget[0] -= size
+            if columns is not None and not set(columns) <= set(pf.schema_arrow.names):
+                raise ChakraError(f"{path}: no column {sorted(set(columns) - set(pf.schema_arrow.names))[0]}")
+            return pf.read(columns=columns)
+        except (pa.ArrowException, OSError, ValueError, TypeError, IndexError) as e:
+            raise ChakraError(f"{path}: not a readable Parquet part ({first_line(e)})") from None
+
+
+def read_parts(folder: str | os.PathLike, columns: list[str] | None = None):
+    """Every part of a results folder as one Arrow table (columns matched by name; a column a
+    part lacks is null there; numbers of different types become doubles)."""
+    import pyarrow as pa
+
+    parts = part_files(folder)
+    if not Path(folder).is_dir():
+        raise ChakraError(f"{folder}: no such results folder")
+    if not parts:
+        raise ChakraError(f"{folder}: no results ({PART_GLOB}) yet")
+    budget = [available_bytes() // 2]
+    tables = _unify([_read_part(p, columns, budget) for p in parts], folder)
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        raise ChakraError(f"{folder}: parts whose columns do not combine ({first_line(e)})") from None
+
+
+def _unify(tables: list, folder) -> list:
+    """Tables whose columns of one name have one type: numbers of several types as doubles,
+    numbers and text as text; anything else that differs is an error naming the column."""
+    import pyarrow as pa
+
+    types: dict[str, set] = {}
+    for t in tables:
+        for f in t.schema:
+            if not pa.types.is_null(f.type):
+                types.setdefault(f.name, set()).add(f.type)
+    target = {}
+    for name, ts in types.items():
+        if len(ts) < 2:
+            continue
+        if all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in ts):
+            target[name] = pa.float64()
+        elif all(pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t) for t in ts):
+            target[name] = pa.string()
+        else:
+            raise ChakraError(f"{folder}: column {short(name)} has different types in different parts")
+    if not target:
+        return tables
+    out = []
+    for t in tables:
+        for name, typ in target.items():
+            if name in t.column_names and t.schema.field(name).type != typ:
+                t = t.set_column(t.column_names.index(name), name, t.column(name).cast(typ))
+        out.append(t)
+    return out
+
+
+def finished_ids(folder: str | os.PathLike) -> set[str]:
+    """Ids of the points a results folder already holds."""
+    if not part_files(folder):
+        return set()
+    column = read_parts(folder, ["point_id"]).column("point_id")
+    return {str(x) for x in column.to_pylist() if x is not None}
 
 
 def write_meta(folder: Path, meta: dict) -> None:
@@ -130,40 +212,76 @@ def write_meta(folder: Path, meta: dict) -> None:
 
 
 def read_meta(folder: str | os.PathLike) -> dict:
+    """``sweep.json`` of a results folder ({} when there is none): a mapping whose ``axes`` is a
+    list of column names."""
     p = Path(folder) / META
-    return json.loads(p.read_text()) if p.is_file() else {}
+    if not p.exists() and not p.is_symlink():
+        return {}
+    meta = read_json(p, "sweep metadata")
+    if not isinstance(meta, dict):
+        raise ChakraError(f"{p}: expected a mapping (the sweep's spec and axes), got {type(meta).__name__}")
+    axes = meta.get("axes", [])
+    if not isinstance(axes, list) or not all(isinstance(a, str) for a in axes):
+        raise ChakraError(f"{p}: axes: expected a list of column names, got {short(axes)}")
+    return meta
 
 
 def _connect(folder: str | os.PathLike):
-    import duckdb
-
-    parts = part_files(folder)
-    if not Path(folder).is_dir():
-        raise ChakraError(f"{folder}: no such results folder")
-    if not parts:
-        raise ChakraError(f"{folder}: no results ({PART_GLOB}) yet")
-    con = duckdb.connect()
-    files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in parts)
-    con.execute(f"CREATE VIEW points AS SELECT * FROM read_parquet([{files}], union_by_name = true)")
+    """A locked DuckDB connection whose table ``points`` is every part's rows."""
+    table = read_parts(folder)
+    con = connect(what="results")
+    con.register("points", table)
     return con
 
 
 def query(folder: str | os.PathLike, sql: str):
-    """Run DuckDB SQL over a results folder, whose rows are the view ``points``; a DataFrame."""
+    """Run DuckDB SQL over a results folder, whose rows are the table ``points``; a DataFrame.
+    The connection reads no file (`io.database`): the SQL sees the rows and nothing else."""
     import duckdb
 
     con = _connect(folder)
     try:
         return con.execute(sql).df()
     except duckdb.Error as e:
-        raise ChakraError(f"{folder}: query failed: {str(e).splitlines()[0]}") from None
+        raise ChakraError(f"{folder}: query failed: {first_line(e)}") from None
     finally:
         con.close()
 
 
 def load_results(folder: str | os.PathLike):
-    """Every row of a results folder as a pandas DataFrame (one row per point)."""
-    return query(folder, "SELECT * FROM points ORDER BY point_id")
+    """Every row of a results folder as a pandas DataFrame (one row per point), with every
+    measured column (null where no part has it); text in a numeric column is a ChakraError."""
+    import duckdb
+
+    con = _connect(folder)
+    try:
+        names = [r[0] for r in con.execute("DESCRIBE points").fetchall()]
+        missing = [c for c in ("point_id", "status") if c not in names]
+        if missing:
+            raise ChakraError(f"{folder}: not a sweep's results (no column {missing[0]} in its parts)")
+        df = con.execute("SELECT * FROM points ORDER BY point_id").df()
+    except duckdb.Error as e:
+        raise ChakraError(f"{folder}: cannot read the rows: {first_line(e)}") from None
+    finally:
+        con.close()
+    return _typed(df, folder)
+
+
+def _typed(df, folder):
+    """The rows with every measured column (missing ones as nulls) and the numeric ones as
+    numbers: a folder someone else wrote may lack columns or hold text where numbers belong."""
+    import pandas as pd
+
+    numeric = [c for c, t in _TYPES.items() if t == "int64"] + _FLOATS
+    for c in (*_TYPES, *_FLOATS):
+        if c not in df.columns:
+            df[c] = float("nan") if c in numeric else None
+        elif c in numeric:
+            v = pd.to_numeric(df[c], errors="coerce")
+            if int(v.isna().sum()) > int(df[c].isna().sum()):
+                raise ChakraError(f"{folder}: column {c} holds values that are not numbers")
+            df[c] = v
+    return df
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import ChakraError
@@ -24,19 +24,23 @@ def run_sweep(
     limit: int | None = None,
     progress: Callable[[int], None] | None = None,
     on_total: Callable[[int], None] | None = None,
+    max_points: int | None = None,
+    allow_paths: Iterable[str | os.PathLike] | None = None,
 ) -> SweepResult:
     """Simulate every point of ``spec`` (a YAML file, a mapping or a `SweepSpec`) not yet in the
     results folder ``out``, in ``workers`` local processes (default: the CPUs) or on Ray (``ray``:
     "auto" for a local runtime, or a cluster address). ``limit``: run at most that many of the
     points left (a trial run). ``on_total`` is told how many points will run, ``progress`` is
-    called with 1 as each finishes."""
+    called with 1 as each finishes. ``max_points``: the most points the spec may make (default
+    `points.point_limit`); ``allow_paths``: folders beside the spec's own whose files it may
+    name (`spec.load_spec`)."""
     t0 = time.perf_counter()
-    s = load_spec(spec)
+    s = load_spec(spec, allow_paths=allow_paths)
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise ChakraError(f"{folder}: not a folder (the sweep writes its results into one)")
+    points = expand(s, max_points)
     folder.mkdir(parents=True, exist_ok=True)
-    points = expand(s)
     done = finished_ids(folder)
     todo = [p.to_dict() for p in points if p.id not in done]
     if limit is not None:

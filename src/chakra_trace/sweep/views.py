@@ -9,12 +9,20 @@ main effect is then its share of that relative metric's variance: the variance o
 level means (weighted by how many points each level has) over the total. On a full factorial the
 shares of all axes plus their interactions sum to 1; a ``where`` filter makes the design
 unbalanced and the shares approximate (still a fair ranking of the axes).
+
+Rows may come from someone else's results folder: a column a view needs must exist and hold
+numbers (text there is an error naming the folder and column); NaN and infinite values count as
+missing, so those rows are left out.
 """
 
 from __future__ import annotations
 
 import os
 
+import numpy as np
+
+from ..errors import ChakraError
+from ..io.documents import short
 from .results import load_results, read_meta
 
 
@@ -22,6 +30,25 @@ def _frame(results):
     """Rows of a results folder or a DataFrame, the successful points only."""
     df = load_results(results) if isinstance(results, (str, os.PathLike)) else results
     return df[df["status"] == "ok"] if "status" in df.columns else df
+
+
+def _numbers(df, cols: list[str], results):
+    """``df`` (a copy) with ``cols`` as floats, non-finite values as NaN; a column that is
+    missing or holds anything but numbers is a ChakraError naming ``results``."""
+    import pandas as pd
+
+    where = str(results) if isinstance(results, (str, os.PathLike)) else "rows"
+    df = df.copy()
+    for c in dict.fromkeys(cols):
+        if c not in df.columns:
+            names = ", ".join(map(str, list(df.columns)[:30]))
+            raise ChakraError(f"{where}: no column {short(c)} (the rows have {names})")
+        v = pd.to_numeric(df[c], errors="coerce")
+        if int(v.isna().sum()) > int(df[c].isna().sum()):
+            raise ChakraError(f"{where}: column {short(c)} holds values that are not numbers")
+        v = v.astype(float)
+        df[c] = v.where(np.isfinite(v))
+    return df
 
 
 def _groups(df, by) -> list[str]:
@@ -43,7 +70,7 @@ def pareto(results, x: str = "step_s", y: str = "cost", by: str | list[str] | No
     """The points no other point of their group (``by``, default the workload) beats on both
     ``x`` and ``y`` (lower is better), by group then ``x``: a DataFrame with every column of
     those rows."""
-    df = _frame(results).dropna(subset=[x, y]).sort_values([x, y], kind="stable")
+    df = _numbers(_frame(results), [x, y], results).dropna(subset=[x, y]).sort_values([x, y], kind="stable")
     groups = _groups(df, by)
     if not groups:
         keep = _front(df, x, y)
@@ -63,7 +90,7 @@ def sensitivity(
     Sorted by share, largest first."""
     import pandas as pd
 
-    df = _frame(results).dropna(subset=[metric])
+    df = _numbers(_frame(results), [metric], results).dropna(subset=[metric])
     if axes is None:
         meta = read_meta(results) if isinstance(results, (str, os.PathLike)) else {}
         axes = [a for a in meta.get("axes", []) if a in df.columns]
@@ -74,6 +101,8 @@ def sensitivity(
         y = y / y.groupby([df[g].astype(str) for g in groups]).transform("mean")
     else:
         y = y / y.mean()
+    finite = np.isfinite(y.to_numpy())  # (a group whose mean is 0 has no relative metric)
+    df, y = df[finite], y[finite]
     total = float(((y - y.mean()) ** 2).sum())
     rows = []
     for a in axes:
@@ -120,7 +149,10 @@ def scaling(
     A DataFrame, one row per group and NPU count (points sharing both: their mean)."""
     import pandas as pd
 
-    df = _frame(results).dropna(subset=[npus, metric])
+    df = _frame(results)
+    df = _numbers(df, [npus, metric] + (["energy_j"] if "energy_j" in df.columns else []), results)
+    df = df.dropna(subset=[npus, metric])
+    df = df[df[npus] >= 1]
     if within is None:
         meta = read_meta(results) if isinstance(results, (str, os.PathLike)) else {}
         within = [a for a in meta.get("axes", []) if a in df.columns and a not in NPU_AXES]
@@ -131,7 +163,8 @@ def scaling(
     agg = df.groupby([*keys, df[npus].astype(int)], sort=True)[cols].mean().reset_index()
     agg.columns = [*groups, "npus", *cols]
     rows = []
-    for _, part in agg.groupby(groups, sort=True) if groups else [(None, agg)]:
+    parts = agg.groupby(groups, sort=True) if groups else ([(None, agg)] if len(agg) else [])  # (no rows left: none)
+    for _, part in parts:
         part = part.sort_values("npus", kind="stable")
         n0, t0 = float(part["npus"].iloc[0]), float(part[metric].iloc[0])
         ratio = part["npus"].astype(float) / n0
