@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.documents import read_json
 from ..replay.environment import environment
 from ..replay.measure import Measurement
 
@@ -138,8 +139,9 @@ def measure_collectives(
                     for p in ctx.processes:
                         p.kill()
                     raise ChakraError(f"calibration at {world} ranks took more than {timeout_s:.0f} s: stopped")
-            with open(out, encoding="utf-8") as f:
-                got = json.load(f)
+            got = read_json(out, "calibration result")  # (our worker's, but read the one bounded way)
+            if not isinstance(got, dict):
+                raise ChakraError(f"{out}: the calibration workers wrote no timings")
         for key, samples in got.items():
             kind, _, nbytes = key.partition(":")
             m = Measurement(

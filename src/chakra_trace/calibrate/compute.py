@@ -72,8 +72,8 @@ class ComputeModel:
                 float(d.get("mem_gbps", 10.0)),
                 int(d.get("threads", 1)),
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise ChakraError(f"profile: the compute model lacks or mistypes {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise ChakraError(f"the compute model lacks or mistypes {str(e)[:160]}") from None
 
 
 def measure_compute(threads: int = 1, budget_s: float = 2.0) -> ComputeModel:

@@ -69,8 +69,8 @@ class AlphaBeta:
                 [float(t) for t in d.get("measured_ns", [])],
                 [[float(a), float(b)] for a, b in d.get("ci_ns", [])],
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise ChakraError(f"profile: a collective fit lacks or mistypes {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise ChakraError(f"a collective fit lacks or mistypes {str(e)[:160]}") from None
 
 
 def fit_alpha_beta(sizes, times_ns, *, collective: str = "", ranks: int = 0, ci_ns=None) -> AlphaBeta:

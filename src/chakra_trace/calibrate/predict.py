@@ -27,6 +27,7 @@ from ..schema.trace import Trace
 from ..simulate import simulate
 from ..synthesize.scale import data_parallel
 from ..synthesize.transforms import rescale
+from .fit import AlphaBeta
 from .profile import SystemProfile
 from .replayed import RankTiming, node_ns, replay_times
 
@@ -91,6 +92,7 @@ def _costed(
     sums: dict[int, dict] = {}
     done: dict = {}
     n = len(wl)
+    members = wl.all_groups() if comm == "table" else {}  # (once: `group_ranks` per row read every trace)
     for r, t in wl.traces.items():
         if comm == "network" and compute == "recorded":
             out[r] = t
@@ -113,7 +115,7 @@ def _costed(
                 ns = np.where(hit, rns * scale, np.where(gap, 0.0, ns))
             c.duration[comp] = _rounded_us(ns[comp])
         if comm == "table":
-            c.duration[:] = _table_us(c, wl, profile, n, nscale)
+            c.duration[:] = _table_us(c, wl, profile, n, nscale, members)
         if comm in ("table", "replay"):
             c.start[:] = 0  # no recorded waits: every node starts as its dependencies end
             _without_origin(c)
@@ -124,18 +126,25 @@ def _costed(
     return Workload(out, dict(wl.groups)), sums
 
 
-def _table_us(t: Trace, wl: Workload, profile: SystemProfile, n: int, scale: float) -> np.ndarray:
-    """Durations with each collective and send/receive at its fitted alpha-beta time."""
+def _table_us(
+    t: Trace, wl: Workload, profile: SystemProfile, n: int, scale: float, members: dict[str, list[int]]
+) -> np.ndarray:
+    """Durations with each collective and send/receive at its fitted alpha-beta time.
+    `members`: `wl.all_groups()`; fits are looked up once per (collective, group size)."""
     dur = t.duration.copy()
     coll = np.flatnonzero(t.types == NodeType.COMM_COLL_NODE)
     p2p = np.flatnonzero((t.types == NodeType.COMM_SEND_NODE) | (t.types == NodeType.COMM_RECV_NODE))
     has_pg = t.has(Attr.PG_NAME)
+    fits: dict[tuple[str, int], AlphaBeta | None] = {}
     for r in coll:
         size = n
         if has_pg[r]:
-            size = len(wl.group_ranks(t.groups[int(t.pg_name[r])])) or n
+            name = t.groups[int(t.pg_name[r])]
+            size = len(members[name] if name in members else wl.group_ranks(name)) or n
         kind = collective_name(int(t.comm_type[r])).lower()
-        f = profile.fit(kind, size)
+        if (kind, size) not in fits:
+            fits[(kind, size)] = profile.fit(kind, size)
+        f = fits[(kind, size)]
         if f is None:
             continue  # not measured: as recorded
         dur[r] = int(round(float(f.predict_ns(float(t.comm_size[r]))) * scale / 1000))

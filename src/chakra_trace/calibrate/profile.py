@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.documents import read_json
 from ..io.et import atomic_output
 from ..simulate.config import Network, SystemConfig
 from ..simulate.presets import SystemPreset
@@ -110,8 +111,10 @@ class SystemProfile:
                 ComputeModel.from_dict(d["compute"]),
                 dict(d.get("environment") or {}),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise ChakraError(f"{source}: system profile lacks or mistypes {e}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise ChakraError(f"{source}: system profile lacks or mistypes {str(e)[:160]}") from None
+        except ChakraError as e:  # (a part's own check: named with the file)
+            raise ChakraError(f"{source}: {e}") from None
 
     def save(self, path: str | os.PathLike) -> None:
         with atomic_output(path, compress=False) as f:
@@ -119,9 +122,6 @@ class SystemProfile:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SystemProfile:
-        try:
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ChakraError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-        return cls.from_dict(d, str(path))
+        """A profile file, which may come from someone else: read as a bounded document
+        (`io.documents`: a regular file, size and nesting limited), every field checked."""
+        return cls.from_dict(read_json(path, "system profile"), str(path))

@@ -12,9 +12,9 @@ of the passes' sums (an op's median alone leaves out the rare slow pass that a s
 
 A rank's timing is keyed by the ops' `rf_id` (the record-function id that the host trace and
 the converted Chakra trace both carry), so `node_ns` puts it in the Chakra nodes. Timings are
-kept beside the traces (`.chakra-cache/replay-times.<key>.json`, key: the traces' names, sizes
-and mtimes, the rank count, threads, this machine and the library's versions): predicting the
-same job again does not replay it again.
+kept in the user's cache (`io.cache`: `replay-times.<key>.json`, key: the traces' bytes, the rank
+count, threads, this machine and the library's versions): predicting the same job again does not
+replay it again.
 """
 
 from __future__ import annotations
@@ -28,14 +28,24 @@ from typing import Any
 
 import numpy as np
 
+from ..convert.pytorch_host import read_host_trace
 from ..errors import ChakraError
 from ..io import cache
-from ..io.et import atomic_output
 from ..replay import _standalone as rt
+from ..replay.budget import Budget, BudgetSpent, slowest_text
 from ..replay.environment import environment
-from ..replay.job import _recorded, control_group, host_traces, kineto_for, max_ranks
+from ..replay.job import (
+    _recorded,
+    calibrate_host_gaps,
+    control_group,
+    host_traces,
+    kineto_for,
+    max_ranks,
+    memory_estimates,
+)
 from ..replay.launch import run_ranks, stop_together
 from ..replay.measure import Measurement
+from ..replay.memory import check as check_memory
 from ..replay.operators import HostReplay
 from ..schema.enums import NodeType
 from ..schema.trace import Trace
@@ -221,7 +231,7 @@ def replay_times(
     """{rank: RankTiming} of the job's host traces (a `chakra collect` folder, or host trace
     files) replayed on `world_size` ranks here (default: its recorded ranks; rank r replays
     trace r mod the traces, as `chakra replay` does): timed passes for about `budget_s` after the
-    warm-up and the host-time calibration. Kept in the traces' `.chakra-cache` (see the module
+    warm-up and the host-time calibration. Kept in the user's cache (see the module
     docstring) unless ``use_cache`` is False or `CHAKRA_TRACE_CACHE=0`; ``refresh``: replay
     again even when kept (and keep the new timing)."""
 
@@ -233,19 +243,23 @@ def replay_times(
         raise ChakraError(f"replay timing: {world_size} ranks is over the limit of {max_ranks()} processes")
     srcs = _sources(traces)
     key = cache.cache_key(srcs, _stamp(world_size, threads, host_gaps, budget_s))
-    path = srcs[0].parent / cache.CACHE_DIR / f"replay-times.{key}.json"
+    entry = f"replay-times.{key}.json"
     keep = use_cache and cache.enabled()
     if keep and not refresh and key in _MEMO:
         return _MEMO[key]
-    if keep and not refresh and path.is_file():
+    kept = cache.load(entry) if keep and not refresh else None
+    if kept is not None:
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(kept)
             if d.get("schema") == SCHEMA:
                 got = {int(r): RankTiming.from_dict(x) for r, x in d["ranks"].items()}
                 _MEMO[key] = got
                 return got
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             pass  # damaged: replay again
+    # what every rank will hold: refused here, before any rank starts, when it does not fit
+    est = memory_estimates(paths, world_size)
+    memory_limit = dict(enumerate(check_memory(est, paths[0]))) if est else None
     if say:
         say(f"replaying {len(paths)} trace(s) on {world_size} ranks to time their ops (once; cached)")
     opts = {
@@ -255,6 +269,7 @@ def replay_times(
         "min_passes": min_passes,
         "max_passes": max_passes,
         "warmup_s": warmup_s,
+        "memory_limit": memory_limit,
     }
     outs = run_ranks(
         "chakra_trace.calibrate.replayed:rank_main",
@@ -280,15 +295,8 @@ def replay_times(
     }
     if keep:
         _MEMO[key] = got
-        try:
-            path.parent.mkdir(exist_ok=True)
-            for old in path.parent.glob("replay-times.*.json"):
-                old.unlink()
-            d = {"schema": SCHEMA, "world_size": world_size, "ranks": {str(r): t.to_dict() for r, t in got.items()}}
-            with atomic_output(path, compress=False) as f:
-                f.write(json.dumps(d).encode())
-        except OSError:
-            pass  # a read-only folder: not kept on disk
+        d = {"schema": SCHEMA, "world_size": world_size, "ranks": {str(r): t.to_dict() for r, t in got.items()}}
+        cache.store(entry, json.dumps(d).encode())
     return got
 
 
@@ -300,7 +308,18 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
 
     torch.set_num_threads(int(opts["threads"]))
     path = paths[rank % len(paths)]
-    rep = HostReplay(path, device="cpu", kineto=kineto_for(path), host_gaps=bool(opts["host_gaps"]))
+    h = read_host_trace(path)
+    # (a bound on the whole rank, generous: the timed passes take about budget_s, after the warm-up and
+    # the calibration; past its hard end, passes are cut short and the timing stops)
+    budget = Budget(max(4 * float(opts["budget_s"]), 60.0))
+    rep = HostReplay(
+        h,
+        device="cpu",
+        kineto=kineto_for(path),
+        host_gaps=bool(opts["host_gaps"]),
+        memory_limit=(opts.get("memory_limit") or {}).get(rank),
+        deadline=budget.hard,
+    )
     rep.collective_timeout_s = 60.0
     ctl = control_group(rep, rank, world_size)  # (as `chakra replay`)
     multi = ctl is not None
@@ -311,8 +330,9 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
             dist.barrier(group=ctl)
 
     rep.stage = "warm-up"
-    rt.warm_up(rep.run_step, float(opts["warmup_s"]), dist if multi else None, False, ctl)
-    rep.calibrate(sync)
+    warm_until = budget.start + budget.seconds / 2
+    per = rt.warm_up(rep.run_step, float(opts["warmup_s"]), dist if multi else None, False, ctl, warm_until)
+    calibrate_host_gaps(rep, sync, decide, budget, per)
     rep.stage = "timed run"
     ids: list = []
     own: list[list[float]] = []
@@ -325,8 +345,12 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         stamps: list = []
         sync()
         t0 = time.perf_counter()
-        rep.run_step(stamps=stamps)
+        whole = rep.run_step(stamps=stamps)
         t1 = time.perf_counter()
+        if not whole:  # (cut short by the budget: not a pass; every rank stops, at the latest once cut too)
+            if decide(True):
+                break
+            continue
         row = np.zeros(len(plan))
         blocked = np.zeros(len(plan))
         prev = t0
@@ -342,8 +366,16 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         op_waits.append((blocked * 1e9).tolist())
         waits.append((t1 - t0 - row.sum()) * 1e9)
         n = len(own)
-        if decide(n >= int(opts["max_passes"]) or (n >= int(opts["min_passes"]) and time.perf_counter() > t_end)):
+        late = time.perf_counter() > budget.hard
+        if decide(
+            late or n >= int(opts["max_passes"]) or (n >= int(opts["min_passes"]) and time.perf_counter() > t_end)
+        ):
             break
+    if not own:
+        raise BudgetSpent(
+            f"{path}: no pass of the replay finished within its time budget (about {per:.3g} s a pass"
+            f"{slowest_text(rep.slowest)})"
+        )
     h = rep.h
     index = {int(i): r for r, i in enumerate(h.ids.tolist())}
     parent = h.parent.astype(np.int64)

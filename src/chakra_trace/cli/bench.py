@@ -12,7 +12,7 @@ from ..errors import ChakraError
 from ..replay.bench_report import bench_report
 from ..replay.comparison import MIN_RUNS, THRESHOLD, compare_runs
 from ..replay.measure import Measurement, format_time, load_measurements, unit_for
-from .common import console, json_option, print_json
+from .common import console, echo_warning, json_option, print_json, safe_text
 
 
 @click.group()
@@ -167,7 +167,7 @@ def show(result: str, as_json: bool) -> None:
         print_json({k: m.to_dict() for k, m in ms.items()})
         return
     for k, m in ms.items():
-        click.echo(f"{k}: {m.summary()}" if k else m.summary())
+        click.echo(safe_text(f"{k}: {m.summary()}" if k else m.summary()))  # (a result file is data)
 
 
 @bench.command()
@@ -214,7 +214,7 @@ def report(
     rep = bench_report(list(results), list(baseline) or None, title=title, scaling=scaling)
     path = rep.write(output)
     for f in rep.flags:
-        click.echo(f"warning: {f}", err=True)
+        echo_warning(f)
     if as_json:
         print_json(rep.to_dict())
     else:

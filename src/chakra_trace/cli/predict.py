@@ -19,7 +19,7 @@ from .common import console, json_option, print_json
     type=click.Choice(COMPUTE_MODES),
     default="auto",
     show_default=True,
-    help="replay: time the job's ops by replaying its host traces here (cached beside them); model: the "
+    help="replay: time the job's ops by replaying its host traces here (kept in your cache); model: the "
     "profile's per-op model; recorded: as recorded; auto: replay for a `chakra collect` folder, else model.",
 )
 @click.option("--comm", type=click.Choice(COMM_MODES), default="network", show_default=True)

@@ -14,6 +14,7 @@ from ..replay.operators import ReplayConfig
 from ..replay.result import ReplayWarning, repeat_runs
 from ..replay.schemaless import replay_workload
 from .common import console, json_option, print_json, steps
+from .terminal import echo_warning, safe_line
 
 
 def _counter(advance):
@@ -56,7 +57,14 @@ def _is_host(source: str) -> bool:
     help='JSON {"skip": [regex...], "substitute": {op: overload}, "delay_us": {op: µs}}.',
 )
 @click.option("--threads", type=int, default=1, show_default=True, help="Intra-op threads per rank.")
-@click.option("--budget-s", type=float, default=20.0, show_default=True, help="Time budget per rank.")
+@click.option(
+    "--budget-s",
+    type=click.FloatRange(0.0, min_open=True),
+    default=20.0,
+    show_default=True,
+    help="Wall time per rank, from trying each op once through the warm-up and host-time calibration to the "
+    "last timed pass; passes stop at it (and are cut short a grace of a quarter of it, 5 to 30 s, later).",
+)
 @click.option(
     "--target-rel-ci",
     type=float,
@@ -165,10 +173,10 @@ def replay(
             if (click.get_current_context().find_root().obj or {}).get("debug"):
                 raise
             for line in [str(e), *e.others]:
-                click.echo(f"error: {line}", err=True)
+                click.echo(f"error: {safe_line(line)}", err=True)
             raise click.exceptions.Exit(2) from None
     for w in res.warnings:
-        click.echo(f"warning: {w}", err=True)
+        echo_warning(w)
     argv = (click.get_current_context().find_root().obj or {}).get("argv")
     if argv is not None:  # how to run it again (`chakra bench report` shows it)
         res.step.extra["command"] = shlex.join(["chakra", *argv])
@@ -213,8 +221,8 @@ def replay(
             )
         elif g.get("note"):
             con.print(f"  {g['note']}", markup=False, highlight=False)
-        failed = [x for x in c.get("examples", []) if x["reason"].startswith("failed: ")]
-        for x in failed[:10]:  # the per-op report: stage, exception, message
+        failed = [x for x in c.get("examples", []) if x["reason"].startswith(("refused: ", "failed: "))]
+        for x in failed[:10]:  # the per-op report: refused (never called), or stage, exception, message
             con.print(f"  {x['name']} (node {x['id']}) {x['reason']}", markup=False, highlight=False)
         if c["not_replayed"] > len(failed[:10]) and failed:
             con.print(f"  ... {c['not_replayed'] - len(failed[:10])} more not replayed (--json lists them)")

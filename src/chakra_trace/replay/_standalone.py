@@ -16,8 +16,14 @@ a non-finite float is {"f": "inf"}; the replay device is {"device": 1}.
 import datetime
 import importlib
 import math
+import os
 import re
 import time
+
+try:
+    import resource
+except ImportError:  # (not on Windows: no address-space limit to read)
+    resource = None
 
 
 def _torch():
@@ -26,9 +32,40 @@ def _torch():
     return torch
 
 
+def available_bytes():
+    """Memory this process can still get (MemAvailable; the address-space limit where one is set)."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            avail = 1 << 40
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0] if resource is not None else -1
+    if resource is not None and soft != resource.RLIM_INFINITY:
+        avail = min(avail, soft)
+    return int(avail)
+
+
 def make_storages(plan, device, seed=0):
-    """One byte buffer per recorded storage: random floats, zeros for integer storages."""
+    """One byte buffer per recorded storage: random floats, zeros for integer storages. A plan
+    is data: storages past the memory this process can get are refused before any is made."""
     torch = _torch()
+    sizes = [n for n, _ in plan["storages"].values()]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sizes):
+        raise ValueError("a storage size that is not a non-negative integer")
+    total, avail = sum(sizes), available_bytes()
+    if not str(device).startswith("cuda") and total > avail:
+        raise MemoryError(
+            f"the plan's storages need {total / 2**30:.3g} GiB, more than the {avail / 2**30:.3g} GiB of memory "
+            "available"
+        )
     g = torch.Generator().manual_seed(seed)
     out = {}
     for sid, (nbytes, integer) in plan["storages"].items():
@@ -143,6 +180,144 @@ def resolve(name):
     return fn
 
 
+# ---------------------------------------------------------------- what a replay may run
+# A trace, a config and a plan are data: a replay runs operators that compute on tensors, never
+# one that opens, saves, loads or maps a file, prints, or reaches another process (a collective
+# runs only as a `collective` of the plan, on the replay's own process group).
+
+COMPUTE_NAMESPACES = {
+    "aten", "quantized", "_quantized", "quantization", "sparse", "onednn", "mkldnn", "mkldnn_prepacked", "mkl",
+    "_c10d_functional", "_c10d_functional_autograd", "c10d_functional", "_dtensor", "fsdp",
+}  # fmt: skip
+"""Operator namespaces whose ops a replay calls through torch.ops: ATen and its CPU/quantized
+kernels, and the functional collectives (which run on the replay's process group). Not c10d
+(its ops take a process group object; the plan runs them as `collective`s), prim/prims,
+profiler, debugprims (loads tensors from files), symm_mem (rendezvous over the network),
+inductor, static_runtime, onnx, export or any other. `allow_namespace` adds one (code, never
+data: a test's or a user's own registered compute ops)."""
+
+REFUSED_OPS = {
+    "aten::from_file": "maps a file (a path of the trace's choosing) into memory, creating or extending it",
+    "aten::save": "writes a file",
+    "aten::_print": "prints",
+    "aten::warn": "prints a warning",
+}
+"""Ops of the compute namespaces with an effect outside the process's tensors (found by reading
+every schema of `torch._C._jit_get_all_schemas()` with a `str` argument; the string argument
+rule below refuses them too)."""
+
+_WORD = re.compile(r"[A-Za-z0-9_]{0,32}")
+_GROUP = re.compile(r"[A-Za-z0-9_.:-]{0,64}")
+_EINSUM = re.compile(r"[A-Za-z.,> -]{0,256}")
+STRING_ARGUMENTS = {
+    "approximate": {"none", "tanh"},
+    "rounding_mode": {"trunc", "floor"},
+    "UPLO": {"L", "U"},
+    "indexing": {"ij", "xy"},
+    "side": {"left", "right"},
+    "padding_side": {"left", "right"},
+    "padding": {"same", "valid"},
+    "norm": {"forward", "backward", "ortho"},
+    "interpolation": {"linear", "lower", "higher", "midpoint", "nearest"},
+    "ord": {"fro", "nuc"},
+    "p": {"fro", "nuc"},
+    "equation": _EINSUM,
+    "group_name": _GROUP,
+    "tag": _GROUP,
+    **dict.fromkeys(("reduce", "reduce_op", "reduceOp", "mode", "pad_mode", "driver"), _WORD),
+    **dict.fromkeys(
+        (
+            "activation",
+            "algorithm",
+            "attr",
+            "binary_attr",
+            "unary_attr",
+            "unary_algorithm",
+            "binary_post_op",
+            "post_op_name",
+            "post_op_algorithm",
+            "unary_post_op",
+            "unary_post_op_algorithm",
+        ),
+        _WORD,
+    ),  # fmt: skip
+}
+"""The string arguments a replay passes, by schema argument name, with the values each may take:
+modes and names of a computation (a reduction, gelu's approximation, a division's rounding,
+an einsum equation, a linear algebra driver, a fused kernel's post-op, a collective's reduction
+and process group name), none of which can name a file or a program. Every other string
+argument (file names, messages, dictionary keys, the TorchScript string builtins) is refused,
+and so is its op."""
+
+
+class Refused(ValueError):
+    """An op a replay will not run: it is not a computation on tensors (see `refusal`)."""
+
+
+def allow_namespace(ns):
+    """Let replays call the ops of namespace `ns` (your own registered compute ops)."""
+    if not (isinstance(ns, str) and ns.isidentifier()):
+        raise ValueError(f"{ns!r} is not a namespace name")
+    COMPUTE_NAMESPACES.add(ns)
+
+
+def _str_type(t):
+    return "str" in str(t)
+
+
+def schema_refusal(fn):
+    """Why the operator `fn` (an OpOverload) is never replayed, or None: its namespace is not a
+    compute one, it is one of `REFUSED_OPS`, or its schema takes a string argument that
+    `STRING_ARGUMENTS` does not list (whatever the value would be)."""
+    schema = fn._schema
+    name = schema.name
+    ns = name.split("::")[0]
+    if name in REFUSED_OPS:
+        return f"{name} {REFUSED_OPS[name]}"
+    if ns not in COMPUTE_NAMESPACES:
+        return f"{name}: namespace {ns} is not one of the compute namespaces a replay calls"
+    for a in schema.arguments:
+        if _str_type(a.type) and a.name not in STRING_ARGUMENTS:
+            return f"{name} takes a string argument {a.name!r} ({a.type}), which a replay never passes"
+    return None
+
+
+def _string_ok(name, v):
+    rule = STRING_ARGUMENTS.get(name)
+    if rule is None:
+        return False
+    return v in rule if isinstance(rule, set) else rule.fullmatch(v) is not None
+
+
+def refusal(fn, args, kwargs):
+    """Why the call fn(*args, **kwargs) of a plan is not made, or None: `schema_refusal`, or a
+    string value that its argument may not take (plan specs or live values; strings inside
+    lists are checked too)."""
+    why = schema_refusal(fn)
+    if why is not None:
+        return why
+    schema = fn._schema
+    named = list(zip((a.name for a in schema.arguments), args)) + list(kwargs.items())
+    for name, v in named:
+        for s in _strings(v):
+            if not _string_ok(name, s):
+                return f"{schema.name}: argument {name!r} = {s[:60]!r} is not a value a replay passes"
+    if len(args) > len(schema.arguments) or any(k not in {a.name for a in schema.arguments} for k in kwargs):
+        return f"{schema.name}: arguments that its schema does not have"
+    return None
+
+
+def _strings(v):
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [s for x in v for s in _strings(x)]
+    return []
+
+
+MAX_DELAY_S = 10.0  # (a plan is data: a delay of 1e300 s would never end)
+
+
 def busy_wait(seconds):
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -150,16 +325,28 @@ def busy_wait(seconds):
 
 
 def build_call(op, storages, device):
-    """(function, args, kwargs, reads, writes) of one planned op."""
+    """(function, args, kwargs, reads, writes) of one planned op; `Refused` for an op a replay
+    does not run (`refusal`), whoever made the plan."""
     if op["kind"] == "delay":
-        return (busy_wait, (op["seconds"],), {}, [], [])
+        seconds = op["seconds"]
+        if not isinstance(seconds, (int, float)) or not 0 <= seconds <= MAX_DELAY_S:
+            raise Refused(f"a delay of {seconds!r} s (0 to {MAX_DELAY_S:g} s)")
+        return (busy_wait, (seconds,), {}, [], [])
+    if op["kind"] == "collective":
+        if op["op"] not in COLLECTIVES:
+            raise Refused(f"{op['op']!r} is not a collective a replay runs")
+    else:
+        fn = resolve(op["op"])
+        why = refusal(fn, op["args"], op["kwargs"])
+        if why is not None:
+            raise Refused(why)
     args = [value(a, storages, device) for a in op["args"]]
     kwargs = {k: value(v, storages, device) for k, v in op["kwargs"].items()}
     if op.get("grad"):  # the original recorded this op for autograd: so does the replay
         args = [_requires_grad(a) for a in args]
     if op["kind"] == "collective":
         return (collective(op["op"], args), (), {}, op["reads"], op["writes"])
-    return (resolve(op["op"]), tuple(args), kwargs, op["reads"], [])
+    return (fn, tuple(args), kwargs, op["reads"], [])
 
 
 def _requires_grad(a):
@@ -177,26 +364,36 @@ def host_gaps(plan):
     return gaps if any(gaps) else None
 
 
-def warm_up(run_once, seconds, dist=None, cuda=False, group=None):
+def warm_up(run_once, seconds, dist=None, cuda=False, group=None, deadline=None):
     """Passes for about `seconds`: a process's first passes run slower (the allocator settles
     its thresholds, caches fill), for tens of passes on small ops. Every rank runs the same
     number (their collectives must pair), from the slowest rank's first pass (agreed over
-    `group`, a CPU group when given)."""
+    `group`, a CPU group when given). ``deadline`` (`time.perf_counter`): no pass after the
+    first starts that would end past it (the earliest rank's deadline counts). Returns the
+    agreed seconds of one pass."""
     torch = _torch()
     t0 = time.perf_counter()
     run_once()
     on_cuda = cuda and group is None
-    per = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device="cuda" if on_cuda else "cpu")
+    now = time.perf_counter()
+    left = (deadline - now) if deadline is not None else float("inf")
+    # MAX of [pass time, -time left]: the slowest rank's pass and the earliest rank's deadline
+    per = torch.tensor([now - t0, -min(left, 1e12)], dtype=torch.float64, device="cuda" if on_cuda else "cpu")
     if dist is not None and dist.is_initialized():
         dist.all_reduce(per, op=dist.ReduceOp.MAX, group=group)
-    for _ in range(min(500, max(2, math.ceil(seconds / max(float(per.item()), 1e-6))))):
+    one, left = max(float(per[0].item()), 1e-6), -float(per[1].item())
+    n = min(500, max(2, math.ceil(seconds / one)))
+    if deadline is not None:
+        n = min(n, max(0, math.floor(left / one)))
+    for _ in range(n):
         run_once()
+    return one
 
 
 _LIMITS = {"wait_s": None}  # the pass now running's longest wait for a peer (`run`'s timeout_s)
 
 
-def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None, stamps=None):
+def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None, stamps=None, deadline=None):
     """One pass: each op in order; a collective runs asynchronously and the first op that
     reads what it wrote (or the end of the pass) waits for it, ``timeout_s`` at most (a peer
     may never start it). ``on_error(k, exception)``: called when call k (or the wait for it)
@@ -210,12 +407,20 @@ def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None, stamps=None
 
     ``stamps``: a list to which each call that returns appends (k, before its waits, after its
     waits, after the call), `time.perf_counter` seconds: what the pass spent on call k apart
-    from waiting for peers (`calibrate.replayed`)."""
+    from waiting for peers (`calibrate.replayed`).
+
+    ``deadline`` (`time.perf_counter` seconds): past it, the rest of the pass runs only its
+    collectives (its peers wait for them) and `run` returns False (a pass cut short: not a
+    sample); True otherwise."""
     _LIMITS["wait_s"] = timeout_s
     pending = {}
     started = []
     clock = time.perf_counter
+    whole = True
     for k, (fn, a, kw, reads, writes) in enumerate(calls):
+        if deadline is not None and not writes and (not whole or clock() > deadline):
+            whole = False
+            continue
         try:
             t0 = clock() if stamps is not None else 0.0
             if pending and reads:
@@ -224,7 +429,7 @@ def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None, stamps=None
                     if w is not None:
                         _wait(w, on_error, timeout_s)
             t1 = clock() if stamps is not None else 0.0
-            if gaps is not None and gaps[k] > 0:
+            if gaps is not None and gaps[k] > 0 and whole:
                 busy_wait(gaps[k])
             work = fn(*a, **kw)
             if stamps is not None:
@@ -242,6 +447,7 @@ def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None, stamps=None
         _wait(w, on_error, timeout_s)
     if cuda:
         _torch().cuda.synchronize()
+    return whole
 
 
 def _wait(w, on_error, timeout_s):

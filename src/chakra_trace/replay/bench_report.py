@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ChakraError
+from ..io.documents import short
 from ..io.et import atomic_output
 from .bench_entry import BenchEntry
 from .bench_report_html import render_html
@@ -108,10 +109,7 @@ def _entries(paths: list[str], role: str) -> list[BenchEntry]:
         obj = _read_json(p)
         if isinstance(obj, dict) and isinstance(obj.get("step"), dict) and "per_rank" in obj:
             m = load_measurements(p)["step"]  # a replay result: the step is the benchmark, ranks are detail
-            ctx: dict[str, Any] = {
-                k: obj.get(k) for k in ("source", "world_size", "mode", "device", "backend", "recorded_basis")
-            }
-            ctx.update({k: obj.get(k) or {} for k in ("coverage", "host_gaps")}, warnings=obj.get("warnings") or [])
+            ctx = _context(obj, p)
             ranks: list[dict] = list(obj["per_rank"].values())
             rank0 = (ranks[0].get("extra") if ranks else None) or {}
             ctx.update(unit=rank0.get("unit"), steps=rank0.get("steps"))
@@ -139,6 +137,39 @@ def _entries(paths: list[str], role: str) -> list[BenchEntry]:
         files = list(dict.fromkeys(p for p, _, _ in items))
         out.append(BenchEntry(label, role, m, files, ctx, family, scale, kind))
     return out
+
+
+def _context(obj: dict, path: str) -> dict[str, Any]:
+    """What a replay result says around its step, each field checked (the file may come from
+    someone else): one-line ChakraError naming the file and the key."""
+
+    def bad(key: str, what: str) -> ChakraError:
+        return ChakraError(f"{path}: {key!r} must be {what}, got {short(obj.get(key))}")
+
+    ctx: dict[str, Any] = {}
+    for k in ("source", "mode", "device", "backend", "recorded_basis"):
+        v = obj.get(k)
+        if v is not None and not isinstance(v, str):
+            raise bad(k, "a string")
+        ctx[k] = v
+    ws = obj.get("world_size")
+    if ws not in (None, "") and (isinstance(ws, bool) or not isinstance(ws, int) or ws < 1):
+        raise bad("world_size", "a positive integer")
+    ctx["world_size"] = ws or None
+    for k in ("coverage", "host_gaps"):
+        v = obj.get(k) or {}
+        if not isinstance(v, dict) or not all(isinstance(x, dict) for x in v.values()):
+            raise bad(k, "an object of objects by rank")
+        ctx[k] = v
+    for r, c in ctx["coverage"].items():
+        n = c.get("not_replayed", 0)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ChakraError(f"{path}: coverage of rank {short(r)}: 'not_replayed' must be a count, got {short(n)}")
+    w = obj.get("warnings") or []
+    if not isinstance(w, list) or not all(isinstance(x, str) for x in w):
+        raise bad("warnings", "a list of strings")
+    ctx["warnings"] = w
+    return ctx
 
 
 def _differs(envs: list[dict], keys: tuple[str, ...]) -> list[str]:

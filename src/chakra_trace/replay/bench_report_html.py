@@ -87,8 +87,8 @@ def _plot(rows: list[dict], unit: str) -> str:
     f = math.log if log else (lambda v: v)
     flo, span = f(lo), f(hi) - f(lo)
 
-    def x(v: float) -> float:
-        return left + (width - left - right) * (f(v) - flo) / span
+    def x(v: float) -> float:  # (a CI's end may lie off the axis, below 0 on a log one: drawn at its edge)
+        return left + (width - left - right) * (f(min(max(v, lo), hi)) - flo) / span
 
     parts = []
     height = top + rh * len(rows) + 40

@@ -7,6 +7,7 @@ say the same thing; times are shown in a unit chosen per benchmark from its medi
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from .measure import format_time, unit_for
@@ -317,23 +318,37 @@ def sections(d: dict) -> list[dict]:
     return out
 
 
-def _md_cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_MD_SPECIAL = re.compile(r"([\\`|]|!(?=\[)|\](?=[(\[:]))")
+
+
+def md_text(s: str) -> str:
+    """Text for Markdown: its values come from result files (someone else's, maybe), so nothing in
+    them is markup. HTML is escaped (a renderer shows ``<script>`` as text); what Markdown would
+    read as code, a table cell, a link, an image or a link definition (`` ` ``, ``|``, the ``]``
+    of ``](``, ``][``, ``]:``, the ``!`` of ``![``) and a leading heading or list mark are
+    backslash-escaped (emphasis is left alone: names are full of ``_``); line breaks and control
+    characters become a space (a row stays one row)."""
+    s = _CONTROL.sub(" ", str(s))
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    s = re.sub(r"^(\s*\d+)([.)])", r"\1\\\2", s)  # (no list from a leading "1." or "-", no heading "#", "=")
+    return re.sub(r"^(\s*)([-+=#])", r"\1\\\2", s)
 
 
 def render_markdown(d: dict) -> str:
-    """The report as Markdown: headings, paragraphs and pipe tables."""
-    lines = [f"# {d['title']}", ""]
+    """The report as Markdown: headings, paragraphs and pipe tables; every text escaped (`md_text`)."""
+    lines = [f"# {md_text(d['title'])}", ""]
     for sec in sections(d):
-        lines += [f"## {sec['title']}", ""]
+        lines += [f"## {md_text(sec['title'])}", ""]
         for p in sec["paras"]:
-            lines += [p, ""]
+            lines += [md_text(p), ""]
         for t in sec["tables"]:
-            lines += [f"**{t['caption']}**", ""]
-            lines.append("| " + " | ".join(_md_cell(c) or " " for c in t["columns"]) + " |")
+            lines += [f"**{md_text(t['caption'])}**", ""]
+            lines.append("| " + " | ".join(md_text(c) or " " for c in t["columns"]) + " |")
             num = t["numeric"]
             lines.append("|" + "|".join("---:" if num and i >= num else "---" for i in range(len(t["columns"]))) + "|")
             for r in t["rows"]:
-                lines.append("| " + " | ".join(_md_cell(c) for c in r) + " |")
+                lines.append("| " + " | ".join(md_text(c) for c in r) + " |")
             lines.append("")
     return "\n".join(lines)

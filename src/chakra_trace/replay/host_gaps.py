@@ -162,8 +162,10 @@ def match_calls(k: KinetoTrace, names: list[str]) -> np.ndarray:
     cpu = cpu[np.argsort(k.ts[cpu], kind="stable")]
     by_name: dict[str, np.ndarray] = {}
     codes = k.name[cpu]
-    for code in np.unique(codes).tolist():
-        by_name[k.names[code]] = cpu[codes == code]
+    order = np.argsort(codes, kind="stable")  # (by name, each in time order: a mask per name is names x events)
+    uniq, first = np.unique(codes[order], return_index=True)
+    for code, part in zip(uniq.tolist(), np.split(cpu[order], first[1:])):
+        by_name[k.names[code]] = part
     pos = dict.fromkeys(by_name, 0)
     last_end = np.iinfo(np.int64).min
     for i, name in enumerate(names):

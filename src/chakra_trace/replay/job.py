@@ -12,17 +12,21 @@ import glob
 import json
 import os
 import re
+import time
 
 from ..convert.pytorch_host import read_host_trace
 from ..errors import ChakraError
 from ..io.memory import env_int
 from . import _standalone as rt
+from .budget import Budget, BudgetSpent, slowest_text
 from .energy import gpu_of, rank_meter
 from .environment import environment
 from .export import export_script
 from .launch import RankFailed, progress_reporter, run_ranks, stop_together
 from .measure import measure
-from .operators import HostReplay, ReplayConfig
+from .memory import check as check_memory
+from .memory import estimate
+from .operators import HostReplay, ReplayConfig, Selection
 from .result import ReplayResult
 
 _RANK_FILE = re.compile(r"rank(\d+)\.et\.json(\.gz)?$")
@@ -87,10 +91,10 @@ def recorded_world_size(et_path: str) -> int:
     return _recorded(et_path)[0]
 
 
-def _recorded(et_path: str) -> tuple[int, bool]:
+def _recorded(et_path: str, h=None) -> tuple[int, bool]:
     """(ranks of the recorded default process group, whether the trace has collectives)."""
 
-    h = read_host_trace(et_path)
+    h = h if h is not None else read_host_trace(et_path)
     size = 1
     for r in h.pg_init_rows.tolist():
         for v in h.io(int(r))[0]["values"]:
@@ -147,7 +151,8 @@ def replay_host(
 
     traces = host_traces(source)
     paths = [traces[r] for r in sorted(traces)]
-    lone = _recorded(paths[0]) if len(paths) == 1 else None  # (world size, collectives?) read once
+    first = read_host_trace(paths[0]) if len(paths) == 1 else None
+    lone = _recorded(paths[0], first) if len(paths) == 1 else None  # (world size, collectives?) read once
     if world_size is None:
         world_size = len(paths) if lone is None else lone[0]
         if world_size > max_ranks():
@@ -176,6 +181,12 @@ def replay_host(
         "drop_collectives": {},
         "host_gaps": bool(host_gaps),
     }
+    label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
+    # what every rank will hold, from the traces: refused here, before any rank starts, when it does not fit
+    est = memory_estimates(paths, world_size, steps, select, config, {paths[0]: first} if first else None)
+    del first
+    if est and not device.startswith("cuda"):  # (on GPUs each rank checks its device's free memory)
+        opts["memory_limit"] = dict(enumerate(check_memory(est, label)))
     for attempt in range(MAX_ATTEMPTS + 1):
         try:
             outs = run_ranks(
@@ -195,7 +206,6 @@ def replay_host(
             if not isinstance(k, int) or k in opts["drop_collectives"] or attempt == MAX_ATTEMPTS:
                 raise
             opts["drop_collectives"][k] = f"{e.payload['reason']} (on rank {e.rank}; replayed again without it)"
-    label = os.fspath(source) if not isinstance(source, (list, tuple)) else paths[0]
     if export is not None:
         export_script(
             [o.pop("plan") for o in outs],
@@ -205,6 +215,45 @@ def replay_host(
             steps_per_run=outs[0]["steps_per_run"],
         )
     return ReplayResult.from_ranks("ops", label, device, backend, outs)
+
+
+def memory_estimates(paths: list[str], world_size: int, steps=None, select=None, config=None, read=None) -> list:
+    """Each rank's `memory.estimate` (rank r replays paths[r % len(paths)]) from the traces alone;
+    ``read``: {path: HostTrace} already read. A trace that cannot be read is left to its rank,
+    which reports it as its error (and counts as the largest of the others meanwhile)."""
+    per_path = {}
+    for p in dict.fromkeys(paths[r % len(paths)] for r in range(world_size)):
+        try:
+            h = (read or {}).get(p) or read_host_trace(p)
+        except ChakraError:
+            continue
+        per_path[p] = estimate(h, Selection.of(h, steps, select).planned(h, config))
+    if not per_path:
+        return []
+    worst = max(per_path.values(), key=lambda e: e.total)
+    return [per_path.get(paths[r % len(paths)], worst) for r in range(world_size)]
+
+
+CALIBRATION_PASSES = 5
+"""`HostReplay.calibrate`'s passes (3 plain, 2 profiled)."""
+PROFILED_OP_S = 5e-4
+"""What the profiler adds per replayed op in a profiled pass (its events: the op and its children)."""
+
+
+def calibrate_host_gaps(rep: HostReplay, sync, decide, budget: Budget, per: float) -> None:
+    """`rep.calibrate` when its passes, and two timed ones after them, fit before the budget's hard
+    end on every rank (they run collectives: every rank calibrates, or none); otherwise its host
+    time is not emulated, and ``host_gaps_info`` says why."""
+    cost = CALIBRATION_PASSES * per + 2 * len(rep.plan["ops"]) * PROFILED_OP_S
+    # (every rank asks, whatever it has; the grace may be spent on it: a few passes of a small replay)
+    short = decide(cost + 2 * per > budget.hard - time.perf_counter())
+    if short and rep.emulate_host_gaps and rep.kineto is not None and rep.plan["ops"]:
+        rep.host_gaps_info["note"] = (
+            f"host time not calibrated: its passes (about {cost:.3g} s) do not fit in what is left of the time "
+            "budget (--budget-s)"
+        )
+        return
+    rep.calibrate(sync)
 
 
 def control_group(rep: HostReplay, rank: int, world_size: int):
@@ -235,8 +284,10 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     if device.startswith("cuda"):
         device = f"cuda:{torch.cuda.current_device()}"
     cfg = ReplayConfig(**opts["config"]) if opts["config"] else None
+    h = read_host_trace(path)
+    budget = Budget(float(opts["budget_s"]))  # (from here on: preparing, warm-up, calibration, samples)
     rep = HostReplay(
-        path,
+        h,
         device=device,
         steps=opts["steps"],
         select=opts["select"],
@@ -244,6 +295,8 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         kineto=kineto_for(path),
         drop_collectives=opts.get("drop_collectives"),
         host_gaps=bool(opts.get("host_gaps", True)),
+        memory_limit=(opts.get("memory_limit") or {}).get(rank),
+        deadline=budget.hard,
     )
     rep.collective_timeout_s = float(opts.get("collective_timeout_s", 60.0))
     ctl = control_group(rep, rank, world_size)
@@ -256,17 +309,22 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
             dist.barrier(group=ctl)
 
     rep.stage = "warm-up"
-    rt.warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), dist, device.startswith("cuda"), ctl)
-    rep.calibrate(sync)  # (with host_gaps only)
+    warm_until = budget.start + budget.seconds / 2  # (at most half the budget before timing)
+    per = rt.warm_up(rep.run_step, float(opts.get("warmup_s", 1.0)), dist, device.startswith("cuda"), ctl, warm_until)
+    calibrate_host_gaps(rep, sync, decide, budget, per)
     rep.stage = "timed run"
     meter = rank_meter(rank, gpu_of(device) if device.startswith("cuda") else None)
+    warmup = int(opts["warmup"])
+    if decide(budget.left() < (warmup + 2) * per):  # (no room for more untimed passes: on every rank)
+        warmup = 0
+    m = None
     for _ in range(3):  # an op that fails in a timed pass spoils the samples before it: measure again
         before = len(rep.failures())
-        m = measure(
+        got = measure(
             rep.run_step,
             name=f"rank {rank}",
-            warmup=int(opts["warmup"]),
-            budget_s=float(opts["budget_s"]),
+            warmup=warmup,
+            budget_s=budget.seconds,
             target_rel_ci=float(opts["target_rel_ci"]),
             max_repeats=int(opts["max_repeats"]),
             min_repeats=int(opts["min_repeats"]),
@@ -274,10 +332,22 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
             decide=decide,
             on_sample=progress_reporter(),
             meter=meter,
+            origin=budget.start,
+            deadline=budget.hard,
         )
-        if not decide(len(rep.failures()) == before):  # (every rank measures as often)
+        m = got if got.n or m is None else m  # (a measurement cut to nothing keeps the one before)
+        if not decide(len(rep.failures()) == before or budget.left() <= 0):  # (every rank measures as often)
             continue
         break
+    assert m is not None
+    if not m.n:
+        raise BudgetSpent(
+            f"{path}: no timed pass of the replay finished within the time budget of {budget.seconds:g} s "
+            f"(and {budget.grace:g} s of grace): one pass takes about {per:.3g} s{slowest_text(rep.slowest)}; "
+            "give a larger budget (--budget-s) or replay fewer ops (--select, --steps)"
+        )
+    if rep.slowest and rep.slowest[0] > budget.seconds:
+        m.note = "; ".join(x for x in (m.note, slowest_text(rep.slowest)[2:] + ", more than the budget") if x)
     m.env = environment(device)
     recorded = rep.recorded_step_s()
     out = {

@@ -14,19 +14,18 @@ without scipy.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import ChakraError
+from ..io.documents import read_json, short
 from ..io.et import atomic_output
 from .energy import EnergyMeter
 from .environment import environment
@@ -191,14 +190,16 @@ class Measurement:
         """One measurement per run, in order of first appearance (itself, alone, when it holds one run)."""
         if not self.runs or self.run_count == 1:
             return [self]
-        ids = np.asarray(self.runs)
+        where: dict[int, list[int]] = {}  # run -> its samples (a mask per run: runs x samples)
+        for i, r in enumerate(self.runs):
+            where.setdefault(r, []).append(i)
         a, e = self._a(), self.energy
         out = []
-        for r in dict.fromkeys(self.runs):
+        for pos in where.values():
             extra = dict(self.extra)
             if e is not None:
-                extra["energy_j"] = e[ids == r].tolist()
-            m = Measurement(self.name, a[ids == r].tolist(), self.warmup, self.stop_reason, self.env, extra)
+                extra["energy_j"] = e[pos].tolist()
+            m = Measurement(self.name, a[pos].tolist(), self.warmup, self.stop_reason, self.env, extra)
             m.note = self.note
             out.append(m)
         return out
@@ -281,30 +282,47 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: dict, *, source: str = "<dict>") -> Measurement:
+        """A measurement from JSON data, which may come from someone else: every field is checked
+        (one-line ChakraError naming `source` and the field)."""
         if not isinstance(d, dict) or not isinstance(d.get("samples"), list):
             raise ChakraError(f"{source}: expected a measurement (an object with a 'samples' list)")
+        name = d.get("name", "")
         try:
-            samples = [float(x) for x in d["samples"]]
-        except (TypeError, ValueError):
+            samples = [_finite(x) for x in d["samples"]]
+        except (TypeError, ValueError, OverflowError):
             raise ChakraError(
-                f"{source}: 'samples' of measurement {d.get('name', '')!r} must be numbers (seconds)"
+                f"{source}: 'samples' of measurement {short(name)} must be finite numbers (seconds)"
             ) from None
         runs = d.get("runs") or []
         if not isinstance(runs, list) or (runs and len(runs) != len(samples)):
             raise ChakraError(f"{source}: 'runs' must list the run of each of the {len(samples)} samples")
+        for key in ("env", "extra"):
+            if not isinstance(d.get(key) or {}, dict):
+                raise ChakraError(f"{source}: {key!r} of measurement {short(name)} must be an object")
+        for key in ("name", "stop_reason", "note"):
+            if not isinstance(d.get(key) or "", str):
+                raise ChakraError(f"{source}: {key!r} of measurement {short(name)} must be a string")
+        try:
+            counts = [_count(r) for r in runs]
+        except ValueError as e:
+            raise ChakraError(f"{source}: 'runs' of measurement {short(name)}: {e}") from None
+        try:
+            warmup = _count(d.get("warmup", 0) or 0)
+        except ValueError as e:
+            raise ChakraError(f"{source}: 'warmup' of measurement {short(name)}: {e}") from None
         try:
             return cls(
-                runs=[int(r) for r in runs],
-                name=str(d.get("name", "")),
+                runs=counts,
+                name=str(name or ""),
                 samples=samples,
-                warmup=int(d.get("warmup", 0) or 0),
+                warmup=warmup,
                 stop_reason=str(d.get("stop_reason", "") or ""),
                 env=dict(d.get("env") or {}),
                 extra=dict(d.get("extra") or {}),
                 note=str(d.get("note", "") or ""),
             )
-        except (TypeError, ValueError) as e:
-            raise ChakraError(f"{source}: malformed measurement {d.get('name', '')!r}: {e}") from None
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ChakraError(f"{source}: malformed measurement {short(name)}: {e}") from None
 
     def save(self, path: str | os.PathLike) -> None:
         """Write JSON atomically (gzip when the name ends in .gz)."""
@@ -373,6 +391,8 @@ def measure(
     timer: Callable[[], float] = time.perf_counter,
     on_sample: Callable[[int], Any] | None = None,
     meter: EnergyMeter | None = None,
+    origin: float | None = None,
+    deadline: float | None = None,
 ) -> Measurement:
     """Time `fn()` until the 95% CI of the mean is within `target_rel_ci` of it, or a limit is reached.
 
@@ -397,6 +417,12 @@ def measure(
     once per sample on every rank, and the warm-up is never cut short, so every rank calls `fn` equally
     often. `max_repeats` stops every rank at the same sample whatever `decide` says (give all ranks the same
     value). A rank stopped by the others' wish records the stop reason "peer".
+
+    A budget that also covers what ran before (a replay's preparation and warm-up): ``origin``, the
+    `timer` reading it counts from (default: now). ``deadline`` (a `timer` reading): the hard end,
+    past which no sample starts even below `min_repeats` (said in `note`). A call of `fn` that
+    returns False was cut short by it (a replay pass: `_standalone.run`): not a sample, and the
+    measurement stops (with `decide`, once every rank agrees), possibly with no sample at all.
     """
     if warmup < 0 or min_repeats < 1 or max_repeats < min_repeats:
         raise ValueError(
@@ -410,9 +436,12 @@ def measure(
         return timer()
 
     notes = []
-    start = now()
+    start = now() if origin is None else origin
     warm = 0
     for _ in range(warmup):
+        if deadline is not None and decide is None and timer() > deadline:
+            notes.append(f"warm-up cut to {warm} of {warmup} runs by the time budget")
+            break
         fn()
         warm += 1
         if decide is None and warm < warmup and now() - start > budget_s:
@@ -427,26 +456,28 @@ def measure(
     while True:
         e0 = meter.read() if metered and meter is not None else None
         t0 = now()
-        fn()
+        whole = fn() is not False
         t1 = now()
-        if metered and meter is not None:
-            joules.append(meter.joules(e0, meter.read()))
-        dt = t1 - t0
-        samples.append(dt)
-        if on_sample is not None:
-            on_sample(len(samples))
-        n += 1
-        delta = dt - mean
-        mean += delta / n
-        m2 += delta * (dt - mean)
-        longest = max(longest, dt)
-
         reason = None
-        if n >= max_repeats:
-            reason = "max_repeats"
-        elif n >= min_repeats and n >= 2 and _converged(n, mean, m2, target_rel_ci):
-            reason = "converged"
-        elif t1 - start >= budget_s and (n >= min_repeats or (longest > budget_s and n >= min(2, min_repeats))):
+        if whole:
+            if metered and meter is not None:
+                joules.append(meter.joules(e0, meter.read()))
+            dt = t1 - t0
+            samples.append(dt)
+            if on_sample is not None:
+                on_sample(len(samples))
+            n += 1
+            delta = dt - mean
+            mean += delta / n
+            m2 += delta * (dt - mean)
+            longest = max(longest, dt)
+            if n >= max_repeats:
+                reason = "max_repeats"
+            elif n >= min_repeats and n >= 2 and _converged(n, mean, m2, target_rel_ci):
+                reason = "converged"
+            elif t1 - start >= budget_s and (n >= min_repeats or (longest > budget_s and n >= min(2, min_repeats))):
+                reason = "budget"
+        if reason is None and (not whole or (deadline is not None and t1 >= deadline)):
             reason = "budget"
         if decide is not None:
             shared = bool(decide(reason is not None))
@@ -460,10 +491,13 @@ def measure(
             break
 
     if reason == "budget" and n < min_repeats:
-        notes.append(
-            f"one run ({format_time(longest)}) exceeds the {budget_s:g} s budget: stopped after {n} "
-            f"of min_repeats={min_repeats}"
-        )
+        if longest > budget_s:
+            notes.append(
+                f"one run ({format_time(longest)}) exceeds the {budget_s:g} s budget: stopped after {n} "
+                f"of min_repeats={min_repeats}"
+            )
+        else:
+            notes.append(f"the time budget ran out after {n} of min_repeats={min_repeats} samples")
     env = environment()
     env["timer"] = getattr(timer, "__qualname__", None) or type(timer).__name__
     m = Measurement(name=name, samples=samples, warmup=warm, stop_reason=reason, env=env, note="; ".join(notes))
@@ -499,15 +533,22 @@ def _write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def _read_json(path: str | os.PathLike) -> Any:
-    p = Path(path)
-    with open(p, "rb") as f:
-        raw = f.read()
-    try:
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
-    except (OSError, EOFError, ValueError) as e:
-        raise ChakraError(f"{p}: not a JSON measurement file ({e})") from None
+    """A result file's JSON: it may come from someone else, so through `io.documents` (a regular
+    file, its size bounded after gunzip with the ratio guard, its nesting and integers limited)."""
+    return read_json(path, "measurement file")
+
+
+def _finite(x) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)):
+        raise ValueError(x)
+    return float(x)
+
+
+def _count(x) -> int:
+    """A non-negative integer count from JSON (a whole float such as 3.0 too)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0 or x != int(x):
+        raise ValueError(f"{short(x)} is not a count")
+    return int(x)
 
 
 def load_measurements(path: str | os.PathLike) -> dict[str, Measurement]:
@@ -521,8 +562,10 @@ def load_measurements(path: str | os.PathLike) -> dict[str, Measurement]:
     out: dict[str, Measurement] = {}
     if isinstance(obj, dict) and isinstance(obj.get("step"), dict) and "per_rank" in obj:  # a replay result
         out["step"] = Measurement.from_dict(obj["step"], source=f"{src} (step)")
+        if not isinstance(obj["per_rank"], dict):
+            raise ChakraError(f"{src}: 'per_rank' must be an object of measurements by rank")
         for r, d in obj["per_rank"].items():
-            out[f"rank {r}"] = Measurement.from_dict(d, source=f"{src} (rank {r})")
+            out[f"rank {r}"] = Measurement.from_dict(d, source=f"{src} (rank {r if r.isdigit() else short(r)})")
         return out
     if isinstance(obj, list):
         for i, d in enumerate(obj):

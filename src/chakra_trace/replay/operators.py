@@ -14,9 +14,11 @@ are waited for by the first op that reads what they wrote, as DDP overlaps them.
 
 from __future__ import annotations
 
-import json
 import os
 import re
+import resource
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,10 +26,15 @@ import numpy as np
 from ..convert.kineto import read_kineto
 from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
+from ..io.documents import read_json, short
+from ..io.memory import vm_size
 from . import _standalone as rt
+from .budget import BudgetSpent, slowest_text
 from .host_gaps import calibrate
 from .indices import bound_indices
-from .tensors import StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
+from .memory import check as check_memory
+from .memory import estimate, gib, tensor_limit
+from .tensors import _ITEMSIZE, StoragePlan, Unreplayable, scalar, split_list_type, tensor_ranges
 from .waits import link_rows, wait_points
 
 MAX_DELAY_US = 10_000_000.0
@@ -76,11 +83,7 @@ class ReplayConfig:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ReplayConfig:
-        try:
-            with open(path) as f:
-                d = json.load(f)
-        except (OSError, ValueError) as e:
-            raise ChakraError(f"{path}: cannot read the replay config: {_short(str(e))}") from None
+        d = read_json(path, "replay config")  # (a regular file, bounded, its nesting limited)
         if not isinstance(d, dict):
             raise ChakraError(f"{path}: a replay config is a JSON object with skip, substitute, delay_us")
         unknown = set(d) - {"skip", "substitute", "delay_us"}
@@ -89,9 +92,8 @@ class ReplayConfig:
         return cls(d.get("skip", []), d.get("substitute", {}), d.get("delay_us", {}), source=str(path))
 
 
-def _short(v, n: int = 120) -> str:
-    s = repr(v)
-    return s if len(s) <= n else s[: n - 3] + "..."
+def _short(v) -> str:
+    return short(v)
 
 
 def _check_substitute(src: str, key, value) -> None:
@@ -105,9 +107,12 @@ def _check_substitute(src: str, key, value) -> None:
     except ImportError:
         return
     try:
-        rt.registered(value)
+        fn = rt.resolve(value)
     except ValueError:
         raise ChakraError(f"{where} is not a registered operator; {_ACCEPTED}") from None
+    why = rt.schema_refusal(fn)
+    if why is not None:
+        raise ChakraError(f"{where} is refused: {why} (a replay runs computations on tensors only)")
 
 
 STAGES = ("build", "try", "warm-up", "timed run")
@@ -124,7 +129,7 @@ class OpOutcome:
     row: int
     node_id: int
     name: str
-    status: str  # "replayed", "skipped", "failed"
+    status: str  # "replayed", "skipped", "failed", "refused" (not a computation: never called)
     reason: str = ""
     collective: int = -1
 
@@ -245,6 +250,55 @@ def _step_of(h) -> tuple[np.ndarray, dict[int, int]]:
     return out, step_rows
 
 
+@dataclass
+class Selection:
+    """The ops a replay of one host trace runs: the top-most ones with an `op_schema` in the
+    selected profiler steps (and under `select`), in the order they started (numpy only: the
+    launcher uses it to size the replay before any rank starts)."""
+
+    rows: np.ndarray
+    steps: list[int]
+    recorded_steps: list[int]
+    step_of: np.ndarray
+
+    @classmethod
+    def of(cls, h, steps=None, select: str | None = None) -> Selection:
+        empty = np.array([not x for x in h.strings] + [True])  # (code -1 -> the sentinel)
+        has_schema = ~empty[np.where(h.op_schema >= 0, h.op_schema, len(h.strings))]
+        parent = _parent_rows(h)
+        top = has_schema & ~_ancestor_flag(parent, has_schema) & ~h.synthetic
+        step, step_rows = _step_of(h)
+        recorded = sorted(step_rows)
+        if steps is not None:
+            missing = sorted(set(steps) - set(step_rows))
+            if missing:
+                raise ChakraError(f"steps {missing} are not in the trace (it has {recorded})")
+            top &= np.isin(step, list(steps))
+            chosen = sorted(steps)
+        elif step_rows:
+            top &= step >= 0
+            chosen = recorded
+        else:
+            chosen = []
+        if select:
+            rx = re.compile(select)
+            hit = np.array([bool(rx.search(str(n))) for n in h.name_array])
+            top &= hit | _ancestor_flag(parent, hit)
+        rows = np.flatnonzero(top)
+        return cls(rows[np.argsort(h.ids[rows], kind="stable")], chosen, recorded, step)  # ids: op entry order
+
+    def planned(self, h, config: ReplayConfig | None = None, drop=()) -> list[int]:
+        """The rows whose arguments a replay builds: not skipped or delayed by ``config``."""
+        cfg = config or ReplayConfig()
+        skip = [re.compile(x) for x in cfg.skip]
+        out = []
+        for r in self.rows.tolist():
+            name = str(h.name_array[r])
+            if not any(x.search(name) for x in skip) and name not in cfg.delay_us:
+                out.append(r)
+        return out
+
+
 class HostReplay:
     """The prepared replay of one rank's host trace.
 
@@ -259,6 +313,13 @@ class HostReplay:
     the original spent that the replay lacks, inside ops (a tensor subclass's dispatch) and
     between them (`host_gaps.py`; needs the Kineto trace and a call of `calibrate` after the
     warm-up; ``host_gaps_info`` says what was emulated).
+
+    A trace is data: an op that is not a computation on tensors (`_standalone.refusal`: it
+    opens or saves a file, prints, takes a string argument that could name one) is reported
+    "refused" and never called. ``memory_limit``: bytes of tensors this rank may hold (default:
+    `memory.check` of its estimate); the estimate is checked before any storage is made, and
+    inputs made apart from the storages as ops are tried. ``deadline`` (`time.perf_counter`):
+    past it, trying the ops stops (`BudgetSpent`) and `run_step` cuts its pass short.
     """
 
     def __init__(
@@ -274,6 +335,8 @@ class HostReplay:
         kineto=None,
         drop_collectives: dict[int, str] | None = None,
         host_gaps: bool = True,
+        memory_limit: int | None = None,
+        deadline: float | None = None,
     ):
         try:
             import torch
@@ -284,31 +347,15 @@ class HostReplay:
         self.device = device
         self.config = config or ReplayConfig()
         self.autograd = autograd
-        empty = np.array([not x for x in h.strings] + [True])  # (code -1 -> the sentinel)
-        has_schema = ~empty[np.where(h.op_schema >= 0, h.op_schema, len(h.strings))]
-        parent = _parent_rows(h)
-        top = has_schema & ~_ancestor_flag(parent, has_schema) & ~h.synthetic
-        step, step_rows = _step_of(h)
-        self._row_step = step
+        sel = Selection.of(h, steps, select)
+        self._row_step = sel.step_of
         self.select = select
-        self.recorded_steps = sorted(step_rows)
-        if steps is not None:
-            missing = sorted(set(steps) - set(step_rows))
-            if missing:
-                raise ChakraError(f"steps {missing} are not in the trace (it has {self.recorded_steps})")
-            top &= np.isin(step, list(steps))
-            self.steps = sorted(steps)
-        elif step_rows:
-            top &= step >= 0
-            self.steps = self.recorded_steps
-        else:
-            self.steps = []
-        if select:
-            rx = re.compile(select)
-            hit = np.array([bool(rx.search(str(n))) for n in h.name_array])
-            top &= hit | _ancestor_flag(parent, hit)
-        rows = np.flatnonzero(top)
-        self.rows = rows[np.argsort(h.ids[rows], kind="stable")]  # ids follow op entry order
+        self.recorded_steps = sel.recorded_steps
+        self.steps = sel.steps
+        self.rows = sel.rows
+        self.memory_limit = memory_limit
+        self.deadline = deadline  # (time.perf_counter: past it, planning stops and passes are cut)
+        self.slowest: tuple[float, str, int] | None = None  # (seconds, name, node id) of the slowest trial call
         self.coverage = Coverage()
         self._calls: list[tuple] = []
         self._live: list[OpOutcome] = []  # the outcome of each planned op (plan["ops"], _calls)
@@ -327,6 +374,7 @@ class HostReplay:
         skip = [re.compile(x) for x in cfg.skip]
         storages = StoragePlan()
         specs = []
+        sized = []
         n_coll = 0
         for r in self.rows.tolist():
             name = str(h.name_array[r])
@@ -343,21 +391,46 @@ class HostReplay:
             inputs, _outputs = h.io(r)
             ranges = tensor_ranges(h.attr(r, "tensor_range"))
             specs.append((out, inputs, ranges))
-            for k, (v, shp, t) in enumerate(zip(inputs["values"], inputs["shapes"], inputs["types"])):
-                _reserve(storages, v, shp, _at(inputs["strides"], k), t)
-        storages.check_size(str(h.path))
+            if name not in cfg.delay_us:
+                sized.append(r)
+        self.memory = est = estimate(h, sized, storages)
+        source = str(h.path)
+        if self.memory_limit is None and not self.device.startswith("cuda"):
+            self.memory_limit = check_memory([est], source)[0]
+        elif self.memory_limit is None:  # (the tensors live on the GPU: its free memory is the limit)
+            import torch
+
+            self.memory_limit = tensor_limit() or int(torch.cuda.mem_get_info(torch.device(self.device))[0])
+        if est.tensors > self.memory_limit:
+            where = "this GPU's free memory" if self.device.startswith("cuda") else "this rank's share"
+            raise ChakraError(
+                f"{source}: replaying it needs {gib(est.tensors)} of tensors per rank, over {where} of "
+                f"{gib(self.memory_limit)}; select fewer ops (--select, --steps)"
+            )
+        self._own_bytes = 0  # inputs made apart from the storages, as planned so far
         self.plan = {"device": self.device, "seed": seed, "storages": storages.storages, "ops": []}
         self._storages = rt.make_storages(self.plan, self.device, seed)
         planned = []
-        for out, inputs, ranges in specs:
+        for k, (out, inputs, ranges) in enumerate(specs):
+            if self.deadline is not None and time.perf_counter() > self.deadline:
+                raise BudgetSpent(
+                    f"{source}: the time budget ran out while trying each op once ({k} of {len(specs)} tried)"
+                    f"{slowest_text(self.slowest)}: a pass of this replay takes longer than the budget; give a "
+                    "larger budget (--budget-s) or replay fewer ops (--select, --steps)"
+                )
             try:
                 op = self._plan_op(out, inputs, ranges)
+            except rt.Refused as e:  # not a computation: never called
+                out.status, out.reason = "refused", str(e)
+                continue
             except _TryFailed as e:  # torch refused the call itself
                 out.status, out.reason = "failed", failure("try", e.cause)
                 continue
             except Exception as e:  # an argument that cannot be recreated, a schema torch rejects, ...
                 out.status, out.reason = "failed", failure("build", e)
                 continue
+            if op["kind"] == "collective":  # (its buffers are made apart from the storages)
+                self._own_bytes += _own_bytes(op["args"])
             op.update(node_id=out.node_id, name=out.name)
             self.plan["ops"].append(op)
             self._live.append(out)
@@ -461,6 +534,9 @@ class HostReplay:
         schema = torch._C.parse_schema(h.attr(out.row, "op_schema"))
         overload = cfg.substitute.get(name) or f"{schema.name}.{schema.overload_name or 'default'}"
         fn = _resolve(overload)
+        why = rt.schema_refusal(fn)
+        if why is not None:
+            raise rt.Refused(why)
         if out.collective >= 0:  # a functional collective: its peers are not here to try it with
             import torch.distributed as dist
 
@@ -488,6 +564,8 @@ class HostReplay:
                     ranges.get(k),
                     fresh,
                 )
+                if v is not None and str(arg.type) in ("Device", "Optional[Device]"):
+                    v = {"device": 1}  # (whatever was recorded: the replay's device)
                 named[arg.name] = v
                 if arg.kwarg_only:
                     kwargs[arg.name] = v
@@ -508,12 +586,26 @@ class HostReplay:
                 "writes": [],
                 "grad": with_grad,
             }
+            own = _own_bytes(args) + _own_bytes(list(kwargs.values()))
+            if self._own_bytes + own + self.memory.storages + self.memory.outputs > (self.memory_limit or 0):
+                raise rt.Refused(
+                    f"its inputs made apart from the recorded storages ({gib(own)}) would take this rank past "
+                    f"its memory limit of {gib(self.memory_limit or 0)}"
+                )
             call = rt.build_call(op, self._storages, self.device)
             if out.collective >= 0:
                 op["grad"] = False
+                self._own_bytes += own
                 return op
+            room = (self.memory_limit or 0) - self.memory.storages - self._own_bytes - own
             try:
-                fn(*call[1], **call[2])
+                t0 = time.perf_counter()
+                with _address_space(room, self.device):
+                    fn(*call[1], **call[2])
+                took = time.perf_counter() - t0
+                if self.slowest is None or took > self.slowest[0]:
+                    self.slowest = (took, name, out.node_id)
+                self._own_bytes += own
                 return op
             except Exception as e:
                 first = first or e
@@ -547,19 +639,29 @@ class HostReplay:
         return {"kind": "collective", "op": name, "args": args, "kwargs": {}, "reads": [], "writes": _storages(inputs)}
 
     # ------------------------------------------------------------------ running
-    def run_step(self, host_gaps: bool | None = None, stamps: list | None = None) -> None:
+    def run_step(self, host_gaps: bool | None = None, stamps: list | None = None) -> bool:
         """One pass over the selected ops (all selected steps). An op that raises is taken out of
         the plan (its reason names `stage`) and the pass goes on; a collective that raises ends
         the rank (`CollectiveFailed`): its peers would wait for it. ``host_gaps``: spend the
         calibrated host time (default: as constructed); False runs the ops alone. ``stamps``: a
         list that gets (k, before waits, after waits, after the call) per call k of
-        ``plan["ops"]`` as the pass began (`_standalone.run`)."""
+        ``plan["ops"]`` as the pass began (`_standalone.run`). Returns False when `deadline`
+        cut the pass short (only its collectives ran after it): not a whole pass."""
         on = self.emulate_host_gaps if host_gaps is None else host_gaps
         gaps = self._gaps if on and any(self._gaps) else None
-        rt.run(self._calls, self.device.startswith("cuda"), self._on_error, self.collective_timeout_s, gaps, stamps)
+        whole = rt.run(
+            self._calls,
+            self.device.startswith("cuda"),
+            self._on_error,
+            self.collective_timeout_s,
+            gaps,
+            stamps,
+            self.deadline,
+        )
         if self._dropped:
             self.drop(self._dropped)
             self._dropped = {}
+        return whole
 
     def _on_error(self, k: int, e: BaseException) -> None:
         out = self._live[k]
@@ -675,17 +777,42 @@ def _at(strides, k):
     return strides[k] if strides and k < len(strides) else None
 
 
-def _reserve(plan: StoragePlan, v, shape, stride, type_str: str) -> None:
-    if type_str.startswith("Tensor"):
-        try:
-            plan.reserve(v, shape, stride, type_str)
-        except Unreplayable:
-            pass
+@contextmanager
+def _address_space(room: int | None, device: str):
+    """While an op is tried: the address space capped at what the process maps now plus `room`
+    (and a little for a thread's stack), so that an op whose arguments ask for more than the
+    trace recorded (an ``aten::new_zeros`` of 10^12 elements recorded with a small output) fails
+    to allocate instead of taking the machine's memory. CPU only (a GPU's memory is its own)."""
+    if room is None or str(device).startswith("cuda"):
+        yield
         return
-    elems = split_list_type(type_str)
-    if elems and isinstance(v, list):
-        for x, sh, st, t in _elements(v, shape, stride, elems):
-            _reserve(plan, x, sh, st, t)
+    mapped = vm_size()
+    if mapped is None:  # (not known: no cap)
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = mapped + max(room, 0) + (128 << 20)
+    for lim in (soft, hard):
+        if lim != resource.RLIM_INFINITY:
+            cap = min(cap, lim)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _own_bytes(specs: list) -> int:
+    """Bytes of the plan's tensor specs made apart from the storages (``fresh``)."""
+    total = 0
+    for v in specs:
+        if isinstance(v, list):
+            total += _own_bytes(v)
+        elif isinstance(v, dict) and "t" in v and v["t"][6]:
+            _sid, shape, stride, _off, dtype, _rng, _fresh = v["t"]
+            extent = 0 if any(d == 0 for d in shape) else 1 + sum((d - 1) * s for d, s in zip(shape, stride))
+            total += extent * _ITEMSIZE.get(dtype, 8)
+    return total
 
 
 def _elements(v: list, shape, stride, elems: list[str]):

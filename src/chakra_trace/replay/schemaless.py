@@ -50,6 +50,7 @@ from ..io.et import read_trace
 from ..io.workload import Workload, locate, read_comm_groups, select_ranks
 from ..schema.enums import Attr, CollectiveType, NodeType, node_type_name
 from ..validate import fix_trace
+from .budget import Budget, BudgetSpent
 from .energy import gpu_of, rank_meter
 from .environment import environment
 from .kernels import Kernel
@@ -125,6 +126,7 @@ class SchemaLessReplay:
         comm_groups: dict[str, list[int]] | None = None,
         name: str = "",
         yield_cpu: bool = True,
+        max_node_s: float | None = None,
     ):
         import torch
 
@@ -155,6 +157,7 @@ class SchemaLessReplay:
         self.lags_us: list[float] = []  # per step: how far behind its timeline the last host kernel ended
         self.waits_us: list[float] = []  # per step: time blocked waiting for communication (exposed comm)
         self.steps_us: list[float] = []  # per step: host time of run_step
+        self.max_node_s = max_node_s  # (a node recorded as lasting longer is not replayed: a trace is data)
         self._prepare()
 
     # -------------------------------------------------------------- preparation
@@ -180,7 +183,11 @@ class SchemaLessReplay:
             if ty in (NodeType.COMP_NODE, NodeType.MEM_LOAD_NODE, NodeType.MEM_STORE_NODE):
                 # on CUDA a host op's FLOPs ran in the kernels it launched: it keeps its own (CPU) time
                 flops = use_flops[r] and ty == NodeType.COMP_NODE and not (self.on_cuda and host_side[r])
-                if host_side[r]:
+                sec = num_ops[r] / cpu_rate if flops else dur_s[r]
+                if self.max_node_s is not None and sec > self.max_node_s:
+                    self._skip(r, f"not replayed: it lasts {sec:.3g} s alone, more than the time budget")
+                    ops[r] = (_NOP, None)
+                elif host_side[r]:
                     sec = num_ops[r] / cpu_rate if flops else dur_s[r]
                     ops[r] = (_HOST, sec) if sec > 0 else (_NOP, None)
                 else:
@@ -331,15 +338,21 @@ class SchemaLessReplay:
         return (lambda: dist.irecv(buf, peer, group=group, tag=tag)), ""
 
     # -------------------------------------------------------------- running
-    def run_step(self) -> None:
-        """One pass over the trace (asynchronous CUDA work may still run when it returns: sync to time it)."""
+    def run_step(self, deadline: float | None = None) -> bool:
+        """One pass over the trace (asynchronous CUDA work may still run when it returns: sync to time it).
+        ``deadline`` (`time.perf_counter`): past it, only the communication runs (peers wait for it)
+        and the pass returns False (cut short: not a sample); True otherwise."""
         pc = time.perf_counter
         host = self.kernel.host
         pending = self._pending
         probe = not self._probed
         waited = 0.0
+        whole = True
         t = t_begin = pc()
         for i, (kind, arg, waits, row) in enumerate(self._ops):
+            if deadline is not None and kind in (_HOST, _DEVICE) and (not whole or t > deadline or pc() > deadline):
+                whole = False
+                continue
             if waits:
                 w0 = pc()
                 for s in waits:
@@ -353,7 +366,7 @@ class SchemaLessReplay:
                     t = now
             if kind == _HOST:
                 t += arg
-                host(t)
+                host(t if deadline is None else min(t, deadline))
             elif kind == _ASYNC:
                 slot, issue = arg
                 if probe:
@@ -380,6 +393,11 @@ class SchemaLessReplay:
         self.waits_us.append((waited + end - now) * 1e6)
         self.steps_us.append((end - t_begin) * 1e6)
         self._probed = True
+        return whole
+
+    def pass_s(self) -> float:
+        """The recorded time of the host kernels of one pass (seconds): what a pass takes at least."""
+        return float(sum(arg for kind, arg, _w, _r in self._ops if kind == _HOST))
 
     # -------------------------------------------------------------- reporting
     def coverage(self) -> dict:
@@ -465,21 +483,29 @@ def replay_rank(
 
     path = _rank_file(source, rank)
     trace, repairs = without_cycles(read_trace(path), f"rank {rank} ({Path(path).name})")
+    budget = Budget(budget_s)  # (from here on: preparing, warm-up, samples)
     cuda = str(device).startswith("cuda")
     # decisions and barriers go through gloo on the CPU: cheap, and they never queue behind NCCL work
     ctrl = None
     if str(dist.get_backend()) != "gloo":
         ctrl = dist.new_group(backend="gloo")
     replay = SchemaLessReplay(
-        trace, mode=mode, device=device, comm_groups=comm_groups, name=f"rank{rank}", yield_cpu=yield_cpu
+        trace,
+        mode=mode,
+        device=device,
+        comm_groups=comm_groups,
+        name=f"rank{rank}",
+        yield_cpu=yield_cpu,
+        max_node_s=budget.seconds,
     )
     decide = stop_together(ctrl)  # stop when every rank has converged (or hit the budget)
 
     state = {"ran": False}
 
-    def step() -> None:
-        replay.run_step()
+    def step() -> bool:
+        whole = replay.run_step(budget.hard)
         state["ran"] = True
+        return whole
 
     def sync() -> None:
         # before a sample's first clock reading: line the ranks up; before its last: only drain the device
@@ -489,11 +515,15 @@ def replay_rank(
             dist.barrier(group=ctrl)
         state["ran"] = False
 
+    warm = 0
     for _ in range(max(warmup, 1)):  # the first pass also probes what the backend can run
         dist.barrier(group=ctrl)
-        replay.run_step()
+        replay.run_step(budget.hard)
         if cuda:
             torch.cuda.synchronize()
+        warm += 1
+        if decide(time.perf_counter() > budget.start + budget.seconds / 2):  # (at most half the budget)
+            break
     meter = rank_meter(rank, gpu_of(replay.device) if cuda else None)
     m = measure(
         step,
@@ -507,11 +537,19 @@ def replay_rank(
         decide=decide,
         on_sample=progress_reporter() if rank == 0 else None,
         meter=meter,
+        origin=budget.start,
+        deadline=budget.hard,
     )
-    m.warmup = max(warmup, 1)
+    m.warmup = warm
+    if not m.n:
+        raise BudgetSpent(
+            f"{path}: no pass of the replay finished within the time budget of {budget.seconds:g} s (and "
+            f"{budget.grace:g} s of grace): its recorded time per pass is about {replay.pass_s():.3g} s; give a "
+            "larger budget (--budget-s)"
+        )
 
     m.env.update(environment(device if cuda else None))
-    skip = max(warmup, 1)
+    skip = warm
     lags, waits, steps = replay.lags_us[skip:], replay.waits_us[skip:], replay.steps_us[skip:]
     m.extra.update(
         {

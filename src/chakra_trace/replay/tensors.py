@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-
-from ..errors import ChakraError
-from ..io.memory import env_int
 
 _DTYPES = {
     "float": "float32",
@@ -36,6 +32,10 @@ _DTYPES = {
     "c10::Float8_e4m3fn": "float8_e4m3fn",
     "c10::Float8_e5m2": "float8_e5m2",
 }
+_ITEMSIZE = {
+    "float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+    "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16, "float8_e4m3fn": 1, "float8_e5m2": 1,
+}  # fmt: skip
 _UNDEFINED = "nullptr (uninitialized)"
 _TENSOR = re.compile(r"^Tensor\((.*)\)$")
 
@@ -86,20 +86,40 @@ def contiguous_strides(shape) -> list[int]:
 
 
 MAX_BYTES_ENV = "CHAKRA_REPLAY_MAX_BYTES"
-"""Environment variable: the most bytes of tensor storage a replay may allocate per rank
-(default: this machine's physical memory). A trace is data: a recorded shape of [1e12] must be
-refused before anything is allocated, not take the machine down."""
+"""Environment variable: the most bytes of tensors a replay may allocate per rank (its storages,
+the inputs made apart from them and the ops' outputs; see `memory.py`). Without it, the limit is
+the memory available when the replay starts, shared by its ranks. A trace is data: a recorded
+shape of [1e12] must be refused before anything is allocated, not take the machine down."""
 
 
-def storage_limit() -> int:
-    """Bytes of tensor storage a replay may allocate per rank (see `MAX_BYTES_ENV`)."""
-    limit = env_int(MAX_BYTES_ENV, "a positive number of bytes")
-    if limit is not None:
-        return limit
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 64 << 30
+def recorded_dtype(type_str: str) -> str | None:
+    """The torch dtype name of a recorded "Tensor(float)" type ("float32"), None for an undefined
+    tensor; `Unreplayable` for one the replay does not know. No torch needed."""
+    m = _TENSOR.match(type_str)
+    inner = m.group(1) if m else type_str
+    if inner == _UNDEFINED:
+        return None
+    name = _DTYPES.get(inner)
+    if name is None:
+        raise Unreplayable(f"unknown tensor dtype {inner!r}")
+    return name
+
+
+def tensor_bytes(value, shape, stride, type_str: str) -> tuple[str, int, int, bool] | None:
+    """(storage id, bytes its storage needs for this view, bytes of the view itself, integer dtype?)
+    of one recorded tensor, None for an undefined or malformed one; `Unreplayable` for nonsense."""
+    dtype = recorded_dtype(type_str)
+    if dtype is None or not isinstance(value, list) or len(value) < 6:
+        return None
+    _tid, sid, offset, numel, itemsize, _dev = value[:6]
+    _check_ints(value, dtype)
+    shape, stride = _shape_stride(shape, stride)
+    if any(d < 0 for d in shape) or any(s < 0 for s in stride):
+        raise Unreplayable(f"negative shape {shape} or stride {stride}")
+    extent = 0 if any(d == 0 for d in shape) else 1 + sum((d - 1) * s for d, s in zip(shape, stride))
+    need = (int(offset) + max(extent, int(numel))) * int(itemsize)
+    integer = not (dtype.startswith(("float", "bfloat", "complex")))
+    return str(sid), max(need, int(itemsize)), extent * int(itemsize), integer
 
 
 class StoragePlan:
@@ -110,31 +130,17 @@ class StoragePlan:
         self.storages: dict = {}  # storage id -> [nbytes, integer]
 
     def reserve(self, value, shape, stride, type_str: str) -> None:
-        dtype = tensor_dtype(type_str)
-        if dtype is None or not isinstance(value, list) or len(value) < 6:
+        got = tensor_bytes(value, shape, stride, type_str)
+        if got is None:
             return
-        _tid, sid, offset, numel, itemsize, _dev = value[:6]
-        _check_ints(value, dtype)
-        shape, stride = _shape_stride(shape, stride)
-        if any(d < 0 for d in shape) or any(s < 0 for s in stride):
-            raise Unreplayable(f"negative shape {shape} or stride {stride}")
-        extent = 0 if any(d == 0 for d in shape) else 1 + sum((d - 1) * s for d, s in zip(shape, stride))
-        need = (int(offset) + max(extent, int(numel))) * int(itemsize)
-        st = self.storages.setdefault(str(sid), [0, False])
-        st[0] = max(st[0], need, int(itemsize))
-        st[1] = st[1] or not (dtype.is_floating_point or dtype.is_complex)
+        sid, need, _view, integer = got
+        st = self.storages.setdefault(sid, [0, False])
+        st[0] = max(st[0], need)
+        st[1] = st[1] or integer
 
-    def check_size(self, source: str) -> None:
-        """ChakraError before allocation when the storages are over `storage_limit()`."""
-        total = sum(n for n, _ in self.storages.values())
-        limit = storage_limit()
-        if total > limit:
-            sid, (big, _) = max(self.storages.items(), key=lambda kv: kv[1][0])
-            raise ChakraError(
-                f"{source}: replaying it needs {total / 2**30:,.3g} GiB of tensor storage (the largest, storage "
-                f"{sid}, {big / 2**30:,.3g} GiB), over the limit of {limit / 2**30:,.3g} GiB per rank (this "
-                f"machine's memory unless {MAX_BYTES_ENV} says otherwise); select fewer ops (--select, --steps)"
-            )
+    @property
+    def total(self) -> int:
+        return sum(n for n, _ in self.storages.values())
 
     def tensor_spec(self, value, shape, stride, type_str: str, value_range=None, fresh: bool = False):
         """The plan entry of one recorded tensor (None for an undefined tensor)."""
@@ -154,12 +160,14 @@ class StoragePlan:
 
 def _check_ints(value: list, dtype) -> None:
     """A recorded tensor's offset, numel and itemsize are non-negative integers, and the itemsize
-    is its dtype's (a trace is data: anything else is not replayed rather than allocated)."""
+    is its dtype's (a trace is data: anything else is not replayed rather than allocated).
+    ``dtype``: a torch dtype or its name."""
     _tid, _sid, offset, numel, itemsize = value[:5]
     for what, v in (("offset", offset), ("numel", numel), ("itemsize", itemsize)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0:
             raise Unreplayable(f"tensor {what} {v!r} is not a non-negative integer")
-    if dtype.itemsize != itemsize:
+    name = dtype if isinstance(dtype, str) else str(dtype).replace("torch.", "")
+    if _ITEMSIZE.get(name) != itemsize:
         raise Unreplayable(f"itemsize {itemsize} does not match dtype {dtype}")
 
 
