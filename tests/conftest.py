@@ -5,6 +5,21 @@ import pytest
 DATA = Path(__file__).parent / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_dir(tmp_path_factory):
+    """Converted copies (`io.cache`) go to a folder of this session, never the user's own cache:
+    set in the environment, so commands run as subprocesses use it too."""
+    import os
+
+    before = os.environ.get("CHAKRA_TRACE_CACHE_DIR")
+    os.environ["CHAKRA_TRACE_CACHE_DIR"] = str(tmp_path_factory.mktemp("chakra-trace-cache"))
+    yield
+    if before is None:
+        os.environ.pop("CHAKRA_TRACE_CACHE_DIR", None)
+    else:
+        os.environ["CHAKRA_TRACE_CACHE_DIR"] = before
+
+
 @pytest.fixture
 def resnet_path() -> Path:
     return DATA / "resnet50_ddp.0.et.gz"

@@ -5,6 +5,19 @@ The public facade: the names a notebook needs first. Each lives in the package t
 can read a job (Chakra files and merged jobs here, `chakra collect` folders through the PyTorch converter).
 """
 
+import os as _os
+import signal as _signal
+import sys as _sys
+
+if _os.path.basename(_sys.argv[0] if _sys.argv else "") in ("chakra", "chakra.exe") and (
+    _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+):  # the `chakra` command starting: Ctrl-C before `cli.main` takes over ends it quietly (status 130)
+
+    def _quiet_start(signum, frame):
+        raise SystemExit(130)
+
+    _signal.signal(_signal.SIGINT, _quiet_start)
+
 from .analyze.summary import TraceSummary, summarize
 from .convert.pytorch import convert_pytorch
 from .errors import ChakraError, TraceFormatError

@@ -7,7 +7,7 @@ import os
 import click
 
 from ..convert.text import read_text_workload, text_to_chakra
-from ..io.workload import write_comm_groups
+from ..io.outputs import comm_groups_path
 from .common import json_option, print_json
 
 
@@ -98,10 +98,8 @@ def convert_text(
     parent = os.path.dirname(prefix)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    files = [str(p) for p in w.save(prefix, compress=compress)]
-    groups_path = None
-    if w.groups:
-        groups_path = str(write_comm_groups(w.groups, f"{prefix}.comm_groups.json"))
+    files = [str(p) for p in w.save(prefix, compress=compress, groups=w.groups or None)]
+    groups_path = str(comm_groups_path(prefix)) if w.groups else None
     t0 = w.traces[0]
     info = {
         "input": src,

@@ -9,8 +9,7 @@ import click
 from rich.table import Table
 
 from ..io.et import read_trace
-from ..io.workload import write_comm_groups
-from ..synthesize.parallel import RECOMPUTE, SCHEDULES, Plan, parallelize_detailed
+from ..synthesize.parallel import RECOMPUTE, SCHEDULES, ParallelizeError, Plan, parallelize_detailed
 from .common import console, json_option, print_json, steps
 
 
@@ -93,13 +92,15 @@ def parallelize(
     with steps("reading the master trace", None):
         trace = read_trace(master)
     with steps(f"parallelizing ({plan.describe()})", None):
-        result = parallelize_detailed(trace, plan)
+        try:
+            result = parallelize_detailed(trace, plan)
+        except ParallelizeError as e:  # (about the master trace's content: say which file)
+            raise ParallelizeError(f"{master}: {e}") from None
     d = result.to_dict()
     if prefix:
         with steps(f"writing {plan.ranks} traces", None):
             Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-            result.workload.save(prefix)
-            write_comm_groups(result.workload.groups, f"{prefix}.comm_groups.json")
+            result.workload.save(prefix, groups=result.workload.groups)
         d["output"] = prefix
     d["wall_s"] = round(time.perf_counter() - t0, 3)
     if as_json:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..io.et import write_trace
+from ..io.outputs import comm_groups_path
 from ..io.workload import Workload, write_comm_groups
 from ..synthesize import transforms as tf
 from ..synthesize.scale import data_parallel
@@ -92,7 +93,7 @@ def transform(
     w = tf.apply(w, [fn for _, fn in steps])
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     files = _save(w, prefix)
-    groups = str(write_comm_groups(w.groups, f"{prefix}.comm_groups.json")) if w.groups else None
+    groups = str(comm_groups_path(prefix)) if w.groups else None
     after = sum(len(t) for t in {id(t): t for t in w.traces.values()}.values())
     out = {
         "steps": [s for s, _ in steps],
@@ -112,10 +113,13 @@ def transform(
 
 
 def _save(w: Workload, prefix: str) -> list[Path]:
-    """PREFIX.<rank>.et, or PREFIX itself for a one-rank result where it names an .et file (a
-    master trace, which `chakra parallelize` takes as one file)."""
+    """PREFIX.<rank>.et and PREFIX.comm_groups.json as one set (`Workload.save`), or PREFIX itself
+    for a one-rank result where it names an .et file (a master trace, which `chakra parallelize`
+    takes as one file)."""
     if len(w) == 1 and prefix.endswith((".et", ".et.gz")):
         (trace,) = w.traces.values()
         write_trace(trace, prefix)
+        if w.groups:
+            write_comm_groups(w.groups, comm_groups_path(prefix))
         return [Path(prefix)]
-    return w.save(prefix)
+    return w.save(prefix, groups=w.groups or None)

@@ -21,6 +21,9 @@ import numpy as np
 from ..errors import ChakraError
 from ..io.cache import cached_trace
 from ..io.et import read_trace, write_trace
+from ..io.files import found_file, rank_number
+from ..io.outputs import file_set
+from ..io.workers import pool_options
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
@@ -130,17 +133,24 @@ def _estimate(conv, host, estimated: np.ndarray, lk, et_path, report: Conversion
 
 # --------------------------------------------------------------------------- whole collections
 
-_RANK_FILE = re.compile(r"^rank(\d+)\.(et|kineto)\.json(?:\.gz)?$")
+_RANK_FILE = re.compile(r"^rank([0-9]+)\.(et|kineto)\.json(?:\.gz)?$")
 
 
 def rank_files(folder: str | os.PathLike) -> dict[int, dict[str, str]]:
     """{rank: {"et": path, "kineto": path}} of the ``rank<r>.et|kineto.json[.gz]`` files in a folder
-    (the layout `chakra collect` writes), either kind possibly missing, by rank."""
+    (the layout `chakra collect` writes), either kind possibly missing, by rank. Only regular files
+    in the folder are taken (`io.files.found_file`: a link out of it, a pipe or a device is an error)."""
     found: dict[int, dict[str, str]] = {}
     for entry in sorted(os.listdir(folder)):
         m = _RANK_FILE.match(entry)
-        if m:
-            found.setdefault(int(m.group(1)), {})[m.group(2)] = os.path.join(folder, entry)
+        if m and found_file(folder, os.path.join(folder, entry)):
+            rank = rank_number(m.group(1), os.path.join(folder, entry))
+            kinds = found.setdefault(rank, {})
+            if m.group(2) in kinds:  # rank01 and rank1
+                raise ChakraError(
+                    f"{os.path.join(folder, entry)}: rank {rank} appears twice (also {kinds[m.group(2)]})"
+                )
+            kinds[m.group(2)] = os.path.join(folder, entry)
     return dict(sorted(found.items()))
 
 
@@ -168,7 +178,7 @@ def _convert_one(args) -> tuple[int, ConversionReport]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConversionWarning)  # they are in the report
         trace, report = convert_pytorch(et, kineto, rank=rank)
-    write_trace(trace, out, compress=compress)
+    write_trace(trace, out, compress=compress, leftovers=False)  # (into a fresh temporary folder)
     return rank, report
 
 
@@ -180,26 +190,30 @@ def convert_collection(
     compress: bool = False,
     on_rank_done=None,
 ) -> dict[int, ConversionReport]:
-    """Convert every rank of a collected folder to `<output_prefix>.<rank>.et`, ranks in parallel."""
+    """Convert every rank of a collected folder to `<output_prefix>.<rank>.et`, ranks in parallel
+    (worker processes that end with this one, `io.workers`), written as one set (`io.outputs`:
+    an interruption leaves the files there were, and ranks the folder lacks are removed)."""
     files = collection_files(folder)
     suffix = ".et.gz" if compress else ".et"
-    tasks = [(r, et, k, f"{output_prefix}.{r}{suffix}", compress) for r, (et, k) in files.items()]
+    name = os.path.basename(str(output_prefix))
     os.makedirs(os.path.dirname(os.path.abspath(str(output_prefix))), exist_ok=True)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     reports: dict[int, ConversionReport] = {}
-    if jobs == 1:
-        results = map(_convert_one, tasks)
-        for rank, rep in results:
-            reports[rank] = rep
-            if on_rank_done:
-                on_rank_done(rank, rep)
-    else:
-        with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as pool:
-            for rank, rep in pool.map(_convert_one, tasks):
+    with file_set(output_prefix) as out:
+        tasks = [(r, et, k, str(out.path(f"{name}.{r}{suffix}")), compress) for r, (et, k) in files.items()]
+        jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+        if jobs == 1:
+            results = map(_convert_one, tasks)
+            for rank, rep in results:
                 reports[rank] = rep
                 if on_rank_done:
                     on_rank_done(rank, rep)
-    _resolve_written_groups({r: t[3] for r, t in zip(files, tasks)}, compress, reports)
+        else:
+            with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), **pool_options()) as pool:
+                for rank, rep in pool.map(_convert_one, tasks):
+                    reports[rank] = rep
+                    if on_rank_done:
+                        on_rank_done(rank, rep)
+        _resolve_written_groups({r: t[3] for r, t in zip(files, tasks)}, compress, reports)
     return dict(sorted(reports.items()))
 
 
@@ -213,7 +227,7 @@ def _resolve_written_groups(paths: dict[int, str], compress: bool, reports: dict
     notes = resolve_unnamed_groups(traces)
     for r, t in traces.items():
         if not (np.array_equal(before[r][0], t.present) and np.array_equal(before[r][1], t.pg_name)):
-            write_trace(t, paths[r], compress=compress)
+            write_trace(t, paths[r], compress=compress, leftovers=False)
             reports[r].notes.extend(notes)
 
 
@@ -234,8 +248,8 @@ def converter_stamp() -> str:
 
 def read_collection(folder: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
     """Every rank (or `ranks`) of a `chakra collect` folder, converted one after another (and kept in
-    the folder's `.chakra-cache`, so the next open reads `.et`). What `Workload.open` does with such
-    a folder; `convert_collection` writes the files instead."""
+    the user's cache, `io.cache`, so the next open of the same bytes reads `.et`). What
+    `Workload.open` does with such a folder; `convert_collection` writes the files instead."""
     files = select_ranks(folder, collection_files(folder), ranks)
     traces = {}
     for r, (et, kineto) in files.items():

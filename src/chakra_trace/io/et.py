@@ -6,6 +6,8 @@ import ctypes
 import gzip
 import io
 import os
+import re
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
@@ -50,6 +52,15 @@ def _kind(path: str) -> str:
             return "decompressed byte" if f.read(2) == b"\x1f\x8b" else "byte"
     except OSError:
         return "byte"
+
+
+def _empty(path: str) -> str:
+    """What an input without a byte is: an empty file, or a named pipe that nothing wrote to."""
+    try:
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        fifo = False
+    return "a named pipe that gave no bytes (no writer, or an empty one)" if fifo else "empty file"
 
 
 def iter_chunks(
@@ -122,7 +133,7 @@ def _chunks(
         yield chunk
     if metadata is None:
         raise TraceFormatError(
-            path, "empty file: expected a GlobalMetadata message first", offset=0, offset_kind=_kind(path)
+            path, f"{_empty(path)}: expected a GlobalMetadata message first", offset=0, offset_kind=_kind(path)
         )
     if empty and not yielded:
         yield Trace(0, metadata=metadata)
@@ -193,7 +204,7 @@ def iter_nodes(path: str | os.PathLike, *, limits: Limits | None = None) -> Iter
                 ) from None
     if first:
         raise TraceFormatError(
-            path, "empty file: expected a GlobalMetadata message first", offset=0, offset_kind=_kind(path)
+            path, f"{_empty(path)}: expected a GlobalMetadata message first", offset=0, offset_kind=_kind(path)
         )
 
 
@@ -201,7 +212,7 @@ def read_metadata(path: str | os.PathLike, *, limits: Limits | None = None):
     path = os.fspath(path)
     for block in iter_frame_blocks(path, limits):
         return _metadata(path, block, block.kind)
-    raise TraceFormatError(path, "empty file: expected a GlobalMetadata message first", offset=0)
+    raise TraceFormatError(path, f"{_empty(path)}: expected a GlobalMetadata message first", offset=0)
 
 
 # --------------------------------------------------------------------------- writing
@@ -212,22 +223,31 @@ GZIP_LEVEL = 1  # 4x faster than level 6 for ~13% larger files; readers don't ca
 
 @contextmanager
 def atomic_output(
-    path: str | os.PathLike, *, compress: bool | None = None, compresslevel: int = GZIP_LEVEL
+    path: str | os.PathLike,
+    *,
+    compress: bool | None = None,
+    compresslevel: int = GZIP_LEVEL,
+    leftovers: bool = True,
 ) -> Iterator[io.BufferedIOBase]:
     """A file handle whose content replaces `path` only if the block finishes without error.
 
-    `compress=None` gzips when the name ends in `.gz`.
+    `compress=None` gzips when the name ends in `.gz`. The content goes to `.<name>.<pid>.<random>.tmp`
+    beside `path` first; with `leftovers`, such files that a killed run (SIGKILL, power loss) left
+    for the same name are removed first (`remove_leftovers`; a fresh temporary folder needs no look).
     """
     path = Path(path)
     if compress is None:
         compress = path.suffix == ".gz"
+    if leftovers:
+        remove_leftovers(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent or ".")
     except OSError as e:  # name the file asked for, not the temporary one beside it
         raise type(e)(e.errno, f"cannot write here ({e.strerror})", str(path)) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
+    ACTIVE.add(os.path.abspath(tmp))
     try:
         with os.fdopen(fd, "wb") as raw:
             if compress:
@@ -244,6 +264,65 @@ def atomic_output(
         except FileNotFoundError:
             pass
         raise
+    finally:
+        ACTIVE.discard(os.path.abspath(tmp))
+
+
+#: Temporaries this process is writing now (absolute paths): the others named with its own
+#: process id were left by an earlier write that failed part-way (`io.outputs`' commit marker).
+ACTIVE: set[str] = set()
+
+
+def _temporary(name: str) -> re.Pattern:
+    """What `atomic_output` (and `io.outputs`) name the temporaries of an output `name`: a dot, the
+    name, the writer's process id, mkstemp's or mkdtemp's random part, then what it is."""
+    return re.compile(rf"^\.{re.escape(name)}\.(?P<pid>[0-9]{{1,10}})\.[A-Za-z0-9_]{{8}}(?:\.set|\.commit)?\.tmp$")
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs on this machine (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
+def leftover_names(path: str | os.PathLike) -> list[str]:
+    """Temporaries of `path` (see `_temporary`) in its folder whose writer is no longer running
+    (or is this process, which no longer writes them)."""
+    path = Path(path)
+    folder = path.parent or Path(".")
+    pattern = _temporary(path.name)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    me = os.getpid()
+
+    def left(n: str, pid: int) -> bool:
+        return os.path.abspath(folder / n) not in ACTIVE if pid == me else not alive(pid)
+
+    return [n for n in names if (m := pattern.match(n)) and left(n, int(m.group("pid")))]
+
+
+def remove_leftovers(path: str | os.PathLike) -> None:
+    """Remove what a killed writer of `path` left beside it: its temporary files, and the temporary
+    folders of a set of files (`io.outputs`). Only names of our own pattern for this output and of
+    no running process are touched; links are removed, never followed."""
+    path = Path(path)
+    folder = path.parent or Path(".")
+    for name in leftover_names(path):
+        q = folder / name
+        try:
+            if stat.S_ISDIR(os.lstat(q).st_mode):
+                shutil.rmtree(q, ignore_errors=True)
+            else:
+                os.unlink(q)
+        except OSError:
+            pass  # gone already, or not ours to remove: the new output is written all the same
 
 
 def encode_trace(trace: Trace, chunk: int = 1 << 18) -> Iterator[bytes]:
@@ -256,9 +335,15 @@ def encode_trace(trace: Trace, chunk: int = 1 << 18) -> Iterator[bytes]:
 
 
 def write_trace(
-    trace: Trace, path: str | os.PathLike, *, compress: bool | None = None, compresslevel: int = GZIP_LEVEL
+    trace: Trace,
+    path: str | os.PathLike,
+    *,
+    compress: bool | None = None,
+    compresslevel: int = GZIP_LEVEL,
+    leftovers: bool = True,
 ) -> None:
-    """Write a trace as `.et` (gzip if `compress`, or if the name ends in `.gz`), atomically."""
-    with atomic_output(path, compress=compress, compresslevel=compresslevel) as f:
+    """Write a trace as `.et` (gzip if `compress`, or if the name ends in `.gz`), atomically
+    (`atomic_output`, which `leftovers` goes to)."""
+    with atomic_output(path, compress=compress, compresslevel=compresslevel, leftovers=leftovers) as f:
         for piece in encode_trace(trace):
             f.write(piece)

@@ -16,9 +16,11 @@ import numpy as np
 from ..errors import ChakraError
 from ..schema.trace import Trace
 from ..schema.wire import I64, decode_varint_at
+from .documents import open_regular
 from .et import read_trace, write_trace
 from .merge import HEAD, INSTANCE, is_merged, merge, split
-from .workload import Progress, Workload, register_job_file, register_source, write_comm_groups
+from .outputs import comm_groups_path
+from .workload import Progress, Workload, register_job_file, register_source
 
 
 @dataclass
@@ -91,10 +93,8 @@ def split_job(
         trace = read_trace(path, progress=cb)
     w = split(trace, path=path)
     Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    files = [str(p) for p in w.save(prefix, compress=compress)]
-    groups_file = None
-    if w.groups:
-        groups_file = str(write_comm_groups(w.groups, f"{prefix}.comm_groups.json"))
+    files = [str(p) for p in w.save(prefix, compress=compress, groups=w.groups or None)]
+    groups_file = str(comm_groups_path(prefix)) if w.groups else None
     return SplitSummary(files=files, comm_groups_file=groups_file, ranks=len(w), nodes=len(trace))
 
 
@@ -110,13 +110,14 @@ def is_merged_file(path: Path) -> bool:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return False
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # (never blocks, should the file become a pipe meanwhile)
             head = f.read(_SNIFF)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as g:
-                head = g.read(_SNIFF)
+            if head[:2] == b"\x1f\x8b":
+                f.seek(0)
+                with gzip.open(f, "rb") as g:
+                    head = g.read(_SNIFF)
         _, pos = decode_varint_at(np.frombuffer(head, np.uint8), 0, len(head))
-    except (OSError, EOFError, zlib.error, ValueError):
+    except (OSError, EOFError, zlib.error, ValueError, ChakraError):
         return False
     return pos >= 0 and head[pos : pos + len(HEAD)] == HEAD
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import queue
+import select
 import stat
 import threading
 import zlib
@@ -255,18 +256,37 @@ class _Capped(io.RawIOBase):
         super().close()
 
 
+#: How long a named pipe that no process writes to yet is waited for before it reads as empty.
+PIPE_WRITER_WAIT_S = 2.0
+
+
 def open_binary(path: str | os.PathLike, limits: Limits | None = None) -> tuple[BinaryIO, bool]:
     """Open a file for reading, transparently gunzipping it if it starts with the gzip magic. A
-    pipe or character device is read to at most `Limits.max_stream_bytes`; a folder is refused."""
+    pipe or character device is read to at most `Limits.max_stream_bytes`; a folder is refused.
+
+    The open never blocks: a named pipe that no process has opened for writing would block it for
+    ever. Such a pipe is given `PIPE_WRITER_WAIT_S` for a writer to start, then reads as empty
+    (the readers' "empty file" error); once a writer is there it is read as any pipe."""
     path = os.fspath(path)
     limits = limits or Limits()
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        raw = open(path, "rb", buffering=0)
-        mode = os.fstat(raw.fileno()).st_mode
+        fd = os.open(path, flags)
     except IsADirectoryError:
         raise TraceFormatError(path, "a folder, not a trace file (expected a .et or .et.gz file)") from None
     except OSError as e:
         raise TraceFormatError(path, e.strerror or str(e)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise TraceFormatError(path, "a folder, not a trace file (expected a .et or .et.gz file)")
+        if stat.S_ISFIFO(mode):
+            _wait_for_writer(fd)
+        os.set_blocking(fd, True)
+        raw = open(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
     src: Any = raw
     if not stat.S_ISREG(mode) and limits.max_stream_bytes is not None:
         src = _Capped(raw, path, limits.max_stream_bytes)
@@ -274,6 +294,19 @@ def open_binary(path: str | os.PathLike, limits: Limits | None = None) -> tuple[
     if f.peek(2)[:2] == GZIP_MAGIC:
         return io.BufferedReader(_GuardedGzip(f, path, limits), BLOCK), True
     return f, False
+
+
+def _wait_for_writer(fd: int) -> None:
+    """Wait up to `PIPE_WRITER_WAIT_S` for data or an end on a pipe opened without blocking (a pipe
+    whose writer has not opened it yet shows neither; one that no writer ever opens reads as empty)."""
+    if not hasattr(select, "poll"):  # (no poll() here: read at once)
+        return
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    try:
+        poller.poll(int(PIPE_WRITER_WAIT_S * 1000))
+    except OSError:
+        pass
 
 
 @dataclass

@@ -22,16 +22,19 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..errors import ChakraError, TraceFormatError, reader_limit
-from ..schema.groups import ALL_RANKS_GROUPS, named_groups, uses_group
+from ..schema.groups import ALL_RANKS_GROUPS, group_users, named_groups, uses_group
 from ..schema.trace import Trace
+from .documents import open_regular, read_text
 from .et import atomic_output, read_trace, write_trace
+from .files import found_file, rank_number
 from .jsonio import is_json_path, read_json
+from .outputs import check_complete, comm_groups_path, file_set
 
 #: (label, file) -> a context manager yielding a callback(bytes done) or None: how a caller shows
 #: progress while files are read (the CLI draws a bar on a terminal).
 Progress = Callable[[str, Path], AbstractContextManager]
 
-_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>\d+)\.et(?:\.gz)?$")
+_RANK_RE = re.compile(r"^(?P<prefix>.*)\.(?P<rank>[0-9]+)\.et(?:\.gz)?$")
 _ET_RE = re.compile(r"\.et(?:\.gz)?$")
 
 
@@ -63,10 +66,16 @@ class Workload:
         return [r for r, t in self.traces.items() if uses_group(t, pg_name)]
 
     def all_groups(self) -> dict[str, list[int]]:
+        """Every group the workload declares or its traces name -> `group_ranks`, in one pass
+        (a call per group would read every trace per group)."""
         names: set[str] = set(self.groups)
-        for t in self.traces.values():
+        for t in {id(t): t for t in self.traces.values()}.values():  # (one trace may run on many ranks)
             names |= named_groups(t)
-        return {g: self.group_ranks(g) for g in sorted(names)}
+        users = group_users(self.traces)
+        return {
+            g: self.groups[g] if g in self.groups else self.ranks if g in ALL_RANKS_GROUPS else users.get(g, [])
+            for g in sorted(names)
+        }
 
     @classmethod
     def of(cls, workload: Workload | Trace) -> Workload:
@@ -114,13 +123,22 @@ class Workload:
                     return job
         return cls(traces, groups, files)
 
-    def save(self, prefix: str | os.PathLike, *, compress: bool = False) -> list[Path]:
-        """Write `<prefix>.<rank>.et` (`.et.gz` with compress) for every rank."""
+    def save(
+        self, prefix: str | os.PathLike, *, compress: bool = False, groups: dict[str, list[int]] | None = None
+    ) -> list[Path]:
+        """Write `<prefix>.<rank>.et` (`.et.gz` with compress) for every rank, and `groups`, when
+        given, as `<prefix>.comm_groups.json`: as one set (`io.outputs.file_set`: an
+        interruption leaves the old set, and rank files of the prefix the job lacks are removed).
+        Returns the rank files written."""
         out = []
-        for r, t in self.traces.items():
-            p = Path(f"{prefix}.{r}.et" + (".gz" if compress else ""))
-            write_trace(t, p, compress=compress)
-            out.append(p)
+        name = Path(prefix).name
+        with file_set(prefix) as fs:
+            for r, t in self.traces.items():
+                file = f"{name}.{r}.et" + (".gz" if compress else "")
+                write_trace(t, fs.path(file), compress=compress, leftovers=False)
+                out.append(fs.final(file))
+            if groups is not None:
+                write_comm_groups(groups, fs.path(comm_groups_path(name).name), leftovers=False)
         return out
 
 
@@ -199,10 +217,14 @@ def discover(prefix: str | os.PathLike) -> dict[int, Path]:
     found: dict[int, Path] = {}
     if not parent.is_dir():
         return found
-    for p in parent.iterdir():
-        m = _RANK_RE.match(p.name)
-        if m and m.group("prefix") == prefix.name and not p.is_dir():  # a folder named like a trace is none
-            rank = int(m.group("rank"))
+    names = sorted(os.listdir(parent))
+    check_complete(prefix, names)
+    for n in names:
+        m = _RANK_RE.match(n)
+        # only regular files in the folder (`io.files`); a folder named like a trace is none
+        if m and m.group("prefix") == prefix.name and found_file(parent, parent / n):
+            p = parent / n
+            rank = rank_number(m.group("rank"), p)
             if rank in found:
                 raise TraceFormatError(str(p), f"rank {rank} appears twice (also {found[rank].name})")
             found[rank] = p
@@ -210,9 +232,10 @@ def discover(prefix: str | os.PathLike) -> dict[int, Path]:
 
 
 def rank_of(path: str | os.PathLike) -> int | None:
-    """The rank a file's name gives (`<prefix>.<rank>.et[.gz]`), or None."""
+    """The rank a file's name gives (`<prefix>.<rank>.et[.gz]`), or None; a ChakraError for a rank
+    past `io.files.MAX_RANK`."""
     m = _RANK_RE.match(Path(path).name)
-    return int(m.group("rank")) if m else None
+    return rank_number(m.group("rank"), path) if m else None
 
 
 def prefix_of(path: str | os.PathLike) -> str | None:
@@ -233,7 +256,7 @@ def locate(path: str | os.PathLike) -> dict[int, Path]:
     `<prefix>.<rank>.et` files, or a folder holding the files of exactly one such prefix.
     """
     p = Path(path)
-    if p.is_file() or (p.exists() and not p.is_dir()):  # a pipe or device too: read with a size limit
+    if p.is_file() or (p.exists() and not p.is_dir()):  # named: a pipe or device too, read with a size limit
         return {rank_of(p) or 0: p}
     if p.is_dir():
         prefixes = sorted({m.group("prefix") for q in p.iterdir() if (m := _RANK_RE.match(q.name)) and not q.is_dir()})
@@ -271,12 +294,13 @@ def sniff(path: str | os.PathLike) -> str | None:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None  # a pipe is read once, by the reader; a folder or device is no PyTorch trace
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # (never blocks, should the file become a pipe meanwhile)
             head = f.read(_SNIFF_BYTES)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as g:
-                head = g.read(_SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error):
+            if head[:2] == b"\x1f\x8b":
+                f.seek(0)
+                with gzip.open(f, "rb") as g:
+                    head = g.read(_SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error, ChakraError):
         return None  # unreadable here: the reader says why
     if not head.lstrip()[:1] == b"{":
         return None
@@ -312,9 +336,10 @@ def _kineto_beside(host: Path, stem: str) -> list[Path]:
     return [host.with_name(f"{stem}.kineto.json{gz}") for gz in (".gz", "")]
 
 
-def write_comm_groups(groups: dict[str, list[int]], path: str | os.PathLike) -> Path:
-    """ASTRA-sim's communicator-group file (`read_comm_groups`' format), written atomically."""
-    with atomic_output(os.fspath(path), compress=False) as f:
+def write_comm_groups(groups: dict[str, list[int]], path: str | os.PathLike, *, leftovers: bool = True) -> Path:
+    """ASTRA-sim's communicator-group file (`read_comm_groups`' format), written atomically
+    (`atomic_output`, which `leftovers` goes to)."""
+    with atomic_output(os.fspath(path), compress=False, leftovers=leftovers) as f:
         f.write((json.dumps({str(k): list(v) for k, v in groups.items()}, indent=1) + "\n").encode())
     return Path(path)
 
@@ -322,11 +347,10 @@ def write_comm_groups(groups: dict[str, list[int]], path: str | os.PathLike) -> 
 def read_comm_groups(path: str | os.PathLike) -> dict[str, list[int]]:
     """ASTRA-sim's communicator-group file: {"<group id>": [rank, ...], ...}."""
     path = os.fspath(path)
+    text = read_text(path, "communicator-group file")  # a regular file of bounded size
     try:
-        with open(path) as f:
-            text = f.read()
         raw = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except json.JSONDecodeError as e:
         raise TraceFormatError(path, f"cannot read communicator groups: {e}") from None
     except (ValueError, RecursionError) as e:
         limit = reader_limit(e, text)

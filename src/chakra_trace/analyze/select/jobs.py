@@ -3,8 +3,7 @@
 A path is one job when `Workload.open` takes it as one: a trace file, a `<prefix>` of
 `<prefix>.<rank>.et` files, a folder holding one such job, or a `chakra collect` (or
 Kineto-only) folder. A folder holding the files of several prefixes is one job per prefix, and
-a folder holding no trace files is searched below (hidden folders such as `.chakra-cache`
-skipped), so a folder of job folders, or of prefixes, is a fleet. Lone `.et` files not named
+a folder holding no trace files is searched below (hidden folders skipped), so a folder of job folders, or of prefixes, is a fleet. Lone `.et` files not named
 by rank (a merged job, a one-rank job) are one job each; other files (JSON included: a folder's
 index or manifest) are no jobs, though a Chakra JSON file given as a path is one.
 """
