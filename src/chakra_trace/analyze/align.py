@@ -13,7 +13,7 @@ import numpy as np
 
 from ..io.workload import Workload
 from ..schema.enums import TIME_ORIGIN
-from ..schema.groups import group_rows
+from ..schema.groups import rows_by_group_per_rank
 
 
 def rank_offsets_ns(workload: Workload, how: str = "auto") -> dict[int, int]:
@@ -38,15 +38,20 @@ def _by_collectives(workload: Workload) -> dict[int, int]:
 
     ranks = workload.ranks
     ends: dict[tuple[str, int], dict[int, int]] = {}
+    by_group = rows_by_group_per_rank(workload.traces)
     for g, members in workload.all_groups().items():
         for r in members:
             t = workload.traces.get(r)
-            if t is None:
+            if t is None or g not in by_group[r]:
                 continue
-            rows = group_rows(t, g)
+            rows = by_group[r][g]
             e = (t.start[rows].astype(np.int64) + t.duration[rows].astype(np.int64)) * 1000
             for k, v in enumerate(e.tolist()):
                 ends.setdefault((g, k), {})[r] = v
+    having: dict[int, list[dict[int, int]]] = {}  # rank -> the instances it is in
+    for inst in ends.values():
+        for r in inst:
+            having.setdefault(r, []).append(inst)
     # breadth-first from the lowest rank over "shares an instance" so every connected rank gets an offset
     offset = {ranks[0]: 0}
     frontier = [ranks[0]]
@@ -54,11 +59,10 @@ def _by_collectives(workload: Workload) -> dict[int, int]:
         nxt = []
         for a in frontier:
             diffs: dict[int, list[int]] = {}
-            for inst in ends.values():
-                if a in inst:
-                    for b, v in inst.items():
-                        if b not in offset:
-                            diffs.setdefault(b, []).append(inst[a] + offset[a] - v)
+            for inst in having.get(a, ()):
+                for b, v in inst.items():
+                    if b not in offset:
+                        diffs.setdefault(b, []).append(inst[a] + offset[a] - v)
             for b, d in diffs.items():
                 offset[b] = int(np.median(d))
                 nxt.append(b)

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.enums import NodeType, node_type_name
-from ..schema.groups import group_rows
+from ..schema.groups import rows_by_group
 from ..schema.resources import FREE, KIND_NAMES, node_kinds, node_slots
 from ..schema.trace import Trace
 from .align import rank_offsets_ns
@@ -179,11 +179,13 @@ class _RankTimes:
         self.indptr, self.preds, self.slot_l, slot = self.cache[key]
         self.end_l, self.start_l = end.tolist(), start.tolist()
         ran = np.flatnonzero(end >= 0)
+        ran = ran[np.lexsort((start[ran], end[ran], slot[ran]))]  # per slot, by end then start (one sort)
+        cuts = np.flatnonzero(np.diff(slot[ran])) + 1
         self.lanes = {}
-        for k in np.unique(slot[ran]).tolist():
-            rows = ran[slot[ran] == k]
-            rows = rows[np.lexsort((start[rows], end[rows]))]
-            self.lanes[k] = (end[rows].tolist(), rows.tolist())
+        # each lane: ends, rows, and `skip` (union-find over positions: where the search for an
+        # unseen row goes on), so that walking past rows already on the path costs nothing twice
+        for part in np.split(ran, cuts) if ran.size else []:
+            self.lanes[int(slot[part[0]])] = (end[part].tolist(), part.tolist(), list(range(part.size)))
         self.lists = True
 
     def predecessor(self, v: int, at: int, tol: int, seen: set) -> tuple[int, int]:
@@ -199,13 +201,32 @@ class _RankTimes:
                 best, how, best_end = p, 1, e
         k = self.slot_l[v]
         if k >= 0 and k in self.lanes:  # the resource: the row of the same slot that freed it last
-            ends, rows = self.lanes[k]
-            i = bisect.bisect_right(ends, limit) - 1
-            while i >= 0 and (rows[i] == v or rows[i] in seen):
-                i -= 1
+            ends, rows, skip = self.lanes[k]
+            i = _unseen(bisect.bisect_right(ends, limit) - 1, rows, skip, seen)  # (v is in seen)
             if i >= 0 and ends[i] > best_end:
                 best, how = rows[i], 2
         return best, how
+
+
+def _unseen(i: int, rows: list[int], skip: list[int], seen: set) -> int:
+    """The last position <= i of a lane whose row is not in `seen` (-1: none). Rows join `seen`
+    and never leave, so a passed position points on to one before it (`skip`, shortened as it
+    is followed): the walk costs about one step per row overall, where stepping back one by one
+    cost the path's length squared on a long lane."""
+    j = i
+    while j >= 0:
+        if skip[j] != j:
+            j = skip[j]
+        elif rows[j] in seen:
+            skip[j] = j - 1
+            j -= 1
+        else:
+            break
+    while i > j:  # every position passed now points at the answer
+        nxt = skip[i]
+        skip[i] = j
+        i = nxt
+    return j
 
 
 def _partners(traces: dict[int, Trace], cache: dict) -> dict[tuple[int, int], list[tuple[int, int]]]:
@@ -216,8 +237,7 @@ def _partners(traces: dict[int, Trace], cache: dict) -> dict[tuple[int, int], li
     recvs: dict[tuple, list[tuple[int, int]]] = {}
     for rank, t in traces.items():
         if id(t) not in cache:
-            groups = [""] + [g for g in t.groups if g != ""]
-            coll = {g: group_rows(t, g).tolist() for g in groups}
+            coll = {g: rows.tolist() for g, rows in rows_by_group(t).items()}
             s = np.flatnonzero(t.types == NodeType.COMM_SEND_NODE)
             r = np.flatnonzero(t.types == NodeType.COMM_RECV_NODE)
             cache[id(t)] = (
@@ -326,9 +346,10 @@ def _columns(steps: list[tuple], ranks: dict[int, _RankTimes]) -> dict[str, np.n
     n = len(a)
     ids, start, end, kind = (np.zeros(n, np.int64) for _ in range(4))
     name, typ = np.empty(n, object), np.empty(n, object)
-    for r in np.unique(rank).tolist():  # per rank, gathered as arrays
-        m = rank == r
-        rt = ranks[r]
+    by_rank = np.argsort(rank, kind="stable")
+    cuts = np.flatnonzero(np.diff(rank[by_rank])) + 1
+    for m in np.split(by_rank, cuts) if n else []:  # per rank, gathered as arrays
+        rt = ranks[int(rank[m[0]])]
         t, rows = rt.t, row[m]
         ids[m], start[m], end[m], kind[m] = t.ids[rows], rt.start[rows], rt.end[rows], rt.kind[rows]
         name[m] = np.asarray(t.names, dtype=object)[t.name_codes[rows]]

@@ -47,23 +47,44 @@ def _count_bytes(mask: np.ndarray, size: np.ndarray) -> dict[str, int]:
     return {"count": int(mask.sum()), "bytes": int(size[mask].sum())}
 
 
+def _totals(keys: list[np.ndarray], size: np.ndarray) -> list[tuple[list[int], int, int]]:
+    """(key values, count, sum of `size`) per distinct key tuple, keys ascending: one sort for
+    every group at once (a mask per group cost groups x nodes). Sums are exact Python ints."""
+    if not size.size:
+        return []
+    order = np.lexsort(keys[::-1])
+    ks = [k[order] for k in keys]
+    new = np.zeros(size.size, bool)
+    new[0] = True
+    for k in ks:
+        new[1:] |= k[1:] != k[:-1]
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], size.size)
+    sizes = size[order]
+    # (np.add.reduceat wraps at 64 bits: sums in Python when values are large enough for that)
+    big = max(int(sizes.max()), -int(sizes.min())) > (1 << 62) // sizes.size
+    if big:
+        sums = [sum(sizes[a:b].tolist()) for a, b in zip(starts.tolist(), ends.tolist())]
+    else:
+        sums = np.add.reduceat(sizes, starts).tolist()
+    cols = [k[starts].tolist() for k in ks]
+    return [([c[i] for c in cols], int(ends[i] - starts[i]), int(sums[i])) for i in range(starts.size)]
+
+
 def summarize(trace: Trace) -> TraceSummary:
     types = trace.types
     size = np.where(trace.has(Attr.COMM_SIZE), trace.comm_size, 0)
     has_type = trace.has(Attr.COMM_TYPE)
     coll = types == NodeType.COMM_COLL_NODE
     typed = coll & has_type
-    collectives = {}
-    for t in np.unique(trace.comm_type[typed]):
-        collectives[collective_name(int(t))] = _count_bytes(typed & (trace.comm_type == t), size)
+    ctype = trace.comm_type[typed].astype(np.int64)
+    tsize = size[typed]
+    collectives = {collective_name(t): {"count": n, "bytes": b} for (t,), n, b in _totals([ctype], tsize)}
     by_group: dict[str, dict[str, dict[str, int]]] = {}
-    pg = np.where(trace.has(Attr.PG_NAME), trace.pg_name, -1)
-    for g in np.unique(pg[typed]):
+    pg = np.where(trace.has(Attr.PG_NAME), trace.pg_name, -1)[typed].astype(np.int64)
+    for (g, t), n, b in _totals([pg, ctype], tsize):
         gname = trace.groups[g] if g >= 0 else ""
-        in_g = typed & (pg == g)
-        by_group.setdefault(gname, {})
-        for t in np.unique(trace.comm_type[in_g]):
-            by_group[gname][collective_name(int(t))] = _count_bytes(in_g & (trace.comm_type == t), size)
+        by_group.setdefault(gname, {})[collective_name(t)] = {"count": n, "bytes": b}
     p2p = {}
     for key, nt in (("SEND", NodeType.COMM_SEND_NODE), ("RECV", NodeType.COMM_RECV_NODE)):
         m = types == nt

@@ -13,12 +13,14 @@ import platform
 import signal
 import sys
 import threading
+import warnings
 
 import click
 from google.protobuf.internal import api_implementation
 
 from .. import _native
 from ..errors import ChakraError
+from . import terminal
 
 # command name -> "module:function" (relative to chakra_trace.cli)
 COMMANDS = {
@@ -136,13 +138,17 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     _MAIN_PID = os.getpid()
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    interrupt = signal.signal(signal.SIGINT, signal.default_int_handler)  # (the package's quiet start ends)
     try:
         return _main(argv)
     except Terminated:
         click.echo("terminated", err=True)
         return 128 + signal.SIGTERM
+    except KeyboardInterrupt:  # (outside the command: while starting or ending)
+        return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, interrupt)
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -150,6 +156,26 @@ def _main(argv: list[str] | None = None) -> int:
     error, bad input, or a bug: the last says so and how to see its traceback)."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    if threading.current_thread() is not threading.main_thread():  # (the warnings module is process-wide)
+        return _run(args, debug)
+    with warnings.catch_warnings():  # (restored on return: `main` may run inside a program)
+        if not debug:  # (--debug: Python's own lines, with where each warning comes from)
+            warnings.showwarning = _show_warning
+        terminal.reset_warnings()
+        try:
+            return _run(args, debug)
+        finally:
+            if terminal.warnings_left():
+                click.echo(f"warning: {terminal.warnings_left():,} more warning(s) not shown", err=True)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning as the CLI shows it: `warning: <message>`, one escaped line, without the
+    source file and line Python prints (numpy's arithmetic warnings said in words)."""
+    terminal.echo_warning(terminal.python_warning(message, category))
+
+
+def _run(args: list[str], debug: bool) -> int:
     try:
         rv = cli.main(args=args, prog_name="chakra", standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Abort:
@@ -201,8 +227,9 @@ def _what(args: list[str]) -> str:
 
 def _one_line(msg: str) -> str:
     """A message as one line: what follows a newline is joined with '; '. A traceback carried in a
-    message (a worker process's failure) shrinks to its last line, the error itself."""
-    lines = [part.strip() for part in str(msg).splitlines() if part.strip()]
+    message (a worker process's failure) shrinks to its last line, the error itself. Control
+    characters from the input it names are shown as escapes (`terminal.safe_text`)."""
+    lines = [part.strip() for part in terminal.safe_text(str(msg)).splitlines() if part.strip()]
     for line in lines:
         if "Traceback (most recent call last)" in line:
             head = line.split("Traceback (most recent call last)")[0].rstrip(" :")

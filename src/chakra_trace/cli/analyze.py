@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from ..analyze import Analysis
@@ -13,6 +12,8 @@ from ..analyze.breakdown import COLUMNS
 from ..analyze.roofline import device_spec
 from ..errors import ChakraError
 from .common import (
+    capped,
+    cell,
     comm_groups_option,
     console,
     json_option,
@@ -34,11 +35,13 @@ def analyze() -> None:
     one job, or a `chakra collect` folder."""
 
 
-def _table(title: str, rows: list[dict], columns: list[str]) -> None:
-    t = Table(title=title)
+def _table(title: str, rows: list[dict], columns: list[str], cap: bool = True) -> None:
+    """A table of `rows` (at most `TABLE_ROWS` unless `cap` is False: the user asked for all)."""
+    rows, note = capped(rows) if cap else (rows, "")
+    t = Table(title=cell(title + (f" ({note})" if note else "")))
     for c in columns:  # text left, numbers right
         text = any(isinstance(r.get(c), str) and not r[c][:1].isdigit() for r in rows[:20])
-        t.add_column(c, justify="left" if text else "right", overflow="fold" if text else "ellipsis")
+        t.add_column(cell(c), justify="left" if text else "right", overflow="fold" if text else "ellipsis")
     for r in rows:
         t.add_row(*("all" if c == "group" and r.get(c) == "" else _fmt(r.get(c)) for c in columns))
     console().print(t)
@@ -51,7 +54,7 @@ def _fmt(v) -> str:
         return f"{v:,.3f}"
     if isinstance(v, int):
         return f"{v:,}"
-    return escape(str(v))  # an op named `[host]` is text, not rich markup
+    return cell(v)  # an op named `[host]` is text, not rich markup
 
 
 @analyze.command()
@@ -107,7 +110,7 @@ def imbalance(workload: str, comm_groups, tolerance: float, as_json: bool) -> No
         for x in res.imbalanced[:30]:
             sizes = ", ".join(f"{r}: {b:,}" for r, b in sorted(x.bytes.items()))
             line = (
-                f"[bold]{x.group or 'all'}#{x.index} {x.type}[/bold]: ranks {x.outliers} stand out; "
+                f"[bold]{cell(x.group or 'all')}#{x.index} {x.type}[/bold]: ranks {x.outliers} stand out; "
                 f"bytes sent per rank {{{sizes}}} (median {x.median:,.0f} B, max/min {x.spread:.2f})"
             )
             if x.received:
@@ -251,14 +254,14 @@ def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: in
         print_json(res.to_dict())
         return
     con = console()
-    con.print(f"A = {a}\nB = {b}")
+    con.print(f"A = {cell(a)}\nB = {cell(b)}")
     for m in res.summary["metrics"]:
         change = "" if m["ratio"] is None else f" ({100 * (m['ratio'] - 1):+.1f}%)"
         con.print(f"  {m['metric']}: {m['a']:,} -> {m['b']:,}{change}")
     for c in res.summary["collectives"]:
         mark = " [bold]changed[/bold]" if c["changed"] else ""
         con.print(
-            f"  {c['group'] or 'all'} {c['type']}: {c['count_a']:,} ({c['bytes_a']:,} B) -> "
+            f"  {cell(c['group'] or 'all')} {c['type']}: {c['count_a']:,} ({c['bytes_a']:,} B) -> "
             f"{c['count_b']:,} ({c['bytes_b']:,} B){mark}"
         )
     con.print("  ops: " + ", ".join(f"{n:,} {s}" for s, n in res.summary["status"].items()))

@@ -34,14 +34,14 @@ def _show(title: str, res: Tables, as_json: bool, rows: int) -> None:
         return
     for k, v in res.summary.items():
         if not isinstance(v, (list, dict)):
-            console().print(f"{k}: {v}")
+            console().print(f"{k}: {v}", markup=False)
     for name, table in res.tables.items():
         if not table:
-            console().print(f"{title} / {name}: none")
+            console().print(f"{title} / {name}: none", markup=False)
             continue
         shown = table[:rows] if rows else table
         more = f" (first {rows} of {len(table)})" if rows and len(table) > rows else ""
-        _table(f"{title}: {name}{more}", shown, list(table[0]))
+        _table(f"{title}: {name}{more}", shown, list(table[0]), cap=False)  # (--rows says how many)
 
 
 def _common(f):
@@ -100,4 +100,4 @@ def overlay(kineto: str, output: str, host_trace: str | None, as_json: bool) -> 
         print_json(res.to_dict())
     else:
         for k, v in res.to_dict().items():
-            console().print(f"{k}: {v}")
+            console().print(f"{k}: {v}", markup=False)

@@ -1,16 +1,22 @@
-"""Shared CLI pieces: output helpers and progress that shows only on a terminal."""
+"""Shared CLI pieces: output helpers and progress that shows only on a terminal.
+
+What a trace holds (op, group and file names, metadata) reaches the terminal as text, never as
+commands to it: every console here escapes control characters and bidirectional overrides
+(`safe_text`), and tables show at most `TABLE_ROWS` rows (`--json` gives all)."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.errors import MarkupError
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -20,8 +26,13 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.segment import Segment
+from rich.text import Text
 
+from ..errors import ChakraError
+from ..io.documents import open_regular
 from ..io.workload import Workload
+from .terminal import echo_warning, safe_line, safe_text  # noqa: F401 (the commands' one import for output)
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 
@@ -39,17 +50,68 @@ comm_groups_option = click.option(
 
 
 def print_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+    click.echo(json.dumps(obj, indent=2, sort_keys=False))  # (JSON escapes control characters itself)
+
+
+class SafeConsole(Console):
+    """A rich Console whose text is safe to show: control characters and bidirectional overrides
+    in any string it renders become visible escapes (before layout, so tables stay aligned);
+    what reaches the output in other renderables (a `Text` built from data) is escaped the same
+    way as it is written. Markup that does not parse prints as it is instead of failing, and
+    emoji codes are not replaced (":x:" in a name stays text). Data put into markup must still
+    go through `rich.markup.escape` (or `cell`) to print literally."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("emoji", False)
+        super().__init__(*args, **kwargs)
+
+    def render_str(self, text: str, **kwargs) -> Text:
+        text = safe_text(text)
+        try:
+            return super().render_str(text, **kwargs)
+        except MarkupError:  # e.g. a name holding "[/bold]": the text as it is
+            return super().render_str(text, **{**kwargs, "markup": False})
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        # the last stop before the terminal: rich's own control segments pass, text is escaped
+        return super()._render_buffer(
+            seg if seg.control or not seg.text else Segment(safe_text(seg.text), seg.style, seg.control)
+            for seg in buffer
+        )
+
+
+def cell(value: Any) -> str:
+    """A value as table text: markup in it shown literally (control characters are the console's)."""
+    return escape(str(value))
 
 
 # Wide enough that no table in a pipe or file is squeezed: rich would otherwise lay tables out for
 # 80 columns and cut numbers to "…" (a terminal keeps its own width).
 PIPE_WIDTH = 1000
 
+#: Rows a table shows: a trace of 100,000 groups would otherwise print (and lay out, at about a
+#: millisecond a row) 100,000 rows; `--json` lists everything.
+TABLE_ROWS = 200
+
+
+def capped(rows: list, what: str = "rows") -> tuple[list, str]:
+    """(the first `TABLE_ROWS` rows, a note for the table's title: "" when all are shown)."""
+    if len(rows) <= TABLE_ROWS:
+        return rows, ""
+    return rows[:TABLE_ROWS], f"first {TABLE_ROWS:,} of {len(rows):,} {what}; --json lists all"
+
 
 def console() -> Console:
     """Where tables go: the terminal at its width, or a pipe/file without truncation or colour."""
-    return Console() if sys.stdout.isatty() else Console(width=PIPE_WIDTH, no_color=True, highlight=False)
+    if sys.stdout.isatty():
+        return SafeConsole()
+    return SafeConsole(width=PIPE_WIDTH, no_color=True, highlight=False)
+
+
+def _label() -> TextColumn:
+    """A bar's label (the task's description, which may name a file): text, neither markup nor
+    a format string."""
+    return TextColumn("{task.description}", markup=False)
 
 
 @contextmanager
@@ -59,8 +121,8 @@ def steps(label: str, total: int | None) -> Iterator[Callable[[int], None] | Non
     if not sys.stderr.isatty():
         yield None
         return
-    cols = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
-    with Progress(*cols, transient=True, console=Console(stderr=True)) as p:
+    cols = [_label(), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*cols, transient=True, console=SafeConsole(stderr=True)) as p:
         task = p.add_task(label, total=total)
         yield lambda n=1: p.advance(task, n)
 
@@ -73,11 +135,14 @@ def progress(label: str, path: str | os.PathLike | None = None) -> Iterator[Call
         return
     total = None
     if path is not None:
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-        total = None if gz else os.path.getsize(path)
-    cols = [TextColumn(label), BarColumn(), DownloadColumn(), TimeRemainingColumn()]
-    with Progress(*cols, transient=True, console=Console(stderr=True)) as p:
+        try:  # (a FIFO or a device is not opened here: the reader refuses it)
+            with open_regular(path) as f:
+                gz = f.read(2) == b"\x1f\x8b"
+                total = None if gz else os.fstat(f.fileno()).st_size
+        except ChakraError:
+            pass
+    cols = [_label(), BarColumn(), DownloadColumn(), TimeRemainingColumn()]
+    with Progress(*cols, transient=True, console=SafeConsole(stderr=True)) as p:
         task = p.add_task(label, total=total)
         yield lambda done: p.update(task, completed=done)
 

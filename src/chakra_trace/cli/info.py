@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from ..analyze.summary import TraceSummary, summarize
-from .common import console, json_option, open_workload, print_json
+from .common import capped, cell, console, json_option, open_workload, print_json
 
 
 @click.command()
@@ -33,9 +33,11 @@ def info(path: str, as_json: bool) -> None:
 
 def _print_trace(path: str, s: TraceSummary) -> None:
     con = console()
-    con.print(f"[bold]{path}[/bold]: {s.nodes:,} nodes, {s.data_edges:,} data edges, {s.ctrl_edges:,} control edges")
+    con.print(
+        f"[bold]{cell(path)}[/bold]: {s.nodes:,} nodes, {s.data_edges:,} data edges, {s.ctrl_edges:,} control edges"
+    )
     if s.metadata:
-        con.print("metadata: " + ", ".join(f"{k}={v}" for k, v in s.metadata.items()))
+        con.print("metadata: " + ", ".join(f"{k}={v}" for k, v in s.metadata.items()), markup=False)
     t = Table(title="node types")
     t.add_column("type")
     t.add_column("count", justify="right")
@@ -43,12 +45,13 @@ def _print_trace(path: str, s: TraceSummary) -> None:
         t.add_row(k, f"{v:,}")
     con.print(t)
     if s.collectives_by_group or s.point_to_point or s.collectives_missing_type:
-        t = Table(title="communication")
+        rows = [(g, k, v) for g, by_type in s.collectives_by_group.items() for k, v in by_type.items()]
+        rows, note = capped(rows, "group and type rows")
+        t = Table(title="communication" + (f" ({note})" if note else ""))
         for c in ("group", "type", "count", "bytes"):
             t.add_column(c, justify="right" if c in ("count", "bytes") else "left")
-        for g, by_type in s.collectives_by_group.items():
-            for k, v in by_type.items():
-                t.add_row(g or "(all ranks)", k, f"{v['count']:,}", f"{v['bytes']:,}")
+        for g, k, v in rows:
+            t.add_row(cell(g) if g else "(all ranks)", k, f"{v['count']:,}", f"{v['bytes']:,}")
         for k, v in s.point_to_point.items():
             t.add_row("", k, f"{v['count']:,}", f"{v['bytes']:,}")
         if s.collectives_missing_type:
@@ -59,10 +62,11 @@ def _print_trace(path: str, s: TraceSummary) -> None:
 
 
 def _print_workload(prefix: str, summaries: dict[int, TraceSummary]) -> None:
-    t = Table(title=f"{prefix}: {len(summaries)} ranks")
+    shown, note = capped(list(summaries.items()), "ranks")
+    t = Table(title=f"{cell(prefix)}: {len(summaries)} ranks" + (f" ({note})" if note else ""))
     for c in ("rank", "nodes", "COMP", "COLL", "SEND", "RECV", "collective bytes", "data edges", "span µs"):
         t.add_column(c, justify="left" if c == "rank" else "right")
-    for r, s in summaries.items():
+    for r, s in shown:
         nt = s.node_types
         t.add_row(
             str(r),

@@ -165,6 +165,7 @@ def checked(original, obfuscated, systems, workload: str) -> tuple[list[dict], l
     those are not shown, nor the original's errors, since they name its ops and groups (the
     obfuscated job runs first: an error they share is said in the output's names)."""
     steps, shown, hidden = [], [], 0
+    seen: set[str] = set()
     for spec in systems:
         with warnings.catch_warnings(record=True) as after:
             warnings.simplefilter("always")
@@ -179,7 +180,8 @@ def checked(original, obfuscated, systems, workload: str) -> tuple[list[dict], l
                     f"groups; `chakra simulate {workload}` shows it)"
                 ) from None
         hidden += len(before)
-        shown.extend(str(m.message) for m in after if str(m.message) not in shown)
+        shown.extend(dict.fromkeys(m for m in map(str, (w.message for w in after)) if m not in seen))
+        seen.update(shown)
         name = resolve(spec).name
         steps.append({"system": name, "original_ns": a, "changed_ns": b, "change": b / a - 1 if a else 0.0})
     return steps, shown, hidden

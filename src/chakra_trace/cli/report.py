@@ -14,7 +14,7 @@ from ..schema.enums import NodeType
 from ..simulate.devices import with_device
 from ..simulate.presets import resolve
 from ..visualize.report import report_parts, write_report
-from .common import comm_groups_option, console, open_workload, steps
+from .common import comm_groups_option, console, echo_warning, open_workload, steps
 from .plot import device_options, roofline_device
 from .systems import run_simulations, simulate_many_option
 
@@ -58,11 +58,12 @@ def report(
     failed: dict[str, str] = {}  # the report says why in that system's place; the others still run
     sims = run_simulations(wl, presets, failed)
     for label, why in failed.items():
-        click.echo(f"warning: not simulated on {label}: {why}", err=True)
+        echo_warning(f"not simulated on {label}: {why}")
     for label, res in sims.items():
         console().print(
             f"simulated on {label}{f' with {dev.name} compute' if costed else ''}: {res.step_ns / 1e6:,.3f} ms "
-            f"(the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)"
+            f"(the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)",
+            markup=False,
         )
     devices = _devices(workload, wl)
     with steps("report", report_parts(wl, sims, failed, sweep, devices)) as advance:
@@ -81,7 +82,9 @@ def report(
             sweep=sweep,
             devices=devices,
         )
-    console().print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)")
+    console().print(
+        f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)", markup=False
+    )
 
 
 def _devices(path: str, wl) -> DeviceAnalysis | None:

@@ -20,7 +20,7 @@ from ..simulate.energy import energy as step_energy
 from ..simulate.presets import PRESETS, SystemPreset, resolve, simulate_on
 from ..visualize.timeline import timeline as build_timeline
 from ..visualize.timeline import write_timeline
-from .common import comm_groups_option, console, json_option, open_workload, print_json, steps
+from .common import cell, comm_groups_option, console, echo_warning, json_option, open_workload, print_json, steps
 from .systems import SYSTEM_HELP, preset_names
 
 
@@ -80,7 +80,8 @@ from .systems import SYSTEM_HELP, preset_names
     "no_shortcuts",
     is_flag=True,
     help="Event by event for every NPU and every algorithm step (the same result; shortcuts are exact and "
-    "listed when taken: one NPU for many identical ones, repeated uniform steps in closed form).",
+    "listed when taken: one NPU for many identical ones, repeated uniform steps in closed form; and a "
+    "collective whose plan and relative start times an earlier one had reuses its times, shifted).",
 )
 @click.option(
     "--no-validate",
@@ -213,13 +214,21 @@ def _print(res, timeline) -> None:
         for col in ("group", "#", "type", "bytes", "algorithm", "start", "end"):
             c.add_column(col, justify="right" if col in ("#", "bytes", "start", "end") else "left")
         for r in res.collectives[:20]:
-            c.add_row(r.group, str(r.index), r.type, f"{r.bytes:,}", r.algorithm, f"{r.start_ns:,}", f"{r.end_ns:,}")
+            c.add_row(
+                cell(r.group),
+                str(r.index),
+                r.type,
+                f"{r.bytes:,}",
+                cell(r.algorithm),
+                f"{r.start_ns:,}",
+                f"{r.end_ns:,}",
+            )
         con.print(c)
         if len(res.collectives) > 20:
             con.print(f"... {len(res.collectives) - 20} more (use --json)")
     for s in res.shortcuts:
-        con.print(f"shortcut: {s}")
-    for w in res.warnings:  # (on stderr: stdout holds the result)
-        click.echo(f"warning: {w}", err=True)
+        con.print(f"shortcut: {s}", markup=False)
+    for w in res.warnings:  # (on stderr: stdout holds the result; one escaped line each, at most 50)
+        echo_warning(w)
     if timeline:
-        con.print(f"timeline: {timeline} (open in ui.perfetto.dev)")
+        con.print(f"timeline: {timeline} (open in ui.perfetto.dev)", markup=False)

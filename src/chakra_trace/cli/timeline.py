@@ -6,6 +6,7 @@ import click
 
 from ..visualize.timeline import build_timeline, write_timeline
 from .common import comm_groups_option, json_option, open_workload, print_json
+from .terminal import echo_warning
 
 
 @click.command()
@@ -50,7 +51,7 @@ def timeline(workload: str, output: str, comm_groups, align: str, max_events, no
     if tl.metadata.get("note"):
         info["note"] = tl.metadata["note"]
     for w in tl.metadata.get("warnings", []):
-        click.echo(f"warning: {w}", err=True)
+        echo_warning(w)
     if as_json:
         print_json(info)
         return

@@ -6,14 +6,13 @@ import os
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from ..io.et import read_trace, write_trace
 from ..io.workload import Workload, rank_of
 from ..schema.trace import Trace
 from ..validate import ValidationReport, fix_trace, validate_trace, validate_workload
-from .common import comm_groups_option, console, json_option, open_workload, print_json
+from .common import capped, cell, comm_groups_option, console, json_option, open_workload, print_json
 
 _STYLE = {"error": "bold red", "warning": "yellow"}
 
@@ -38,22 +37,23 @@ def _failed(report, strict: bool) -> bool:
 def _print_report(con, title: str, report: ValidationReport) -> None:
     if report.issues:
         show_rank = any(i.rank is not None for i in report.issues) and len(report.ranks) > 1
-        t = Table(title=title, title_justify="left", show_lines=False)
+        issues, note = capped(report.issues, "issues")
+        t = Table(title=cell(title) + (f" ({note})" if note else ""), title_justify="left", show_lines=False)
         t.add_column("severity")
         t.add_column("code")
         t.add_column("count", justify="right")
         if show_rank:
             t.add_column("rank", justify="right")
         t.add_column("message", overflow="fold")
-        for i in report.issues:
-            msg = escape(i.message) + (" [dim](fixable)[/dim]" if i.fixable else "")
-            row = [f"[{_STYLE[i.severity]}]{i.severity}[/]", i.code, f"{i.count:,}"]
+        for i in issues:
+            msg = cell(i.message) + (" [dim](fixable)[/dim]" if i.fixable else "")
+            row = [f"[{_STYLE[i.severity]}]{i.severity}[/]", cell(i.code), f"{i.count:,}"]
             if show_rank:
                 row.append("" if i.rank is None else str(i.rank))
             t.add_row(*row, msg)
         con.print(t)
     style = "bold red" if report.errors else ("yellow" if report.warnings else "bold green")
-    con.print(f"[{style}]{escape(report.summary_line())}[/]")
+    con.print(f"[{style}]{cell(report.summary_line())}[/]")
 
 
 @click.command()
@@ -104,11 +104,11 @@ def validate(paths: tuple[str, ...], as_json: bool, fix_out: str | None, strict:
             if not as_json:
                 con.print()
                 if changes:
-                    con.print(f"[bold]repaired copy written to {fix_out}:[/bold]")
+                    con.print(f"[bold]repaired copy written to {cell(fix_out)}:[/bold]")
                     for ch in changes:
-                        con.print(f"  - {ch}", highlight=False)
+                        con.print(f"  - {ch}", highlight=False, markup=False)
                 else:
-                    con.print(f"[bold]nothing to repair; unchanged copy written to {fix_out}[/bold]")
+                    con.print(f"[bold]nothing to repair; unchanged copy written to {cell(fix_out)}[/bold]")
                 con.print()
                 _print_report(con, f"{fix_out} (repaired)", fixed_report)
         results.append(out)

@@ -41,7 +41,7 @@ from ..errors import ChakraError, TraceFormatError
 from ..schema import proto as pb
 from ..schema.codec import attribute_rows
 from ..schema.enums import Attr
-from ..schema.groups import group_rows, named_groups
+from ..schema.groups import named_groups, rows_by_group
 from ..schema.trace import Trace
 from ..schema.wire import I64, U64, Rows, ranges
 from .workload import Workload, select_ranks
@@ -148,7 +148,7 @@ def _instances(merged: Trace, ranks: list[int], bounds: np.ndarray) -> np.ndarra
     rows (one string table for every rank, so the same rows pair whichever way the job was held)."""
     views = [merged.slice(int(bounds[i]), int(bounds[i + 1])) for i in range(len(ranks))]
     groups = [named_groups(v) for v in views]
-    rows = [{g: group_rows(v, g) for g in gs} for v, gs in zip(views, groups)]
+    rows = [{g: r for g, r in rows_by_group(v).items() if g in gs} for v, gs in zip(views, groups)]  # (one pass)
     count: dict[str, int] = {}
     for per in rows:
         for g, r in per.items():

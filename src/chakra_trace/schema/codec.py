@@ -463,10 +463,12 @@ def _keep_attribute_order(t: Trace, columns: dict[int, Rows], tail: Rows, attrs:
     """Re-splice column attributes where they sat on the nodes recorded in t.placed_*."""
     starts = {bit: np.cumsum(r.lens) - r.lens for bit, r in columns.items()}
     tail_starts = np.cumsum(tail.lens) - tail.lens
-    odd = np.unique(t.placed_rows)
+    by_row = np.argsort(t.placed_rows, kind="stable")  # (entries of a row in their order; one sort, not a mask per row)
+    odd, firsts = np.unique(t.placed_rows[by_row], return_index=True)
+    lasts = np.append(firsts[1:], by_row.size)
     out: list[bytes] = []
-    for r in odd.tolist():
-        sel = np.flatnonzero(t.placed_rows == r)
+    for r, a, b in zip(odd.tolist(), firsts.tolist(), lasts.tolist()):
+        sel = by_row[a:b]
         placed = {int(b): int(o) for b, o in zip(t.placed_bits[sel], t.placed_offsets[sel])}
         rest = _row_bytes(tail, tail_starts, r)
         piece = [

@@ -17,10 +17,21 @@ if TYPE_CHECKING:
 ALL_RANKS_GROUPS = ("", "0")  # pg_name values that mean "every rank"
 
 
+def _typed(t: Trace) -> np.ndarray:
+    return (t.types == NodeType.COMM_COLL_NODE) & t.has(Attr.COMM_TYPE)
+
+
+def _seq_key(t: Trace, rows: np.ndarray) -> np.ndarray:
+    """The issue-order key of `rows`: `comm_seq` where recorded, else last (then trace order)."""
+    seq, has = t.attr_column(Attr.COMM_SEQ, np.int64)
+    return np.where(has[rows], seq[rows], np.iinfo(np.int64).max)
+
+
 def group_rows(t: Trace, group: str) -> np.ndarray:
     """Rows of the typed collectives a rank issues on a group ("" = unnamed), in issue order:
-    by `comm_seq` where the trace has it, else in trace order."""
-    typed = (t.types == NodeType.COMM_COLL_NODE) & t.has(Attr.COMM_TYPE)
+    by `comm_seq` where the trace has it, else in trace order. (A loop over groups reads
+    `rows_by_group`: this costs a pass over the trace.)"""
+    typed = _typed(t)
     has_pg = t.has(Attr.PG_NAME)
     if group == "":
         m = typed & ~has_pg
@@ -31,19 +42,61 @@ def group_rows(t: Trace, group: str) -> np.ndarray:
     else:
         m = np.zeros(len(t), bool)
     rows = np.flatnonzero(m)
-    seq, has = t.attr_column(Attr.COMM_SEQ, np.int64)
-    if has[rows].any():
-        rows = rows[np.lexsort((rows, np.where(has[rows], seq[rows], np.iinfo(np.int64).max)))]
-    return rows
+    return rows[np.lexsort((rows, _seq_key(t, rows)))]
+
+
+def rows_by_group(t: Trace) -> dict[str, np.ndarray]:
+    """Every group's `group_rows` at once, from one sort: what a loop over groups reads (a pass
+    per group costs groups x nodes: a trace whose 100,000 collectives each name their own
+    group took minutes). Groups without a typed collective are absent."""
+    rows = np.flatnonzero(_typed(t))
+    # each row's group as `group_rows` finds it (t.groups.index: a name's first code); -1: the
+    # unnamed group; -2: none (a code past the table, or a later copy of a name)
+    first: dict[str, int] = {}
+    firsts = [first.setdefault(g, i) for i, g in enumerate(t.groups)]
+    canon = np.asarray(
+        [-2 if c != i else -1 if g == "" else i for i, (c, g) in enumerate(zip(firsts, t.groups))], np.int64
+    )
+    named = t.has(Attr.PG_NAME)[rows]
+    pg = t.pg_name[rows].astype(np.int64)
+    known = (pg >= 0) & (pg < canon.size)
+    code = np.full(rows.size, -2, np.int64)
+    code[known] = canon[pg[known]]
+    code[~named] = -1
+    keep = code > -2
+    rows, code = rows[keep], code[keep]
+    if rows.size == 0:
+        return {}
+    order = np.lexsort((rows, _seq_key(t, rows), code))
+    rows, code = rows[order], code[order]
+    cuts = np.flatnonzero(np.diff(code)) + 1
+    starts = np.concatenate(([0], cuts)).tolist()
+    return {("" if c < 0 else t.groups[c]): part for c, part in zip(code[starts].tolist(), np.split(rows, cuts))}
+
+
+def rows_by_group_per_rank(traces: dict[int, Trace]) -> dict[int, dict[str, np.ndarray]]:
+    """`rows_by_group` of every rank (sorted), computed once per trace object (one trace may run
+    on many ranks)."""
+    made: dict[int, dict[str, np.ndarray]] = {}
+    out = {}
+    for rank in sorted(traces):
+        t = traces[rank]
+        if id(t) not in made:
+            made[id(t)] = rows_by_group(t)
+        out[rank] = made[id(t)]
+    return out
 
 
 def collective_instances(traces: dict[int, Trace], groups: Iterable[str]) -> dict[tuple[str, int], dict[int, int]]:
     """(group, index) -> {rank: row}: the k-th collective each rank issues on a group
     (`group_rows`) is one instance across the ranks."""
+    wanted = list(dict.fromkeys(groups))
+    per_rank = rows_by_group_per_rank(traces)
     out: dict[tuple[str, int], dict[int, int]] = {}
-    for g in groups:
-        for rank in sorted(traces):
-            for k, row in enumerate(group_rows(traces[rank], g).tolist()):
+    for g in wanted:
+        for rank, by_group in per_rank.items():
+            rows = by_group.get(g)
+            for k, row in enumerate(() if rows is None else rows.tolist()):
                 out.setdefault((g, k), {})[rank] = row
     return out
 
@@ -51,6 +104,20 @@ def collective_instances(traces: dict[int, Trace], groups: Iterable[str]) -> dic
 def uses_group(t: Trace, pg_name: str) -> bool:
     """Whether any node of the trace names the group."""
     return pg_name in t.groups and bool(np.any(t.has(Attr.PG_NAME) & (t.pg_name == t.groups.index(pg_name))))
+
+
+def group_users(traces: dict[int, Trace]) -> dict[str, list[int]]:
+    """Group name -> the ranks (in `traces` order) whose nodes name it: `uses_group` for every
+    group at once."""
+    out: dict[str, list[int]] = {}
+    names: dict[int, set[str]] = {}  # (one trace may run on many ranks)
+    for rank, t in traces.items():
+        if id(t) not in names:
+            codes = np.unique(t.pg_name[t.has(Attr.PG_NAME)]).tolist()
+            names[id(t)] = {t.groups[c] for c in codes if 0 <= c < len(t.groups)}
+        for g in names[id(t)]:
+            out.setdefault(g, []).append(rank)
+    return out
 
 
 def named_groups(t: Trace) -> set[str]:

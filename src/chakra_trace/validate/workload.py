@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
-from ..schema.groups import group_rows
+from ..schema.groups import rows_by_group_per_rank
 from ..schema.trace import Trace
 from .checks import validate_trace
 from .report import ERROR, SAMPLE, WARNING, Issue, ValidationReport, count_noun, sample_ids
@@ -25,15 +25,33 @@ def validate_workload(workload) -> ValidationReport:
     return ValidationReport(issues, nodes=nodes, ranks=list(workload.ranks)).sort()
 
 
-def _collective_seq(t: Trace, group: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(comm_type, comm_size or -1, node id) of the typed collectives a rank issues on a group;
-    `VARIES` as the size of an all-to-all: an all_to_allv's bytes differ per rank by design, and
-    not every backend records the split sizes that would tell it from an even one."""
-    m = group_rows(t, group)
-    size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)
-    split = t.attr_column("in_split_size")[1] | t.attr_column("out_split_size")[1]
-    size = np.where(split | (t.comm_type == CollectiveType.ALL_TO_ALL), VARIES, size)
-    return t.comm_type[m].astype(np.int64), size[m].astype(np.int64), t.ids[m]
+class _Sequences:
+    """Each rank's collective sequence per group, from one pass over each trace (a pass per
+    group and rank cost groups x ranks x nodes: minutes on a file of 200,000 groups)."""
+
+    def __init__(self, traces: dict[int, Trace]):
+        self.traces = traces
+        self.rows = rows_by_group_per_rank(traces)
+        self.sizes: dict[int, np.ndarray] = {}
+
+    def names(self, rank: int) -> set[str]:
+        """Groups the rank issues collectives on ("" for the unnamed one)."""
+        return set(self.rows[rank])
+
+    def __call__(self, rank: int, group: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(comm_type, comm_size or -1, node id) of the typed collectives a rank issues on a group;
+        `VARIES` as the size of an all-to-all: an all_to_allv's bytes differ per rank by design, and
+        not every backend records the split sizes that would tell it from an even one."""
+        t = self.traces[rank]
+        m = self.rows[rank].get(group, _NONE)
+        if id(t) not in self.sizes:
+            size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)
+            split = t.attr_column("in_split_size")[1] | t.attr_column("out_split_size")[1]
+            self.sizes[id(t)] = np.where(split | (t.comm_type == CollectiveType.ALL_TO_ALL), VARIES, size)
+        return t.comm_type[m].astype(np.int64), self.sizes[id(t)][m].astype(np.int64), t.ids[m]
+
+
+_NONE = np.zeros(0, np.int64)
 
 
 VARIES = -2  # comm_size of a collective whose size differs per rank by design (all_to_allv)
@@ -58,6 +76,11 @@ def _rank_list(ranks: list[int]) -> str:
 def _check_groups(workload) -> list[Issue]:
     issues: list[Issue] = []
     label = lambda g: "the all-ranks group" if g == "" else f"group {g!r}"  # noqa: E731
+    seq = _Sequences(workload.traces)
+    issuing: dict[str, list[int]] = {}  # group -> ranks that issue collectives on it
+    for r in workload.ranks:
+        for g in seq.names(r):
+            issuing.setdefault(g, []).append(r)
     for g, members in workload.all_groups().items():
         absent = [r for r in members if r not in workload.traces]
         if absent:
@@ -75,15 +98,9 @@ def _check_groups(workload) -> list[Issue]:
             )
         if g in workload.groups:
             inside = set(members)
-            outside = [
-                r
-                for r in workload.ranks
-                if r not in inside
-                and (g == "" or g in workload.traces[r].groups)  # (a trace that never names g issues nothing on it)
-                and _collective_seq(workload.traces[r], g)[0].size
-            ]
+            outside = [r for r in issuing.get(g, ()) if r not in inside]
             for r in outside:
-                rank_ids = _collective_seq(workload.traces[r], g)[2]
+                rank_ids = seq(r, g)[2]
                 issues.append(
                     Issue(
                         ERROR,
@@ -98,9 +115,9 @@ def _check_groups(workload) -> list[Issue]:
                     )
                 )
         present = [r for r in members if r in workload.traces]
-        if len(present) < 2:
+        if len(present) < 2 or g not in issuing:  # (no rank issues on it: no sequence can differ)
             continue
-        seqs = {r: _collective_seq(workload.traces[r], g) for r in present}
+        seqs = {r: seq(r, g) for r in present}
         ref = present[0]
         rt, rs, _ = seqs[ref]
         first = None
@@ -202,14 +219,13 @@ def _check_p2p(workload) -> list[Issue]:
     # peers that are not in the workload
     for name, rk, peer, ids, word in (("send", s_rank, s_peer, s_id, "to"), ("recv", r_rank, r_peer, r_id, "from")):
         bad = ~np.isin(peer, ranks) & (peer >= 0)
-        for r in np.unique(rk[bad]).tolist():
-            m = bad & (rk == r)
+        for r, m in _split_by(rk, bad):
             issues.append(
                 Issue(
                     ERROR,
                     "unknown-peer",
-                    int(m.sum()),
-                    f"{count_noun(int(m.sum()), 'COMM_' + name.upper() + ' node')} {word} "
+                    int(m.size),
+                    f"{count_noun(int(m.size), 'COMM_' + name.upper() + ' node')} {word} "
                     f"{_rank_list(np.unique(peer[m]).tolist())}, not in the workload",
                     sample_ids(ids[m]),
                     r,
@@ -286,20 +302,18 @@ def _check_p2p(workload) -> list[Issue]:
         ("unmatched-send", S, ~sm, 0, "COMM_SEND", "receive"),
         ("unmatched-recv", R, ~rm, 1, "COMM_RECV", "send"),
     ):
-        for r in np.unique(X[own][m]).tolist():
-            mr = m & (X[own] == r)
-            chans = np.unique(np.stack([X[1 - own][mr], X[2][mr]]), axis=1)
+        for r, mr in _split_by(X[own], m):
+            chans, per_chan = np.unique(np.stack([X[1 - own][mr], X[2][mr]]), axis=1, return_counts=True)
             desc = []
-            for peer, tag in chans.T[:3].tolist():
-                k = int((mr & (X[1 - own] == peer) & (X[2] == tag)).sum())
+            for (peer, tag), k in zip(chans.T[:3].tolist(), per_chan[:3].tolist()):
                 desc.append(f"{k:,} {'to' if own == 0 else 'from'} rank {peer} tag {tag}")
             more = f", … ({chans.shape[1] - 3} more channels)" if chans.shape[1] > 3 else ""
             issues.append(
                 Issue(
                     ERROR,
                     code,
-                    int(mr.sum()),
-                    f"{count_noun(int(mr.sum()), word + ' node', 'have')} no matching {other} "
+                    int(mr.size),
+                    f"{count_noun(int(mr.size), word + ' node', 'have')} no matching {other} "
                     f"(matched in order per source, destination and tag): {'; '.join(desc)}{more}",
                     sample_ids(X[4][mr]),
                     r,
@@ -308,3 +322,12 @@ def _check_p2p(workload) -> list[Issue]:
                 )
             )
     return issues
+
+
+def _split_by(key: np.ndarray, mask: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(value, positions in ascending order) for each value of `key` where `mask` holds, values
+    ascending: one sort, where a mask per value costs values x length."""
+    idx = np.flatnonzero(mask)
+    idx = idx[np.argsort(key[idx], kind="stable")]
+    cuts = np.flatnonzero(np.diff(key[idx])) + 1
+    return [(int(key[part[0]]), part) for part in np.split(idx, cuts)] if idx.size else []

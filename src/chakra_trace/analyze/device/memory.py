@@ -72,15 +72,23 @@ def memory_timeline(job: JobTimeline | RankTimeline) -> Tables:
         devices += rows({
             "rank": np.full(n, t.rank), "device": label, "events": np.bincount(g, minlength=n),
             "allocations": np.bincount(g, weights=alloc, minlength=n).astype(np.int64),
-            "allocated_bytes": np.bincount(g, weights=np.where(alloc, c["bytes"], 0), minlength=n).astype(np.int64),
+            "allocated_bytes": _sums(np.where(alloc, c["bytes"], 0), first),
             "frees": np.bincount(g, weights=free, minlength=n).astype(np.int64),
-            "freed_bytes": -np.bincount(g, weights=np.where(free, c["bytes"], 0), minlength=n).astype(np.int64),
+            "freed_bytes": -_sums(np.where(free, c["bytes"], 0), first),
             "peak_allocated": c["allocated"][pk], "peak_allocated_ts_ns": c["ts"][pk],
             "peak_reserved": np.maximum.reduceat(c["reserved"], first), "first_allocated": c["allocated"][first],
             "last_allocated": c["allocated"][last], "first_ts_ns": c["ts"][first], "last_ts_ns": c["ts"][last],
         })  # fmt: skip
     summary = {"memory_events": len(series)} if series else {"memory_events": 0, "note": NO_MEMORY}
     return Tables({"devices": devices, "series": series}, summary)
+
+
+def _sums(v: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Exact sums of int64 `v` over the runs starting at `first` (float weights lose bytes past
+    2**53, and a sum past 2**63 does not fit: then Python integers)."""
+    if v.size and max(int(v.max()), -int(v.min())) > (1 << 62) // v.size:
+        return np.asarray([sum(part.tolist()) for part in np.split(v, first[1:])], dtype=object)
+    return np.add.reduceat(v, first) if v.size else np.zeros(first.size, np.int64)
 
 
 def _steps(group, ts, delta):

@@ -25,8 +25,10 @@ is communication, memcpy/memset are memory, the rest computation.
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,19 +180,60 @@ def _memory(k: KinetoTrace) -> dict[str, np.ndarray]:
     rows = [i for i in np.flatnonzero(k.name == code).tolist() if i in k.args]
     if not rows:
         return {}
-    a = [k.args[i] for i in rows]
-
-    def col(key):
-        return np.asarray([int(x.get(key, -1) or 0) for x in a], np.int64)
-
+    # (key, value when null or empty): the arguments kept, each a 64-bit integer (-1 when absent)
+    keys = (("Bytes", 0), ("Total Allocated", 0), ("Total Reserved", 0), ("Device Id", -1), ("Device Type", -1))
+    values: list[list[int]] = []
+    kept: list[int] = []
+    for i in rows:
+        got = [_arg_int(k.args[i], key, null) for key, null in keys]
+        if all(v is not None for v in got):
+            values.append(got)  # type: ignore[arg-type]
+            kept.append(i)
+    if len(kept) < len(rows):  # text, NaN or 2**70 where a byte count goes: not a memory event
+        warnings.warn(
+            f"{k.path}: {len(rows) - len(kept):,} of {len(rows):,} [memory] events left out: their "
+            f"{', '.join(key for key, _ in keys)} are not all 64-bit integers",
+            stacklevel=2,
+        )
+    if not kept:
+        return {}
+    cols = np.asarray(values, np.int64).reshape(-1, len(keys)).T
     return {
-        "ts": k.ts[rows],
-        "bytes": col("Bytes"),
-        "allocated": col("Total Allocated"),
-        "reserved": col("Total Reserved"),
-        "device": np.asarray([int(x.get("Device Id", -1)) for x in a], np.int64),
-        "device_type": np.asarray([int(x.get("Device Type", -1)) for x in a], np.int64),
+        "ts": k.ts[kept],
+        "bytes": cols[0],
+        "allocated": cols[1],
+        "reserved": cols[2],
+        "device": cols[3],
+        "device_type": cols[4],
     }
+
+
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _arg_int(args: dict, key: str, null: int) -> int | None:
+    """A Kineto event argument as a 64-bit integer: -1 when absent, `null` when null or empty;
+    None when it is not one (text, NaN, an infinity, past 64 bits)."""
+    v = args.get(key, _ABSENT)
+    if v is _ABSENT:
+        return -1
+    if v is None or v == "":
+        return null
+    if isinstance(v, str) and len(v) <= 20:
+        try:
+            v = int(v, 10)
+        except ValueError:
+            return None
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return None
+        v = int(v)
+    if not isinstance(v, int) or not _I64[0] <= v <= _I64[1]:
+        return None
+    return int(v)
+
+
+_ABSENT = object()
 
 
 def read_for_devices(path: str | os.PathLike) -> KinetoTrace:

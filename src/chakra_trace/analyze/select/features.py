@@ -240,6 +240,7 @@ class _GroupSizes:
     def __init__(self, w: Workload):
         self.w = w
         self.known: dict[str, int] = {}
+        self.members: dict[str, list[int]] | None = None  # (`all_groups`: one pass, not one per group)
 
     def of(self, t: Trace) -> np.ndarray:
         """Per row of `t`: its communicator's size (every rank where none is named)."""
@@ -249,7 +250,10 @@ class _GroupSizes:
 
     def _size(self, g: str) -> int:
         if g not in self.known:
-            self.known[g] = max(len(self.w.group_ranks(g)), 1)
+            if self.members is None:
+                self.members = self.w.all_groups()
+            members = self.members[g] if g in self.members else self.w.group_ranks(g)
+            self.known[g] = max(len(members), 1)
         return self.known[g]
 
 
@@ -283,9 +287,13 @@ def _rank_times(t: Trace, sizes: _GroupSizes, comm_time: str) -> tuple[np.ndarra
     else:
         n = sizes.of(t)
         factor = np.ones(len(t))
-        for c, k in np.unique(np.stack([ctype[coll], n[coll]]), axis=1).T.tolist():  # (few distinct)
-            name = CollectiveType(int(c)).name if int(c) in _KNOWN_TYPES else ""
-            factor[coll & (ctype == c) & (n == k)] = bus_factor(name, int(k))
+        # per distinct (type, group size): few in a real job, one per row in a hostile one (no pass per pair)
+        pairs, inv = np.unique(np.stack([ctype[coll], n[coll]]), axis=1, return_inverse=True)
+        per_pair = [
+            bus_factor(CollectiveType(int(c)).name if int(c) in _KNOWN_TYPES else "", int(k))
+            for c, k in pairs.T.tolist()
+        ]
+        factor[coll] = np.asarray(per_pair, float)[inv.reshape(-1)]
         ct = REFERENCE_LATENCY_US + size * factor / (REFERENCE_BUS_GBPS * 1e3)  # GB/s = 1e3 bytes/µs
     out[_COMM] = np.bincount(cls[coll] - 1, weights=ct[coll], minlength=5)[:5].tolist() + [ct[p2p].sum()]
     msg = coll | (types == NodeType.COMM_SEND_NODE)  # (a send's receive is the same message)

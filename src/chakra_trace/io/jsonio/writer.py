@@ -164,7 +164,10 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
         xptr = (trace.extra_indptr[s : e + 1] - x0).tolist()
         xraw = trace.extra[x0 : int(trace.extra_indptr[e])].tobytes()
         # rows whose column attributes sit among the others: take every attribute in wire order
-        placed = set(np.unique(trace.placed_rows[(trace.placed_rows >= s) & (trace.placed_rows < e)]).tolist())
+        placed_rows = np.unique(trace.placed_rows[(trace.placed_rows >= s) & (trace.placed_rows < e)])
+        placed = set(placed_rows.tolist())
+        # their messages encoded together (one `take` of the trace per row cost rows x trace)
+        whole_msgs = dict(zip(placed_rows.tolist(), encode_rows(trace, placed_rows))) if placed else {}
         for i in range(e - s):
             t = types[i]
             d: dict[str, Any] = {
@@ -194,7 +197,7 @@ def iter_json_nodes(trace: Trace, chunk: int | None = None) -> Iterator[dict]:
                 yield d
                 continue
             try:
-                m = pb.Node.FromString(encode_rows(trace, np.array([s + i]))[0] if whole else xraw[a:b])
+                m = pb.Node.FromString(whole_msgs[s + i] if whole else xraw[a:b])
             except Exception as exc:  # protobuf's DecodeError differs per runtime
                 raise TraceFormatError(None, f"node fields do not parse ({exc})", node_id=ids[i]) from None
             unknown = _has_unknown(m)
