@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ChakraError
-from ..io.workload import Workload, write_comm_groups
+from ..io.outputs import comm_groups_path
+from ..io.workload import Workload
 from ..schema.edit import drop_nodes
 from ..schema.enums import Attr, NodeType
-from ..schema.groups import ALL_RANKS_GROUPS, collective_instances, declared_groups, group_rows
+from ..schema.groups import ALL_RANKS_GROUPS, collective_instances, declared_groups, rows_by_group
 from ..schema.trace import Trace
 from ..validate import fix_trace
 
@@ -68,6 +69,7 @@ def astra_groups(workload: Workload) -> tuple[dict[str, str], dict[str, list[int
     everyone = sorted(workload.traces)
     declared = declared_groups(workload.traces.values())
     found: dict[str, list[int] | None] = {}  # in order of first use; None: every rank
+    inferred: dict[str, list[int]] | None = None  # (`all_groups` once: `group_ranks` per name reads every trace)
     for rank in everyone:
         t = workload.traces[rank]
         used = t.has(Attr.PG_NAME) & np.isin(
@@ -76,7 +78,10 @@ def astra_groups(workload: Workload) -> tuple[dict[str, str], dict[str, list[int
         for code in dict.fromkeys(t.pg_name[used].tolist()):
             name = t.groups[code]
             if name not in found:
-                ranks = workload.groups.get(name) or declared.get(name) or workload.group_ranks(name)
+                ranks = workload.groups.get(name) or declared.get(name)
+                if not ranks:
+                    inferred = workload.all_groups() if inferred is None else inferred
+                    ranks = inferred[name] if name in inferred else workload.group_ranks(name)
                 whole = name in ALL_RANKS_GROUPS or sorted(ranks) == everyone
                 found[name] = None if whole else list(ranks)
     keep = {n for n, r in found.items() if r is not None and n.isdigit() and n == str(int(n)) and int(n) > 0}
@@ -114,13 +119,19 @@ def uneven_collectives(workload: Workload) -> list[dict]:
     return out
 
 
-def _even(t: Trace, rank: int, uneven: list[dict]) -> Trace:
-    """The trace with each uneven collective at the largest size any member gives it."""
+def _even(original: Trace, t: Trace, rank: int, uneven: list[dict]) -> Trace:
+    """`t` (the rank's `original` trace without METADATA nodes, repaired, its groups renamed)
+    with each uneven collective at the largest size any member gives it. The instances are
+    found in `original`, where `uneven_collectives` found them (under their own group names),
+    all at once (`rows_by_group`: a pass per instance costs instances x nodes)."""
     out = t.copy()
     size = out.comm_size.copy()
-    for e in uneven:
-        if rank in e["sizes"]:
-            size[group_rows(t, e["group"])[e["index"]]] = max(e["sizes"].values())
+    mine = [e for e in uneven if rank in e["sizes"]]
+    if mine:
+        by_group = rows_by_group(original)
+        kept = np.cumsum(original.types != NodeType.METADATA_NODE) - 1  # row in `t` (`without_metadata`)
+        for e in mine:
+            size[kept[by_group[e["group"]][e["index"]]]] = max(e["sizes"].values())
     out.comm_size = size
     return out
 
@@ -150,16 +161,14 @@ def to_astra_sim(
             done[id(t)] = (new, n, changes)
     out = {rank: done[id(t)][0] for rank, t in workload.traces.items()}
     if uneven and even_sizes:
-        out = {rank: _even(t, rank, uneven) for rank, t in out.items()}
+        out = {rank: _even(workload.traces[rank], t, rank, uneven) for rank, t in out.items()}
     dropped = {rank: done[id(t)][1] for rank, t in workload.traces.items()}
     repairs = {rank: done[id(t)][2] for rank, t in workload.traces.items() if done[id(t)][2]}
     prefix = Path(prefix)
     if prefix.parent and not prefix.parent.exists():
         raise ChakraError(f"{prefix.parent}: no such folder for the exported files")
-    files = Workload(out).save(prefix, compress=compress)
-    groups_file = None
-    if members:
-        groups_file = write_comm_groups(members, f"{prefix}.comm_groups.json")
+    files = Workload(out).save(prefix, compress=compress, groups=members or None)
+    groups_file = comm_groups_path(prefix) if members else None
     return AstraExport(
         files=[str(f) for f in files],
         comm_groups_file=str(groups_file) if groups_file else None,

@@ -68,6 +68,7 @@ import numpy as np
 
 from ..errors import ChakraError, TraceFormatError
 from ..io.cache import cached_trace
+from ..io.files import rank_number, regular_files
 from ..io.workload import Progress, Workload, register_source, select_ranks, sniff
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
@@ -517,6 +518,14 @@ def _is_shape(s: Any) -> bool:
     return isinstance(s, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in s)
 
 
+def _positions_by(keys: list) -> dict[Any, np.ndarray]:
+    """The positions of each key, ascending: one pass."""
+    out: dict[Any, list[int]] = {}
+    for i, k in enumerate(keys):
+        out.setdefault(k, []).append(i)
+    return {k: np.asarray(v, np.int64) for k, v in out.items()}
+
+
 def _name_table(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
     table = np.fromiter((bool(pred(s)) for s in names), bool, len(names))
     return table[codes] if table.size else np.zeros(codes.size, bool)
@@ -538,12 +547,21 @@ class _KinetoConverter(GraphBuilder):
         idx = tl.src[gk]
         dev, stream = tl.gpu["device"][idx], tl.gpu["stream"][idx]
         s, e, ids = tl.s[gk], tl.e[gk], tl.ids[gk]
+        # each stream's ops (of one device, and of any), in time order: a wait looks its two
+        # streams up (a mask over every GPU op per wait was waits x ops)
+        on_stream = _positions_by(stream.tolist())
+        on_device = _positions_by(list(zip(dev.tolist(), stream.tolist())))
+        none = np.zeros(0, np.int64)
         for d, waiting, awaited, t in waits:
-            prod = np.flatnonzero((stream == awaited) & (s <= t) & ((dev == d) | (d < 0)))
-            cons = np.flatnonzero((stream == waiting) & (s >= t) & ((dev == d) | (d < 0)))
-            if prod.size and cons.size and e[prod[-1]] <= s[cons[0]]:
-                out_src.append(int(ids[cons[0]]))
-                out_dst.append(int(ids[prod[-1]]))
+            if d < 0:
+                prod, cons = on_stream.get(awaited, none), on_stream.get(waiting, none)
+            else:
+                prod, cons = on_device.get((d, awaited), none), on_device.get((d, waiting), none)
+            p = prod[: int(np.searchsorted(s[prod], t, "right"))]  # started at or before the wait
+            c = cons[int(np.searchsorted(s[cons], t, "left")) :]  # started at or after it
+            if p.size and c.size and e[p[-1]] <= s[c[0]]:
+                out_src.append(int(ids[c[0]]))
+                out_dst.append(int(ids[p[-1]]))
                 self.stream_wait_edges = getattr(self, "stream_wait_edges", 0) + 1
 
     def _cost_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -635,8 +653,8 @@ def kineto_files(inputs: list[str | os.PathLike] | str | os.PathLike) -> list[Pa
         folder = paths[0]
         found = [Path(f["kineto"]) for f in rank_files(folder).values() if "kineto" in f]
         if not found:
-            entries = sorted(os.listdir(folder))
-            found = [folder / e for e in entries if re.search(r"\.json(\.gz)?$", e) and sniff(folder / e) == "kineto"]
+            entries = [e for e in sorted(os.listdir(folder)) if re.search(r"\.json(\.gz)?$", e)]
+            found = [p for p in regular_files(folder, entries) if sniff(p) == "kineto"]
         if not found:
             raise ChakraError(f"{folder}: no Kineto traces (rank<r>.kineto.json[.gz] or *.json[.gz])")
         return found
@@ -654,8 +672,8 @@ def trace_rank(kin: KinetoTrace, path: Path, order: int, taken: dict[int, Path])
     the traces read so far) already holds it."""
     rank = kin.rank
     if rank is None:
-        m = re.search(r"rank[_-]?(\d+)", path.name)
-        rank = int(m.group(1)) if m else order
+        m = re.search(r"rank[_-]?([0-9]+)", path.name)
+        rank = rank_number(m.group(1), path) if m else order
     if rank in taken:
         raise ChakraError(f"{path}: rank {rank} is also in {taken[rank]} (two traces of one rank)")
     return rank
@@ -706,7 +724,7 @@ def is_kineto_folder(path: Path) -> bool:
 
 def read_kineto_folder(folder: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
     """Every rank (or `ranks`) of a folder of Kineto traces only, converted one after another and kept
-    in the folder's `.chakra-cache` (what `Workload.open` does with such a folder)."""
+    in the user's cache, `io.cache` (what `Workload.open` does with such a folder)."""
     found = {r: Path(f["kineto"]) for r, f in rank_files(folder).items() if "kineto" in f}
     files = select_ranks(folder, found, ranks)
     traces = {}

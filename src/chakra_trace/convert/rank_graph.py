@@ -1049,11 +1049,13 @@ class GraphBuilder:
             return
         host, is_gpu, th, s, e, ev_ids, key = tl.host, tl.is_gpu, tl.th, tl.s, tl.e, tl.ids, tl.key
         gk = np.flatnonzero(is_gpu)
-        streams = {int(k): gk[key[gk] == k] for k in np.unique(key[gk]).tolist()}  # positions, in order
+        by_key = gk[np.argsort(key[gk], kind="stable")]  # (a mask per stream or thread: those x events)
+        streams = dict(zip(np.unique(key[by_key]).tolist(), np.split(by_key, np.flatnonzero(np.diff(key[by_key])) + 1)))
+        threads = _ThreadIndex(host, th, s, e, ev_ids).by  # positions, in order
         for thread, calls in syncs.items():
             t0 = np.array([c[0] for c in calls], np.int64)
             t1 = [c[1] for c in calls]
-            ks = np.flatnonzero(host & (th == thread))
+            ks = threads.get(thread, gk[:0])
             a = np.searchsorted(t0, s[ks], "left")
             b = np.searchsorted(t0, e[ks], "right")
             for k, lo_, hi_ in zip(ks[b > a].tolist(), a[b > a].tolist(), b[b > a].tolist()):

@@ -73,6 +73,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ChakraError, TraceFormatError
+from ..io.memory import ENV_MAX_NODES, NODE_BYTES, node_limit
 from ..io.workload import Workload
 from ..schema.builder import TraceBuilder
 from ..schema.enums import Attr, CollectiveType
@@ -740,6 +741,13 @@ def text_to_chakra(
     g = _Graph(wl, _roles(p), compute_unit, update_delays, skip, meta)
     _build(g, num_passes)
     template = g.b.build()
+    limit, source = node_limit(None)
+    cost = (len(template) + _TRACE_NODES) * num_npus  # (each rank's trace is a copy of the template)
+    if cost > limit:
+        raise ChakraError(
+            f"{where}: {num_npus:,} ranks of {len(template):,} nodes would take about {cost * NODE_BYTES / 2**30:.1f} "
+            f"GiB in memory, over the limit of {source}; fewer NPUs, or set {ENV_MAX_NODES}"
+        )
 
     traces = {}
     for r in range(num_npus):
@@ -750,6 +758,10 @@ def text_to_chakra(
             _drop_unnamed(t)
         traces[r] = t
     return Workload(traces, dict(groups.groups) if groups is not None else {})
+
+
+#: What one rank's copy of the template costs besides its nodes, in nodes (~5 KB of arrays).
+_TRACE_NODES = 32
 
 
 def _drop_unnamed(t) -> None:

@@ -159,6 +159,7 @@ class Trace:
         )
         self._check_shapes()
         self._derived: dict[Any, tuple[tuple, Any]] = {}
+        self._group_index: tuple[list[str], int, dict[str, int]] | None = None  # (`group_code`)
 
     # ------------------------------------------------------------------ basics
     def _check_shapes(self) -> None:
@@ -414,11 +415,28 @@ class Trace:
         getattr(self, name)[rows] = 0
 
     def group_code(self, pg_name: str) -> int:
-        try:
-            return self.groups.index(pg_name)
-        except ValueError:
-            self.groups.append(pg_name)
-            return len(self.groups) - 1
+        """The code of a group name in `groups` (its first copy), appending a new name: O(1) per
+        call from a dict beside the list (`groups.index` per row made setting 100,000 group names
+        quadratic). The dict follows the list while it is the same object of the same length;
+        replace the list (`t.groups = [...]`) rather than editing its items in place."""
+        groups = self.groups
+        index = getattr(self, "_group_index", None)
+        if index is None or index[0] is not groups or index[1] != len(groups):
+            lookup: dict[str, int] = {}
+            for i, g in enumerate(groups):
+                lookup.setdefault(g, i)
+            index = self._group_index = (groups, len(groups), lookup)
+        lookup = index[2]
+        code = lookup.get(pg_name)
+        if code is not None and groups[code] == pg_name:
+            return code
+        if code is not None:  # an item edited in place: look again
+            self._group_index = None
+            return self.group_code(pg_name)
+        groups.append(pg_name)
+        lookup[pg_name] = len(groups) - 1
+        self._group_index = (groups, len(groups), lookup)
+        return len(groups) - 1
 
     # ------------------------------------------------------------------ comparison
     def equals(self, other: Trace) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..schema.enums import Attr, CollectiveType
-from ..schema.groups import group_rows
+from ..schema.groups import rows_by_group
 from ..schema.resources import FREE, astra_kinds, node_kinds, node_slots
 
 UNLIMITED = 1 << 62
@@ -49,22 +49,35 @@ class Static:
         self.coll_index: dict[int, int] | None = None
         if trace.attr_array(Attr.COMM_SEQ, np.int64)[1].any():
             self.coll_index = {}
-            for g_name in [""] + [x for x in trace.groups if x != ""]:
-                for k, row in enumerate(group_rows(trace, g_name).tolist()):
+            for rows in rows_by_group(trace).values():
+                for k, row in enumerate(rows.tolist()):
                     self.coll_index[row] = k
+        # each row's group name ("" for none), read per collective as it runs
+        self.pg = np.where(trace.has(Attr.PG_NAME), trace.pg_name, -1).astype(np.int32)
         self.key, self.sequence = self.ids, None
         if lanes:  # each slot runs its nodes in one topological order (lowest id first), as a stream does
             n = len(trace)
             order = g.order(partial=True)
             self.key = n + np.arange(n, dtype=np.int64)  # (rows that can never run: after the rest)
             self.key[order] = np.arange(order.size)
+            per_slot = _by_slot(slot, np.arange(n), len(self.limits))  # (one sort, not a mask per slot)
             self.sequence = [
-                np.sort(self.key[slot == k]).tolist() if limit == 1 else None for k, limit in enumerate(self.limits)
+                np.sort(self.key[rows]).tolist() if limit == 1 else None for rows, limit in zip(per_slot, self.limits)
             ]
         roots = np.flatnonzero(self.waiting == 0)
-        self.roots = [[(int(self.key[r]), int(r)) for r in roots[slot[roots] == k]] for k in range(len(self.limits))]
+        self.roots = [
+            [(int(self.key[r]), int(r)) for r in rows.tolist()]
+            for rows in _by_slot(slot[roots], roots, len(self.limits))
+        ]
         for heap in self.roots:
             heapq.heapify(heap)
+
+
+def _by_slot(slot: np.ndarray, rows: np.ndarray, slots: int) -> list[np.ndarray]:
+    """`rows` split by their `slot` (0..slots-1), each part in the given order."""
+    order = np.argsort(slot, kind="stable")
+    bounds = np.searchsorted(slot[order], np.arange(slots + 1))
+    return [rows[order[a:b]] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
 
 
 class Npu:
@@ -75,6 +88,7 @@ class Npu:
         self.dur, self.kind, self.slot, self.ids = static.dur, static.kind, static.slot, static.ids
         self.key, self.sequence = static.key, static.sequence
         self.coll_index = static.coll_index
+        self.pg = static.pg
         self.limits = static.limits
         self.next = [0] * len(self.limits)  # in-order slots: position of the next row to run
         self.children, self.child_ptr = static.children, static.child_ptr
@@ -187,7 +201,8 @@ class Matchmaker:
 
     def collective(self, npu: Npu, r: int) -> None:
         t = npu.t
-        pg = t.groups[t.pg_name[r]] if t.has(Attr.PG_NAME)[r] else ""
+        code = int(npu.pg[r])
+        pg = t.groups[code] if code >= 0 else ""
         k = self.count.get((npu.rank, pg), 0)
         self.count[(npu.rank, pg)] = k + 1
         if npu.coll_index is not None and r in npu.coll_index:

@@ -15,6 +15,7 @@ from ..io.memory import available_bytes
 from ..io.workload import Workload, read_comm_groups
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import ALL_RANKS_GROUPS, declared_groups
+from ..schema.node import COLUMN_BY_NAME
 from ..schema.resources import ACCEL, comm_mask, compute_mask
 from ..schema.trace import Trace
 from ..validate import fix_trace
@@ -174,6 +175,7 @@ class Simulator:
         _check_memory(network, system, aware)
         self.network, self.aware, self.shortcuts = network, aware, shortcuts
         self.warnings: list[str] = []
+        self._warned: set[str] = set()
         traces = workload.traces
         if len(traces) == 1 and self.npus > 1:
             (only,) = traces.values()
@@ -312,7 +314,8 @@ class Simulator:
         return {r: int(o - lo) for r, o in origins.items() if o is not None}
 
     def warn(self, message: str) -> None:
-        if message not in self.warnings:
+        if message not in self._warned:  # (a set: a warning per group of 100,000 must not be quadratic)
+            self._warned.add(message)
             self.warnings.append(message)
             warnings.warn(message, SimulationWarning, stacklevel=3)
 
@@ -320,7 +323,7 @@ class Simulator:
     def begin(self, npu: Npu, r: int) -> None:
         typ = int(npu.t.types[r])
         if typ == NodeType.COMM_COLL_NODE:
-            ctype = int(npu.t.comm_type[r]) if npu.t.has(Attr.COMM_TYPE)[r] else -1
+            ctype = int(npu.t.comm_type[r]) if npu.t.present[r] & _COMM_TYPE_BIT else -1  # (one row, not a mask)
             if ctype < 0:
                 self.warn(f"collective node {int(npu.ids[r])} has no comm_type: skipped")
                 self.engine.at(self.engine.now, npu.complete, r)
@@ -585,6 +588,8 @@ class Simulator:
 #: recorded time; every node waits after its dependencies as long as it did in the recording,
 #: launch and queueing delays, and each rank starts when it did); or free (an ideal network).
 COMM_MODELS = ("network", "recorded", "ideal")
+
+_COMM_TYPE_BIT = 1 << COLUMN_BY_NAME[Attr.COMM_TYPE].bit
 
 _ASTRA_TYPES = {
     CollectiveType.ALL_REDUCE,

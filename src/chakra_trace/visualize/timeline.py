@@ -31,7 +31,7 @@ from ..errors import ChakraError
 from ..io.et import atomic_output
 from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType, collective_name, node_type_name
-from ..schema.groups import group_rows
+from ..schema.groups import rows_by_group
 from ..schema.resources import KIND_NAMES
 from ..schema.trace import Trace
 
@@ -770,26 +770,30 @@ def _collective_members(P: _Parts):
     if not names:
         return None
     gnames = sorted(names)
-    cache: dict[tuple[int, str], np.ndarray] = {}
-    out = [[], [], [], []]
+    gindex = {g: gi for gi, g in enumerate(gnames)}
+    cache: dict[int, dict[str, np.ndarray]] = {}  # `rows_by_group` per trace: a pass per group is groups x nodes
+    out: list[list[np.ndarray]] = [[], [], [], []]
     for i, p in enumerate(P.parts):
         if p.static is None:
             continue
         t = p.static.trace
-        for gi, g in enumerate(gnames):
-            rows = cache.get((id(t), g))
-            if rows is None:
-                rows = cache[(id(t), g)] = group_rows(t, g)
-            if not rows.size:
-                continue
-            if p.order is not None:  # simulated: the simulator numbers instances in issue order
-                rank = np.empty(p.order.size, np.int64)
-                rank[p.order] = np.arange(p.order.size)
-                rows = rows[np.argsort(rank[rows], kind="stable")]
-            out[0].append(np.full(rows.size, i, np.int64))
-            out[1].append(rows.astype(np.int64))
-            out[2].append(np.full(rows.size, gi, np.int64))
-            out[3].append(np.arange(rows.size, dtype=np.int64))
+        by_group = cache.get(id(t))
+        if by_group is None:
+            by_group = cache[id(t)] = rows_by_group(t)
+        parts = sorted(((gindex[g], r) for g, r in by_group.items() if g in gindex and r.size), key=lambda x: x[0])
+        if not parts:
+            continue
+        lens = np.array([r.size for _, r in parts], np.int64)
+        rows = np.concatenate([r for _, r in parts]).astype(np.int64)
+        gi = np.repeat(np.array([g for g, _ in parts], np.int64), lens)
+        if p.order is not None:  # simulated: the simulator numbers instances in issue order
+            rank = np.empty(p.order.size, np.int64)
+            rank[p.order] = np.arange(p.order.size)
+            rows = rows[np.lexsort((rank[rows], gi))]
+        out[0].append(np.full(rows.size, i, np.int64))
+        out[1].append(rows)
+        out[2].append(gi)
+        out[3].append(np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens))
     if not out[0]:
         return None
     return (*(np.concatenate(x) for x in out), gnames)

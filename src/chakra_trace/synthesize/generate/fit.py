@@ -307,8 +307,10 @@ def _jitter(programs: list[Program], n_tokens: int) -> np.ndarray:
         return out
     t, sd = np.asarray(toks), np.asarray(sds)
     out[:] = float(np.median(sd))
-    for k in np.unique(t).tolist():
-        out[k] = float(np.median(sd[t == k]))
+    order = np.argsort(t, kind="stable")  # (a mask per token: tokens x slots)
+    keys, first = np.unique(t[order], return_index=True)
+    for k, part in zip(keys.tolist(), np.split(sd[order], first[1:])):
+        out[k] = float(np.median(part))
     return np.clip(out, 0.0, 0.5)
 
 

@@ -176,15 +176,14 @@ def extract(trace: Trace, vocab: Vocabulary, max_period: int = 8192) -> RankProg
     # roles: the groups this rank's collectives name, by first use; the all-ranks group is -1
     pg_vals, pg_has = trace.attr_array(Attr.PG_NAME)
     pg = np.where(pg_has, pg_vals, "").astype(object)[order]
-    roles: list[str] = []
+    role_of: dict[str, int] = {}  # (a dict: `list.index` per collective was collectives x groups)
     role = np.full(n, -1, np.int64)
     for i in np.flatnonzero(comm & (types == NodeType.COMM_COLL_NODE)).tolist():
         g = str(pg[i])
         if g in ALL_RANKS_GROUPS:
             continue
-        if g not in roles:
-            roles.append(g)
-        role[i] = roles.index(g)
+        role[i] = role_of.setdefault(g, len(role_of))
+    roles = list(role_of)
 
     # lanes: (kind, attribute, value), numbered by first appearance
     lane_key = np.stack([kinds.astype(np.int64), lane_attr.astype(np.int64), lane_val], axis=1)
@@ -200,7 +199,8 @@ def extract(trace: Trace, vocab: Vocabulary, max_period: int = 8192) -> RankProg
     uniq, inverse = np.unique(what, axis=0, return_inverse=True) if n else (np.zeros((0, 5), np.int64), np.zeros(0))
     codes = [vocab.token((int(u[0]), int(u[1]), op_class(trace.names[u[2]]), int(u[3]), int(u[4]))) for u in uniq]
     tok = np.asarray(codes, np.int64)[inverse.reshape(-1).astype(np.int64)] if n else np.zeros(0, np.int64)
-    lane_rows = [np.flatnonzero(lane == k) for k in range(lane_first.size)]
+    by_lane = np.argsort(lane, kind="stable")  # (a mask per lane: lanes x ops)
+    lane_rows = np.split(by_lane, np.searchsorted(lane[by_lane], np.arange(1, lane_first.size)))
     tree, slot_token = grammar.parse([tok[r] for r in lane_rows], max_period)
     slot_lane = np.zeros(tree.num_slots, np.int64)
     # where each op lands: (slot, instance) from expanding the tree, lane by lane

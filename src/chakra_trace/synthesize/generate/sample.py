@@ -183,9 +183,9 @@ def expand_program(model: GeneratorModel, p: Program, counts: np.ndarray) -> _St
     if coll.size:
         roles = tok_role[token[coll]]
         sk = seq_key[order][coll]
-        for r in np.unique(roles).tolist():
-            m = coll[roles == r]
-            comm_seq[m[np.lexsort((m, sk[roles == r]))]] = np.arange(m.size)
+        by_role = np.lexsort((coll, sk, roles))  # per role, by key then row (a mask per role: roles x ops)
+        seg = np.r_[0, np.flatnonzero(np.diff(roles[by_role])) + 1]
+        comm_seq[coll[by_role]] = np.arange(by_role.size) - np.repeat(seg, np.diff(np.r_[seg, by_role.size]))
     return _Structure(
         slot=slot[order],
         inst=inst[order],

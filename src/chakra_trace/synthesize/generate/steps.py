@@ -48,7 +48,11 @@ def split_steps(w: Workload) -> list[Workload]:
             meta = t.types == NodeType.METADATA_NODE
             step = np.searchsorted(bounds[1:-1], t.start.astype(np.int64), side="right")
             step = np.minimum(step, k - 1)
-            done[id(t)] = [_cut(t, np.flatnonzero((step == i) | meta)) for i in range(k)]
+            other = np.flatnonzero(~meta)  # each step's rows from one sort (a mask per step: steps x nodes)
+            by_step = other[np.argsort(step[other], kind="stable")]
+            parts = np.split(by_step, np.searchsorted(step[by_step], np.arange(1, k)))
+            keep = np.flatnonzero(meta)
+            done[id(t)] = [_cut(t, np.sort(np.concatenate([keep, p]))) for p in parts]
         for i in range(k):
             out[i][r] = done[id(t)][i]
     return [Workload(traces, dict(w.groups), dict(w.paths)) for traces in out]
