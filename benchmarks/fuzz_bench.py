@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""The long fuzz run (issue 13): many hostile inputs of every class through every reading command.
+"""The long fuzz run (issues 13 and 34): many hostile inputs of every class through every reading command.
 
-The inputs come from tests/fuzz_corpus.py (seeded: a failure reproduces from its class, name and
-seed) and are checked by tests/fuzz_check.py, the same properties the test suite asserts: exit 0 or
-2 (`validate` 1), one `error:` line naming the file, no traceback, peak RSS under the bound, no
-half-written output, escaped hostile strings, and `simulate` refusing what `validate` rejects.
+The inputs come from tests/fuzz_corpus.py (traces and simulator inputs) and tests/fuzz_shared.py
+(sweep specs, catalogs, models, results, profiles, collect folders, replay configs), seeded: a
+failure reproduces from its class, name and seed. They are checked by tests/fuzz_check.py, the
+same properties the test suite asserts: exit 0 or 2 (`validate` 1), one `error:` line naming the
+file, no traceback, peak RSS under the bound, no half-written output, escaped hostile strings,
+`simulate` refusing what `validate` rejects, and nothing done beyond the outputs (no payload
+marker, no local file carried out, input folders unchanged, no raw control byte printed).
 Every run is a subprocess under `resource` limits (address space, file size, wall time).
 
-Prints, by input class: inputs and runs tried, runs clean, failures by kind with an example, and
-the peak RSS of each memory-bomb input. `--json F` writes the same figures. Stops starting new
-inputs after `--seconds`.
+Prints, by input class: inputs and runs tried, runs clean, exit statuses, the slowest run,
+failures by kind with an example, and the peak RSS of each memory-bomb input. `--json F` writes
+the same figures. Stops starting new inputs after `--seconds`.
 
     PYTHONPATH=src python benchmarks/fuzz_bench.py --n 40 --seconds 900 --json benchmarks/results/fuzz_bench.json
 """
@@ -30,6 +33,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import fuzz_check as ck  # noqa: E402
 import fuzz_corpus as fc  # noqa: E402
+import fuzz_shared as fs  # noqa: E402
+
+CLASSES = {**fc.CLASSES, **fs.CLASSES}
 
 
 def kind(problem: str) -> str:
@@ -47,10 +53,10 @@ def main() -> int:
     ap.add_argument("--in-process", action="store_true", help="run non-bomb inputs in this process (faster)")
     ap.add_argument("--json", metavar="F", help="write the figures as JSON")
     args = ap.parse_args()
-    classes = [c for c in args.classes.split(",") if c] or list(fc.CLASSES)
-    unknown = set(classes) - set(fc.CLASSES)
+    classes = [c for c in args.classes.split(",") if c] or list(CLASSES)
+    unknown = set(classes) - set(CLASSES)
     if unknown:
-        ap.error(f"unknown classes {sorted(unknown)}; known: {sorted(fc.CLASSES)}")
+        ap.error(f"unknown classes {sorted(unknown)}; known: {sorted(CLASSES)}")
 
     t0 = time.monotonic()
     stats: dict[str, dict] = {}
@@ -58,12 +64,13 @@ def main() -> int:
         root = Path(tmp)
         comp = fc.companions(root / "companions")
         # interleave the classes so that a time limit cuts every class short, not the last ones entirely
-        per_class = {c: fc.CLASSES[c](root / "in", args.n, args.seed) for c in classes}
+        per_class = {c: CLASSES[c](root / "in", args.n, args.seed) for c in classes}
         order = [x for k in range(max(map(len, per_class.values()), default=0)) for c in classes
                  if k < len(per_class[c]) for x in [per_class[c][k]]]  # fmt: skip
         for c in classes:
             stats[c] = {"inputs": 0, "runs": 0, "clean_runs": 0, "clean_inputs": 0, "failures": Counter(),
-                        "examples": {}, "bomb_peak_rss_mib": {}, "seconds": 0.0}  # fmt: skip
+                        "examples": {}, "bomb_peak_rss_mib": {}, "seconds": 0.0, "exit": Counter(),
+                        "peak_rss_mib": 0.0, "slowest": [0.0, ""]}  # fmt: skip
         for i, inp in enumerate(order):
             if time.monotonic() - t0 > args.seconds:
                 print(f"time limit: stopped after {i} of {len(order)} inputs", file=sys.stderr)
@@ -77,6 +84,11 @@ def main() -> int:
             s["clean_runs"] += sum(o.clean for o in outcomes)
             s["clean_inputs"] += all(o.clean for o in outcomes)
             for o in outcomes:
+                s["exit"][str(o.result.rc)] += 1
+                if o.result.maxrss is not None:
+                    s["peak_rss_mib"] = max(s["peak_rss_mib"], round(o.result.maxrss / 2**20, 1))
+                if o.result.seconds > s["slowest"][0]:
+                    s["slowest"] = [round(o.result.seconds, 2), f"{inp.name} [{o.command.name}]"]
                 for p in o.problems:
                     k = kind(p)
                     s["failures"][k] += 1
@@ -89,10 +101,15 @@ def main() -> int:
         print(file=sys.stderr)
 
     total = time.monotonic() - t0
-    print(f"{'class':16s} {'inputs':>6s} {'clean':>6s} {'runs':>6s} {'clean':>6s}  failures (kind: count)")
+    print(f"{'class':16s} {'inputs':>6s} {'clean':>6s} {'runs':>6s} {'clean':>6s} {'exit 0/1/2/other':>17s} "
+          f"{'peak MiB':>8s} {'slowest s':>9s}  failures (kind: count)")  # fmt: skip
     for c, s in stats.items():
         fails = ", ".join(f"{k}: {n}" for k, n in s["failures"].most_common(4)) or "-"
-        print(f"{c:16s} {s['inputs']:6d} {s['clean_inputs']:6d} {s['runs']:6d} {s['clean_runs']:6d}  {fails}")
+        ex = s["exit"]
+        other = sum(n for k, n in ex.items() if k not in ("0", "1", "2"))
+        codes = f"{ex['0']}/{ex['1']}/{ex['2']}/{other}"
+        print(f"{c:16s} {s['inputs']:6d} {s['clean_inputs']:6d} {s['runs']:6d} {s['clean_runs']:6d} {codes:>17s} "
+              f"{s['peak_rss_mib']:8.0f} {s['slowest'][0]:9.1f}  {fails}")  # fmt: skip
     tot = {k: sum(s[k] for s in stats.values()) for k in ("inputs", "clean_inputs", "runs", "clean_runs")}
     print(f"{'total':16s} {tot['inputs']:6d} {tot['clean_inputs']:6d} {tot['runs']:6d} {tot['clean_runs']:6d}  "
           f"({total:.0f} s)")  # fmt: skip
@@ -115,7 +132,8 @@ def main() -> int:
             "rss_bound_bytes": ck.RSS_BOUND,
             "address_space_bytes": ck.ADDRESS_SPACE,
             "classes": {
-                c: dict(s, failures=dict(s["failures"]), seconds=round(s["seconds"], 1)) for c, s in stats.items()
+                c: dict(s, failures=dict(s["failures"]), exit=dict(s["exit"]), seconds=round(s["seconds"], 1))
+                for c, s in stats.items()
             },
             "total": tot,
         }

@@ -16,6 +16,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fuzz_shared as fs
 from fuzz_corpus import CHAKRA_JSON, GROUPS, HOST, KINETO, NETWORK, SYSTEM, TRACE, XSS, Input
 
 ADDRESS_SPACE = 2 << 30  # RLIMIT_AS of every child: a bomb that gets past the guards dies here, not the machine
@@ -122,6 +124,8 @@ def commands(inp: Input, comp: dict[str, Path], out: Path, only: list[str] | Non
         ]
     elif inp.role == CHAKRA_JSON:
         cmds = [Command("from-json", ["from-json", p, str(out / "x.et")], out / "x.et")]
+    elif inp.role in SHARED_COMMANDS:
+        cmds = SHARED_COMMANDS[inp.role](p, comp, out)
     else:
         raise ValueError(inp.role)
     if inp.invalid:  # what validate rejects, simulate must refuse
@@ -131,6 +135,58 @@ def commands(inp: Input, comp: dict[str, Path], out: Path, only: list[str] | Non
             elif c.name.startswith("sim"):
                 c.allowed = frozenset({0} if inp.repaired else {2})
     return cmds
+
+
+def _catalog_commands(p: str, comp: dict[str, Path], out: Path) -> list[Command]:
+    copy = out / Path(p).name  # `catalog add` writes to its catalog: a copy of the input
+    if not copy.exists() and Path(p).is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(Path(p).read_bytes())
+    return [
+        Command("catalog-query", ["catalog", "query", p, "SELECT name FROM jobs", "--json"]),
+        Command("catalog-report", ["catalog", "report", p, "-o", str(out / "fleet.html")], out / "fleet.html"),
+        Command("catalog-export", ["catalog", "export", p, str(out / "export")]),
+        Command("catalog-add", ["catalog", "add", str(copy), str(comp["job"])]),
+    ]
+
+
+def _bench_commands(p: str, comp: dict[str, Path], out: Path) -> list[Command]:
+    from conftest import DATA
+
+    return [
+        Command("bench-show", ["bench", "show", p]),
+        Command("bench-report-md", ["bench", "report", p, "-o", str(out / "r.md")], out / "r.md"),
+        Command("bench-report-html", ["bench", "report", p, "-o", str(out / "r.html")], out / "r.html"),
+        Command("bench-compare", ["bench", "compare", p, str(DATA / "bench" / "mlp_threads2.json")]),
+    ]
+
+
+def _replay_commands(p: str, comp: dict[str, Path], out: Path) -> list[Command]:
+    from conftest import DATA
+
+    trace = str(DATA / "mlp_rank0.et.json.gz")
+    return [Command("replay", ["replay", trace, "--config", p, "--budget-s", "0.5", "--steps", "2"])]
+
+
+# the commands that read each kind of shared document (tests/fuzz_shared.py)
+SHARED_COMMANDS = {
+    fs.SWEEP: lambda p, comp, out: [
+        Command("sweep-run", ["sweep", "run", p, "-o", str(out / "res"), "--workers", "1"])
+    ],
+    fs.CATALOG: _catalog_commands,
+    fs.MODEL: lambda p, comp, out: [
+        Command("generate-sample", ["generate", "sample", p, "--like", fs.MODEL_JOB, "-o", str(out / "s" / "s")])
+    ],
+    fs.BENCH: _bench_commands,
+    fs.PROFILE: lambda p, comp, out: [Command("simulate-profile", ["simulate", str(comp["job"]), "--profile", p])],
+    fs.COLLECT: lambda p, comp, out: [
+        Command("info", ["info", p]),
+        Command("top", ["analyze", "top", p]),
+        Command("sim-recorded", ["simulate", p, "--system", "recorded"]),
+        Command("report", ["report", p, "-o", str(out / "r.html")], out / "r.html"),
+    ],
+    fs.REPLAY_CONFIG: _replay_commands,
+}
 
 
 # --------------------------------------------------------------------------- running
@@ -301,22 +357,27 @@ def _output_problems(inp: Input, cmd: Command) -> list[str]:
 
 def check(inp: Input, comp: dict[str, Path], work: Path, *, only: list[str] | None = None,
           subprocess_always: bool = False) -> list[Outcome]:  # fmt: skip
-    """Every command over one input, each in a fresh output folder, plus the cross-command rule:
-    a trace that validate rejects (exit 1) is one simulate refuses (exit 2)."""
+    """Every command over one input, each in a fresh output folder, plus the cross-command rules:
+    a trace that validate rejects (exit 1) is one simulate refuses (exit 2), and no command acts
+    beyond its outputs (the input's folder and its companions unchanged, no payload marker made,
+    no local secret carried out, no raw control byte printed)."""
     runs = []
+    watched = _watched(inp)
     for cmd0 in commands(inp, comp, work, only):
         out = work / cmd0.name
         out.mkdir(parents=True, exist_ok=True)
         cmd = next(
             c for c in commands(inp, comp, out, [cmd0.name] if inp.role == TRACE else None) if c.name == cmd0.name
         )
-        runs.append((cmd, run(inp, cmd, out, subprocess_always=subprocess_always)))
+        before = {d: _tree(d) for d in watched}
+        res = run(inp, cmd, out, subprocess_always=subprocess_always)
+        runs.append((cmd, res, _side_effects(inp, res, out, before)))
     # a file `info` reads (a groups file `validate` reads) is well-formed: an error about what it means
     # (a deadlock, a collective on a group that leaves its rank out) may name nodes and ranks, not the file
     readable = any(
-        (c.name == "info" and r.rc == 0) or (c.name == "validate-groups" and r.rc in (0, 1)) for c, r in runs
+        (c.name == "info" and r.rc == 0) or (c.name == "validate-groups" and r.rc in (0, 1)) for c, r, _ in runs
     )
-    outcomes = [Outcome(inp, c, r, problems(inp, c, r, well_formed=readable)) for c, r in runs]
+    outcomes = [Outcome(inp, c, r, problems(inp, c, r, well_formed=readable) + effects) for c, r, effects in runs]
     by = {o.command.name: o for o in outcomes}
     v = by.get("validate") or by.get("validate-groups")
     if v is not None and v.result.rc == 1:
@@ -328,3 +389,55 @@ def check(inp: Input, comp: dict[str, Path], work: Path, *, only: list[str] | No
             elif not inp.repaired and o.result.rc != 2:
                 o.problems.append(f"validate rejects it (exit 1) but simulate exits {o.result.rc}")
     return outcomes
+
+
+# --------------------------------------------------------------------------- what a run may not do (issue 34)
+
+# bytes a terminal would act on: C0 controls but tab and newline, DEL, the C1 CSI
+_RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f\x9b]")
+
+
+def _watched(inp: Input) -> list[Path]:
+    """The folders a reading command must leave as they were: the input's own (a collect folder,
+    or the folder holding the file or prefix) and its companions' (a victim a link points at)."""
+    own = inp.path if inp.path.is_dir() and not inp.path.is_symlink() else inp.path.parent
+    return [own] + [p for p in inp.companions.values() if p.is_dir()]
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry under root (links not followed): mode, size, mtime."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            out[os.path.relpath(p, root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _side_effects(inp: Input, res: Result, out: Path, before: dict[Path, dict]) -> list[str]:
+    bad = []
+    for d, was in before.items():
+        now = _tree(d)
+        changed = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+        if changed:
+            bad.append(f"changed {len(changed)} entries in {d.name}/ (an input folder): {changed[:3]}")
+    for d in {inp.path.parent, out}:
+        made = [q.name for q in d.rglob(f"{fs.MARK}*")] if d.is_dir() else []
+        if made:
+            bad.append(f"a payload ran: {made[:3]}")
+    secret = fs.SECRET.encode()
+    if secret.decode() in res.stdout or secret.decode() in res.stderr:
+        bad.append("a local file's content was printed")
+    for q in out.rglob("*") if out.is_dir() else []:
+        if q.is_file() and not q.is_symlink() and secret in q.read_bytes():
+            bad.append(f"a local file's content was written to {q.name}")
+            break
+    for stream, text in (("stdout", res.stdout), ("stderr", res.stderr)):
+        m = _RAW_CONTROL.search(text)
+        if m:
+            bad.append(f"raw control byte {m.group()!r} on {stream}: {text[max(0, m.start() - 40) : m.end() + 20]!r}")
+    return bad

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import fuzz_check as ck
 import fuzz_corpus as fc
+import fuzz_shared as fs
 from chakra_trace.errors import TraceFormatError
 from chakra_trace.io.et import read_trace, write_trace
 from chakra_trace.schema import proto as pb
@@ -87,8 +88,8 @@ def _report(outcomes: list[ck.Outcome]) -> str:
     )
 
 
-def _check(inp: fc.Input, comp, work: Path, only=None) -> list[ck.Outcome]:
-    outcomes = ck.check(inp, comp, work, only=only)
+def _check(inp: fc.Input, comp, work: Path, only=None, subprocess_always: bool = False) -> list[ck.Outcome]:
+    outcomes = ck.check(inp, comp, work, only=only, subprocess_always=subprocess_always)
     assert outcomes, f"no command reads {inp.id}"
     return outcomes
 
@@ -117,6 +118,49 @@ def test_hostile_input(fuzz_dir, comp, tmp_path, cls, name):
 
 def test_default_sample_covers_every_class():
     assert sorted(DEFAULT) == sorted(fc.CLASSES)
+    assert sorted(DEFAULT_SHARED) == sorted(fs.CLASSES)
+
+
+# --------------------------------------------------------------------------- shared documents (issue 34)
+
+# the default run: each reproducer of the attack audit (SECURITY.md, "Threat model")
+DEFAULT_SHARED: dict[str, list[str]] = {
+    "sweep_specs": [
+        "where_copy",
+        "where_attach",
+        "where_read_text",
+        "alias_bomb_fixed",
+        "system_dev_zero",
+        "system_local_file",
+        "axes_1e12",
+    ],  # fmt: skip
+    "catalogs": ["view_reads_local_file", "macro_shadow", "sqlite_file", "wrong_types"],
+    "models": ["gzip_bomb_256MB", "count_1e5", "tree_parent_cycle"],
+    "bench_results": ["xss_strings", "ansi_strings", "bool_for_object", "gzip_bomb_256MB"],
+    "profiles": ["deep", "wrong_shape"],
+    "collect_folders": ["cache_link", "rank_links_out", "rank_fifo"],
+    "replay_configs": ["substitute_from_file", "substitute_save"],
+}
+NEEDS = {"catalogs": "duckdb", "sweep_specs": "duckdb", "replay_configs": "torch"}
+
+
+def shared_corpus(fuzz_dir: Path, cls: str, n: int) -> dict[str, fc.Input]:
+    pytest.importorskip(NEEDS.get(cls, "json"))
+    key = ("shared:" + cls, n)
+    if key not in _CORPUS:
+        _CORPUS[key] = {i.name: i for i in fs.CLASSES[cls](fuzz_dir / f"shared{n}", n, SEED)}
+    return _CORPUS[key]
+
+
+@pytest.mark.parametrize("cls,name", [(c, n) for c, names in DEFAULT_SHARED.items() for n in names], ids=lambda x: x)
+def test_hostile_shared_document(fuzz_dir, comp, tmp_path, cls, name):
+    """A shared document (spec, catalog, model, result, profile, collect folder, replay config) is
+    data: every command that reads it exits 0 or 2 with one line, in bounded memory, and acts on
+    nothing but its outputs (no marker file, no local file carried out, input folders unchanged)."""
+    inp = shared_corpus(fuzz_dir, cls, 1000)[name]
+    outcomes = _check(inp, comp, tmp_path, subprocess_always=True)  # a hang is a finding, not a stuck suite
+    bad = [o for o in outcomes if not o.clean]
+    assert not bad, _report(bad)
 
 
 def test_corpus_is_deterministic(tmp_path):
@@ -347,12 +391,15 @@ def test_mutated_traces_read_or_fail_cleanly(good_et, tmp_path_factory, edits, c
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cls", sorted(fc.CLASSES))
+@pytest.mark.parametrize("cls", sorted(fc.CLASSES) + sorted(fs.CLASSES))
 def test_whole_corpus_every_command(fuzz_dir, comp, tmp_path, cls):
     """Every input of the class through every command that reads it, bombs included, each in a subprocess."""
     outcomes = []
-    for inp in fc.CLASSES[cls](fuzz_dir / "all", 60, SEED):
-        outcomes += ck.check(inp, comp, tmp_path / inp.name, subprocess_always=inp.bomb)
+    inputs = (
+        fc.CLASSES[cls](fuzz_dir / "all", 60, SEED) if cls in fc.CLASSES else shared_corpus(fuzz_dir, cls, 60).values()
+    )
+    for inp in inputs:
+        outcomes += ck.check(inp, comp, tmp_path / inp.name, subprocess_always=inp.bomb or cls in fs.CLASSES)
     bad = [o for o in outcomes if not o.clean]
     assert not bad, f"{len(bad)} of {len(outcomes)} runs failed:\n" + _report(bad)
 

@@ -573,3 +573,23 @@ def test_deep_copy_of_document_is_not_modified():
     before = copy.deepcopy(doc["sections"][1])
     render_html(doc)
     assert doc["sections"][1] == before  # defaults are filled into a copy
+
+
+def test_a_huge_name_is_shortened_in_the_page(tmp_path):
+    """A 16 MB op name in every table made a 67 MB page no browser renders (attack audit, defect
+    10): the report shows each string up to `MAX_TEXT` characters and says how long it was."""
+    from chakra_trace.cli import main
+    from chakra_trace.io.et import write_trace
+    from chakra_trace.schema.builder import TraceBuilder
+    from chakra_trace.visualize.html import MAX_TEXT
+
+    name = "aten::" + "x" * (4 << 20)
+    b = TraceBuilder()
+    prev = b.comp(name, 100, start=0)
+    b.comp(name, 50, deps=[prev], start=100)
+    write_trace(b.build(), tmp_path / "big.0.et")
+    assert main(["report", str(tmp_path / "big.0.et"), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert len(page) < 2 << 20, len(page)
+    assert f"({len(name):,} characters)" in page
+    assert "x" * MAX_TEXT not in page

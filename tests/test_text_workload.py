@@ -680,3 +680,15 @@ def test_cli_usage_errors(cli, tmp_path, capsys):
     capsys.readouterr()
     assert cli("convert-text", tmp_path / "missing.txt", "--npus", 2) == 2
     assert "missing.txt" in capsys.readouterr().err
+
+
+def test_ranks_past_the_node_limit_are_refused_before_building(tmp_path, monkeypatch):
+    """`--npus 1000000` copied the template a million times until the process died of memory
+    (the attack audit's `convert-text-npus1e6`): the ranks' cost is checked before any copy."""
+    monkeypatch.setenv("CHAKRA_TRACE_MAX_NODES", "10000")
+    p = small("DATA", tmp_path)
+    assert len(text_to_chakra(p, 64)) == 64
+    with pytest.raises(
+        ChakraError, match=rf"{p.name}: 1,000,000 ranks of \d+ nodes .* over the limit of CHAKRA_TRACE_MAX_NODES"
+    ):
+        text_to_chakra(p, 1_000_000)

@@ -21,6 +21,7 @@ import yaml
 from yaml.reader import ReaderError
 
 from ..errors import ChakraError, reader_limit
+from .files import kind_of
 from .memory import env_int
 from .stream import GZIP_MAGIC, Limits, _GuardedGzip
 
@@ -39,18 +40,6 @@ def document_limit() -> int:
     return env_int(DOCUMENT_LIMIT_ENV, "a number of bytes") or DEFAULT_DOCUMENT_BYTES
 
 
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def open_regular(path: str | os.PathLike, what: str = "file") -> io.FileIO:
     """`path` opened for reading if it is a regular file (links followed); anything else is a
     ChakraError naming it. The open never blocks: a FIFO is opened non-blocking, then refused."""
@@ -64,7 +53,7 @@ def open_regular(path: str | os.PathLike, what: str = "file") -> io.FileIO:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise ChakraError(f"{p}: {_kind(mode)}, not a {what} (only regular files are read)")
+        raise ChakraError(f"{p}: {kind_of(mode)}, not a {what} (only regular files are read)")
     os.set_blocking(fd, True)
     return io.FileIO(fd, "rb", closefd=True)
 

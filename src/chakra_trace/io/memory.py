@@ -43,11 +43,12 @@ def available_bytes() -> int:
             avail = 1 << 40
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
-        avail = min(avail, max(0, soft - _vm_size()))
+        avail = min(avail, max(0, soft - (vm_size() or 0)))
     return int(avail)
 
 
-def _vm_size() -> int:
+def vm_size() -> int | None:
+    """Bytes of address space this process maps now (VmSize); None where that is not known."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -55,7 +56,7 @@ def _vm_size() -> int:
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError):
         pass
-    return 0
+    return None
 
 
 def env_int(name: str, what: str = "a positive integer") -> int | None:

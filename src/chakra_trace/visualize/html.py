@@ -108,9 +108,17 @@ class _NotJsonable(Exception):
     pass
 
 
+#: Characters of one string a report shows: a 16 MB op name repeated in every table made a page
+#: no browser renders; past this a name ends in "... (N characters)".
+MAX_TEXT = 4096
+
+
 def _jsonable(obj: Any) -> Any:
-    """Plain JSON values: numpy scalars/arrays unwrapped, NaN and infinities as None."""
-    if obj is None or isinstance(obj, (str, bool, int)):
+    """Plain JSON values: numpy scalars/arrays unwrapped, NaN and infinities as None, strings
+    past `MAX_TEXT` shortened."""
+    if isinstance(obj, str):
+        return obj if len(obj) <= MAX_TEXT else f"{obj[: MAX_TEXT - 40]}... ({len(obj):,} characters)"
+    if obj is None or isinstance(obj, (bool, int)):
         return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None

@@ -20,6 +20,7 @@ from .values import (
     MIN_BANDWIDTH,
     ignored_keys,
     integer,
+    kind,
     max_npus,
     number,
     show,
@@ -279,5 +280,5 @@ def parse_yaml(text: str, source: str = "<string>") -> dict:
     and every problem `load_yaml` finds, raises ChakraError naming ``source`` and the line."""
     data, _ = load_yaml(text, source)
     if not isinstance(data, dict):
-        raise ChakraError(f"{source}: expected a mapping of keys to values, got {show(data)}")
+        raise ChakraError(f"{source}: expected a mapping of keys to values, got {kind(data)}")
     return data

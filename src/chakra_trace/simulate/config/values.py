@@ -132,10 +132,22 @@ def where(source: str, lines: Mapping[str, int] | None, key: str) -> str:
     return f"{source}:{line}: {key!r}" if line else f"{source}: {key!r}"
 
 
+def kind(v: Any) -> str:
+    """What a value is, without its content: a file that is not a config at all (a key, a
+    password file) is read as one string, and an error must not carry it to a log or a report."""
+    if isinstance(v, str):
+        return f"text ({len(v)} characters)"
+    if isinstance(v, (list, tuple)):
+        return f"a list of {len(v)}"
+    if v is None:
+        return "nothing"
+    return f"a {type(v).__name__}"
+
+
 def string_keyed(d: Any, source: str, what: str) -> Mapping:
     """A file's top level: a mapping with string keys."""
     if not isinstance(d, Mapping):
-        raise ChakraError(f"{source}: expected {what} (a mapping of keys to values), got {show(d)}")
+        raise ChakraError(f"{source}: expected {what} (a mapping of keys to values), got {kind(d)}")
     for k in d:
         if not isinstance(k, str):
             raise ChakraError(f"{source}: keys must be strings, got {k!r}")
