@@ -538,7 +538,7 @@ class _KinetoConverter(GraphBuilder):
         """Also stream-to-stream waits (``Stream Wait Event``, recorded with the profiler's
         ``enable_cuda_sync_events``): the first GPU op on the waiting stream after the wait
         depends on the last one on the awaited stream that started before it, where that one
-        had ended by then."""
+        had ended by then. (Edges as arrays appended to out_src, out_dst.)"""
         super()._sync_edges(tl, out_src, out_dst)
         waits = self.h.stream_waits()
         if not waits or not tl.n_gpu:
@@ -547,22 +547,25 @@ class _KinetoConverter(GraphBuilder):
         idx = tl.src[gk]
         dev, stream = tl.gpu["device"][idx], tl.gpu["stream"][idx]
         s, e, ids = tl.s[gk], tl.e[gk], tl.ids[gk]
-        # each stream's ops (of one device, and of any), in time order: a wait looks its two
-        # streams up (a mask over every GPU op per wait was waits x ops)
-        on_stream = _positions_by(stream.tolist())
-        on_device = _positions_by(list(zip(dev.tolist(), stream.tolist())))
-        none = np.zeros(0, np.int64)
+        # each stream's ops (of one device, and of any), in time order, with their starts: a wait
+        # looks its two streams up (a mask, or a copy of a stream's starts, per wait was waits x ops)
+        on_stream = {k: (p, s[p]) for k, p in _positions_by(stream.tolist()).items()}
+        on_device = {k: (p, s[p]) for k, p in _positions_by(list(zip(dev.tolist(), stream.tolist()))).items()}
+        none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        src, dst = [], []
         for d, waiting, awaited, t in waits:
             if d < 0:
-                prod, cons = on_stream.get(awaited, none), on_stream.get(waiting, none)
+                (prod, ps), (cons, cs) = on_stream.get(awaited, none), on_stream.get(waiting, none)
             else:
-                prod, cons = on_device.get((d, awaited), none), on_device.get((d, waiting), none)
-            p = prod[: int(np.searchsorted(s[prod], t, "right"))]  # started at or before the wait
-            c = cons[int(np.searchsorted(s[cons], t, "left")) :]  # started at or after it
-            if p.size and c.size and e[p[-1]] <= s[c[0]]:
-                out_src.append(int(ids[c[0]]))
-                out_dst.append(int(ids[p[-1]]))
+                (prod, ps), (cons, cs) = on_device.get((d, awaited), none), on_device.get((d, waiting), none)
+            p = int(np.searchsorted(ps, t, "right"))  # started at or before the wait
+            c = int(np.searchsorted(cs, t, "left"))  # started at or after it
+            if p and c < cons.size and e[prod[p - 1]] <= s[cons[c]]:
+                src.append(int(ids[cons[c]]))
+                dst.append(int(ids[prod[p - 1]]))
                 self.stream_wait_edges = getattr(self, "stream_wait_edges", 0) + 1
+        out_src.append(np.asarray(src, np.int64))
+        out_dst.append(np.asarray(dst, np.int64))
 
     def _cost_rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """FLOPs are unknown (-1) for ops whose shapes were not recorded (not 0 from no tensors)."""
@@ -708,7 +711,7 @@ def convert_kineto(
         if on_rank_done is not None:
             on_rank_done(rank, rep)
     if len(traces) > 1:
-        report.notes.extend(resolve_unnamed_groups(traces))
+        report.notes.extend(resolve_unnamed_groups(traces, paths=paths))
     report.ranks = dict(sorted(report.ranks.items()))
     return Workload(dict(sorted(traces.items())), paths=paths), report
 
@@ -736,7 +739,7 @@ def read_kineto_folder(folder: Path, progress: Progress | None = None, ranks: li
 
         traces[r] = cached_trace([p], f"kineto-rank{r}", convert, stamp=converter_stamp())
     if len(traces) > 1:
-        resolve_unnamed_groups(traces)
+        resolve_unnamed_groups(traces, paths=files)
     return Workload(traces, paths=dict(files))
 
 

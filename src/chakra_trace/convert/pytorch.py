@@ -224,7 +224,7 @@ def _resolve_written_groups(paths: dict[int, str], compress: bool, reports: dict
         return
     traces = {r: read_trace(p) for r, p in paths.items()}
     before = {r: (t.present.copy(), t.pg_name.copy()) for r, t in traces.items()}
-    notes = resolve_unnamed_groups(traces)
+    notes = resolve_unnamed_groups(traces, paths=paths)
     for r, t in traces.items():
         if not (np.array_equal(before[r][0], t.present) and np.array_equal(before[r][1], t.pg_name)):
             write_trace(t, paths[r], compress=compress, leftovers=False)
@@ -262,8 +262,9 @@ def read_collection(folder: Path, progress: Progress | None = None, ranks: list[
 
         sources = [Path(et)] + ([Path(kineto)] if kineto else [])
         traces[r] = cached_trace(sources, f"rank{r}", convert, stamp=converter_stamp())
-    resolve_unnamed_groups(traces)  # (after the cache: it matches collectives across the ranks read)
-    return Workload(traces, paths={r: Path(et) for r, (et, _) in files.items()})
+    paths = {r: Path(et) for r, (et, _) in files.items()}
+    resolve_unnamed_groups(traces, paths=paths)  # (after the cache: it matches collectives across the ranks read)
+    return Workload(traces, paths=paths)
 
 
 register_source(is_collection, read_collection)

@@ -33,6 +33,7 @@ from ..schema.enums import Attr, NodeType, collective_name
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
+from . import sync
 from .collectives import SCALAR_TYPE_BYTES, classify, is_backend_op_name, is_bookkeeping, is_comm_op_name, message_bytes
 from .flops import needs_values, tensor_cost
 from .linking import method_label
@@ -310,10 +311,10 @@ class GraphBuilder:
         self._own_lanes(comm)
         parent = np.full(len(h), -1, np.int64)
         parent[rows] = self._parents(rows, interval_parents)
-        for c, (th, e) in self.detached.items():  # still inside the ops that called it
-            up = rows[(self.tid[rows] == th) & (self.start[rows] <= self.start[c]) & (self.end[rows] >= e)]
-            if up.size:
-                parent[c] = up[np.lexsort((-self.end[up], self.start[up]))[-1]]
+        if self.detached:  # still inside the ops that called it
+            cs = np.fromiter(self.detached, np.int64, len(self.detached))
+            up = self._enclosing(rows, cs)
+            parent[cs[up >= 0]] = up[up >= 0]
         self.parent = parent
         sync, issuers = self._async_work(comm)
         comm -= sync | issuers
@@ -357,6 +358,29 @@ class GraphBuilder:
         del parent, folded_into, levels, self.parent  # (the per-op working set goes before encoding)
         meta = global_metadata({"schema": "chakra-trace pytorch converter 1", "source_schema": h.schema or ""})
         return Trace.from_columns(**columns, metadata=meta)
+
+    def _enclosing(self, rows: np.ndarray, cs: np.ndarray) -> np.ndarray:
+        """For each op c of `cs` that stands for late work (`detached`: it left thread th, its
+        work ends at e), the row of `rows` on th that started last at or before c and ends at or
+        after e (of those starting together the shortest, then the last row); -1 where none.
+        One sort of the rows of those threads and a tree of their ends (a mask over every row
+        per op was detached ops x rows)."""
+        th = np.array([self.detached[int(c)][0] for c in cs], np.int64)
+        e = np.array([self.detached[int(c)][1] for c in cs], np.int64)
+        rows = rows[np.isin(self.tid[rows], th)]
+        if not rows.size:
+            return np.full(cs.size, -1, np.int64)
+        tid, start, end = self.tid[rows], self.start[rows], self.end[rows]
+        o = np.lexsort((rows, -end, start, tid))  # per thread by start; the one chosen comes last
+        tid, start, end, rows = tid[o], start[o], end[o], rows[o]
+        lo = np.searchsorted(tid, th, "left")
+        hi = np.searchsorted(tid, th, "right")
+        upto = np.array(
+            [a + int(np.searchsorted(start[a:b], self.start[c], "right")) for a, b, c in zip(lo, hi, cs.tolist())],
+            np.int64,
+        )
+        at = _last_at_least(end, lo, upto, e)
+        return np.where(at >= 0, rows[np.maximum(at, 0)], -1)
 
     # ------------------------------------------------------------------ attributes
     def _cost(self, i: int) -> tuple[int | None, int]:
@@ -707,10 +731,10 @@ class GraphBuilder:
         start, dur = self._node_times(tl)
         dep_src, dep_dst = self._order_edges(tl, folded_into)
         comm_attr, extra_src, extra_dst = self._comm_nodes(tl, nodes, comm, comm_mask, kinds)
-        if tl.n_gpu:
-            self._sync_edges(tl, extra_src, extra_dst)
         dep_src.append(np.asarray(extra_src, np.int64))
         dep_dst.append(np.asarray(extra_dst, np.int64))
+        if tl.n_gpu:
+            self._sync_edges(tl, dep_src, dep_dst)
         data = self._dependency_csr(tl.n, dep_src, dep_dst)
         attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes)
         self._process_group_node(nodes, attrs)
@@ -852,13 +876,16 @@ class GraphBuilder:
         nxt = np.full(prev.size, -1, np.int64)  # the event after each on its thread or stream
         nxt[tl.prev[tl.prev >= 0]] = np.flatnonzero(tl.prev >= 0)
         resume_src, resume_dst = [], []
+        skips = []  # where the thread's order skips an op (`_sync_edges` reads it)
         for i, c in self.issued_by.items():
             k, p = tl.host_pos[i], tl.host_pos[c]
             if k >= 0 and p >= 0 and prev[k] == p:  # work recorded on its issuer's thread, started inside it
                 prev[k] = tl.prev[p]  # runs beside the issuer (`_comm_nodes` orders it after it)
+                skips.append(int(k))
                 if nxt[k] >= 0:  # the thread goes on after both
                     resume_src.append(int(ev_ids[nxt[k]]))
                     resume_dst.append(int(ev_ids[p]))
+        self._order_skips = np.array(sorted(skips), np.int64)
         dep_src = [
             ev_ids[gap & (prev >= 0)] - 1,
             ev_ids[gap],
@@ -1041,33 +1068,79 @@ class GraphBuilder:
         return list(table), remap[inv.reshape(-1)]
 
     def _sync_edges(self, tl: _Timeline, out_src: list, out_dst: list) -> None:
-        """Edges from GPU work to the host op that waited for it: each stream's last op that had
-        ended when a synchronizing call inside the host op returned (synchronize, item(), a
-        blocking copy)."""
+        """Edges (arrays appended to out_src, out_dst) from GPU work to the host op that waited
+        for it: each stream's last op that had ended when a synchronizing call inside the host op
+        returned (synchronize, item(), a blocking copy), without the edges a thread's order
+        already implies, in work linear in the stream ops looked at (`convert.sync`)."""
         syncs = self.gpu.sync_points()
         if not syncs:
             return
-        host, is_gpu, th, s, e, ev_ids, key = tl.host, tl.is_gpu, tl.th, tl.s, tl.e, tl.ids, tl.key
+        host, is_gpu, th, s, e, ev_ids = tl.host, tl.is_gpu, tl.th, tl.s, tl.e, tl.ids
         gk = np.flatnonzero(is_gpu)
-        by_key = gk[np.argsort(key[gk], kind="stable")]  # (a mask per stream or thread: those x events)
-        streams = dict(zip(np.unique(key[by_key]).tolist(), np.split(by_key, np.flatnonzero(np.diff(key[by_key])) + 1)))
+        tails = sync.StreamTails(gk, tl.key[gk], is_gpu.size)
         threads = _ThreadIndex(host, th, s, e, ev_ids).by  # positions, in order
+        skips = self._order_skips
+        runs = []
         for thread, calls in syncs.items():
+            ks = threads.get(thread)
+            if ks is None:
+                continue
             t0 = np.array([c[0] for c in calls], np.int64)
-            t1 = [c[1] for c in calls]
-            ks = threads.get(thread, gk[:0])
-            a = np.searchsorted(t0, s[ks], "left")
-            b = np.searchsorted(t0, e[ks], "right")
-            for k, lo_, hi_ in zip(ks[b > a].tolist(), a[b > a].tolist(), b[b > a].tolist()):
-                done = [x for x in t1[lo_:hi_] if x <= e[k]]
-                if not done:
-                    continue
-                until = max(done)
-                for pos in streams.values():
-                    j = int(np.searchsorted(pos, k)) - 1
-                    if j >= 0 and e[pos[j]] <= until:
-                        out_src.append(int(ev_ids[k]))
-                        out_dst.append(int(ev_ids[pos[j]]))
+            t1 = np.array([c[1] for c in calls], np.int64)
+            until = sync.waited_until(s[ks], e[ks], t0, t1)
+            waited = until != sync.NONE
+            ks, until = ks[waited], until[waited]
+            runs += [(ks[r], until[r]) for r in sync.segments(ks, skips[th[skips] == thread])]
+        work = sum(sync.lookups(tails, k) for k, _ in runs)
+        allowed = sync.limit(tl.n)
+        if work > allowed:
+            raise TraceFormatError(
+                self.gpu.kin.path,
+                f"{len(syncs):,} threads wait for the GPU ({sum(k.size for k, _ in runs):,} ops) while "
+                f"{tails.streams:,} streams run: their dependencies need {work:,} look-ups, more than the "
+                f"{allowed:,} allowed for {tl.n:,} nodes (${sync.LIMIT_ENV} sets it)",
+            )
+        end = e[gk]
+        for k, until in runs:
+            at, cand = sync.edges(tails, end, k, until)
+            out_src.append(ev_ids[k[at]])
+            out_dst.append(ev_ids[gk[cand]])
+
+
+def _last_at_least(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each query, the last i in [lo, hi) with values[i] >= x (-1: none): a tree of maxima,
+    built level by level, walked down from the right, O(log n) per query."""
+    n = values.size
+    size = 1 << max(n - 1, 0).bit_length()
+    tree = np.full(2 * size, np.iinfo(np.int64).min, np.int64)
+    tree[size : size + n] = values
+    for level in range(size.bit_length() - 2, -1, -1):
+        a = 1 << level
+        tree[a : 2 * a] = np.maximum(tree[2 * a : 4 * a : 2], tree[2 * a + 1 : 4 * a : 2])
+    t = tree.tolist()
+    out = []
+    for a, b, v in zip(lo.tolist(), hi.tolist(), x.tolist()):
+        found = -1
+        left, right = [], []  # the covering nodes of [a, b), left to right
+        a += size
+        b += size
+        while a < b:
+            if a & 1:
+                left.append(a)
+                a += 1
+            if b & 1:
+                b -= 1
+                right.append(b)
+            a >>= 1
+            b >>= 1
+        for node in right + left[::-1]:  # right to left
+            if t[node] >= v:
+                while node < size:  # down to the rightmost leaf that holds one
+                    node = 2 * node + 1 if t[2 * node + 1] >= v else 2 * node
+                found = node - size
+                break
+        out.append(found)
+    return np.array(out, np.int64)
 
 
 _JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ChakraError
+from ..schema.wire import ranges
 from .align import MAX_D, align
 
 __all__ = ["Sequences", "align_traces", "build", "consistent", "host_preorder"]
@@ -128,32 +130,57 @@ def _segments(host, order, lo, hi, k, kp) -> tuple[np.ndarray, np.ndarray, str]:
     return np.searchsorted(hb, ids, "left"), np.searchsorted(kb, ts, "left"), "optimizer"
 
 
-def _overlap(a: np.ndarray, b: np.ndarray, size: int) -> int:
-    """Op names two code sequences share, counted with multiplicity (an upper bound of their LCS)."""
-    if a.size == 0 or b.size == 0:
-        return 0
-    return int(np.minimum(np.bincount(a, minlength=size), np.bincount(b, minlength=size)).sum())
+MAX_THREAD_PAIRS = 1 << 22  # (thread, thread, name) terms the thread pairing may sum (a few thousand in practice)
 
 
-def _pair_threads(hth, hc, kth, kc, size) -> list[tuple[int, int]]:
-    hs, ks = np.unique(hth).tolist(), np.unique(kth).tolist()
-    if hs and set(hs) == set(ks):
-        return [(t, t) for t in hs]
-    scores = []
-    for a in hs:
-        ca = hc[hth == a]
-        for b in ks:
-            s = _overlap(ca, kc[kth == b], size)
-            if s:
-                scores.append((s, a, b))
+def _counts(th: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each (thread, name code) of a sequence with its count, sorted by code then thread."""
+    if not th.size:
+        return th, codes, th
+    o = np.lexsort((th, codes))
+    t, c = th[o], codes[o]
+    first = np.r_[True, (t[1:] != t[:-1]) | (c[1:] != c[:-1])]
+    at = np.flatnonzero(first)
+    return t[at], c[at], np.diff(np.r_[at, t.size])
+
+
+def _pair_threads(hth, hc, kth, kc, source: str = "") -> list[tuple[int, int]]:
+    """Host threads with Kineto threads: by tid where both traces name the same tids, else
+    greedily by the number of op names they share (with multiplicity), most first, then by
+    tids. The shared counts come from one join of both sides' (thread, name) counts on the name
+    (a loop over thread pairs, each masking every op, was host threads x Kineto threads x ops);
+    past `MAX_THREAD_PAIRS` terms (thousands of threads on each side sharing names) a
+    ChakraError names the traces (`source`)."""
+    hs, ks = np.unique(hth), np.unique(kth)
+    if hs.size and set(hs.tolist()) == set(ks.tolist()):
+        return [(t, t) for t in hs.tolist()]
+    ht, hcode, hn = _counts(hth, hc)
+    kt, kcode, kn = _counts(kth, kc)
+    lo = np.searchsorted(kcode, hcode, "left")
+    reps = np.searchsorted(kcode, hcode, "right") - lo
+    terms = int(reps.sum())
+    if terms > MAX_THREAD_PAIRS:
+        raise ChakraError(
+            f"{source or 'host and Kineto traces'}: {hs.size:,} host threads and {ks.size:,} Kineto threads share op "
+            f"names {terms:,} times over, more than the {MAX_THREAD_PAIRS:,} the thread pairing compares"
+        )
+    h_at = np.repeat(np.arange(ht.size), reps)
+    k_at = ranges(lo, reps)
+    shared = np.minimum(hn[h_at], kn[k_at])
+    pair = np.searchsorted(hs, ht[h_at]) * max(ks.size, 1) + np.searchsorted(ks, kt[k_at])
+    keys, inv = np.unique(pair, return_inverse=True)
+    score = np.zeros(keys.size, np.int64)
+    np.add.at(score, inv.reshape(-1), shared)
+    a, b = keys // max(ks.size, 1), keys % max(ks.size, 1)  # (hs and ks ascending: the tids' order)
     used_h: set[int] = set()
     used_k: set[int] = set()
     pairs = []
-    for _, a, b in sorted(scores, key=lambda x: (-x[0], x[1], x[2])):
-        if a not in used_h and b not in used_k:
-            used_h.add(a)
-            used_k.add(b)
-            pairs.append((a, b))
+    for i in np.lexsort((b, a, -score)).tolist():
+        x, y = int(hs[a[i]]), int(ks[b[i]])
+        if x not in used_h and y not in used_k:
+            used_h.add(x)
+            used_k.add(y)
+            pairs.append((x, y))
     return pairs
 
 
@@ -168,7 +195,7 @@ def _groups(keys: np.ndarray) -> dict[int, np.ndarray]:
 _MAX_PAIRS_SCORED = 8  # iteration pairs whose names are compared per shift (evenly spaced)
 
 
-def _pair_iterations(hseg, hc, kseg, kc, size, anchors) -> tuple[list[tuple[int, int]], int]:
+def _pair_iterations(hseg, hc, kseg, kc, anchors) -> tuple[list[tuple[int, int]], int]:
     """Host iteration i with Kineto iteration i + s: the shift s that keeps the most links
     already made by ids (``anchors``: {(host segment, Kineto segment): links}), else the one
     whose pairs share the most op names (a few pairs per shift), then the smallest."""
@@ -182,30 +209,39 @@ def _pair_iterations(hseg, hc, kseg, kc, size, anchors) -> tuple[list[tuple[int,
         if a in h_idx and b in k_idx:
             d = k_idx[b] - h_idx[a]
             votes[d] = votes.get(d, 0) + c
-    hist: dict[tuple[int, int], np.ndarray] = {}
+    hist: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
-    def counts(side: int, x: int) -> np.ndarray:
+    def counts(side: int, x: int) -> tuple[np.ndarray, np.ndarray]:
+        """The names of an iteration and how often each occurs (sparse: a dense count per
+        iteration was iterations x names)."""
         if (side, x) not in hist:
             g, codes = (hg, hc) if side == 0 else (kg, kc)
-            hist[side, x] = np.bincount(codes[g[x]], minlength=size)
+            hist[side, x] = np.unique(codes[g[x]], return_counts=True)
         return hist[side, x]
 
-    best: tuple[tuple[int, int], int, list] = ((-1, -1), 0, [])
+    def shared(a: int, b: int) -> int:
+        (ca, na), (cb, nb) = counts(0, a), counts(1, b)
+        _, ia, ib = np.intersect1d(ca, cb, assume_unique=True, return_indices=True)
+        return int(np.minimum(na[ia], nb[ib]).sum())
+
+    best: tuple[tuple[int, int], int, tuple[int, int]] = ((-1, -1), 0, (0, 0))
     shifts = list(range(-(len(hi) - 1), len(ki))) if hi and ki else []
     if votes:  # the links by ids decide
         top = max(votes.values())
         shifts = [d for d in sorted(votes) if votes[d] == top and -(len(hi) - 1) <= d < len(ki)]
-    for s in shifts:
-        pairs = [(hi[i], ki[i + s]) for i in range(max(0, -s), min(len(hi), len(ki) - s))]
+    for s in shifts:  # (the host iterations paired as a range: a list per shift was shifts x iterations)
+        i_lo, i_hi = max(0, -s), min(len(hi), len(ki) - s)
+        n = i_hi - i_lo
         kept = votes.get(s, 0)
-        pick = pairs
-        if len(pairs) > _MAX_PAIRS_SCORED:
-            pick = [pairs[int(j)] for j in np.linspace(0, len(pairs) - 1, _MAX_PAIRS_SCORED)]
-        shared = sum(int(np.minimum(counts(0, a), counts(1, b)).sum()) for a, b in pick)
-        score = (kept, shared * len(pairs) // len(pick))
+        pick = range(i_lo, i_hi)
+        if n > _MAX_PAIRS_SCORED:
+            pick = [i_lo + int(j) for j in np.linspace(0, n - 1, _MAX_PAIRS_SCORED)]
+        total = sum(shared(hi[i], ki[i + s]) for i in pick)
+        score = (kept, total * n // len(pick))
         if score > best[0] or (score == best[0] and abs(s) < abs(best[1])):
-            best = (score, s, pairs)
-    pairs = list(best[2])
+            best = (score, s, (i_lo, i_hi))
+    s = best[1]
+    pairs = [(hi[i], ki[i + s]) for i in range(*best[2])]
     if -1 in hg and -1 in kg:
         pairs.append((-1, -1))
     return pairs, best[1]
@@ -230,6 +266,7 @@ class Sequences:
     size: int
     same_tids: bool
     marks: str
+    source: str = ""  # the two traces, for errors
 
 
 def build(host, k, cpu_rows: np.ndarray) -> Sequences:
@@ -256,7 +293,8 @@ def build(host, k, cpu_rows: np.ndarray) -> Sequences:
     korder = kpos_of_row[kp]
     krank = np.full(cpu_rows.size, -1, np.int64)
     krank[korder] = np.arange(korder.size)
-    return Sequences(order, korder, hc, kc, hth, kth, hseg, kseg, hrank, krank, len(table), same, marks)
+    source = f"{getattr(host, 'path', None) or 'the host trace'} and {getattr(k, 'path', None) or 'the Kineto trace'}"
+    return Sequences(order, korder, hc, kc, hth, kth, hseg, kseg, hrank, krank, len(table), same, marks, source)
 
 
 def _lis(y: list[int]) -> list[int]:
@@ -318,8 +356,8 @@ def align_traces(
         span = int(kseg.max(initial=0)) + 2
         key, cnt = np.unique((hseg[lh[ok]] + 1) * span + (kseg[lk_[ok]] + 1), return_counts=True)
         anchors = {(int(x // span) - 1, int(x % span) - 1): int(c) for x, c in zip(key.tolist(), cnt.tolist())}
-    threads = _pair_threads(seq.hth, hc, seq.kth, kc, seq.size)
-    iters, shift = _pair_iterations(hseg, hc, kseg, kc, seq.size, anchors)
+    threads = _pair_threads(seq.hth, hc, seq.kth, kc, seq.source)
+    iters, shift = _pair_iterations(hseg, hc, kseg, kc, anchors)
     out_h: list[np.ndarray] = []
     out_k: list[np.ndarray] = []
     complete = True

@@ -3,12 +3,14 @@ trace declares, and who the members of a group are when no group file says so.""
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from ..errors import ChakraError
 from .enums import Attr, NodeType
 
 if TYPE_CHECKING:
@@ -167,7 +169,110 @@ def _declared_by_rank(t: Trace, rank: int) -> dict[str, list[int] | None]:
     return {name: ranks for name, ranks in pg_entries(t) if ranks is None or rank in ranks}
 
 
-def resolve_unnamed_groups(traces: dict[int, Trace], tolerance_ns: int = 50_000) -> list[str]:
+MATCH_BUDGET = 1 << 25  # member checks `resolve_unnamed_groups` may make (hostile pg_configs: more is refused)
+
+
+class _Matching:
+    """The state of `resolve_unnamed_groups`: each rank's next unnamed collective, and the
+    declared member sets that could take it. Groups of one member set behave alike (the first
+    declared wins every tie), so each set is one candidate; a set is looked at again only when
+    one of its ranks moved on (a loop over every group per collective was groups x collectives:
+    a pg_config of many groups of the ranks read took minutes)."""
+
+    def __init__(self, traces, queues, sets, timed: bool, tolerance_ns: int, budget: int):
+        self.traces, self.queues, self.timed, self.tolerance_ns = traces, queues, timed, tolerance_ns
+        self.sets = sets  # [(name, members)] in declaration order, one per member set
+        self.frozen = [frozenset(m) for _, m in sets]
+        self.by_rank: dict[int, list[int]] = {}
+        for i, (_, members) in enumerate(sets):
+            for r in members:
+                self.by_rank.setdefault(r, []).append(i)
+        self.head = {r: 0 for r in queues}
+        self.origin = {r: t.time_origin_ns or 0 for r, t in traces.items()}
+        self.sig: dict[int, tuple | None] = {r: self._sig(r) for r in queues}
+        self.budget = budget
+        self.work = 0
+
+    def _sig(self, r: int) -> tuple | None:
+        """(type, size, start ns, end ns) of rank r's next unnamed collective (None: none left)."""
+        if self.head[r] >= len(self.queues[r]):
+            return None
+        t, row = self.traces[r], self.queues[r][self.head[r]]
+        s = int(t.start[row]) * 1000 + self.origin[r]
+        return int(t.comm_type[row]), int(t.comm_size[row]), s, s + int(t.duration[row]) * 1000
+
+    def evaluate(self, i: int) -> tuple | None:
+        """(not met, when the last ended, declaration order) of set i when all its members have a
+        collective of one type and size next, else None."""
+        members = self.sets[i][1]
+        self.work += len(members)
+        if self.work > self.budget:
+            raise _OverBudget
+        sigs = [self.sig[r] for r in members]
+        if any(x is None for x in sigs):
+            return None
+        spans = cast("list[tuple]", sigs)
+        if any(x[:2] != spans[0][:2] for x in spans):
+            return None
+        if not self.timed:
+            return (False, 0, i)
+        met = max(x[2] for x in spans) <= min(x[3] for x in spans) + self.tolerance_ns
+        return (not met, max(x[3] for x in spans), i)
+
+    def best(self, first: int, key: tuple) -> int:
+        """The largest candidate set that holds set `first` and met as it did (the earliest
+        declared among equals): an all-ranks collective also looks like one of each subgroup."""
+        best = first
+        near = self.by_rank[self.sets[first][1][0]]  # (a superset holds first's first member)
+        self.work += len(near)
+        for j in near:
+            st = self.cands.get(j)
+            if st is None or st[0] != key[0] or j == best:
+                continue
+            nj, nb = len(self.sets[j][1]), len(self.sets[best][1])
+            if (nj > nb or (nj == nb and j < best)) and self.frozen[first] <= self.frozen[j]:
+                best = j
+        return best
+
+    def run(self):
+        """Yield (name, members, rows) of each collective matched, in order."""
+        self.cands: dict[int, tuple] = {}
+        heap = []
+        for i in range(len(self.sets)):
+            st = self.evaluate(i)
+            if st is not None:
+                self.cands[i] = st
+                heap.append((st, i))
+        heapq.heapify(heap)
+        while True:
+            while heap and self.cands.get(heap[0][1]) != heap[0][0]:
+                heapq.heappop(heap)  # (stale: the set changed since)
+            if not heap:
+                return
+            st, first = heap[0]
+            name, members = self.sets[self.best(first, st)]
+            yield name, members, {r: self.queues[r][self.head[r]] for r in members}
+            moved: set[int] = set()
+            for r in members:
+                self.head[r] += 1
+                self.sig[r] = self._sig(r)
+                moved.update(self.by_rank[r])
+            for j in moved:
+                st = self.evaluate(j)
+                if st is None:
+                    self.cands.pop(j, None)
+                elif self.cands.get(j) != st:
+                    self.cands[j] = st
+                    heapq.heappush(heap, (st, j))
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def resolve_unnamed_groups(
+    traces: dict[int, Trace], tolerance_ns: int = 50_000, *, paths: dict | None = None, budget: int = MATCH_BUDGET
+) -> list[str]:
     """Name the communicator of collectives recorded without one, where a rank is in several
     groups: CPU gloo collectives carry no process group in PyTorch traces, and reading them all
     as the all-ranks group pairs one data-parallel group's all-reduce with another's.
@@ -178,7 +283,9 @@ def resolve_unnamed_groups(traces: dict[int, Trace], tolerance_ns: int = 50_000)
     largest such group wins (an all-ranks collective also looks like one in each subgroup),
     and among groups, the one that finished first goes first. Without recorded times, the
     largest group whose next collectives agree. Sets `pg_name` in place; returns what it did
-    (or could not do), one line each."""
+    (or could not do), one line each. Work is linear in the collectives times the member sets
+    of the ranks that move; past `budget` member checks (a hostile pg_config of very many
+    member sets) a ChakraError names the files (`paths`: rank -> file)."""
     declared = {r: _declared_by_rank(t, r) for r, t in traces.items()}
     if not any(len(d) > 1 for d in declared.values()):
         return []
@@ -190,51 +297,33 @@ def resolve_unnamed_groups(traces: dict[int, Trace], tolerance_ns: int = 50_000)
             queues[r] = rows.tolist()
     if not queues:
         return []
-    origin = {r: t.time_origin_ns or 0 for r, t in traces.items()}
     timed = all(traces[r].timed for r in queues)
     groups: dict[str, list[int]] = {}
     for d in declared.values():
         for name, ranks in d.items():
-            groups.setdefault(name, world if ranks is None else ranks)
-    head = {r: 0 for r in queues}
+            groups.setdefault(name, world if ranks is None else sorted(set(ranks)))
+    sets: dict[tuple[int, ...], str] = {}  # member set -> the first group declared with it
+    for name, members in groups.items():
+        if all(r in queues and name in declared[r] for r in members):
+            sets.setdefault(tuple(members), name)
+    matching = _Matching(traces, queues, [(n, list(m)) for m, n in sets.items()], timed, tolerance_ns, budget)
     resolved: dict[str, int] = {}
-
-    def sig(r: int) -> tuple[int, int] | None:
-        if r not in queues or head[r] >= len(queues[r]):
-            return None
-        t, row = traces[r], queues[r][head[r]]
-        return int(t.comm_type[row]), int(t.comm_size[row])
-
-    def span(r: int) -> tuple[int, int]:
-        t, row = traces[r], queues[r][head[r]]
-        s = int(t.start[row]) * 1000 + origin[r]
-        return s, s + int(t.duration[row]) * 1000
-
-    while True:
-        found = []  # (did they meet, when the last ended, name, members)
-        for name, members in groups.items():
-            if not all(r in queues and name in declared[r] for r in members):
+    try:
+        for name, members, rows in matching.run():
+            if name in ALL_RANKS_GROUPS:  # (an all-ranks collective stays unnamed, as recorded)
                 continue
-            sigs = {sig(r) for r in members}
-            if len(sigs) != 1 or None in sigs:
-                continue
-            met, end = True, 0
-            if timed:
-                spans = [span(r) for r in members]
-                met = max(s for s, _ in spans) <= min(e for _, e in spans) + tolerance_ns
-                end = max(e for _, e in spans)
-            found.append((not met, end, name, members))
-        if not found:
-            break
-        first = min(found, key=lambda c: c[:2])
-        best = max((c for c in found if c[0] == first[0] and set(first[3]) <= set(c[3])), key=lambda c: len(c[3]))[1:]
-        _, name, members = best
-        for r in members:
-            if name not in ALL_RANKS_GROUPS:  # (an all-ranks collective stays unnamed, as recorded)
-                traces[r].set_attr(Attr.PG_NAME, name, [queues[r][head[r]]])
-            head[r] += 1
-        if name not in ALL_RANKS_GROUPS:
+            for r in members:
+                traces[r].set_attr(Attr.PG_NAME, name, [rows[r]])
             resolved[name] = resolved.get(name, 0) + 1
+    except _OverBudget:
+        files = (
+            ", ".join(str(paths[r]) for r in sorted(paths)[:3]) + (", ..." if len(paths) > 3 else "") if paths else ""
+        )
+        raise ChakraError(
+            f"{files or f'ranks {world[0]}-{world[-1]}'}: collectives recorded without a process group, matched to "
+            f"{len(sets):,} declared member sets ({len(groups):,} groups), need more than {budget:,} checks"
+        ) from None
+    head = matching.head
     notes = [
         f"collectives recorded without a process group matched across ranks to group {name!r} "
         f"({', '.join(map(str, groups[name]))}): {n}"

@@ -4,7 +4,8 @@ The PyTorch converter keeps the profiler's step windows (`Trace.step_bounds_us`)
 ops are assigned to the window their start falls in (ops before the first cut to the first
 step, after the last to the last), METADATA nodes to every step, and dependencies that cross
 a cut are dropped: a step starts from what its own ops need. A trace without step windows is
-one step.
+one step. Each step's trace carries its own window only (its two bounds): a copy of all k
+bounds in each of k steps made memory grow with k^2.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...io.workload import Workload
-from ...schema.enums import NodeType
+from ...schema import proto as pb
+from ...schema.enums import STEP_BOUNDS, NodeType
 from ...schema.trace import Trace
 
 
@@ -22,6 +24,24 @@ def _cut(t: Trace, rows: np.ndarray) -> Trace:
         flat = getattr(out, kind)
         if flat.size:
             out = out.with_deps(kind, np.isin(flat, out.ids))
+    return out
+
+
+def _without_bounds(t: Trace) -> Trace:
+    """`t` (its columns shared, not copied) with metadata that lacks the step bounds."""
+    meta = pb.GlobalMetadata()
+    meta.CopyFrom(t.metadata)  # (once per trace)
+    for i in reversed([i for i, a in enumerate(meta.attr) if a.name == STEP_BOUNDS]):
+        del meta.attr[i]
+    view = t.slice(0, len(t))
+    view.metadata = meta
+    return view
+
+
+def _step(base: Trace, rows: np.ndarray, lo: int, hi: int) -> Trace:
+    """The trace of one step: `rows` of `base`, with the window lo..hi as its step bounds."""
+    out = _cut(base, rows)
+    out.metadata.attr.add(name=STEP_BOUNDS).int64_list.values.extend([lo, hi])
     return out
 
 
@@ -52,7 +72,10 @@ def split_steps(w: Workload) -> list[Workload]:
             by_step = other[np.argsort(step[other], kind="stable")]
             parts = np.split(by_step, np.searchsorted(step[by_step], np.arange(1, k)))
             keep = np.flatnonzero(meta)
-            done[id(t)] = [_cut(t, np.sort(np.concatenate([keep, p]))) for p in parts]
+            base = _without_bounds(t)
+            b = bounds.tolist()
+            b[k] = b[-1]  # (a rank with more windows than the job: its last step runs to its end)
+            done[id(t)] = [_step(base, np.sort(np.concatenate([keep, p])), b[i], b[i + 1]) for i, p in enumerate(parts)]
         for i in range(k):
             out[i][r] = done[id(t)][i]
     return [Workload(traces, dict(w.groups), dict(w.paths)) for traces in out]
