@@ -172,9 +172,10 @@ def test_every_allowed_function_is_a_scalar_of_this_duckdb():
     kinds: dict[str, set[str]] = {}
     for name, kind in con.execute("SELECT function_name, function_type FROM duckdb_functions()").fetchall():
         kinds.setdefault(name.lower(), set()).add(kind)
+    rewritten = {"if"}  # (DuckDB 1.x's parser makes `if(c, a, b)` a CASE: no function of that name)
     for f in FUNCTIONS:
-        assert f in kinds, f
-        assert kinds[f] <= {"scalar", "macro"}, (f, kinds[f])
+        assert f in kinds or f in rewritten, f
+        assert kinds.get(f, {"scalar"}) <= {"scalar", "macro"}, (f, kinds[f])
 
 
 # ------------------------------------------------------------------------------- DuckDB connections
