@@ -310,3 +310,24 @@ def test_gzip_prefetch_stops_when_reading_stops(tmp_path):
             it.close()
     assert threading.active_count() == before
     assert len(read_trace(path)) == 50_000
+
+
+def test_an_attribute_held_with_different_members_decodes_each_by_its_own():
+    """One name, a bool on one node, an int64 and a uint64 on others (hypothesis found it through
+    merge: a node's own bool `rank` made every merged rank read as 1): every value is its own,
+    whichever member the decoder meets first."""
+    big = 2**63 + 5  # (a uint64 member: no int64 holds it)
+    t = Trace.from_nodes(
+        [
+            Node(0, "a", NodeType.COMP_NODE, attrs=[Attribute("rank", True)]),
+            Node(1, "b", NodeType.COMP_NODE, attrs=[Attribute("rank", 6)]),
+            Node(2, "c", NodeType.COMP_NODE, attrs=[Attribute("rank", -3)]),
+            Node(3, "d", NodeType.COMP_NODE),
+            Node(4, "e", NodeType.COMP_NODE, attrs=[Attribute("rank", big)]),
+        ]
+    )
+    assert {a.member for n in t for a in n.attrs} == {"bool_val", "int64_val", "uint64_val"}
+    vals, present = t.attr_array("rank")  # no dtype holds them all: each as its node has it
+    assert vals[[0, 1, 2, 4]].tolist() == [True, 6, -3, big] and present.tolist() == [True, True, True, False, True]
+    vals, present = t.attr_array("rank", np.float64)
+    assert vals.tolist() == [1.0, 6.0, -3.0, 0.0, float(big)]

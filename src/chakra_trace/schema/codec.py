@@ -550,14 +550,18 @@ def extra_attr_array(t: Trace, name: str, dtype=None) -> tuple[np.ndarray, np.nd
     members = {ATTR_MEMBERS_BY_NUM.get(int(x), "") for x in np.unique(sub.number[val_rows])}
     present[rows] = True
     simple = members <= {f"{k}_val" for k in _SCALAR_DTYPES} and (sub.wtype[val_rows] == WT_VARINT).all()
-    if simple and members:
-        member = next(iter(members))
-        kind = ATTR_MEMBERS[member][1]
-        raw = sub.value[val_rows]
-        if kind.startswith("sint"):
-            raw = (raw >> U64(1)) ^ (U64(0) - (raw & U64(1)))
-        vals = np.zeros(n, dtype or _SCALAR_DTYPES[kind])
-        vals[rows] = (raw != 0) if kind == "bool" else (_as_int64(raw) if kind != "uint64" else raw)
+    # (nodes may hold the name with different members, a bool here and an int64 there: each member
+    # decodes its own rows; without a dtype to put them in, mixed members take the general path)
+    if simple and members and (len(members) == 1 or dtype is not None):
+        numbers = sub.number[val_rows]
+        vals = np.zeros(n, dtype or _SCALAR_DTYPES[ATTR_MEMBERS[next(iter(members))][1]])
+        for number in np.unique(numbers).tolist():
+            kind = ATTR_MEMBERS[ATTR_MEMBERS_BY_NUM[number]][1]
+            these = numbers == number
+            raw = sub.value[val_rows[these]]
+            if kind.startswith("sint"):
+                raw = (raw >> U64(1)) ^ (U64(0) - (raw & U64(1)))
+            vals[rows[these]] = (raw != 0) if kind == "bool" else (_as_int64(raw) if kind != "uint64" else raw)
         return vals, present
     vals = np.empty(n, object)
     for r in rows.tolist():
