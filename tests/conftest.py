@@ -1,8 +1,69 @@
+import gzip
+import json
+import os
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+"""What this project recorded or generated."""
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+"""Real traces of other projects, read in place and never copied into the repository (CI has
+../shared beside its clone; ../shared/traces/README.md)."""
+
+#: sample file name -> its folder in ../shared/traces (the others are in tests/data)
+PUBLIC = {
+    "linear_et.json.gz": "param",
+    "resnet_et.json.gz": "param",
+    "resnet_1gpu_et_1.0.3.json.gz": "param",
+    "resnet50_ddp.0.et.gz": "chakra",
+    "allgather_host_1.0.2.json.gz": "chakra",
+}
+#: small heads of PARAM's GPU Kineto traces (1.2 and 1.6 MB gzipped): (whole file, External id)
+#: -> every ``M`` event and every event with ``ts`` <= (ts of the CPU op with that External id)
+#: + 10 ms, written with ``json.dumps(indent=1)``. The head of linear holds every Kineto op with
+#: External id <= 1000, so its ET <-> Kineto match is the same as with the whole file.
+HEADS = {
+    "linear_kineto_head.json.gz": ("linear_kineto.json.gz", 1000),
+    "resnet_kineto_head.json.gz": ("resnet_kineto.json.gz", 1500),
+}
+HEAD_DIR = Path(__file__).resolve().parents[1] / "out" / "test-data"
+
+
+def sample(name: str) -> Path:
+    """A sample by file name (``kineto/...`` for Kineto traces): ours from tests/data, another
+    project's from ../shared/traces; a test (or module) that needs one skips where ../shared is
+    absent."""
+    base = Path(name).name
+    if base in HEADS:
+        return _kineto_head(base)
+    if base not in PUBLIC:
+        return DATA / name
+    path = SHARED / PUBLIC[base] / base
+    if not path.is_file():
+        pytest.skip(f"needs {path}: ../shared/traces beside the checkout (CI has it)", allow_module_level=True)
+    return path
+
+
+def _kineto_head(name: str) -> Path:
+    out = HEAD_DIR / name
+    if out.is_file():
+        return out
+    whole, external_id = HEADS[name]
+    src = SHARED / "param" / whole
+    if not src.is_file():
+        pytest.skip(f"needs {src}: ../shared/traces beside the checkout (CI has it)", allow_module_level=True)
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = doc["traceEvents"]
+    t0 = next(
+        e["ts"] for e in events if e.get("cat") == "cpu_op" and (e.get("args") or {}).get("External id") == external_id
+    )
+    doc["traceEvents"] = [e for e in events if e.get("ph") == "M" or ("ts" in e and e["ts"] <= t0 + 10_000)]
+    HEAD_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{name}.{os.getpid()}.tmp")  # (xdist workers may build it at once)
+    tmp.write_bytes(gzip.compress(json.dumps(doc, indent=1).encode(), mtime=0))
+    os.replace(tmp, out)
+    return out
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -22,7 +83,7 @@ def _own_cache_dir(tmp_path_factory):
 
 @pytest.fixture
 def resnet_path() -> Path:
-    return DATA / "resnet50_ddp.0.et.gz"
+    return sample("resnet50_ddp.0.et.gz")
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from chakra_trace.errors import ChakraError
 from chakra_trace.io import cache
 from chakra_trace.io.workload import discover
 from chakra_trace.synthesize.patterns import training_step
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
 SRC = Path(__file__).resolve().parents[1] / "src"  # (the tree under test, for subprocesses)
@@ -565,13 +566,7 @@ def test_ctrl_c_while_the_command_starts_prints_no_traceback(tmp_path):
         "import chakra_trace.cli\n"
         "print('not reached')\n"
     )
-    r = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )
+    r = _interactive(code)
     assert r.returncode == 130 and r.stderr == "" and r.stdout == "", (r.returncode, r.stderr)
 
 
@@ -586,16 +581,44 @@ def test_ctrl_c_inside_a_command_is_still_an_interrupt(tmp_path):
         "    os.kill(os.getpid(), signal.SIGINT)\n"
         "    time.sleep(30)\n"
         "wl.read_trace = interrupted\n"
-        f"rc = main(['info', {str(DATA / 'resnet50_ddp.0.et.gz')!r}])\n"
+        f"rc = main(['info', {str(sample('resnet50_ddp.0.et.gz'))!r}])\n"
         "print('main returned', rc, signal.getsignal(signal.SIGINT).__name__)\n"
     )
     t = time.monotonic()
-    r = subprocess.run(
+    r = _interactive(code)
+    assert r.stdout.strip() == "main returned 130 _quiet_start" and "Traceback" not in r.stderr, (r.stdout, r.stderr)
+    assert time.monotonic() - t < 25
+
+
+def test_a_command_started_ignoring_ctrl_c_keeps_ignoring_it():
+    """A background job of a script starts with SIGINT ignored (so that Ctrl-C stops only the
+    foreground): neither the package's start nor `main` turns it back on (CI's runs are such
+    jobs: the two tests above give their child a terminal's default)."""
+    code = (
+        "import os, signal, sys; sys.argv[0] = 'chakra'\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "from chakra_trace.cli import main\n"
+        "import chakra_trace.io.workload as wl\n"
+        "read = wl.read_trace\n"
+        "def interrupted(*a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return read(*a, **k)\n"
+        "wl.read_trace = interrupted\n"
+        f"rc = main(['info', {str(sample('resnet50_ddp.0.et.gz'))!r}])\n"
+        "print('main returned', rc, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
+    )
+    r = _interactive(code, sigint=signal.SIG_IGN)
+    assert r.stdout.strip().splitlines()[-1] == "main returned 0 True", (r.stdout, r.stderr)
+
+
+def _interactive(code: str, sigint=signal.SIG_DFL) -> subprocess.CompletedProcess:
+    """`python -c code` started with SIGINT as a terminal's job has it (default), whatever this
+    test process was started with."""
+    return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=60,
         env={**os.environ, "PYTHONPATH": str(SRC)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
-    assert r.stdout.strip() == "main returned 130 _quiet_start" and "Traceback" not in r.stderr, (r.stdout, r.stderr)
-    assert time.monotonic() - t < 25

@@ -22,7 +22,7 @@ from chakra_trace.cli import main
 from chakra_trace.errors import ChakraError
 from chakra_trace.replay.bench_report import bench_report
 from chakra_trace.replay.measure import Measurement, load_measurements, measure
-from conftest import DATA
+from conftest import DATA, sample
 
 SCHEMA_FROM_FILE = (
     "aten::from_file(str filename, bool? shared=None, int? size=0, *, ScalarType? dtype=None, "
@@ -287,7 +287,7 @@ def test_the_estimate_covers_what_a_replay_really_holds():
         "for _ in range(3): r.run_step()\n"
         "print(json.dumps([st('VmHWM:') - base, r.memory.tensors, r.memory.total]))\n"
     )
-    run = subprocess.run([sys.executable, "-c", code, str(DATA / "linear_et.json.gz")], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-c", code, str(sample("linear_et.json.gz"))], capture_output=True, text=True)
     grew, tensors, total = json.loads(run.stdout.strip().splitlines()[-1])
     assert tensors > 200 << 20 and grew <= tensors + (96 << 20) and grew <= total
 

@@ -25,6 +25,7 @@ from chakra_trace.io.et import iter_nodes, read_trace, write_trace
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.wire import encode_varint_int
+from conftest import sample
 
 # --------------------------------------------------------------------------- helpers
 
@@ -425,8 +426,8 @@ def test_gzip_bomb_is_refused_even_with_a_hard_cap(tmp_path):
 
 BIG_INT = "9" * 5000
 DEEP = "[" * 100_000 + "]" * 100_000
-HOST = Path(__file__).parent / "data" / "linear_et.json.gz"
-KINETO = Path(__file__).parent / "data" / "kineto" / "linear_kineto_head.json.gz"
+HOST = sample("linear_et.json.gz")
+KINETO = sample("kineto/linear_kineto_head.json.gz")
 
 
 def one_line_error(capsys, args: list[str], *words: str) -> str:
@@ -590,7 +591,7 @@ def test_a_folder_named_like_a_trace_is_not_read_as_one(tmp_path, capsys):
 
 
 def test_host_io_length_mismatch_names_the_list_that_differs(tmp_path, capsys):
-    host = json.loads(gzip.decompress((HOST.parent / "allgather_host_1.0.2.json.gz").read_bytes()))
+    host = json.loads(gzip.decompress(sample("allgather_host_1.0.2.json.gz").read_bytes()))
     node = next(n for n in host["nodes"] if len(n["inputs"]["types"]) >= 2)
     node["inputs"]["shapes"] = node["inputs"]["shapes"][:1]
     p = tmp_path / "host.json"

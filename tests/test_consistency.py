@@ -27,6 +27,7 @@ from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network
 from chakra_trace.simulate.presets import SystemPreset, preset_system, simulate_on
 from chakra_trace.validate import validate_workload
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
 K = DATA / "kineto"
@@ -43,7 +44,7 @@ SOURCES = {
     "linear-gpu": lambda: Workload({0: _convert("linear_et.json.gz", "linear_kineto_head.json.gz")}),
     # (not one job: param's resnet Kineto trace is of another run; converted anyway, for its GPU timing)
     "resnet-gpu": lambda: Workload({0: _convert("resnet_et.json.gz", "resnet_kineto_head.json.gz", force=True)}),
-    "resnet50-ddp-chakra": lambda: Workload.open(DATA / "resnet50_ddp.0.et.gz"),
+    "resnet50-ddp-chakra": lambda: Workload.open(sample("resnet50_ddp.0.et.gz")),
     "mlp-hybrid-text": lambda: text_to_chakra(
         DATA / "text" / "MLP_HybridParallel_Data_Model.txt", 64, 1, model_parallel_size=2
     ),
@@ -59,7 +60,9 @@ SYSTEMS = ["recorded", "ideal", "ring-8", "torus-8x8", "dgx-8x8"]
 
 
 def _convert(host: str, kineto: str, rank: int = 0, force: bool = False):
-    return convert_pytorch(DATA / host, K / kineto, rank=rank, **({"min_similarity": None} if force else {}))[0]
+    return convert_pytorch(
+        sample(host), sample(f"kineto/{kineto}"), rank=rank, **({"min_similarity": None} if force else {})
+    )[0]
 
 
 @cache

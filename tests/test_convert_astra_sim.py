@@ -24,6 +24,7 @@ from chakra_trace.schema.enums import NodeType
 from chakra_trace.schema.groups import group_rows
 from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
 SYS_1D = DATA / "astra-sim" / "cfg" / "ring_1d_s4_a1.json"
@@ -108,7 +109,7 @@ def test_public_trace_with_broken_dependencies_runs_as_on_the_binary(tmp_path):
     ("dependency not found") and, with only those dropped, stops with nodes never run ("Comm
     node should not be on CPU"). Exported (`fix_trace`'s repairs) it runs, the one file on both
     NPUs of a ring of 2: 303,270,000 ns, 10,441,843 exposed, as --compat astra on the export."""
-    job = Workload.open(DATA / "resnet50_ddp.0.et.gz")
+    job = Workload.open(sample("resnet50_ddp.0.et.gz"))
     res = to_astra_sim(job, tmp_path / "rn")
     assert res.dropped == {0: 0} and list(res.repairs) == [0]
     assert res.repairs[0][0] == "dropped 1,277 control dependencies on 210 missing nodes"

@@ -31,7 +31,7 @@ from chakra_trace.io.workload import Workload
 from chakra_trace.schema.enums import Attr, CollectiveType, NodeType, collective_name
 from chakra_trace.schema.groups import group_rows
 from chakra_trace.validate.workload import validate_workload
-from conftest import run_cli
+from conftest import run_cli, sample
 
 DATA = Path(__file__).parent / "data"
 PIPELINE = DATA / "pipeline"
@@ -401,7 +401,7 @@ def test_args_for_with_args_written_before_the_name(tmp_path, monkeypatch):
 def test_old_gpu_traces_put_kernels_after_their_launch(name):
     """The 2023 PARAM GPU traces (no ProfilerStep, no shapes, no Record function id): every
     kernel, copy and set becomes a node on its stream, after the CPU op that launched it."""
-    t, rep = convert_kineto_trace(DATA / "kineto" / f"{name}.json.gz")
+    t, rep = convert_kineto_trace(sample(f"kineto/{name}.json.gz"))
     assert not rep.with_shapes and rep.steps == 0
     stream, on_gpu = t.attr_array("stream", np.int64)
     assert 0.95 * sum(rep.gpu_events.values()) <= on_gpu.sum() == rep.gpu_nodes  # (the head cuts a few launches off)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from chakra_trace.convert import kineto
 from chakra_trace.convert.link import interval_parents
 from chakra_trace.convert.pytorch_host import reader as host_reader
-from test_pytorch_host import DATA, SAMPLES, _same
+from conftest import sample
+from test_pytorch_host import SAMPLES, _same
 
 host_c = pytest.mark.skipif(host_reader._native is None, reason="C kernels not built (or CHAKRA_TRACE_PURE)")
 nest_c = pytest.mark.skipif(kineto._native is None, reason="C kernels not built (or CHAKRA_TRACE_PURE)")
@@ -65,7 +66,7 @@ def test_split_pieces_is_split_and_translate(parts, sep, pos):
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_host_reader_same_with_and_without_the_kernel(tmp_path, monkeypatch, name):
     plain = tmp_path / name.replace(".gz", "")
-    plain.write_bytes(gzip.decompress((DATA / name).read_bytes()))
+    plain.write_bytes(gzip.decompress(sample(name).read_bytes()))
     native = [host_reader.read_host_trace(plain, block_size=bs) for bs in (4096, 1 << 20)]
     monkeypatch.setattr(host_reader, "_native", None)
     pure = host_reader.read_host_trace(plain)

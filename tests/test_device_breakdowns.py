@@ -17,10 +17,11 @@ from chakra_trace.analyze.device.stats import by_key
 from chakra_trace.analyze.device.temporal import split, temporal_breakdown
 from chakra_trace.analyze.device.timeline import HostOps, _sorted
 from chakra_trace.intervals import length, union
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
-RESNET = DATA / "kineto" / "resnet_kineto_head.json.gz"
-LINEAR = DATA / "kineto" / "linear_kineto_head.json.gz"
+RESNET = sample("kineto/resnet_kineto_head.json.gz")
+LINEAR = sample("kineto/linear_kineto_head.json.gz")
 DDP_SMALL = [DATA / "kineto" / "ddp_rank0.kineto.json.gz", DATA / "kineto" / "ddp_rank1.kineto.json.gz"]
 TRACES = {
     "resnet_head": RESNET,

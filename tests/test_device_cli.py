@@ -19,9 +19,10 @@ from chakra_trace.errors import ChakraError
 from chakra_trace.io.workload import Workload
 from chakra_trace.simulate.presets import simulate_on
 from chakra_trace.visualize.report import build_report
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
-GPU = DATA / "kineto" / "resnet_kineto_head.json.gz"
+GPU = sample("kineto/resnet_kineto_head.json.gz")
 DDP = DATA / "corpus" / "ddp"
 PAIR = [DATA / "kineto" / "ddp_rank0.kineto.json.gz", DATA / "kineto" / "ddp_rank1.kineto.json.gz"]
 

@@ -15,10 +15,11 @@ from chakra_trace.analyze.device.memory import NO_MEMORY, counters, memory_timel
 from chakra_trace.analyze.device.sequences import frequent_sequences, op_kernel_map
 from chakra_trace.analyze.device.stats import group_stats
 from chakra_trace.analyze.device.timeline import COMPUTE, MEMORY, HostOps, JobTimeline, RankTimeline, from_kineto_files
+from conftest import sample
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
-RESNET = os.path.join(DATA, "kineto", "resnet_kineto_head.json.gz")
-LINEAR = os.path.join(DATA, "kineto", "linear_kineto_head.json.gz")
+RESNET = str(sample("kineto/resnet_kineto_head.json.gz"))
+LINEAR = str(sample("kineto/linear_kineto_head.json.gz"))
 DDP = [os.path.join(DATA, "corpus", "ddp", f"rank{r}.kineto.json.gz") for r in (0, 1)]
 
 

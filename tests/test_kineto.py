@@ -1,16 +1,13 @@
 """Kineto reading, ET <-> Kineto linking, GPU attachment and interval nesting.
 
-Samples in tests/data/kineto/:
+Samples (`conftest.sample`):
 
 - ``{mlp,transformer,ddp}_rank*.{et,kineto}.json.gz``: copies of the torch 2.13 CPU pairs
-  (``../shared/traces/pytorch-cpu``; profiled steps ProfilerStep#2 and #3).
-- the host ETs paired with these traces are in tests/data (e.g. ``linear_et.json.gz``, ET schema 1.0.1).
-- ``linear_kineto_head.json.gz`` / ``resnet_kineto_head.json.gz``: the head of
-  ``param/linear_kineto`` / ``param/resnet_kineto`` (GPU traces, 1.2 and 1.6 MB gzipped):
-  every ``M`` event plus every event with ``ts`` <= (ts of the CPU op whose External id is
-  1000 for linear, 1500 for resnet) + 10 ms, written back with ``json.dumps(indent=1)`` and
-  gzip. The head of linear holds every Kineto op with External id <= 1000, so the
-  ET <-> Kineto match is the same as with the whole file.
+  (``../shared/traces/pytorch-cpu``, recorded for this project; profiled steps ProfilerStep#2 and #3).
+- PARAM's public GPU traces, read in place from ``../shared/traces/param``: the host ET
+  ``linear_et.json.gz`` (schema 1.0.1), and ``linear_kineto_head.json.gz`` /
+  ``resnet_kineto_head.json.gz``, the heads of ``linear_kineto`` / ``resnet_kineto`` (1.2 and
+  1.6 MB gzipped) made by `conftest` (rule in `conftest.HEADS`).
 
 Tests marked ``full`` read the whole files from ../shared/traces and skip without it.
 """
@@ -34,6 +31,7 @@ from chakra_trace.convert.link import (
     link,
 )
 from chakra_trace.errors import TraceFormatError
+from conftest import sample
 
 DATA = Path(__file__).parent / "data" / "kineto"  # Kineto traces; their host ETs are in ET_DATA
 ET_DATA = Path(__file__).parent / "data"
@@ -69,7 +67,7 @@ def kin():
 
     def get(name):
         if name not in cache:
-            cache[name] = read_kineto(DATA / name)
+            cache[name] = read_kineto(sample(f"kineto/{name}"))
         return cache[name]
 
     return get
@@ -166,8 +164,8 @@ def test_gpu_trace_columns(kin):
 def test_tiny_chunks_and_plain_text_give_the_same_columns(kin, tmp_path, name):
     ref = kin(name)
     plain = tmp_path / "plain.json"
-    plain.write_bytes(gzip.open(DATA / name).read())
-    for k in (read_kineto(DATA / name, chunk=7), read_kineto(plain), read_kineto(plain, chunk=1)):
+    plain.write_bytes(gzip.open(sample(f"kineto/{name}")).read())
+    for k in (read_kineto(sample(f"kineto/{name}"), chunk=7), read_kineto(plain), read_kineto(plain, chunk=1)):
         for col in ref._COLUMNS:
             np.testing.assert_array_equal(getattr(k, col), getattr(ref, col), err_msg=col)
         assert (k.names, k.cats, k.labels, k.metadata) == (ref.names, ref.cats, ref.labels, ref.metadata)
@@ -339,7 +337,7 @@ def test_link_linear_falls_back_to_external_id(kin):
     it tracks the ET rf_id only from the start of the first session (rf_id 1..171 in a
     row), then drifts, so 218 of 931 host ops match with the same name; 692 candidates have
     a different name (710 with the whole Kineto file, where only 3 rf_ids have no event)."""
-    ids, rf, names, _ = read_et(ET_DATA / "linear_et.json.gz")
+    ids, rf, names, _ = read_et(sample("linear_et.json.gz"))
     k = kin("linear_kineto_head.json.gz")
     lk = link(ids, rf, names, k)
     c = lk.counts

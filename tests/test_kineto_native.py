@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from chakra_trace.convert import kineto
 from chakra_trace.errors import TraceFormatError
+from conftest import sample
 
 native = kineto._native
 pytestmark = pytest.mark.skipif(native is None, reason="C Kineto scanner not built (or CHAKRA_TRACE_PURE set)")
@@ -81,7 +82,7 @@ def test_real_traces(path):
 
 
 def test_real_trace_plain_minified_and_indented(tmp_path):
-    d = json.load(gzip.open(DATA / "resnet_kineto_head.json.gz"))
+    d = json.load(gzip.open(sample("kineto/resnet_kineto_head.json.gz")))
     for name, text in [
         ("min.json", json.dumps(d, separators=(",", ":"))),
         ("ind.json", json.dumps(d, indent=8).replace("\n", "\r\n\t ")),

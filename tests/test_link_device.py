@@ -18,6 +18,7 @@ from chakra_trace.schema.devices import DEVICES, device_spec
 from chakra_trace.schema.enums import NodeType
 from chakra_trace.simulate.devices import with_device
 from chakra_trace.simulate.presets import preset, simulate_on
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
 
@@ -26,7 +27,7 @@ DATA = Path(__file__).parent / "data"
 def resnet_host_only():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return convert_pytorch(DATA / "resnet_et.json.gz")[0]
+        return convert_pytorch(sample("resnet_et.json.gz"))[0]
 
 
 def test_ops_on_cuda_tensors_become_device_compute_with_their_cost(resnet_host_only):

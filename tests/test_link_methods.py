@@ -24,6 +24,7 @@ from chakra_trace.convert.pytorch import MIN_SIMILARITY, convert_pytorch
 from chakra_trace.convert.pytorch_host import read_host_trace
 from chakra_trace.errors import UnrelatedTracesError
 from chakra_trace.schema.enums import NodeType
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
 K = DATA / "kineto"
@@ -34,7 +35,7 @@ PAIRS = {
     "transformer": (DATA / "transformer_rank0.et.json.gz", K / "transformer_rank0.kineto.json.gz"),
     "ddp0": (DATA / "ddp_rank0.et.json.gz", K / "ddp_rank0.kineto.json.gz"),
     "ddp1": (DATA / "ddp_rank1.et.json.gz", K / "ddp_rank1.kineto.json.gz"),
-    "linear": (DATA / "linear_et.json.gz", K / "linear_kineto_head.json.gz"),
+    "linear": (sample("linear_et.json.gz"), sample("kineto/linear_kineto_head.json.gz")),
     "shifted": (S / "shifted.et.json.gz", S / "shifted.kineto.json.gz"),
     "offset": (DATA / "mlp_rank0.et.json.gz", S / "offset.kineto.json.gz"),
 }
@@ -122,7 +123,7 @@ def test_the_full_linear_kineto_trace_aligns_every_op_to_one_iteration():
     shared = Path(__file__).resolve().parents[2] / "shared" / "traces" / "param" / "linear_kineto.json.gz"
     if not shared.exists():
         pytest.skip("param's full linear Kineto trace is not here")
-    lk = link_host(read_host_trace(DATA / "linear_et.json.gz"), read_kineto(shared))
+    lk = link_host(read_host_trace(sample("linear_et.json.gz")), read_kineto(shared))
     assert lk.counts["linked_fraction"] >= 0.99 and lk.counts["align"]["iterations"] == [[0, 1]]
 
 
@@ -177,7 +178,7 @@ def test_a_pair_of_two_jobs_fails_with_how_to_convert_without_kineto():
     with pytest.raises(UnrelatedTracesError, match="not of the same job.*convert the host trace alone"):
         _convert(DATA / "mlp_rank0.et.json.gz", K / "transformer_rank0.kineto.json.gz")
     with pytest.raises(UnrelatedTracesError):
-        _convert(DATA / "resnet_et.json.gz", K / "resnet_kineto_head.json.gz")
+        _convert(sample("resnet_et.json.gz"), sample("kineto/resnet_kineto_head.json.gz"))
     trace, rep = _convert(DATA / "mlp_rank0.et.json.gz", K / "transformer_rank0.kineto.json.gz", min_similarity=None)
     assert rep.linked["similarity"] < MIN_SIMILARITY and len(trace) > 0
 

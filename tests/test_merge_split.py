@@ -29,7 +29,7 @@ from chakra_trace.schema.node import Attribute, Node
 from chakra_trace.schema.trace import Trace
 from chakra_trace.synthesize.patterns import training_step
 from chakra_trace.synthesize.scale import data_parallel
-from conftest import DATA, run_cli
+from conftest import DATA, run_cli, sample
 from strategies import attribute_lists, metadatas, traces, unknown_fields
 
 PROPERTY = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -177,7 +177,7 @@ def job(name: str) -> Workload:
         mp = 4 if file.startswith("MLP") else None
         return text_to_chakra(DATA / "text" / file, int(npus), 2, model_parallel_size=mp)
     if kind == "resnet":  # the one recorded `.et`, alone and as a two-rank job of identical ranks
-        t = read_trace(DATA / "resnet50_ddp.0.et.gz")
+        t = read_trace(sample("resnet50_ddp.0.et.gz"))
         return Workload({r: t for r in range(int(arg))})
     if kind == "ddp-scaled":
         return data_parallel(job("corpus:ddp"), int(arg))

@@ -13,7 +13,7 @@ from chakra_trace.analyze.critical_path import critical_path
 from chakra_trace.convert.pytorch import ConversionWarning, convert_pytorch
 from chakra_trace.io.workload import Workload
 from chakra_trace.validate import validate_trace, validate_workload
-from conftest import DATA
+from conftest import DATA, sample
 
 KINETO = DATA / "kineto"
 CPU_PAIRS = ["mlp_rank0", "transformer_rank0", "ddp_rank0", "ddp_rank1"]
@@ -70,7 +70,7 @@ def test_ddp_collectives_per_step_and_rank():
 
 @pytest.mark.parametrize("name,schema", [("resnet_et", "1.1.0"), ("resnet_1gpu_et_1.0.3", "1.0.3")])
 def test_nccl_resnet_host_traces(name, schema):
-    trace, report = convert_pytorch(DATA / f"{name}.json.gz")
+    trace, report = convert_pytorch(sample(f"{name}.json.gz"))
     assert validate_trace(trace).issues == []
     counts = collections.Counter(t for t, _ in report.collectives)
     assert counts == {"ALL_REDUCE": 15, "BROADCAST": 6}
@@ -82,11 +82,11 @@ def test_nccl_resnet_host_traces(name, schema):
 
 
 def test_older_schemas_and_partial_links():
-    trace, report = convert_pytorch(DATA / "allgather_host_1.0.2.json.gz")
+    trace, report = convert_pytorch(sample("allgather_host_1.0.2.json.gz"))
     assert validate_trace(trace).issues == [] and report.collectives == [("ALL_GATHER", 4)] * 10
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        trace, report = convert_pytorch(DATA / "linear_et.json.gz", KINETO / "linear_kineto_head.json.gz")
+        trace, report = convert_pytorch(sample("linear_et.json.gz"), sample("kineto/linear_kineto_head.json.gz"))
     assert validate_trace(trace).issues == []
     assert any(issubclass(x.category, ConversionWarning) and "no Kineto event" in str(x.message) for x in w)
     gpu = ~trace.is_cpu_op & (trace.types == NodeType.COMP_NODE)

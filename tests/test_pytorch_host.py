@@ -21,6 +21,7 @@ from chakra_trace.convert.pytorch_host import (
     read_host_trace,
 )
 from chakra_trace.errors import TraceFormatError
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
 
@@ -39,17 +40,17 @@ SMALL = ["mlp_rank0.et.json.gz", "ddp_rank0.et.json.gz", "linear_et.json.gz", "a
 
 @functools.cache
 def doc(name: str) -> dict:
-    with gzip.open(DATA / name, "rt") as f:
+    with gzip.open(sample(name), "rt") as f:
         return json.load(f)
 
 
 @functools.cache
 def host(name: str) -> HostTrace:
-    return read_host_trace(DATA / name)
+    return read_host_trace(sample(name))
 
 
 def text(name: str) -> bytes:
-    with gzip.open(DATA / name, "rb") as f:
+    with gzip.open(sample(name), "rb") as f:
         return f.read()
 
 
@@ -329,7 +330,7 @@ def test_plain_and_gzip_and_block_sizes(tmp_path, name):
     _same(read_host_trace(plain), ref)
     for bs in (64, 1000, 7777, 65536):
         _same(read_host_trace(plain, block_size=bs), ref)
-    _same(read_host_trace(DATA / name, block_size=5000), ref)
+    _same(read_host_trace(sample(name), block_size=5000), ref)
 
 
 @pytest.mark.parametrize("name", ["ddp_rank0.et.json.gz", "linear_et.json.gz"])

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.torch
 
 from chakra_trace.errors import ChakraError  # noqa: E402
 from chakra_trace.replay.operators import HostReplay, ReplayConfig  # noqa: E402
-from conftest import DATA  # noqa: E402
+from conftest import DATA, sample  # noqa: E402
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 CPU = ["mlp_rank0", "transformer_rank0", "ddp_rank0", "ddp_rank1"]
@@ -46,7 +46,7 @@ def test_every_compute_op_of_the_cpu_traces_replays(name):
 
 
 def test_gpu_traces_replay_on_cpu():
-    r = HostReplay(DATA / "linear_et.json.gz")  # schema 1.0.1, recorded on cuda:0
+    r = HostReplay(sample("linear_et.json.gz"))  # schema 1.0.1, recorded on cuda:0
     assert r.coverage.share == 1.0 and r.coverage.total == 320
     assert r.device == "cpu" and all("cuda" not in json.dumps(op) for op in r.plan["ops"][:50])
 
@@ -150,7 +150,7 @@ def test_one_rank_trace_of_a_two_rank_job_runs_on_two_ranks():
     """The allgather sample recorded a 2-rank NCCL group: replayed SPMD on 2 gloo ranks."""
     from chakra_trace.replay.job import recorded_world_size, replay_host
 
-    trace = DATA / "allgather_host_1.0.2.json.gz"
+    trace = sample("allgather_host_1.0.2.json.gz")
     assert recorded_world_size(trace) == 2
     res = replay_host(trace, budget_s=1)
     assert res.world_size == 2 and res.fully_replayed

@@ -22,10 +22,11 @@ from chakra_trace.io.jsonio import read_json, reader, scanner, write_json, write
 from chakra_trace.schema import proto as pb
 from chakra_trace.schema.node import Attribute, Node
 from chakra_trace.schema.trace import Trace
+from conftest import sample
 from strategies import traces
 
 DATA = Path(__file__).parent / "data"
-RESNET = DATA / "resnet50_ddp.0.et.gz"
+RESNET = sample("resnet50_ddp.0.et.gz")
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

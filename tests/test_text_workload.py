@@ -550,14 +550,13 @@ def test_parse_text_without_a_file():
 
 
 @pytest.fixture
-def cli(monkeypatch):
-    """`chakra convert-text ...` until the command is registered (as `chakra convert text`)."""
+def cli():
+    """`chakra convert text ...`, called as ``cli("convert-text", ...)``."""
     from chakra_trace import cli as cli_mod
 
-    monkeypatch.setitem(cli_mod.COMMANDS, "convert-text", "convert_text:convert_text")
-
     def run(*args):
-        return cli_mod.main([str(a) for a in args])
+        argv = [str(a) for a in args]
+        return cli_mod.main(["convert", "text", *argv[1:]] if argv[:1] == ["convert-text"] else argv)
 
     return run
 

@@ -25,7 +25,7 @@ from chakra_trace.visualize.timeline import (
     timeline_json,
     write_timeline,
 )
-from conftest import DATA
+from conftest import sample
 
 
 # ---------------------------------------------------------------------- helpers
@@ -149,7 +149,7 @@ def test_gpu_kernels_sit_on_their_stream():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t, _ = convert_pytorch(DATA / "linear_et.json.gz", DATA / "kineto" / "linear_kineto_head.json.gz")
+        t, _ = convert_pytorch(sample("linear_et.json.gz"), sample("kineto/linear_kineto_head.json.gz"))
     doc = timeline(t)
     _assert_nested(doc)
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}

@@ -28,9 +28,10 @@ from chakra_trace.validate import (
     validate_trace,
     validate_workload,
 )
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
-RESNET = DATA / "resnet50_ddp.0.et.gz"
+RESNET = sample("resnet50_ddp.0.et.gz")
 
 
 def codes(report: ValidationReport) -> dict[str, int]:

@@ -17,6 +17,7 @@ import pytest
 from chakra_trace.io.et import read_trace, write_trace
 from chakra_trace.schema.builder import TraceBuilder
 from chakra_trace.schema.node import Attribute, IOInfo
+from conftest import sample
 
 DATA = Path(__file__).parent / "data"
 
@@ -402,7 +403,7 @@ def test_protobuf_runtime_agrees_byte_for_byte(written):
 
 @pytest.fixture(scope="module")
 def resnet() -> Path:
-    return DATA / "resnet50_ddp.0.et.gz"  # real trace from mlcommons/chakra, tracked with the tests
+    return sample("resnet50_ddp.0.et.gz")  # real trace from mlcommons/chakra, read in place from ../shared
 
 
 @pytest.fixture(scope="module")

@@ -22,41 +22,42 @@ from .. import _native
 from ..errors import ChakraError
 from . import terminal
 
-# command name -> "module:function" (relative to chakra_trace.cli)
+# command name -> ("module:function" relative to chakra_trace.cli, its line in `chakra --help`)
 COMMANDS = {
-    "info": "info:info",
-    "validate": "validate:validate",
-    "to-json": "jsonio:to_json",
-    "from-json": "jsonio:from_json",
-    "convert": "convert_group:convert",
-    "collect": "collect:collect",
-    "capture": "capture:capture",
-    "parallelize": "parallelize:parallelize",
-    "transform": "transform:transform",
-    "simulate": "simulate:simulate",
-    "analyze": "analyze_device:analyze",
-    "timeline": "timeline:timeline",
-    "graph": "graph:graph",
-    "plot": "plot:plot",
-    "report": "report:report",
-    "replay": "replay:replay",
-    "bench": "bench:bench",
-    "merge": "merge:merge_cmd",
-    "split": "merge:split_cmd",
-    "obfuscate": "obfuscate:obfuscate",
-    "generate": "generate:generate",
-    "select": "select:select",
-    "sweep": "sweep:sweep",
-    "catalog": "catalog:catalog",
-    "calibrate": "calibrate:calibrate",
-    "predict": "predict:predict",
+    "info": ("info:info", "Counts by node type, edges, collectives and time span."),
+    "validate": ("validate:validate", "Check `.et` files or workloads."),
+    "to-json": ("jsonio:to_json", "Convert a `.et` file to lossless JSON."),
+    "from-json": ("jsonio:from_json", "Convert JSON written by `to-json` back to `.et`."),
+    "convert": ("convert_group:convert", "Convert other trace and workload formats into Chakra."),
+    "collect": ("collect:collect", "Run a command and record its host and Kineto traces."),
+    "capture": ("capture:capture", "Capture one training step of a model without its math."),
+    "parallelize": ("parallelize:parallelize", "Per-rank traces of a parallelism plan."),
+    "transform": ("transform:transform", "Write a workload changed as a what-if asks."),
+    "simulate": ("simulate:simulate", "Simulate a workload on a system."),
+    "analyze": ("analyze_device:analyze", "Analyses of a workload: breakdowns, paths, devices."),
+    "timeline": ("timeline:timeline", "Write a workload's timeline as Chrome Trace JSON."),
+    "graph": ("graph:graph", "Export the dependency graph of one rank."),
+    "plot": ("plot:plot", "Figures of a workload."),
+    "report": ("report:report", "Write a workload's report."),
+    "replay": ("replay:replay", "Replay a trace here and measure its step time."),
+    "bench": ("bench:bench", "Saved benchmark results."),
+    "merge": ("merge:merge_cmd", "Every rank of a workload in one trace."),
+    "split": ("merge:split_cmd", "The per-rank files of a merged trace, as they were."),
+    "obfuscate": ("obfuscate:obfuscate", "Write a workload obfuscated, checked for leaks."),
+    "generate": ("generate:generate", "Learn a generator of traces; sample new jobs."),
+    "select": ("select:select", "Choose K jobs that represent a fleet."),
+    "sweep": ("sweep:sweep", "Simulate every point of a design space; query it."),
+    "catalog": ("catalog:catalog", "A fleet of traces in one DuckDB file."),
+    "calibrate": ("calibrate:calibrate", "Measure this machine into a system profile."),
+    "predict": ("predict:predict", "Predict a job's step time on a profiled system."),
 }
 
 
 class LazyGroup(click.Group):
-    """A group whose subcommands are imported only when used."""
+    """A group whose subcommands are imported only when used: `--help` lists them from the
+    table's lines, which are also each command's short help once imported."""
 
-    def __init__(self, *args, commands: dict[str, str] | None = None, **kwargs):
+    def __init__(self, *args, commands: dict[str, tuple[str, str]] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.lazy = COMMANDS if commands is None else commands
 
@@ -64,11 +65,20 @@ class LazyGroup(click.Group):
         return sorted(self.lazy)
 
     def get_command(self, ctx, name):
-        target = self.lazy.get(name)
-        if target is None:
+        entry = self.lazy.get(name)
+        if entry is None:
             return None
+        target, line = entry
         module, attr = target.split(":")
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        cmd = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        cmd.short_help = line
+        return cmd
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, self.lazy[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def _version(distribution: str) -> str:
@@ -131,14 +141,23 @@ def _on_sigterm(signum, frame) -> None:
 _MAIN_PID = os.getpid()
 
 
+def _handle(signum: int, handler):
+    """Install `handler` unless the signal is ignored; returns the handler to restore."""
+    current = signal.getsignal(signum)
+    if current is not signal.SIG_IGN:
+        signal.signal(signum, handler)
+    return current
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command (see `_main`), with SIGTERM cleaning up as Ctrl-C does (status 143)."""
     global _MAIN_PID
     if threading.current_thread() is not threading.main_thread():
         return _main(argv)
     _MAIN_PID = os.getpid()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    interrupt = signal.signal(signal.SIGINT, signal.default_int_handler)  # (the package's quiet start ends)
+    # a signal the process was started ignoring (a background job of a script, nohup) stays ignored
+    previous = _handle(signal.SIGTERM, _on_sigterm)
+    interrupt = _handle(signal.SIGINT, signal.default_int_handler)  # (the package's quiet start ends)
     try:
         return _main(argv)
     except Terminated:

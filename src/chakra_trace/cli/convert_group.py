@@ -7,10 +7,10 @@ import click
 from . import LazyGroup
 
 SUBCOMMANDS = {
-    "text": "convert_text:convert_text",
-    "pytorch": "convert_pytorch:convert_pytorch_cmd",
-    "kineto": "convert_kineto:convert_kineto_cmd",
-    "astra-sim": "convert_astra:convert_astra_cmd",
+    "text": ("convert_text:convert_text", "An ASTRA-sim 1.0 text workload to Chakra traces."),
+    "pytorch": ("convert_pytorch:convert_pytorch_cmd", "PyTorch traces to Chakra."),
+    "kineto": ("convert_kineto:convert_kineto_cmd", "Kineto traces, without host traces, to Chakra."),
+    "astra-sim": ("convert_astra:convert_astra_cmd", "A workload as ASTRA-sim's binary reads it."),
 }
 
 

@@ -2,14 +2,16 @@
 
 `Workload.open` takes whatever a user holds: one `.et` file (or Chakra JSON), the prefix of
 `<prefix>.<rank>.et` files, a folder holding one such job, or a folder another reader claims
-(the PyTorch converter registers `chakra collect` folders with `register_source`). Every
-command and API opens workloads through it, so they all accept the same paths.
+(the PyTorch converter registers `chakra collect` folders with `register_source`; the package
+names such modules with `register_source_module`, imported at the first open). Every command and
+API opens workloads through it, so they all accept the same paths.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -99,7 +101,7 @@ class Workload:
             read_comm_groups(comm_groups) if isinstance(comm_groups, (str, os.PathLike)) else dict(comm_groups or {})
         )
         wanted = None if ranks is None else sorted(set(ranks))
-        for claims, read in _SOURCES:
+        for claims, read in _sources():
             if claims(Path(path)):
                 w = read(Path(path), progress, wanted)
                 w.groups.update(groups)
@@ -116,7 +118,7 @@ class Workload:
                 traces[rank] = read_json(p) if is_json_path(str(p)) else read_trace(p, progress=cb, **read_options)
         if len(traces) == 1:  # a lone file no source claimed (a pipe) may still hold a whole job
             ((rank, trace),) = traces.items()
-            for expand in _JOB_FILES:
+            for expand in _job_files():
                 job = expand(trace, files[rank], wanted)
                 if job is not None:
                     job.groups.update(groups)
@@ -192,6 +194,38 @@ def register_job_file(expand: JobFile) -> None:
     """Let `Workload.open` find a whole job in a lone trace it has read: `expand(trace, path,
     ranks)` returns the job (only `ranks`, when not None), or None when the trace is one rank."""
     _JOB_FILES.append(expand)
+
+
+#: modules that register sources or job files when imported, in the order they are asked
+_SOURCE_MODULES: list[str] = []
+
+
+def register_source_module(name: str) -> None:
+    """Name a module (of a later layer) that registers sources or job files: it is imported when a
+    workload is first opened, so importing the package stays cheap. Sources are asked in the order
+    their modules were named here, whichever was imported first."""
+    if name not in _SOURCE_MODULES:
+        _SOURCE_MODULES.append(name)
+
+
+def _rank_of(fn: Callable) -> int:
+    module = getattr(fn, "__module__", "")
+    return _SOURCE_MODULES.index(module) if module in _SOURCE_MODULES else len(_SOURCE_MODULES)
+
+
+def _load_source_modules() -> None:
+    for name in _SOURCE_MODULES:
+        importlib.import_module(name)
+
+
+def _sources() -> list[tuple[Callable[[Path], bool], Reader]]:
+    _load_source_modules()
+    return sorted(_SOURCES, key=lambda source: _rank_of(source[0]))
+
+
+def _job_files() -> list[JobFile]:
+    _load_source_modules()
+    return sorted(_JOB_FILES, key=_rank_of)
 
 
 _F = TypeVar("_F")
