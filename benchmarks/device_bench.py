@@ -180,7 +180,7 @@ def _overlay(trace_dir: str):
     """Our critical path on the first rank's Kineto trace (converted on the fly), marked on a copy."""
     from chakra_trace.analyze.device import Tables
     from chakra_trace.analyze.device.overlay import critical_path_overlay
-    from chakra_trace.convert.profiler import kineto_files
+    from chakra_trace.io.collect_folder import kineto_files
 
     first = kineto_files(trace_dir)[0]
     with tempfile.TemporaryDirectory() as tmp:

@@ -186,7 +186,7 @@ def generate(source: str, nodes: int, out_path: str) -> dict:
 _PROBE = """
 mode, path = sys.argv[1], sys.argv[2]
 import numpy as np
-from chakra_trace.convert.pytorch_host import read_host_trace
+from chakra_trace.io.pytorch_host import read_host_trace
 reset_peak()
 before = status("VmRSS")
 t0 = time.perf_counter()

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import readme_tables
 
-from chakra_trace.convert.kineto import read_kineto
 from chakra_trace.convert.linking import link_host, method_label
-from chakra_trace.convert.pytorch import MIN_SIMILARITY, collection_files, convert_pytorch
-from chakra_trace.convert.pytorch_host import read_host_trace
+from chakra_trace.convert.pytorch import MIN_SIMILARITY, convert_pytorch
+from chakra_trace.io.collect_folder import collection_files
+from chakra_trace.io.kineto import read_kineto
+from chakra_trace.io.pytorch_host import read_host_trace
 from chakra_trace.schema.enums import NodeType
 
 P2P = [NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE]

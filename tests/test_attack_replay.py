@@ -280,7 +280,7 @@ def test_the_estimate_covers_what_a_replay_really_holds():
         "import sys, json, torch\n"
         "torch.set_num_threads(1)\n"
         "from chakra_trace.replay.operators import HostReplay\n"
-        "from chakra_trace.convert.pytorch_host import read_host_trace\n"
+        "from chakra_trace.io.pytorch_host import read_host_trace\n"
         "st = lambda k: next(int(x.split()[1]) * 1024 for x in open('/proc/self/status') if x.startswith(k))\n"
         "h = read_host_trace(sys.argv[1]); base = st('VmRSS:')\n"
         "r = HostReplay(h, host_gaps=False)\n"

@@ -21,11 +21,12 @@ import pytest
 
 from chakra_trace.analyze.collectives import imbalance
 from chakra_trace.analyze.critical_path import critical_path
-from chakra_trace.convert import kineto as kineto_mod
-from chakra_trace.convert.collectives import classify
-from chakra_trace.convert.profiler import convert_kineto, convert_kineto_trace, kineto_files
+from chakra_trace.convert.profiler import convert_kineto, convert_kineto_trace
 from chakra_trace.convert.pytorch import convert_pytorch, read_collection
 from chakra_trace.errors import ChakraError
+from chakra_trace.io import kineto as kineto_mod
+from chakra_trace.io.collect_folder import kineto_files
+from chakra_trace.io.collective_names import classify
 from chakra_trace.io.et import read_trace, write_trace
 from chakra_trace.io.workload import Workload
 from chakra_trace.schema.enums import Attr, CollectiveType, NodeType, collective_name

@@ -62,7 +62,7 @@ def test_collect_folders_open_without_the_facade_having_imported_the_converter()
 def test_sources_are_asked_in_the_declared_order():
     from chakra_trace.io import workload
 
-    mods = [claims.__module__ for claims, _ in workload._sources()]
+    mods = [read.__module__ for _, read in workload._sources()]
     assert mods == ["chakra_trace.convert.pytorch", "chakra_trace.convert.profiler", "chakra_trace.io.merged_file"]
 
 

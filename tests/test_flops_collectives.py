@@ -2,7 +2,8 @@
 
 import pytest
 
-from chakra_trace.convert.collectives import (
+from chakra_trace.convert.flops import Cost, op_cost
+from chakra_trace.io.collective_names import (
     SCALAR_TYPE_BYTES,
     classify,
     is_bookkeeping,
@@ -11,7 +12,6 @@ from chakra_trace.convert.collectives import (
     normalize,
     tensor_itemsize,
 )
-from chakra_trace.convert.flops import Cost, op_cost
 from chakra_trace.schema.enums import CollectiveType as C
 
 F = "Tensor(float)"

@@ -21,16 +21,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chakra_trace.convert.kineto import CPU_CATS, read_kineto
 from chakra_trace.convert.link import (
     GPU_ENCLOSING,
     GPU_EXTERNAL_ID,
     METHOD_EXTERNAL_ID,
     METHOD_RF_ID,
-    interval_parents,
     link,
 )
 from chakra_trace.errors import TraceFormatError
+from chakra_trace.io.kineto import CPU_CATS, interval_parents, read_kineto
 from conftest import sample
 
 DATA = Path(__file__).parent / "data" / "kineto"  # Kineto traces; their host ETs are in ET_DATA

@@ -1,4 +1,4 @@
-"""The optional C Kineto scanner (convert/_kineto.c) must give exactly what the pure-Python
+"""The optional C Kineto scanner (io/_kineto.c) must give exactly what the pure-Python
 reader gives: the same columns and string tables on every input, and the same errors."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chakra_trace.convert import kineto
 from chakra_trace.errors import TraceFormatError
+from chakra_trace.io import kineto
 from conftest import sample
 
 native = kineto._native

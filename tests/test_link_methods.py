@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from chakra_trace.convert.align import align
-from chakra_trace.convert.kineto import read_kineto
 from chakra_trace.convert.linking import dominant_offset, link_host
 from chakra_trace.convert.pytorch import MIN_SIMILARITY, convert_pytorch
-from chakra_trace.convert.pytorch_host import read_host_trace
 from chakra_trace.errors import UnrelatedTracesError
+from chakra_trace.io.kineto import read_kineto
+from chakra_trace.io.pytorch_host import read_host_trace
 from chakra_trace.schema.enums import NodeType
 from conftest import sample
 
@@ -204,7 +204,7 @@ def test_cli_prints_linking_per_rank_and_exits_2_on_two_jobs(tmp_path, capsys):
 
 # ---------------------------------------------------------------------- the corpus (tests/data/corpus, when present)
 def _corpus_pairs():
-    from chakra_trace.convert.pytorch import collection_files
+    from chakra_trace.io.collect_folder import collection_files
 
     root = DATA / "corpus"
     out = []

@@ -236,8 +236,7 @@ def test_an_op_nested_in_one_of_the_same_start_is_folded(tmp_path):
 
 
 def test_no_host_node_lies_inside_another():
-    from chakra_trace.convert.kineto import read_kineto
-    from chakra_trace.convert.link import interval_parents
+    from chakra_trace.io.kineto import interval_parents, read_kineto
 
     trace, _ = convert("transformer_rank0")
     kin = read_kineto(KINETO / "transformer_rank0.kineto.json.gz")

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chakra_trace.convert.pytorch_host import (
+from chakra_trace.errors import TraceFormatError
+from chakra_trace.io.pytorch_host import (
     FLAT,
     INT_COLUMNS,
     NESTED,
@@ -20,7 +21,6 @@ from chakra_trace.convert.pytorch_host import (
     TruncatedTraceWarning,
     read_host_trace,
 )
-from chakra_trace.errors import TraceFormatError
 from conftest import sample
 
 DATA = Path(__file__).parent / "data"

@@ -113,7 +113,7 @@ def test_ddp_job_replays_with_its_collectives(tmp_path):
 def test_recorded_waits_follow_the_kineto_timing():
     """The Kineto trace shows where the original waited: DDP's bucket all-reduces overlap the
     backward pass (waited for ops later), the logging all-reduce at once (the next op)."""
-    from chakra_trace.convert.kineto import read_kineto
+    from chakra_trace.io.kineto import read_kineto
     from chakra_trace.replay.waits import wait_points
 
     rep = HostReplay(DATA / "ddp_rank0.et.json.gz")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chakra_trace.convert.kineto import read_kineto
+from chakra_trace.io.kineto import read_kineto
 from chakra_trace.replay import host_gaps as hg
 
 CORPUS = Path(__file__).parent / "data" / "corpus"

@@ -23,8 +23,8 @@ ABI = 1
 #: Each kernel's C source, relative to this package; every kernel also includes `SHARED_HEADER`.
 KERNELS = {
     "chakra_trace.schema._wire": "schema/_wire.c",
-    "chakra_trace.convert._kineto": "convert/_kineto.c",
-    "chakra_trace.convert._host": "convert/_host.c",
+    "chakra_trace.io._kineto": "io/_kineto.c",
+    "chakra_trace.io._host": "io/_host.c",
 }
 SHARED_HEADER = "_vec.h"
 REBUILD = "rebuild with `pip install -e .` or `python setup.py build_ext --inplace`"

@@ -1,4 +1,4 @@
-/* Shared by the optional C extensions (schema/_wire.c, convert/_kineto.c, convert/_host.c);
+/* Shared by the optional C extensions (schema/_wire.c, io/_kineto.c, io/_host.c);
  * include after <Python.h>. A growable array that lives inside a bytearray, so returning it
  * copies nothing and numpy views of it are writable; and the module stamp that lets
  * chakra_trace/_native.py refuse a kernel built for other sources. */

@@ -3,7 +3,7 @@ torch.distributed in spawned processes, per collective, message size and rank co
 
 A sample is one collective between barriers, timed on every rank and taken as the slowest
 rank's time (the collective is done when its last member is). Sizes follow Chakra's comm_size
-convention (`convert.collectives.message_bytes`): an all-gather's size is what each rank
+convention (`io.collective_names.message_bytes`): an all-gather's size is what each rank
 contributes, every other collective's its input."""
 
 from __future__ import annotations

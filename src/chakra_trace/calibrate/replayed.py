@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from ..convert.pytorch_host import read_host_trace
 from ..errors import ChakraError
 from ..io import cache
+from ..io.pytorch_host import read_host_trace
 from ..replay import _standalone as rt
 from ..replay.budget import Budget, BudgetSpent, slowest_text
 from ..replay.environment import environment

@@ -6,7 +6,8 @@ import os
 
 import click
 
-from ..convert.profiler import convert_kineto, kineto_files
+from ..convert.profiler import convert_kineto
+from ..io.collect_folder import kineto_files
 from .common import console, json_option, print_json, steps
 
 

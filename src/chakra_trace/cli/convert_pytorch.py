@@ -7,8 +7,9 @@ import warnings
 
 import click
 
-from ..convert.pytorch import collection_files, convert_collection, convert_pytorch
+from ..convert.pytorch import convert_collection, convert_pytorch
 from ..errors import ChakraError
+from ..io.collect_folder import collection_files
 from ..io.et import write_trace
 from .common import console, json_option, print_json, steps
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from .collectives import tensor_itemsize
+from ..io.collective_names import tensor_itemsize
 
 # Ops that create views, allocate or query: no FLOPs and no bytes touched.
 _FREE = {

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnrelatedTracesError
+from ..io.kineto import CPU_CATS, KinetoTrace
 from . import sequences
-from .kineto import CPU_CATS, KinetoTrace
 from .link import (
     METHOD_ALIGN,
     METHOD_EXTERNAL_ID,

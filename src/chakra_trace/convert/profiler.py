@@ -9,7 +9,7 @@ and stream order, launch edges, synchronization edges, gloo worker-thread collec
 
 What is read, and how reliably (per rank, `KinetoRankReport` says which way each was found):
 
-- **Op nesting** (exact): CPU events nested by time per thread (`link.interval_parents`); the
+- **Op nesting** (exact): CPU events nested by time per thread (`io.kineto.interval_parents`); the
   outermost ops inside the ``ProfilerStep#N`` windows become nodes (the span of the CPU events
   when there are none).
 - **GPU work** (exact where recorded): kernels / memcpy / memset per (device, stream), each
@@ -66,18 +66,18 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChakraError, TraceFormatError
+from ..errors import TraceFormatError
 from ..io.cache import cached_trace
-from ..io.files import rank_number, regular_files
-from ..io.workload import Progress, Workload, register_source, select_ranks, sniff
+from ..io.collect_folder import is_kineto_folder, kineto_files, rank_files, trace_rank
+from ..io.collective_names import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
+from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, interval_parents, read_kineto
+from ..io.pytorch_host.model import HostTensors, NameColumn
+from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.trace import Trace
-from .collectives import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
-from .kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
-from .link import interval_parents, link
-from .pytorch import converter_stamp, rank_files
-from .pytorch_host.model import HostTensors, NameColumn
+from .link import link
+from .pytorch import converter_stamp
 from .rank_graph import INPUT_ARG, ConversionReport, ConversionWarning, GpuWork, GraphBuilder, ns_to_us
 
 __all__ = [
@@ -85,9 +85,6 @@ __all__ = [
     "KinetoRankReport",
     "convert_kineto",
     "convert_kineto_trace",
-    "is_kineto_folder",
-    "kineto_files",
-    "trace_rank",
     "read_kineto_folder",
 ]
 
@@ -644,44 +641,6 @@ def convert_kineto_trace(
 
 
 # ------------------------------------------------------------------------------------ a whole job
-def kineto_files(inputs: list[str | os.PathLike] | str | os.PathLike) -> list[Path]:
-    """The Kineto files named by ``inputs``: files as given, or one folder (a `chakra collect`
-    folder: its ``rank<r>.kineto.json[.gz]``; any other folder: every ``*.json[.gz]`` in it)."""
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    paths = [Path(p) for p in inputs]
-    if not paths:
-        raise ChakraError("no Kineto trace given")
-    if len(paths) == 1 and paths[0].is_dir():
-        folder = paths[0]
-        found = [Path(f["kineto"]) for f in rank_files(folder).values() if "kineto" in f]
-        if not found:
-            entries = [e for e in sorted(os.listdir(folder)) if re.search(r"\.json(\.gz)?$", e)]
-            found = [p for p in regular_files(folder, entries) if sniff(p) == "kineto"]
-        if not found:
-            raise ChakraError(f"{folder}: no Kineto traces (rank<r>.kineto.json[.gz] or *.json[.gz])")
-        return found
-    for p in paths:
-        if p.is_dir():
-            raise ChakraError(f"{p}: a folder must be the only input")
-        if not p.exists():
-            raise ChakraError(f"{p}: no such file")
-    return paths
-
-
-def trace_rank(kin: KinetoTrace, path: Path, order: int, taken: dict[int, Path]) -> int:
-    """The rank of one of a job's Kineto traces: its ``distributedInfo.rank``, else ``rank<r>`` in
-    the file name, else its place among the job's files; an error when `taken` (rank -> path of
-    the traces read so far) already holds it."""
-    rank = kin.rank
-    if rank is None:
-        m = re.search(r"rank[_-]?([0-9]+)", path.name)
-        rank = rank_number(m.group(1), path) if m else order
-    if rank in taken:
-        raise ChakraError(f"{path}: rank {rank} is also in {taken[rank]} (two traces of one rank)")
-    return rank
-
-
 def _args_pred(shapes: bool):
     return _wants_args if shapes else _wants_comm_args
 
@@ -717,14 +676,6 @@ def convert_kineto(
 
 
 # ------------------------------------------------------------------------------------ Workload.open
-def is_kineto_folder(path: Path) -> bool:
-    """A `chakra collect` folder (or the like) with Kineto traces and no host traces: rank<r>.kineto.json[.gz] only."""
-    if not path.is_dir():
-        return False
-    files = rank_files(path).values()
-    return any("kineto" in f for f in files) and not any("et" in f for f in files)
-
-
 def read_kineto_folder(folder: Path, progress: Progress | None = None, ranks: list[int] | None = None) -> Workload:
     """Every rank (or `ranks`) of a folder of Kineto traces only, converted one after another and kept
     in the user's cache, `io.cache` (what `Workload.open` does with such a folder)."""

@@ -11,29 +11,26 @@ import concurrent.futures as cf
 import functools
 import multiprocessing as mp
 import os
-import re
 import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ChakraError
 from ..io.cache import cached_trace
+from ..io.collect_folder import collection_files, is_collection
+from ..io.collective_names import is_backend_op_name, is_comm_op_name
 from ..io.et import read_trace, write_trace
-from ..io.files import found_file, rank_number
+from ..io.kineto import CPU_CATS, interval_parents, read_kineto
 from ..io.outputs import file_set
+from ..io.pytorch_host import read_host_trace
 from ..io.workers import pool_options
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.trace import Trace
-from .collectives import is_backend_op_name, is_comm_op_name
 from .estimate import time_unlinked
-from .kineto import CPU_CATS, read_kineto
-from .link import interval_parents
 from .linking import MIN_SIMILARITY, check_same_job, link_host, method_label
-from .pytorch_host import read_host_trace
 from .rank_graph import ConversionReport, ConversionWarning, GpuWork, GraphBuilder, name_mask, ns_to_us
 
 
@@ -133,37 +130,6 @@ def _estimate(conv, host, estimated: np.ndarray, lk, et_path, report: Conversion
 
 # --------------------------------------------------------------------------- whole collections
 
-_RANK_FILE = re.compile(r"^rank([0-9]+)\.(et|kineto)\.json(?:\.gz)?$")
-
-
-def rank_files(folder: str | os.PathLike) -> dict[int, dict[str, str]]:
-    """{rank: {"et": path, "kineto": path}} of the ``rank<r>.et|kineto.json[.gz]`` files in a folder
-    (the layout `chakra collect` writes), either kind possibly missing, by rank. Only regular files
-    in the folder are taken (`io.files.found_file`: a link out of it, a pipe or a device is an error)."""
-    found: dict[int, dict[str, str]] = {}
-    for entry in sorted(os.listdir(folder)):
-        m = _RANK_FILE.match(entry)
-        if m and found_file(folder, os.path.join(folder, entry)):
-            rank = rank_number(m.group(1), os.path.join(folder, entry))
-            kinds = found.setdefault(rank, {})
-            if m.group(2) in kinds:  # rank01 and rank1
-                raise ChakraError(
-                    f"{os.path.join(folder, entry)}: rank {rank} appears twice (also {kinds[m.group(2)]})"
-                )
-            kinds[m.group(2)] = os.path.join(folder, entry)
-    return dict(sorted(found.items()))
-
-
-def collection_files(folder: str | os.PathLike) -> dict[int, tuple[str, str | None]]:
-    """{rank: (host ET path, Kineto path or None)} of a folder written by `chakra collect`."""
-    found = rank_files(folder)
-    missing = [r for r, f in found.items() if "et" not in f]
-    if missing:
-        raise ChakraError(f"{folder}: rank(s) {missing} have a Kineto trace but no host trace (rank<r>.et.json)")
-    if not found:
-        raise ChakraError(f"{folder}: no rank<r>.et.json[.gz] files (is this a `chakra collect` folder?)")
-    return {r: (f["et"], f.get("kineto")) for r, f in sorted(found.items())}
-
 
 def _unrecorded_backend_ops(kin, lk) -> np.ndarray:
     """(start, end) ns of the backend collectives Kineto recorded and no host op links to. The
@@ -231,11 +197,6 @@ def _resolve_written_groups(paths: dict[int, str], compress: bool, reports: dict
             reports[r].notes.extend(notes)
 
 
-def is_collection(path: Path) -> bool:
-    """Whether a path is a folder written by `chakra collect` (it holds rank<r>.et.json[.gz] files)."""
-    return path.is_dir() and any("et" in f for f in rank_files(path).values())
-
-
 @functools.cache
 def converter_stamp() -> str:
     """Which converter made a cached trace: every source file of the `convert` package, by size and
@@ -274,9 +235,7 @@ __all__ = [
     "ConversionWarning",
     "MIN_SIMILARITY",
     "check_same_job",
-    "collection_files",
     "convert_collection",
     "convert_pytorch",
-    "is_collection",
     "read_collection",
 ]

@@ -28,13 +28,20 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceFormatError
+from ..io.collective_names import (
+    SCALAR_TYPE_BYTES,
+    classify,
+    is_backend_op_name,
+    is_bookkeeping,
+    is_comm_op_name,
+    message_bytes,
+)
 from ..schema.builder import global_metadata
 from ..schema.enums import Attr, NodeType, collective_name
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes, ranges
 from . import sync
-from .collectives import SCALAR_TYPE_BYTES, classify, is_backend_op_name, is_bookkeeping, is_comm_op_name, message_bytes
 from .flops import needs_values, tensor_cost
 from .linking import method_label
 

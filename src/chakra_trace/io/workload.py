@@ -220,7 +220,7 @@ def _load_source_modules() -> None:
 
 def _sources() -> list[tuple[Callable[[Path], bool], Reader]]:
     _load_source_modules()
-    return sorted(_SOURCES, key=lambda source: _rank_of(source[0]))
+    return sorted(_SOURCES, key=lambda source: _rank_of(source[1]))
 
 
 def _job_files() -> list[JobFile]:

@@ -49,8 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..convert.kineto import KinetoTrace, read_kineto
 from ..convert.link import Link
+from ..io.kineto import KinetoTrace, read_kineto
 
 #: names of ops that can block on another rank: their time is not the rank's own work
 BLOCKING = re.compile(r"wait|barrier|^c10d::|^gloo:|nccl", re.IGNORECASE)

@@ -14,9 +14,9 @@ import os
 import re
 import time
 
-from ..convert.pytorch_host import read_host_trace
 from ..errors import ChakraError
 from ..io.memory import env_int
+from ..io.pytorch_host import read_host_trace
 from . import _standalone as rt
 from .budget import Budget, BudgetSpent, slowest_text
 from .energy import gpu_of, rank_meter

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..convert.kineto import read_kineto
-from ..convert.pytorch_host import HostTrace, read_host_trace
 from ..errors import ChakraError
 from ..io.documents import read_json, short
+from ..io.kineto import read_kineto
 from ..io.memory import vm_size
+from ..io.pytorch_host import HostTrace, read_host_trace
 from . import _standalone as rt
 from .budget import BudgetSpent, slowest_text
 from .host_gaps import calibrate

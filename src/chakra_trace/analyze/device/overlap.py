@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ...convert.collectives import is_backend_op_name, is_comm_op_name
 from ...intervals import length, union
+from ...io.collective_names import is_backend_op_name, is_comm_op_name
 from .stats import by_key
 from .table import Tables
 from .temporal import segments

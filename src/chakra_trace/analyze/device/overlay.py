@@ -27,12 +27,12 @@ from typing import BinaryIO, cast
 
 import numpy as np
 
-from ...convert.kineto import CPU_CATS, GPU_CATS, KinetoTrace, read_kineto
 from ...convert.profiler import convert_kineto_trace
 from ...convert.pytorch import convert_pytorch
 from ...convert.rank_graph import ConversionWarning, ns_to_us
 from ...errors import ChakraError
 from ...io.et import atomic_output
+from ...io.kineto import CPU_CATS, GPU_CATS, KinetoTrace, read_kineto
 from ...io.stream import open_binary
 from ...io.workload import Workload
 from ...schema.resources import host_gap_mask

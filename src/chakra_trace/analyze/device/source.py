@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from ...convert.profiler import kineto_files
 from ...errors import ChakraError
+from ...io.collect_folder import kineto_files
 from ...io.workload import Workload, sniff
 from .timeline import JobTimeline, from_kineto_files, from_workload
 

@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...convert.collectives import classify, is_backend_op_name
 from ...errors import ChakraError
+from ...io.collective_names import classify, is_backend_op_name
 from .table import Tables
 from .timeline import COMM, JobTimeline, RankTimeline
 

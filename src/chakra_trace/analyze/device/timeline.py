@@ -34,11 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ...convert.collectives import is_backend_op_name, is_comm_op_name
-from ...convert.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
-from ...convert.link import interval_parents
-from ...convert.profiler import kineto_files, trace_rank
 from ...errors import ChakraError
+from ...io.collect_folder import kineto_files, trace_rank
+from ...io.collective_names import is_backend_op_name, is_comm_op_name
+from ...io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, interval_parents, read_kineto
 from ...schema.enums import NodeType
 from ...schema.resources import host_gap_mask
 from ..align import rank_offsets_ns
@@ -397,7 +396,7 @@ def from_workload(wl, result=None) -> JobTimeline:
 
 # ---------------------------------------------------------------- paths
 def from_kineto_files(source, say=None) -> JobTimeline:
-    """Read and reduce each rank's Kineto trace: the files `convert.profiler.kineto_files` names
+    """Read and reduce each rank's Kineto trace: the files `io.collect_folder.kineto_files` names
     (files as given, or one folder), ranked as the Kineto converter ranks them (`trace_rank`)."""
     out: dict[int, RankTimeline] = {}
     paths: dict[int, Path] = {}

@@ -14,9 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...convert.profiler import is_kineto_folder
-from ...convert.pytorch import is_collection
 from ...errors import ChakraError
+from ...io.collect_folder import is_collection, is_kineto_folder
 from ...io.workload import is_et_name, prefix_of, rank_of
 
 

@@ -1,5 +1,5 @@
 /* Optional C kernels for Kineto (Chrome trace) JSON. nest() is the sweep of
- * link.interval_parents (which op encloses which, per thread). scan_events() reads a run of complete
+ * io.kineto.interval_parents (which op encloses which, per thread). scan_events() reads a run of complete
  * trace events straight out of the str buffer that kineto.py decodes the file into, and
  * returns the columns _Columns.add_batch would build from `json`'s dicts for them.
  *
@@ -683,7 +683,7 @@ done:
     return out;
 }
 
-/* nest(starts, ends, bounds) -> int64 parent positions: link.interval_parents' sweep over
+/* nest(starts, ends, bounds) -> int64 parent positions: interval_parents' sweep over
  * intervals sorted by (thread, start, -end, index), one stack per thread; bounds (int64) are
  * the positions where threads begin, then n. Python sorts and maps positions back. */
 static PyObject *nest(PyObject *self, PyObject *args) {

@@ -203,6 +203,7 @@ class Tables:
                 ri += 1
                 return len(islots) - 1
             if t is str:
+                n: int | None
                 if str_runs is not None:
                     n = str_runs[si]
                     si += 1
@@ -230,11 +231,11 @@ class Tables:
                         out.append(walk(x))
                 return out
             if t is dict:
-                out = {}
+                fields = {}
                 for k, x in v.items():
                     walk(k)
-                    out[k] = walk(x)
-                return out
+                    fields[k] = walk(x)
+                return fields
             if t is float:
                 s = starts[ri]
                 e = ends[ri]

@@ -123,6 +123,10 @@ class NameColumn:
         return np.flatnonzero(self.name == code)
 
 
+def _no_rows() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
 @dataclass(eq=False)
 class HostTrace(NameColumn):
     """A PyTorch host execution trace, one row per node, in file order.
@@ -167,12 +171,12 @@ class HostTrace(NameColumn):
     tensors: HostTensors
     process_groups: list[dict] = field(default_factory=list)
     salvaged: bool = False
-    layouts: np.ndarray = field(default=None, repr=False)  # int8 per node: 0 nested, 1 flat
-    _tm: np.ndarray = field(default=None, repr=False)
-    _ints: np.ndarray = field(default=None, repr=False)
-    _int_ptr: np.ndarray = field(default=None, repr=False)
+    layouts: np.ndarray = field(default_factory=_no_rows, repr=False)  # int8 per node: 0 nested, 1 flat
+    _tm: np.ndarray = field(default_factory=_no_rows, repr=False)
+    _ints: np.ndarray = field(default_factory=_no_rows, repr=False)
+    _int_ptr: np.ndarray = field(default_factory=_no_rows, repr=False)
     _objs: list = field(default_factory=list, repr=False)
-    _obj_ptr: np.ndarray = field(default=None, repr=False)
+    _obj_ptr: np.ndarray = field(default_factory=_no_rows, repr=False)
     _tables: Any = field(default=None, repr=False)
     _attrs: dict = field(default_factory=dict, repr=False)
     _keys: dict = field(default_factory=dict, repr=False)

@@ -5,7 +5,7 @@ ones with a recognizable layout: detected from each node's structure, never from
 string) without ``json.load``-ing the document. The array is streamed in blocks (gzip is
 decompressed on a thread). Nodes are cut at the separator the file uses between its first two
 nodes (PyTorch writes every node in the same multi-line layout), by the optional C kernel
-``chakra_trace.convert._host`` when it is built, and a piece is only ever accepted as a node
+``chakra_trace.io._host`` when it is built, and a piece is only ever accepted as a node
 once it is known to be exactly one valid JSON object. Files in another layout (minified,
 re-indented) fall back to exact scanning with the C JSON scanner, node by node. Each node is
 matched to its template (``templates.py``) and its numbers are read for a whole block at once
@@ -21,28 +21,29 @@ import operator
 import os
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from json.scanner import make_scanner
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ..._native import load as load_native
 from ...errors import TraceFormatError, reader_limit
-from ...io.stream import Limits, Prefetch, open_binary
 from ...schema.wire import ranges
+from ..stream import Limits, Prefetch, open_binary
 from .columns import assemble
 from .model import HostTrace
 from .templates import NodeError, Tables
 
-_native = load_native("chakra_trace.convert._host")  # optional C kernels; None: the numpy/Python path
+_native = load_native("chakra_trace.io._host")  # optional C kernels; None: the numpy/Python path
 
 BLOCK = 4 << 20
 _MASK = bytes.maketrans(b"0123456789", b"0000000000")
-_MASKED = operator.methodcaller("translate", _MASK)
+_MASKED: Callable[[bytes], bytes] = operator.methodcaller("translate", _MASK)
 _WS = re.compile(rb"[ \t\n\r]*")
 _INCOMPLETE_SLACK = 1 << 16
-_SCAN = make_scanner(json.JSONDecoder())
+_SCAN = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]  # (typeshed's stub names a class)
 
 
 class TruncatedTraceWarning(UserWarning):
@@ -73,7 +74,7 @@ class _Blocks:
         f, gz = open_binary(path, limits)
         self.gz = gz
         self._f = f
-        self._prefetch = Prefetch(f.raw, owner=f) if gz else None
+        self._prefetch = Prefetch(f.raw, owner=f) if gz else None  # type: ignore[attr-defined]  # (a buffered reader: its raw stream)
         if not gz:
             self._tmp = bytearray(block)
             self._view = memoryview(self._tmp)
@@ -84,7 +85,7 @@ class _Blocks:
         Raises the reader's error (a TraceFormatError) once the data before it was handed out.
         """
         if self._prefetch is None:
-            n = self._f.readinto(self._tmp)
+            n = self._f.readinto(self._tmp)  # type: ignore[attr-defined]  # (a plain file: a BufferedReader)
             return self._view[:n]
         return self._prefetch.next()
 
@@ -169,7 +170,7 @@ class _Reader:
     def skip_ws(self, pos: int) -> int:
         """Position of the next non-space byte (reading more as needed); len(raw) at the end of the file."""
         while True:
-            p = _WS.match(self.raw, pos).end()
+            p = _WS.match(self.raw, pos).end()  # type: ignore[union-attr]  # (matches the empty string)
             if p < len(self.raw) or not self.more():
                 return p
 
@@ -333,7 +334,7 @@ class _Reader:
 
     def split(self, pos: int, sep: bytes) -> tuple[str, int]:
         """Fast path over the buffer from the '{' at pos. Returns ("more", pos) or ("end", pos)."""
-        pos = _WS.match(self.raw, pos).end()
+        pos = _WS.match(self.raw, pos).end()  # type: ignore[union-attr]  # (matches the empty string)
         if pos >= len(self.raw):
             return "more", pos
         if self.raw[pos] != 0x7B:  # "]" or something unexpected
@@ -394,22 +395,22 @@ class _Reader:
         del parts[-1]
         tb = self.tb
         lens = np.fromiter(map(len, parts), np.int64, k)
-        parts = list(map(_MASKED, map(bytes, parts)))  # the template keys
+        keys: list[bytes] = list(map(_MASKED, map(bytes, parts)))  # the template keys
         starts = np.empty(k, np.int64)
         starts[0] = pos + 1
         np.cumsum(lens[:-1] + len(sep), out=starts[1:])
         starts[1:] += pos + 1
-        tids = list(map(tb.tmap.get, parts))
+        tids = list(map(tb.tmap.get, keys))
         cut = k
         err = None
         if None in tids:
             j = tids.index(None)
             while True:
-                t = tb.tmap.get(parts[j])
+                t = tb.tmap.get(keys[j])
                 if t is None:
                     s = int(starts[j])
                     try:
-                        t = self.compile(s, s + len(parts[j]), parts[j], self.count + j)
+                        t = self.compile(s, s + len(keys[j]), keys[j], self.count + j)
                     except TraceFormatError as e:
                         err = e
                         t = None
@@ -435,8 +436,8 @@ class _Reader:
         done = 0
         while True:
             if limit is not None and done >= limit:
-                return "resume", _WS.match(self.raw, pos).end(), None
-            pos = self.skip_ws(pos) if final or one else _WS.match(self.raw, pos).end()
+                return "resume", _WS.match(self.raw, pos).end(), None  # type: ignore[union-attr]  # (matches the empty string)
+            pos = self.skip_ws(pos) if final or one else _WS.match(self.raw, pos).end()  # type: ignore[union-attr]  # (matches the empty string)
             if pos >= len(self.raw):
                 if final or self.eof:
                     raise self.error("the file ends inside the nodes array (truncated)", pos)
@@ -497,7 +498,7 @@ class _Reader:
             tids[j] = t
         self.extract(starts, ends - starts, tids)
 
-    def fail(self, err: TraceFormatError):
+    def fail(self, err: TraceFormatError) -> NoReturn:
         if self.salvage:
             raise _Stop(err)
         raise err
@@ -558,6 +559,7 @@ class _Reader:
                     v = tb.vmap.get(vk)
                     if v is None:
                         s = int(starts[j])
+                        fail: TraceFormatError | None
                         try:
                             v = self.compile(s, s + int(lens[j]), tb.keys[base], self.count + j, register=False)
                         except TraceFormatError as err:
@@ -572,6 +574,7 @@ class _Reader:
                             if j:
                                 self.extract(starts[:j], lens[:j], tids[:j])
                             self.fail(fail)
+                        assert v is not None  # (no error: compiled)
                         tb.vmap[vk] = v
                     tids[j] = v
         # numbers kept as text
