@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chakra_trace.io import kineto
-from chakra_trace.io.kineto import interval_parents
+from chakra_trace.io.nesting import interval_parents
 from chakra_trace.io.pytorch_host import reader as host_reader
 from conftest import sample
 from test_pytorch_host import SAMPLES, _same

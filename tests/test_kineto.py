@@ -29,7 +29,8 @@ from chakra_trace.convert.link import (
     link,
 )
 from chakra_trace.errors import TraceFormatError
-from chakra_trace.io.kineto import CPU_CATS, interval_parents, read_kineto
+from chakra_trace.io.kineto import CPU_CATS, read_kineto
+from chakra_trace.io.nesting import interval_parents
 from conftest import sample
 
 DATA = Path(__file__).parent / "data" / "kineto"  # Kineto traces; their host ETs are in ET_DATA

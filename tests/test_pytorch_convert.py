@@ -236,7 +236,8 @@ def test_an_op_nested_in_one_of_the_same_start_is_folded(tmp_path):
 
 
 def test_no_host_node_lies_inside_another():
-    from chakra_trace.io.kineto import interval_parents, read_kineto
+    from chakra_trace.io.kineto import read_kineto
+    from chakra_trace.io.nesting import interval_parents
 
     trace, _ = convert("transformer_rank0")
     kin = read_kineto(KINETO / "transformer_rank0.kineto.json.gz")

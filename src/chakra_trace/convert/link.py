@@ -48,7 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, interval_parents
+from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace
+from ..io.nesting import interval_parents
 
 __all__ = [
     "GPU_ENCLOSING",

@@ -70,7 +70,8 @@ from ..errors import TraceFormatError
 from ..io.cache import cached_trace
 from ..io.collect_folder import is_kineto_folder, kineto_files, rank_files, trace_rank
 from ..io.collective_names import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
-from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, interval_parents, read_kineto
+from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
+from ..io.nesting import interval_parents
 from ..io.pytorch_host.model import HostTensors, NameColumn
 from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN

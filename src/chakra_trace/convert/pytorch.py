@@ -21,7 +21,8 @@ from ..io.cache import cached_trace
 from ..io.collect_folder import collection_files, is_collection
 from ..io.collective_names import is_backend_op_name, is_comm_op_name
 from ..io.et import read_trace, write_trace
-from ..io.kineto import CPU_CATS, interval_parents, read_kineto
+from ..io.kineto import CPU_CATS, read_kineto
+from ..io.nesting import interval_parents
 from ..io.outputs import file_set
 from ..io.pytorch_host import read_host_trace
 from ..io.workers import pool_options

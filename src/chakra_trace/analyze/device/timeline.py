@@ -37,7 +37,8 @@ import numpy as np
 from ...errors import ChakraError
 from ...io.collect_folder import kineto_files, trace_rank
 from ...io.collective_names import is_backend_op_name, is_comm_op_name
-from ...io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, interval_parents, read_kineto
+from ...io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
+from ...io.nesting import interval_parents
 from ...schema.enums import NodeType
 from ...schema.resources import host_gap_mask
 from ..align import rank_offsets_ns
