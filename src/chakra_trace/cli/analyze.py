@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
 from rich.table import Table
@@ -302,7 +303,7 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
             print_json({"rank": rank, "length_us": cp.length_us, "ids": cp.ids.tolist()})
             return
         console().print(f"rank {rank}: critical path {cp.length_us:,} µs over {cp.rows.size} nodes")
-        rows = sorted(
+        rows: list[dict[str, Any]] = sorted(
             (
                 {"id": int(t.ids[r]), "name": _short(t.names[t.name_codes[r]]), "duration_us": int(t.duration[r])}
                 for r in cp.rows.tolist()

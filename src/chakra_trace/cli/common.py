@@ -115,7 +115,7 @@ def _label() -> TextColumn:
 
 
 @contextmanager
-def steps(label: str, total: int | None) -> Iterator[Callable[[int], None] | None]:
+def steps(label: str, total: int | None) -> Iterator[Callable[..., None] | None]:
     """Yield a callback(advance=1) that drives a rich bar of `total` steps (ranks, ops, systems) on a
     terminal, None in pipes: long operations show where they are without polluting redirected output."""
     if not sys.stderr.isatty():

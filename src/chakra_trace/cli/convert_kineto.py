@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import cast
 
 import click
 
@@ -31,7 +32,9 @@ def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, no_
     files = kineto_files(list(inputs))
     with steps("converting ranks", len(files)) as advance:
         done = (lambda _rank, _report: advance(1)) if advance else None
-        workload, report = convert_kineto(files, shapes=not no_shapes, on_rank_done=done)
+        workload, report = convert_kineto(
+            cast("list[str | os.PathLike]", files), shapes=not no_shapes, on_rank_done=done
+        )
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     outputs = {r: str(p) for r, p in zip(workload.traces, workload.save(output, compress=compress))}
     if as_json:

@@ -50,10 +50,10 @@ def _print_trace(path: str, s: TraceSummary) -> None:
         t = Table(title="communication" + (f" ({note})" if note else ""))
         for c in ("group", "type", "count", "bytes"):
             t.add_column(c, justify="right" if c in ("count", "bytes") else "left")
-        for g, k, v in rows:
-            t.add_row(cell(g) if g else "(all ranks)", k, f"{v['count']:,}", f"{v['bytes']:,}")
-        for k, v in s.point_to_point.items():
-            t.add_row("", k, f"{v['count']:,}", f"{v['bytes']:,}")
+        for g, k, st in rows:
+            t.add_row(cell(g) if g else "(all ranks)", k, f"{st['count']:,}", f"{st['bytes']:,}")
+        for k, st in s.point_to_point.items():
+            t.add_row("", k, f"{st['count']:,}", f"{st['bytes']:,}")
         if s.collectives_missing_type:
             t.add_row("", "[yellow]no comm_type[/yellow]", f"{s.collectives_missing_type:,}", "")
         con.print(t)

@@ -164,6 +164,7 @@ def checked(original, obfuscated, systems, workload: str) -> tuple[list[dict], l
     obfuscated job's simulations raised (one each, in order), and how many the original's raised:
     those are not shown, nor the original's errors, since they name its ops and groups (the
     obfuscated job runs first: an error they share is said in the output's names)."""
+    shown: list[str]
     steps, shown, hidden = [], [], 0
     seen: set[str] = set()
     for spec in systems:

@@ -124,7 +124,7 @@ def replay(
             raise click.UsageError("--mode ops needs PyTorch host traces (a collect folder or .et.json[.gz])")
         cfg = ReplayConfig.load(config_path) if config_path else None
         step_list = [int(x) for x in steps_opt.split(",")] if steps_opt else None
-        exported = []
+        exported: list[bool] = []
 
         def once(progress):
             res = replay_host(
@@ -202,13 +202,13 @@ def replay(
         line = f"rank {r}: {c['replayed']:,} of {c['total']:,} replayed ({c['share']:.1%})"
         if c.get("reasons"):
             line += "; not replayed: " + "; ".join(f"{k} ({v})" for k, v in list(c["reasons"].items())[:4])
-        w = c.get("waits") or {}
-        if w.get("collectives"):
+        waits = c.get("waits") or {}
+        if waits.get("collectives"):
             line += (
-                f"; {w['placed_from_kineto']} of {w['collectives']} collectives waited for where the Kineto "
+                f"; {waits['placed_from_kineto']} of {waits['collectives']} collectives waited for where the Kineto "
                 "trace shows the original did"
             )
-            if w["placed_from_kineto"] < w["collectives"]:
+            if waits["placed_from_kineto"] < waits["collectives"]:
                 line += " (the others at their first reader)"
         con.print(line, markup=False, highlight=False)
         g = res.host_gaps.get(r) or {}

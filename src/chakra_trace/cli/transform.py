@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -95,7 +96,7 @@ def transform(
     files = _save(w, prefix)
     groups = str(comm_groups_path(prefix)) if w.groups else None
     after = sum(len(t) for t in {id(t): t for t in w.traces.values()}.values())
-    out = {
+    out: dict[str, Any] = {
         "steps": [s for s, _ in steps],
         "ranks": len(w),
         "files": len(files),

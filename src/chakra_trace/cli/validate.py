@@ -96,6 +96,7 @@ def validate(paths: tuple[str, ...], as_json: bool, fix_out: str | None, strict:
         if fix_out is None:
             failed |= _failed(report, strict)
         else:
+            assert not isinstance(obj, Workload)  # --fix with a workload was refused above
             fixed, changes = fix_trace(obj)
             write_trace(fixed, fix_out)
             fixed_report = validate_trace(read_trace(fix_out), rank=rank)

@@ -29,6 +29,10 @@ import os
 import sys
 import types
 import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
 
 try:
     from . import recorder as _rec
@@ -45,9 +49,10 @@ ENV_PROFILE_MEMORY = "CHAKRA_COLLECT_PROFILE_MEMORY"
 
 class _State:
     off = False  # recording is over (or impossible) in this process
-    recorder = None
-    driver = None  # weakref to the optimizer whose steps are counted
-    wrapped = None  # (optimizer ref, our bound method, what opt.__dict__["step"] held before or None)
+    recorder: Recorder | None = None
+    driver: weakref.ReferenceType[Any] | None = None  # weakref to the optimizer whose steps are counted
+    # (optimizer ref, our bound method, what opt.__dict__["step"] held before or None)
+    wrapped: tuple[weakref.ReferenceType[Any], types.MethodType, Any] | None = None
 
 
 _S = _State()
@@ -126,6 +131,7 @@ def _unwrap() -> None:
 
 def _boundary() -> None:
     rec = _S.recorder
+    assert rec is not None  # set by _first_step() before the first boundary
     rec.step()
     if rec.done:
         _S.off = True

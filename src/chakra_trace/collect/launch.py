@@ -71,7 +71,7 @@ def job_env(
 
 def clean_output(out_dir: str) -> list[str]:
     """Remove the files an earlier collection left in `out_dir` (only names a collection writes)."""
-    removed = []
+    removed: list[str] = []
     if not os.path.isdir(out_dir):
         return removed
     for name in sorted(os.listdir(out_dir)):

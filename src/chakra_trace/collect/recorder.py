@@ -42,9 +42,12 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch.profiler import ExecutionTraceObserver, profile
 
 try:
     import fcntl
@@ -82,7 +85,7 @@ GZIP_LEVEL = 1  # as the rest of chakra_trace: ~4x faster than level 6 for files
 
 # The recorder running in this process, if any. The slot lives in a module of its own so that a
 # copy of this module loaded by file path (injection) and the imported one see the same slot.
-_SLOT = sys.modules.setdefault("_chakra_collect_active", type(sys)("_chakra_collect_active"))
+_SLOT: Any = sys.modules.setdefault("_chakra_collect_active", type(sys)("_chakra_collect_active"))
 if not hasattr(_SLOT, "recorder"):
     _SLOT.recorder = None
 
@@ -178,8 +181,8 @@ class Recorder:
         self.done = False
         self.manifest: dict | None = None  # this rank's manifest, once written
         self.manifest_path: str | None = None
-        self._prof = None
-        self._et = None
+        self._prof: profile | None = None
+        self._et: ExecutionTraceObserver | None = None
         self._et_tmp: str | None = None
         self._t_last: float | None = None
         self._wall: dict[int, float] = {}
@@ -189,7 +192,7 @@ class Recorder:
         self._dist: dict | None = None
         self._started_at: str | None = None
         self._activity_names: list[str] = []
-        self._exit_hook = None
+        self._exit_hook: Callable[[], None] | None = None
         self._on_trace_ready_disabled = False
         self._failed = False
         self._pid: int | None = None
@@ -393,6 +396,7 @@ class Recorder:
 
     def _finish(self) -> None:
         prof, self._prof = self._prof, None
+        assert prof is not None  # every caller checks that the profiler runs
         self.done = True
         error = None
         try:
@@ -409,6 +413,7 @@ class Recorder:
         rank, world_size, backend = self._rank()
         recorded = [k for k in self.schedule.recorded_steps if k < self.steps_done]
         if self._files["kineto"] is None and not recorded:
+            assert self._et_tmp is not None  # set by start() together with the profiler
             with contextlib.suppress(OSError):
                 os.remove(self._et_tmp)
         elif self._et_tmp and os.path.exists(self._et_tmp):

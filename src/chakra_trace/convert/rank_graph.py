@@ -23,13 +23,14 @@ import bisect
 import json
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from ..errors import TraceFormatError
 from ..io.collective_names import (
     SCALAR_TYPE_BYTES,
+    CommKind,
     classify,
     is_backend_op_name,
     is_bookkeeping,
@@ -174,7 +175,11 @@ def _levels(parent: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
     return np.split(rows[order], np.flatnonzero(np.diff(d[order])) + 1)
 
 
-def ns_to_us(ns: np.ndarray) -> np.ndarray:
+@overload
+def ns_to_us(ns: int) -> np.int64: ...
+@overload
+def ns_to_us(ns: np.ndarray) -> np.ndarray: ...
+def ns_to_us(ns: np.ndarray | int) -> np.ndarray | np.int64:
     """ns -> µs, rounded half to even (as Python's round)."""
     return np.rint(np.asarray(ns, np.int64) / 1000.0).astype(np.int64)
 
@@ -621,6 +626,7 @@ class GraphBuilder:
             nel_out = h.attr(rpc, "out_msg_nelems")
             item = SCALAR_TYPE_BYTES.get(str(h.attr(rpc, "dtype")), None)
             if nel_in is not None and item is not None:
+                # (ctype None: point-to-point, which message_bytes sizes by its input)
                 return message_bytes(ctype, int(nel_in) * item, int(nel_out or 0) * item)
         src = issuer if issuer >= 0 else i
         key = classify(self.names[src]).key
@@ -767,11 +773,13 @@ class GraphBuilder:
         # "key" is the thread (host) or the stream (GPU) they run on
         is_gpu = np.r_[np.zeros(node_rows.size, bool), np.ones(n_gpu, bool)]
         src = np.r_[node_rows, np.arange(n_gpu)]  # host row, or index into gpu
-        s = np.r_[self.start[node_rows], gpu["start"] if n_gpu else []].astype(np.int64)
-        e = np.r_[self.end[node_rows], gpu["end"] if n_gpu else []].astype(np.int64)
+        s = np.r_[self.start[node_rows], gpu["start"] if n_gpu and gpu is not None else []].astype(np.int64)
+        e = np.r_[self.end[node_rows], gpu["end"] if n_gpu and gpu is not None else []].astype(np.int64)
         thread = self.tid[node_rows]
         _, key_h = np.unique(thread, return_inverse=True)
-        key = np.r_[key_h.reshape(-1), gpu["stream_key"] + node_rows.size if n_gpu else []].astype(np.int64)
+        key = np.r_[key_h.reshape(-1), gpu["stream_key"] + node_rows.size if n_gpu and gpu is not None else []].astype(
+            np.int64
+        )
         order = np.lexsort((np.where(is_gpu, -1, src), s))
         is_gpu, src, s, e, key = is_gpu[order], src[order], s[order], e[order], key[order]
         E = order.size
@@ -831,6 +839,7 @@ class GraphBuilder:
         host_name = len(names_all) - 2
         name_src[ev_ids[host]] = h.name[src[host]]
         if tl.n_gpu:
+            assert kin is not None and tl.gpu is not None  # GPU work: self.gpu is set
             name_src[ev_ids[is_gpu]] = k_off + kin.name[tl.gpu["krow"][src[is_gpu]]]
         name_src[gaps] = host_name
         is_host_node = np.zeros(N, bool)
@@ -906,6 +915,7 @@ class GraphBuilder:
             np.array(resume_dst, np.int64),
         ]
         if tl.n_gpu:
+            assert tl.gpu is not None  # GPU work: self.gpu is set
             gk = np.flatnonzero(tl.is_gpu)
             launcher = tl.host_pos[folded_into[tl.gpu["hrow"][tl.src[gk]]]]
             ok = (launcher >= 0) & (launcher < gk)
@@ -942,16 +952,20 @@ class GraphBuilder:
         gpu_kinds = {}
         specials = np.flatnonzero(host & comm_mask[np.where(host, src, 0)]).tolist()
         if tl.n_gpu:
+            assert kin is not None and gpu is not None  # GPU work: self.gpu is set
             codes = kin.name[gpu["krow"][src[is_gpu]]]
             gpu_kinds = {int(c): classify(kin.names[int(c)]) for c in np.unique(codes).tolist()}
             coll_code = np.array([c for c, k in gpu_kinds.items() if k.collective is not None], np.int64)
             specials += np.flatnonzero(is_gpu)[np.isin(codes, coll_code)].tolist()
         issued: dict[int, int] = {}  # comm node -> when its issuer started (the issue order)
+        kind: CommKind | None
         for k in sorted(specials):
             nk = int(ev_ids[k])
             if is_gpu[k]:
+                assert kin is not None and gpu is not None  # GPU work: self.gpu is set
                 i = int(gpu["hrow"][src[k]])
                 kind = gpu_kinds[int(kin.name[gpu["krow"][src[k]]])]
+                assert kind.collective is not None  # only collective kernels are specials (coll_code)
                 issuer = self._issuer(i, comm | {i}) if i >= 0 else -1
                 size = self._comm_size(i, issuer, kind.collective) if i >= 0 else 0
                 self.r.collectives.append((collective_name(kind.collective), size))
@@ -967,6 +981,7 @@ class GraphBuilder:
                 kind = kinds.get(i)
                 if kind is None or not (kind.collective is not None or kind.p2p):
                     continue
+                assert threads is not None  # a host special is in comm
                 issuer = self._issuer(i, comm)
                 home = self.detached.get(i)  # (it left its thread: `_take_late_work`)
                 if home is not None:
@@ -1048,6 +1063,7 @@ class GraphBuilder:
         if tl.n_gpu:
             on_gpu = np.zeros(N, bool)
             on_gpu[ev_ids[is_gpu]] = True
+            assert tl.gpu is not None  # GPU work: self.gpu is set
             for name in ("stream", "device"):
                 col = np.zeros(N, np.int64)
                 col[ev_ids[is_gpu]] = tl.gpu[name][tl.src[is_gpu]]
@@ -1079,6 +1095,7 @@ class GraphBuilder:
         for it: each stream's last op that had ended when a synchronizing call inside the host op
         returned (synchronize, item(), a blocking copy), without the edges a thread's order
         already implies, in work linear in the stream ops looked at (`convert.sync`)."""
+        assert self.gpu is not None  # called with GPU work only (tl.n_gpu)
         syncs = self.gpu.sync_points()
         if not syncs:
             return

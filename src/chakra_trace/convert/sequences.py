@@ -233,7 +233,7 @@ def _pair_iterations(hseg, hc, kseg, kc, anchors) -> tuple[list[tuple[int, int]]
         i_lo, i_hi = max(0, -s), min(len(hi), len(ki) - s)
         n = i_hi - i_lo
         kept = votes.get(s, 0)
-        pick = range(i_lo, i_hi)
+        pick: range | list[int] = range(i_lo, i_hi)
         if n > _MAX_PAIRS_SCORED:
             pick = [i_lo + int(j) for j in np.linspace(0, n - 1, _MAX_PAIRS_SCORED)]
         total = sum(shared(hi[i], ki[i + s]) for i in pick)

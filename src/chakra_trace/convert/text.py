@@ -69,6 +69,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -589,7 +590,7 @@ def _data_pass(g: _Graph, tail: dict[int, int], end: list) -> tuple[dict[int, in
     """DATA: forward computes; backward per layer (last first): weight grad, its all-reduce, input grad."""
     layers = g.wl.layers
     n = len(layers)
-    fwd = []
+    fwd: list[int] = []
     for i, L in enumerate(layers):
         fwd.append(g.comp(L, "FWD", L.fwd_compute, [fwd[-1] if i else None, tail.get(i), *(end if i == 0 else ())]))
     new_tail: dict[int, int] = {}
@@ -648,7 +649,7 @@ def _dlrm_pass(g: _Graph, tail: dict[int, int], end: list) -> tuple[dict[int, in
     wl = g.wl
     layers = wl.layers
     n = len(layers)
-    lb = wl.last_bottom_layer
+    lb = cast(int, wl.last_bottom_layer)  # set for the DLRM types (`_check_structure`)
     a2a = None
     prev = None
     for i, L in enumerate(layers):
@@ -754,7 +755,7 @@ def text_to_chakra(
         t = template.copy() if r < num_npus - 1 else template
         if groups is not None:
             rename = {_MP: groups.model[r], _DP: groups.data[r]}
-            t.groups = [rename.get(x, x) for x in t.groups]
+            t.groups = cast(list[str], [rename.get(x, x) for x in t.groups])  # None until `_drop_unnamed`
             _drop_unnamed(t)
         traces[r] = t
     return Workload(traces, dict(groups.groups) if groups is not None else {})

@@ -193,8 +193,8 @@ def tensor_itemsize(type_string: str) -> int | None:
     return TENSOR_TYPE_BYTES.get(type_string[7:-1])
 
 
-def message_bytes(collective: int, in_bytes: int, out_bytes: int) -> int:
-    """comm_size for a collective, in Chakra's convention.
+def message_bytes(collective: int | None, in_bytes: int, out_bytes: int) -> int:
+    """comm_size for a collective (None: a send or receive), in Chakra's convention.
 
     All-reduce, reduce, broadcast, all-to-all, reduce-scatter and gather are sized by their input;
     all-gather by the per-rank input (what each rank contributes); scatter by the per-rank output;

@@ -19,7 +19,15 @@ import math
 import os
 import re
 import time
+from typing import TYPE_CHECKING, cast
 
+if TYPE_CHECKING:  # (typing only: the exported script imports nothing beyond the standard library and torch)
+    from collections.abc import Callable
+    from types import ModuleType
+
+    from torch.distributed import Work
+
+resource: "ModuleType | None"
 try:
     import resource
 except ImportError:  # (not on Windows: no address-space limit to read)
@@ -209,7 +217,7 @@ rule below refuses them too)."""
 _WORD = re.compile(r"[A-Za-z0-9_]{0,32}")
 _GROUP = re.compile(r"[A-Za-z0-9_.:-]{0,64}")
 _EINSUM = re.compile(r"[A-Za-z.,> -]{0,256}")
-STRING_ARGUMENTS = {
+STRING_ARGUMENTS: "dict[str, set[str] | re.Pattern[str]]" = {
     "approximate": {"none", "tanh"},
     "rounding_mode": {"trunc", "floor"},
     "UPLO": {"L", "U"},
@@ -413,7 +421,7 @@ def run(calls, cuda=False, on_error=None, timeout_s=None, gaps=None, stamps=None
     collectives (its peers wait for them) and `run` returns False (a pass cut short: not a
     sample); True otherwise."""
     _LIMITS["wait_s"] = timeout_s
-    pending = {}
+    pending: dict = {}
     started = []
     clock = time.perf_counter
     whole = True
@@ -496,7 +504,8 @@ def collective(name, args):
         return lambda: dist.barrier(async_op=True)
     if name in ("c10d::send", "c10d::recv_"):
         ts, peer, tag = _tensors(args[0]), int(args[2]), int(args[3]) if len(args) > 3 else 0
-        call = dist.isend if name == "c10d::send" else dist.irecv
+        # (a Work, never None: every rank is in the default group)
+        call = cast("Callable[..., Work]", dist.isend if name == "c10d::send" else dist.irecv)
 
         def p2p():  # (waited for at once, as long as `run` allows: see P2P_NOTE)
             for t in ts:

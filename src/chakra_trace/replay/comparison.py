@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -249,7 +250,14 @@ def compare_runs(
         raise ValueError(f"min_runs must be at least 2 (a t-test needs a variance per side), got {min_runs}")
     ra, rb = as_runs(a_runs), as_runs(b_runs)
     ka, kb = len(ra), len(rb)
-    base = {"alpha": alpha, "min_runs": min_runs, "threshold": threshold, "name": name, "a_runs": ka, "b_runs": kb}
+    base: dict[str, Any] = {
+        "alpha": alpha,
+        "min_runs": min_runs,
+        "threshold": threshold,
+        "name": name,
+        "a_runs": ka,
+        "b_runs": kb,
+    }
     nan = math.nan
     if not ka or not kb:
         return RunComparison(
@@ -287,7 +295,7 @@ def compare_runs(
     d = float(lb.mean() - la.mean())
     if se > 0 and math.isfinite(df):
         hw = t_ppf(1 - alpha / 2, df) * se
-        ci: tuple[float, float] | None = (math.exp(d - hw), math.exp(d + hw))
+        ci: tuple[float, float] = (math.exp(d - hw), math.exp(d + hw))
     else:
         ci = (ratio, ratio)
     boot = (

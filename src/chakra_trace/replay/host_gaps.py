@@ -119,7 +119,7 @@ def _probe(n: int) -> float:
     return time.perf_counter() - t0
 
 
-def profiled_pass(run_once: Callable[[], None], probes: int = 1000) -> tuple[KinetoTrace, float, float]:
+def profiled_pass(run_once: Callable[[], object], probes: int = 1000) -> tuple[KinetoTrace, float, float]:
     """One pass of `run_once` under the execution-trace observer and the CPU profiler, as
     `chakra collect` records (`collect.recorder`, shapes recorded), read back as a Kineto trace;
     the pass's seconds (profiling on, its start-up and export not counted); and the seconds per
@@ -241,7 +241,7 @@ class Calibration:
 
 
 def calibrate(
-    run_once: Callable[[], None],
+    run_once: Callable[[], object],
     names: list[str],
     recorded: KinetoTrace,
     lk: Link,

@@ -19,6 +19,7 @@ cut to those bounds.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 _INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
 
@@ -89,7 +90,7 @@ def bound_indices(name: str, named: dict) -> None:
         dim = named.get("dim")
         if isinstance(named.get("self_sizes"), list) or isinstance(named.get("sizes"), list):  # *_backward
             sizes = named.get("self_sizes") or named.get("sizes")
-            _bound(t, _dim(list(sizes), dim))
+            _bound(t, _dim(list(cast("list[int]", sizes)), dim))
         elif dim is not None:
             _bound(t, _dim(self_shape, dim))
         else:  # take, put: flat positions of self
@@ -134,7 +135,7 @@ def bound_indices(name: str, named: dict) -> None:
 
     t = _tensor(named.get("target"))
     if t is not None:
-        _bound(t, (self_shape or [None])[-1] if "margin" in base else _classes(self_shape))
+        _bound(t, (self_shape or cast("list[int | None]", [None]))[-1] if "margin" in base else _classes(self_shape))
 
     if base == "one_hot":
         t = _tensor(named.get("self"))

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import time
+from typing import Any
 
 from ..errors import ChakraError
 from ..io.memory import env_int
@@ -164,7 +165,7 @@ def replay_host(
             )
     backend = backend or ("nccl" if device.startswith("cuda") else "gloo")
     cfg = vars(config) if config is not None else None
-    opts = {
+    opts: dict[str, Any] = {
         "device": device,
         "steps": list(steps) if steps is not None else None,
         "select": select,

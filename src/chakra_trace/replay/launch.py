@@ -300,7 +300,7 @@ def _wait(
             if n is not None and n != shown:
                 progress(n)
                 shown = n
-        failed: dict[int, tuple[float, str]] = {}
+        failed: dict[int, tuple[float, str, str, Any]] = {}  # (time, one line, detail, payload)
         for r, p in procs.items():
             if r in results:
                 continue

@@ -18,8 +18,10 @@ import os
 import re
 import resource
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -74,11 +76,11 @@ class ReplayConfig:
             _check_substitute(src, k, v)
         if not isinstance(self.delay_us, dict):
             raise ChakraError(f"{src}: 'delay_us' must map op names to µs, got {_short(self.delay_us)}")
-        for k, v in self.delay_us.items():
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_DELAY_US
+        for k, us in self.delay_us.items():
+            ok = isinstance(us, (int, float)) and not isinstance(us, bool) and 0 <= us <= MAX_DELAY_US
             if not ok:
                 raise ChakraError(
-                    f"{src}: delay_us {_short(k)}: {_short(v)} is not a number of µs from 0 to {MAX_DELAY_US:g}"
+                    f"{src}: delay_us {_short(k)}: {_short(us)} is not a number of µs from 0 to {MAX_DELAY_US:g}"
                 )
 
     @classmethod
@@ -408,7 +410,7 @@ class HostReplay:
                 f"{gib(self.memory_limit)}; select fewer ops (--select, --steps)"
             )
         self._own_bytes = 0  # inputs made apart from the storages, as planned so far
-        self.plan = {"device": self.device, "seed": seed, "storages": storages.storages, "ops": []}
+        self.plan: dict[str, Any] = {"device": self.device, "seed": seed, "storages": storages.storages, "ops": []}
         self._storages = rt.make_storages(self.plan, self.device, seed)
         planned = []
         for k, (out, inputs, ranges) in enumerate(specs):
@@ -609,6 +611,7 @@ class HostReplay:
                 return op
             except Exception as e:
                 first = first or e
+        assert first is not None  # (every attempt raised: none returned)
         raise _TryFailed(first)
 
     def _spec(self, v, shape, stride, type_str: str, rng, fresh: bool):
@@ -630,7 +633,7 @@ class HostReplay:
             raise Unreplayable("a collective: replay the whole job (one process per rank) to run it")
         if name not in rt.COLLECTIVES:
             raise Unreplayable(f"collective {name} has no replay mapping")
-        args = []
+        args: list = []
         for k, (v, t) in enumerate(zip(inputs["values"], inputs["types"])):
             if v == "<Object>":
                 args.append(None)  # the process group: the replay's default group
@@ -760,7 +763,7 @@ def _load_kineto(kineto):
 
 
 # cuDNN-only ops recorded on a GPU, replayed elsewhere by their native equivalents (same work)
-_OFF_CUDA = {
+_OFF_CUDA: dict[str, Callable[[list, dict], tuple[str, list, dict]]] = {
     # cudnn_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps)
     "aten::cudnn_batch_norm.default": lambda a, kw: ("aten::native_batch_norm.default", a[:8], {}),
     # cudnn_batch_norm_backward(input, grad_output, weight, running_mean, running_var, save_mean,

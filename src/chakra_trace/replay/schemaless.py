@@ -298,6 +298,7 @@ class SchemaLessReplay:
 
     def _all_to_all(self, r: int, size: int, g: int, pg) -> tuple[Callable | None, str]:
         t, torch, dist = self.trace, self.torch, self._dist
+        assert dist is not None  # (called by _comm once it found a process group)
         ins = _json_list(t.attr(r, "in_split_size"))
         outs = _json_list(t.attr(r, "out_split_size"))
         if ins is not None and len(ins) == g and sum(ins) > 0:
@@ -319,6 +320,7 @@ class SchemaLessReplay:
 
     def _p2p(self, r: int, ty: int, size: int | None, pg) -> tuple[Callable | None, str]:
         t, torch, dist = self.trace, self.torch, self._dist
+        assert dist is not None  # (called by _comm once it found a process group)
         send = ty == NodeType.COMM_SEND_NODE
         attr = Attr.COMM_DST if send else Attr.COMM_SRC
         what = "send" if send else "recv"

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -362,7 +362,7 @@ def _graphml_chunks(g: _Graph, title: str) -> Iterator[str]:
     yield "".join(head)
     has_ct, has_sz, has_pg = t.has(Attr.COMM_TYPE), t.has(Attr.COMM_SIZE), t.has(Attr.PG_NAME)
     groups = np.array([xml_escape(s) for s in t.groups] or [""], object)
-    ct_names = {}
+    ct_names: dict[int, str] = {}
     k = sel.size
     for i in range(0, k, _CHUNK):
         j = min(k, i + _CHUNK)
@@ -489,7 +489,7 @@ def to_dot(
 ) -> str | Path:
     """The graph as Graphviz DOT: written to `path` (returns the Path), or returned as text."""
     res = export_graph(trace, path, format="dot", max_nodes=max_nodes, rows=rows, name=name, neighbors=neighbors)
-    return res.text if path is None else res.path
+    return cast("str | Path", res.text if path is None else res.path)  # export_graph sets one of the two
 
 
 def to_graphml(
@@ -503,7 +503,7 @@ def to_graphml(
 ) -> str | Path:
     """The graph as GraphML (for Gephi, yEd, Cytoscape, networkx): to `path`, or as text."""
     res = export_graph(trace, path, format="graphml", max_nodes=max_nodes, rows=rows, name=name, neighbors=neighbors)
-    return res.text if path is None else res.path
+    return cast("str | Path", res.text if path is None else res.path)  # export_graph sets one of the two
 
 
 # ---------------------------------------------------------------------- rendering

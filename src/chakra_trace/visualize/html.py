@@ -35,7 +35,7 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -168,7 +168,7 @@ class _Where:
     def __init__(self, prefix: str):
         self.prefix = prefix
 
-    def fail(self, msg: str):
+    def fail(self, msg: str) -> NoReturn:
         raise ChakraError(f"{self.prefix}: {msg}")
 
     def field(self, b: dict, key: str, check, expected: str, default: Any = ..., optional: bool = False) -> Any:

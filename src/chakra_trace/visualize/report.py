@@ -67,9 +67,9 @@ def build_report(
     timed = any(t.timed for t in workload.traces.values())
     sims = simulations or {}
     presets = systems or {}
-    tick = progress or (lambda n=1: None)
+    tick: Callable[..., None] = progress or (lambda n=1: None)
     sims_a = {label: Analysis(_workload_of(res, workload), res) for label, res in sims.items()}
-    makers: list[Callable[[], dict]] = [lambda: _summary(rec, timed, sims), lambda: validation_section(workload, sims)]
+    makers: list[Callable[..., dict]] = [lambda: _summary(rec, timed, sims), lambda: validation_section(workload, sims)]
     if timed:
         makers += [
             lambda: steps_section(rec),
@@ -236,7 +236,7 @@ def _breakdown_section(sid: str, title: str, bd) -> dict:
     note = f"{len(bd.rows)} ranks"
     if len(groups) > 64:  # thousands of distinct ranks: the distribution, not one bar each
         arr = {k: np.array([r[k] for r in bd.rows], float) for k in _BD_KEYS}
-        shown = [
+        shown: list[dict] = [
             {"label": label, "ranks": label, "count": len(bd.rows), **{k: float(fn(arr[k])) for k in _BD_KEYS}}
             for label, fn in (("min", np.min), ("median", np.median), ("max", np.max))
         ]

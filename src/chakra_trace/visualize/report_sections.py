@@ -30,7 +30,7 @@ _TOL = 1e-3  # ranks whose every figure agrees within 0.1% are shown as one row
 def table(caption: str, columns: list[tuple[str, str, str]], rows: list[dict], max_rows: int | None = None) -> dict:
     """A table block: ``columns`` as (row key, label, format) where the format ("us", "bytes",
     "pct", ...) says how the page writes the number and so its unit."""
-    block = {
+    block: dict = {
         "type": "table",
         "caption": caption,
         "columns": [{"key": k, "label": label, "format": f} for k, label, f in columns],

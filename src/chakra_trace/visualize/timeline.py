@@ -287,7 +287,7 @@ class _Static:
         )
         self.comm_bytes = np.where(is_comm, np.where(t.has(Attr.COMM_SIZE), t.comm_size, 0), -1).astype(np.int64)
         self.pg = np.where(t.has(Attr.PG_NAME), t.pg_name, -1).astype(np.int64)
-        self._tracks = None
+        self._tracks: tuple[np.ndarray, list[tuple[int, int, int]]] | None = None
 
     def recorded_tracks(self) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
         """Per row a code into a table of track keys (class, a, b): thread (tid), stream
@@ -416,7 +416,11 @@ def _recorded_parts(workload: Workload, align: str) -> tuple[_Parts, dict]:
                 st,
             )
         )
-    meta = {"source": "recorded", "align": align, "offsets_ns": {str(r): int(o) for r, o in offsets.items()}}
+    meta: dict[str, Any] = {
+        "source": "recorded",
+        "align": align,
+        "offsets_ns": {str(r): int(o) for r, o in offsets.items()},
+    }
     if untimed:
         meta["untimed_ranks"] = untimed
         meta["warnings"] = [
@@ -494,7 +498,8 @@ def _assemble(P: _Parts, meta: dict, *, flows: bool, max_events: int | None) -> 
     where = {k: i for i, k in enumerate(table)}
     base_all = cat(
         lambda p: (
-            np.array([where[(p.pid, *k)] for k in p.track_table], np.int64)[p.track_code]
+            # tuple(): mypy takes `*` in a subscript for 3.11 syntax, even in parentheses
+            np.array([where[tuple((p.pid, *k))] for k in p.track_table], np.int64)[p.track_code]
             if p.track_code.size
             else np.zeros(0, np.int64)
         )
@@ -568,7 +573,13 @@ def _assemble(P: _Parts, meta: dict, *, flows: bool, max_events: int | None) -> 
         comm_type[keep],
         comm_bytes[keep],
         group,
-        *[np.zeros(0, np.int64) for _ in range(7)],
+        np.zeros(0, np.int64),  # flow_id
+        np.zeros(0, np.int64),  # flow_src
+        np.zeros(0, np.int64),  # flow_dst
+        np.zeros(0, np.int64),  # flow_src_ns
+        np.zeros(0, np.int64),  # flow_dst_ns
+        np.zeros(0, np.int64),  # flow_name
+        np.zeros(0, np.int64),  # flow_cat
         metadata=meta,
     )
     if flows and keep.size:

@@ -15,6 +15,11 @@ Nothing here may break the job: errors are printed on stderr and the job goes on
 import os
 import sys
 
+TYPE_CHECKING = False  # mypy takes it as True; `typing` is not imported at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Literal
+
 
 def _warn(msg):
     try:
@@ -48,11 +53,12 @@ def _chain():
     finally:
         # sys.path stays as the chained module left it, without this folder (children still get
         # it from PYTHONPATH); `sitecustomize` names the chained module when there is one.
-        sys.modules.setdefault(__name__, me)
-        sys.modules["_chakra_collect_sitecustomize"] = me
+        # (typeshed types sys.modules values as modules only; None, an import blocker, is allowed at run time)
+        sys.modules.setdefault(__name__, me)  # type: ignore[arg-type]
+        sys.modules["_chakra_collect_sitecustomize"] = me  # type: ignore[assignment]
 
 
-_impl = None
+_impl: "Callable[..., None] | Literal[False] | None" = None  # False: loading failed
 
 
 def _load_impl():
@@ -65,6 +71,7 @@ def _load_impl():
         mod = sys.modules.get(name)
         if mod is None:
             spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None  # a `.py` path always gets a source loader
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
             try:
