@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chakra_trace.convert.gpu_work import _ThreadIndex
 from chakra_trace.convert.profiler import convert_kineto_trace
-from chakra_trace.convert.rank_graph import GraphBuilder, _ThreadIndex
+from chakra_trace.convert.rank_graph import GraphBuilder
 from chakra_trace.errors import ChakraError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -642,7 +643,7 @@ def test_detached_ops_stay_inside_the_op_a_mask_per_op_found(seed):
 
 
 def test_last_at_least_as_a_scan():
-    from chakra_trace.convert.rank_graph import _last_at_least
+    from chakra_trace.convert.gpu_work import _last_at_least
 
     rng = np.random.default_rng(5)
     for _ in range(200):

@@ -217,7 +217,6 @@ def test_replay_compute_replays_once_and_keeps_it(tmp_path, monkeypatch):
         assert lo <= x["replayed_ms_per_step"] <= hi
         placed = x["replayed_ms_per_step"] - x["unplaced_ms_per_step"]
         assert p.detail["replayed_compute_ms"][r] == pytest.approx(placed * p.steps, abs=0.05)
-        assert x["unplaced_ms_per_step"] < 0.1 * placed
     from chakra_trace.io.cache import cache_dir
 
     assert list(cache_dir().glob("replay-times.*.json")) and not (job / ".chakra-cache").exists()
@@ -230,3 +229,20 @@ def test_replay_compute_replays_once_and_keeps_it(tmp_path, monkeypatch):
     assert again.step_ms == p.step_ms and again.band_ms == p.band_ms
     rp._MEMO.clear()  # (from the file now)
     assert predict(job, prof, compute="replay", replay_budget_s=0.3).step_ms == p.step_ms
+
+
+@pytest.mark.torch
+@pytest.mark.timing  # (a share of measured time: it moved past 10% once under a loaded default run)
+@pytest.mark.timeout(180)
+def test_replay_compute_places_nearly_all_its_time(tmp_path):
+    """compute="replay": the replayed time that lands on no node of the graph is under a tenth of
+    what lands on one, on every rank of the 2-rank ddp recording."""
+    pytest.importorskip("torch")
+    import shutil
+
+    job = tmp_path / "ddp"
+    shutil.copytree("tests/data/corpus/ddp", job, ignore=shutil.ignore_patterns(".chakra-cache"))
+    p = predict(job, _profile(), compute="replay", replay_budget_s=0.3)
+    for x in p.detail["replay"]["per_rank"]:
+        placed = x["replayed_ms_per_step"] - x["unplaced_ms_per_step"]
+        assert x["unplaced_ms_per_step"] < 0.1 * placed, x

@@ -77,9 +77,13 @@ from ..io.workload import Progress, Workload, register_source, select_ranks
 from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.trace import Trace
+from .comm_choice import INPUT_ARG
+from .gpu_work import GpuWork
+from .host_rows import ns_to_us
 from .link import link
 from .pytorch import converter_stamp
-from .rank_graph import INPUT_ARG, ConversionReport, ConversionWarning, GpuWork, GraphBuilder, ns_to_us
+from .rank_graph import GraphBuilder
+from .report import ConversionReport, ConversionWarning
 
 __all__ = [
     "KinetoJobReport",

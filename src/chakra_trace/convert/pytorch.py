@@ -31,8 +31,11 @@ from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.trace import Trace
 from .estimate import time_unlinked
+from .gpu_work import GpuWork
+from .host_rows import name_mask, ns_to_us
 from .linking import MIN_SIMILARITY, check_same_job, link_host, method_label
-from .rank_graph import ConversionReport, ConversionWarning, GpuWork, GraphBuilder, name_mask, ns_to_us
+from .rank_graph import GraphBuilder
+from .report import ConversionReport, ConversionWarning
 
 
 def convert_pytorch(

@@ -19,48 +19,30 @@ converted trace slower than the run it came from.
 
 from __future__ import annotations
 
-import bisect
 import json
-import warnings
-from dataclasses import dataclass, field
-from typing import Any, overload
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..errors import TraceFormatError
 from ..io.collective_names import (
-    SCALAR_TYPE_BYTES,
     CommKind,
     classify,
-    is_backend_op_name,
     is_bookkeeping,
     is_comm_op_name,
-    message_bytes,
 )
 from ..schema.builder import global_metadata
 from ..schema.enums import Attr, NodeType, collective_name
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
-from ..schema.wire import intern_bytes, ranges
+from ..schema.wire import intern_bytes
 from . import sync
+from .comm_choice import CommChoice
 from .flops import needs_values, tensor_cost
-from .linking import method_label
-
-# Which argument of a c10d op holds the data a collective moves (its "input"), by normalized name.
-INPUT_ARG = {
-    "allreduce": 0,
-    "broadcast": 0,
-    "reduce": 0,
-    "allgather": 1,
-    "reducescatter": 1,
-    "alltoall": 1,
-    "alltoallv": 1,
-    "gather": 1,
-    "scatter": 0,
-    "send": 0,
-    "recv": 0,
-}
-
+from .gpu_work import GpuWork, _last_at_least, _ThreadIndex
+from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_to_us, rows_on_device
+from .report import ConversionReport
 
 # Ranges that only label time; record_param_comms only wraps the op that does the communication.
 _ANNOTATION_PREFIXES = (
@@ -73,154 +55,6 @@ _ANNOTATION_PREFIXES = (
     "PyTorch Profiler",
     "record_param_comms",
 )
-
-
-class ConversionWarning(UserWarning):
-    """Something in the input could not be converted faithfully (the conversion continues)."""
-
-
-@dataclass
-class ConversionReport:
-    """What a conversion did, for logs and tests."""
-
-    nodes: int = 0
-    node_types: dict[str, int] = field(default_factory=dict)
-    collectives: list[tuple[str, int]] = field(default_factory=list)  # (type, bytes) in order
-    steps_us: list[float] = field(default_factory=list)  # measured step durations (Kineto)
-    span_us: float = 0.0  # first step start to last step end
-    linked: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what was inferred across ranks
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
-        warnings.warn(message, ConversionWarning, stacklevel=3)
-
-    def collectives_by_type(self) -> dict[str, int]:
-        """Number of collectives of each type, most frequent first."""
-        out: dict[str, int] = {}
-        for t, _ in self.collectives:
-            out[t] = out.get(t, 0) + 1
-        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
-
-    def link_summary(self) -> dict[str, Any]:
-        """How the host ops were linked to the Kineto trace ({} without one): host ops, the linked
-        fraction, ops per method, the methods as text, ops kept with estimated times."""
-        lk = self.linked
-        if not lk:
-            return {}
-        return {
-            "host_ops": int(lk.get("host_ops", 0)),
-            "linked_fraction": float(lk.get("linked_fraction", 0.0)),
-            "similarity": float(lk.get("similarity", 0.0)),
-            "methods": dict(lk.get("methods", {})),
-            "by": method_label(lk),
-            "estimated": int(lk.get("estimated", 0)),
-            "external_id_offset": int(lk.get("offset", 0)),
-        }
-
-
-def rows_on_device(h) -> np.ndarray:
-    """Host rows with a tensor on an accelerator (cuda:*, xpu:*, ...; not cpu, meta or none)."""
-    t = h.tensors
-    n = len(h)
-    if not len(t):
-        return np.zeros(n, bool)
-    dev = np.fromiter((d.split(":")[0] not in ("", "cpu", "meta") for d in t.devices), bool, len(t.devices))
-    per_tensor = dev[t.device] if dev.size else np.zeros(len(t), bool)
-    return np.bincount(t.row[per_tensor], minlength=n)[:n] > 0
-
-
-def name_mask(names: list[str], codes: np.ndarray, pred) -> np.ndarray:
-    """pred(name) of each row, evaluated once per distinct name."""
-    table = np.fromiter((bool(pred(s)) for s in names), bool, len(names))
-    return table[codes] if table.size else np.zeros(codes.size, bool)
-
-
-class _Cycle(Exception):
-    """Parent links that loop (a hostile or broken host trace): the rows on the loop."""
-
-    def __init__(self, rows: list[int]):
-        super().__init__(rows)
-        self.rows = rows
-
-
-def _cycle_from(parent: np.ndarray, row: int) -> list[int]:
-    """The loop that the parent chain from `row` ends in (it never reaches a root)."""
-    for _ in range(parent.size):  # after n steps the walk is on the loop
-        row = int(parent[row])
-    loop = [row]
-    while (row := int(parent[row])) != loop[0]:
-        loop.append(row)
-    return loop
-
-
-def _levels(parent: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
-    """`rows` grouped by depth in the forest `parent` (-1 at roots), shallowest first, so
-    that a level only reads what the levels above it wrote."""
-    depth = np.zeros(parent.size, np.int64)
-    live = np.flatnonzero(parent >= 0)
-    anc = parent[live]
-    steps = 0
-    while live.size:
-        steps += 1
-        if steps > parent.size:
-            raise _Cycle(_cycle_from(parent, int(live[0])))
-        depth[live] += 1
-        anc = parent[anc]
-        keep = anc >= 0
-        live, anc = live[keep], anc[keep]
-    d = depth[rows]
-    order = np.argsort(d, kind="stable")
-    return np.split(rows[order], np.flatnonzero(np.diff(d[order])) + 1)
-
-
-@overload
-def ns_to_us(ns: int) -> np.int64: ...
-@overload
-def ns_to_us(ns: np.ndarray) -> np.ndarray: ...
-def ns_to_us(ns: np.ndarray | int) -> np.ndarray | np.int64:
-    """ns -> µs, rounded half to even (as Python's round)."""
-    return np.rint(np.asarray(ns, np.int64) / 1000.0).astype(np.int64)
-
-
-_SIG_CHUNK = 1 << 16  # rows per batch when hashing tensor signatures (bounds temporary memory)
-
-
-def _signatures(name: np.ndarray, t, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Everything the cost model reads of each row (its name code, and per tensor: itemsize,
-    output, arg, elem, undefined, shape), as one byte string per row: (buffer, start, length)."""
-    counts = t.indptr[rows + 1] - t.indptr[rows]
-    ks = ranges(t.indptr[rows], counts)
-    has = t.has_shape[ks]
-    nd = np.where(has, t.shape_indptr[ks + 1] - t.shape_indptr[ks], 1)
-    null = np.fromiter(("nullptr" in x for x in t.types), bool, len(t.types))
-    size = 7 + nd  # int64 words per tensor
-    row_words = np.zeros(rows.size, np.int64)
-    np.add.at(row_words, np.repeat(np.arange(rows.size), counts), size)
-    row_words += 1  # the name code first
-    row_base = np.cumsum(row_words) - row_words
-    first_k = np.cumsum(counts) - counts
-    csize = np.cumsum(size) - size
-    # a row without tensors may start one past the last tensor; it is repeated 0 times, so pad with 0
-    off = np.repeat(row_base + 1 - np.append(csize, 0)[first_k], counts) + csize
-    flat = np.empty(int(row_words.sum()), np.int64)
-    flat[row_base] = name[rows]
-    for j, col in enumerate(
-        (
-            t.itemsize[ks],
-            t.output[ks],
-            t.arg[ks],
-            t.elem[ks],
-            null[t.type[ks]] if null.size else np.zeros(ks.size, bool),
-            has,
-            nd,
-        )
-    ):
-        flat[off + j] = col
-    flat[ranges(off[has] + 7, nd[has])] = t.shape_dims[ranges(t.shape_indptr[ks[has]], nd[has])]
-    flat[off[~has] + 7] = t.numel[ks[~has]]
-    return flat.view(np.uint8), row_base * 8, row_words * 8
 
 
 @dataclass(eq=False)
@@ -266,7 +100,7 @@ class _Nodes:
     thread_of: np.ndarray
 
 
-class GraphBuilder:
+class GraphBuilder(CommChoice):
     def __init__(self, host, start, end, tid, user_annotation, steps, report: ConversionReport):
         self.h = host
         self.names = host.name_array
@@ -479,247 +313,6 @@ class GraphBuilder:
         own = rows == tgt[rows]
         nbytes[rows[own]] = b_rows[own]
         return flops, known, nbytes
-
-    def _async_work(self, comm: set[int]) -> tuple[set[int], set[int]]:
-        """Backend ops (gloo:all_reduce, gloo:send, ...) of a c10d op: (those the c10d op waited
-        for, the c10d ops that only queued theirs). A c10d op that returned before its work ended
-        is a CPU node and the backend op is the collective or send/recv, with the time the
-        transfer took; one that returned with its work is the communication node. Where the
-        backend op runs does not matter: gloo's all-reduce is recorded on its worker thread, its
-        send/recv on the calling thread, from the post to the completion."""
-        sync, issuers = set(), set()
-        self.issued_by: dict[int, int] = {}  # backend op -> the c10d op that only queued it
-        self._fifo_issuer(comm)
-        for i in comm:
-            if is_backend_op_name(self.names[i]):
-                c = self._issuer(i, comm)
-                if c >= 0 and c != i and c in comm:
-                    if 0 <= self.end[c] + _JOIN_NS < self.end[i]:
-                        issuers.add(c)
-                        self.issued_by[i] = c
-                    else:
-                        sync.add(i)
-        return sync, issuers
-
-    def _with_ancestors(self, rows: set[int], hops: int = 3) -> set[int]:
-        """Rows and the ops up to `hops` call levels above them: a kernel that runs a collective is
-        the collective, so the op that launched it (nccl:all_reduce) is not one, nor are the
-        record_param_comms and c10d op above that."""
-        h, out = self.h, set(rows)
-        for i in rows:
-            j = i
-            for _ in range(hops):
-                if h.parent[j] < 0 or (j := h.row(int(h.parent[j]))) < 0:
-                    break
-                out.add(j)
-        return out
-
-    def _own_lanes(self, comm: set[int]) -> None:
-        """Give each backend op that outlives its c10d op on the same thread a lane of its own.
-        gloo records an asynchronous send/recv (isend/irecv, batch_isend_irecv in
-        torch.distributed.pipelining) on the calling thread from its post to its completion, so
-        it spans the ops the thread ran meanwhile; nested by time it would swallow them, and
-        chained in thread order it would hold the thread until the peer took the message."""
-        if not self.timed:
-            return
-        for i in sorted(comm):
-            if self.names[i].startswith("gloo:"):
-                c = self._issuer(i, comm)
-                if c >= 0 and c != i and self.tid[c] == self.tid[i] and 0 <= self.end[c] + _JOIN_NS < self.end[i]:
-                    self.tid[i] = self._new_lane()
-
-    def _new_lane(self) -> int:
-        self._lane -= 1
-        return self._lane
-
-    def _take_late_work(self, comm: set[int]) -> None:
-        """Backend work that only Kineto recorded (`late_work`): the host trace stopped before
-        gloo's worker thread began what the last c10d ops queued, so those c10d ops have no
-        backend op. Each is given to the earliest c10d op queued before it and after every c10d
-        op a recorded backend op claims (gloo serves its queue in order); that op, returned
-        before its work ended, then stands for the collective: from its call to the work's end,
-        on a lane of its own, after the op before it on its thread and joined by it as backend
-        work is (`_comm_nodes`), so the thread goes on meanwhile as it did."""
-        if not self.timed or not len(self.late_work):
-            return
-        names, start, end = self.names, self.start, self.end
-        c10d = sorted(
-            (c for c in comm if names[c].startswith("c10d::") and end[c] >= 0), key=lambda c: (int(start[c]), c)
-        )
-        claimed = {self._issuer(i, comm) for i in comm if is_backend_op_name(names[i])}
-        last = max((int(start[c]) for c in claimed if c >= 0), default=-1)
-        free = [c for c in c10d if c not in claimed and start[c] > last]
-        k = 0
-        for s, e in sorted(map(tuple, self.late_work.tolist())):
-            if k < len(free) and start[free[k]] <= s and 0 <= end[free[k]] + _JOIN_NS < e:
-                c = free[k]
-                self.detached[c] = (int(self.tid[c]), int(end[c]))
-                end[c], self.tid[c] = e, self._new_lane()
-                k += 1
-        lo, hi = self.window  # the trace runs until that work is done, as `cover` does for the rest
-        hi = max([hi, *(int(end[c]) for c in self.detached)])
-        self.window, self.r.span_us = (lo, hi), (hi - lo) / 1000
-
-    def _fifo_issuer(self, comm: set[int]) -> None:
-        """Issuers of the backend ops that `_issuer` cannot find (gloo runs a reduce-scatter as an
-        all-reduce of a buffer of its own: no tensor in common, and its worker thread is no child
-        of the caller): a backend runs its work in the order it was queued, so each such op is
-        given the earliest c10d op queued before it that no backend op claims."""
-        names = self.names
-        self._issuer_fifo: dict[int, int] = {}
-        backend = [i for i in comm if is_backend_op_name(names[i])]
-        found = {i: self._issuer(i, comm) for i in backend}
-        orphans = [i for i, c in found.items() if c < 0 or c not in comm]
-        if not orphans:
-            return
-        when = self.start if self.timed else np.arange(len(self.h), dtype=np.int64)
-        claimed = {c for c in found.values() if c >= 0}
-        free = sorted(
-            (c for c in comm if names[c].startswith("c10d::") and c not in claimed), key=lambda c: (int(when[c]), c)
-        )
-        k = 0
-        for i in sorted(orphans, key=lambda i: (int(when[i]), i)):
-            if k < len(free) and when[free[k]] <= when[i]:
-                self._issuer_fifo[i] = free[k]
-                k += 1
-
-    def _issuer(self, i: int, comm: set[int]) -> int:
-        """The c10d op that issued backend op i (gloo:/nccl:), by shared tensors, else the ET
-        parent, else the order of the queue (`_fifo_issuer`)."""
-        h, names = self.h, self.names
-        if names[i].startswith("c10d::") or names[i] == "record_param_comms":
-            return i
-        fifo = getattr(self, "_issuer_fifo", {})
-        if i in fifo:
-            return fifo[i]
-        t = h.tensors
-        # the latest c10d op before it that used one of its tensors: latest by start time when
-        # timed (a worker thread's op can come first in the file), else by position
-        when = self.start if self.timed else np.arange(len(h), dtype=np.int64)
-        if not hasattr(self, "_c10d_by_tensor"):  # tensor id -> (when, row) of c10d ops using it, sorted
-            self._c10d_by_tensor: dict[int, list[tuple[int, int]]] = {}
-            for j in sorted(comm, key=lambda j: (int(when[j]), j)):
-                if names[j].startswith("c10d::"):
-                    for tid in set(t.tensor_id[t.of(j)].tolist()):
-                        self._c10d_by_tensor.setdefault(tid, []).append((int(when[j]), j))
-        best, best_when = -1, None
-        for tid in set(t.tensor_id[t.of(i)].tolist()):
-            rows = self._c10d_by_tensor.get(tid, [])
-            k = bisect.bisect_left(rows, (int(when[i]), i))
-            if k and (best_when is None or rows[k - 1] > (best_when, best)):
-                best_when, best = rows[k - 1]
-        p, hops = i, 0
-        while best < 0 and h.parent[p] >= 0 and hops < 4:  # nccl:* -> record_param_comms -> c10d::*
-            p, hops = h.row(int(h.parent[p])), hops + 1
-            if p < 0:
-                break
-            if names[p].startswith("c10d::"):
-                best = p
-        return best
-
-    def _comm_size(self, i: int, issuer: int, ctype: int | None) -> int:
-        """Bytes a collective moves (record_param_comms attributes, else the c10d op's tensors)."""
-        h = self.h
-        rpc = self._record_param_comms(issuer if issuer >= 0 else i)
-        if rpc >= 0:
-            nel_in = h.attr(rpc, "in_msg_nelems")
-            nel_out = h.attr(rpc, "out_msg_nelems")
-            item = SCALAR_TYPE_BYTES.get(str(h.attr(rpc, "dtype")), None)
-            if nel_in is not None and item is not None:
-                # (ctype None: point-to-point, which message_bytes sizes by its input)
-                return message_bytes(ctype, int(nel_in) * item, int(nel_out or 0) * item)
-        src = issuer if issuer >= 0 else i
-        key = classify(self.names[src]).key
-        arg = INPUT_ARG.get(key, 0)
-        t = h.tensors
-        sl = t.of(src)
-        sel = (~t.output[sl]) & (t.arg[sl] == arg)
-        if not sel.any():  # e.g. a backend op whose only tensor is its buffer
-            sel = ~t.output[sl]
-        return int((t.numel[sl][sel] * t.itemsize[sl][sel]).sum())
-
-    def _record_param_comms(self, issuer: int) -> int:
-        """The record_param_comms child of a c10d op that carries collective attributes, if any."""
-        h = self.h
-        if self.names[issuer] == "record_param_comms":
-            return issuer if h.attr(issuer, "in_msg_nelems") is not None else -1
-        if not hasattr(self, "_rpc_children"):  # record_param_comms rows by parent id, built once
-            self._rpc_children: dict[int, list[int]] = {}
-            for j in h.names_of("record_param_comms").tolist():
-                self._rpc_children.setdefault(int(h.parent[j]), []).append(j)
-        for j in self._rpc_children.get(int(h.ids[issuer]), []):
-            if h.attr(j, "in_msg_nelems") is not None and h.attr(j, "collective_name") != "wait":
-                return j
-        return -1
-
-    def _splits(self, issuer: int) -> dict[str, str]:
-        """all_to_allv split sizes per peer as recorded, e.g. {"in_split_size": "[2, 6]"}: from
-        record_param_comms (NCCL), else the c10d op's own arguments. Units are the recorded
-        ones (elements or rows); consumers use them as proportions of comm_size."""
-        rpc = self._record_param_comms(issuer) if issuer >= 0 else -1
-        out = {}
-        for key in ("in_split_size", "out_split_size"):
-            v = self.h.attr(rpc, key) if rpc >= 0 else None
-            if v not in (None, "", "[]", []):
-                out[key] = v if isinstance(v, str) else json.dumps(v)
-        if not out and issuer >= 0 and classify(self.names[issuer]).key in ("alltoall", "alltoallv"):
-            out = self._c10d_splits(issuer)
-        return out
-
-    def _c10d_splits(self, issuer: int) -> dict[str, str]:
-        """Split sizes from the arguments of the c10d op (gloo jobs have no record_param_comms to
-        record them): c10d::alltoall_base_'s output_split_sizes and input_split_sizes (rows), or
-        the elements of each tensor of c10d::alltoall_'s output and input lists (one per peer)."""
-        inputs = self.h.io(issuer)[0]
-        vals, shapes = inputs["values"], inputs["shapes"]
-        out = {}
-        if self.names[issuer].startswith("c10d::alltoall_base"):
-            for key, k in (("out_split_size", 3), ("in_split_size", 4)):
-                v = vals[k] if len(vals) > k else None
-                if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-                    out[key] = json.dumps(v)
-            return out
-        for key, k in (("out_split_size", 0), ("in_split_size", 1)):
-            per_peer = shapes[k] if len(shapes) > k else None
-            if isinstance(per_peer, list) and per_peer and all(isinstance(x, list) for x in per_peer):
-                out[key] = json.dumps([int(np.prod(x, dtype=np.int64)) for x in per_peer])
-        return out
-
-    def _pg_name(self, issuer: int) -> str | None:
-        rpc = self._record_param_comms(issuer) if issuer >= 0 else -1
-        if rpc >= 0 and self.h.attr(rpc, "pg_name") is not None:
-            return str(self.h.attr(rpc, "pg_name"))
-        groups = self.h.process_groups
-        return str(groups[0].get("pg_name", "0")) if len(groups) == 1 else None
-
-    def _comm_attrs(self, i: int, issuer: int, kind) -> dict:
-        """Type and attributes of the node of communication op i (a collective or send/recv). The
-        c10d op that issued a backend op names the collective (gloo runs some reduce-scatters as
-        an all-reduce of its own: the job did a reduce-scatter)."""
-        if 0 <= issuer != i and kind.collective is not None:
-            by_issuer = classify(self.names[issuer])
-            if by_issuer.collective is not None:
-                kind = by_issuer
-        size = self._comm_size(i, issuer, kind.collective)
-        if kind.collective is not None:
-            self.r.collectives.append((collective_name(kind.collective), size))
-            return dict(
-                type=NodeType.COMM_COLL_NODE,
-                comm_type=kind.collective,
-                comm_size=size,
-                pg_name=self._pg_name(issuer),
-                **self._splits(issuer),
-            )
-        src = issuer if issuer >= 0 else i
-        vals = self.h.io(src)[0]["values"]
-        peer = vals[2] if len(vals) > 2 and isinstance(vals[2], int) else None
-        tag = vals[3] if len(vals) > 3 and isinstance(vals[3], int) else 0
-        if peer is None:
-            self.r.warn(f"node id {int(self.h.ids[i])}: {self.names[i]} without a recorded peer rank")
-            peer = -1
-        if kind.p2p == "recv":
-            return dict(type=NodeType.COMM_RECV_NODE, comm_src=peer, comm_size=size, comm_tag=tag)
-        return dict(type=NodeType.COMM_SEND_NODE, comm_dst=peer, comm_size=size, comm_tag=tag)
 
     def _main_thread(self, node_rows) -> int:
         """The thread that runs the training loop: the one of the ProfilerStep annotations."""
@@ -1131,81 +724,6 @@ class GraphBuilder:
             out_dst.append(ev_ids[gk[cand]])
 
 
-def _last_at_least(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """For each query, the last i in [lo, hi) with values[i] >= x (-1: none): a tree of maxima,
-    built level by level, walked down from the right, O(log n) per query."""
-    n = values.size
-    size = 1 << max(n - 1, 0).bit_length()
-    tree = np.full(2 * size, np.iinfo(np.int64).min, np.int64)
-    tree[size : size + n] = values
-    for level in range(size.bit_length() - 2, -1, -1):
-        a = 1 << level
-        tree[a : 2 * a] = np.maximum(tree[2 * a : 4 * a : 2], tree[2 * a + 1 : 4 * a : 2])
-    t = tree.tolist()
-    out = []
-    for a, b, v in zip(lo.tolist(), hi.tolist(), x.tolist()):
-        found = -1
-        left, right = [], []  # the covering nodes of [a, b), left to right
-        a += size
-        b += size
-        while a < b:
-            if a & 1:
-                left.append(a)
-                a += 1
-            if b & 1:
-                b -= 1
-                right.append(b)
-            a >>= 1
-            b >>= 1
-        for node in right + left[::-1]:  # right to left
-            if t[node] >= v:
-                while node < size:  # down to the rightmost leaf that holds one
-                    node = 2 * node + 1 if t[2 * node + 1] >= v else 2 * node
-                found = node - size
-                break
-        out.append(found)
-    return np.array(out, np.int64)
-
-
-_JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it
-
-
-class _ThreadIndex:
-    """Host events of each thread in time order, for the few lookups communication needs."""
-
-    def __init__(self, host, th, s, e, ev_ids):
-        self.th, self.s, self.e, self.ids = th, s, e, ev_ids
-        ks = np.flatnonzero(host)
-        order = np.argsort(th[ks], kind="stable")
-        ks = ks[order]
-        cut = np.flatnonzero(np.diff(th[ks])) + 1
-        self.by = {int(th[g[0]]): g for g in np.split(ks, cut) if g.size}
-
-    def last_before(self, thread: int, k: int, t: int) -> int | None:
-        """The node that ran last on `thread` before time t, among events before position k."""
-        pos = self.by.get(thread)
-        if pos is None:
-            return None
-        n = int(np.searchsorted(pos, k))
-        j = int(np.searchsorted(self.e[pos[:n]], t, "right"))  # a thread's nodes do not overlap
-        return int(self.ids[pos[j - 1]]) if j else None
-
-    def joiner(self, thread: int, k: int, t: int) -> int | None:
-        """The node on `thread` (after position k) that waited for work ending at time t: the
-        first one that starts at or after t, when it starts within `_JOIN_NS` of t (the thread
-        sat waiting); otherwise the thread was busy and joins the work only at its last node
-        (DDP waits for its buckets at the end of backward, not where each happened to end)."""
-        pos = self.by.get(thread)
-        if pos is None:
-            return None
-        j = max(int(np.searchsorted(pos, k, "right")), int(np.searchsorted(self.s[pos], t, "left")))
-        if j >= pos.size:
-            return None
-        if self.s[pos[j]] - t > _JOIN_NS:
-            j = pos.size - 1
-        return int(self.ids[pos[j]])
-
-
 def _sparse(values: dict[int, Any], n: int) -> tuple[np.ndarray, np.ndarray]:
     col = np.zeros(n, np.int64)
     mask = np.zeros(n, bool)
@@ -1221,55 +739,3 @@ def _sparse_strings(values: dict[int, str], n: int) -> tuple[tuple[np.ndarray, l
     codes = {k: table.setdefault(v, len(table)) for k, v in values.items()}
     col, mask = _sparse(codes, n)
     return (col, list(table)), mask
-
-
-class GpuWork:
-    """GPU kernels, copies and sets from Kineto, with the host rows that launched them."""
-
-    def __init__(self, kin, lk):
-        self.kin = kin
-        self.lk = lk
-
-    def hosts_of_comm_kernels(self, window: tuple[int, int] | None = None) -> set[int]:
-        """Host ops whose communication a GPU kernel in the window does (that kernel becomes the
-        collective node; an op whose kernel lies outside keeps its own node)."""
-        lk, kin = self.lk, self.kin
-        comm_code = name_mask(kin.names, kin.name[lk.gpu_event], lambda s: classify(s).is_comm)
-        ok = comm_code & (lk.gpu_host >= 0)
-        if window is not None:
-            ok &= (lk.gpu_start >= window[0]) & (lk.gpu_start <= window[1])
-        return set(lk.gpu_host[ok].tolist())
-
-    def events(self, folded_into: np.ndarray, window: tuple[int, int]) -> dict[str, np.ndarray]:
-        """GPU work launched by converted ops inside the window: start, end, device, stream,
-        stream_key (one code per (device, stream)), krow (Kineto row), hrow (launching host row)."""
-        lk = self.lk
-        h = lk.gpu_host
-        s = lk.gpu_start
-        ok = (h >= 0) & (folded_into[np.maximum(h, 0)] >= 0) & (s >= window[0]) & (s <= window[1])
-        dev, stream = lk.gpu_device[ok], lk.gpu_stream[ok]
-        pairs = np.stack([dev, stream], axis=1)
-        key = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1) if ok.any() else np.zeros(0, np.int64)
-        return {
-            "start": s[ok],
-            "end": s[ok] + np.maximum(lk.gpu_duration[ok], 0),
-            "device": dev,
-            "stream": stream,
-            "stream_key": key,
-            "krow": lk.gpu_event[ok],
-            "hrow": h[ok],
-        }
-
-    def sync_points(self) -> dict[int, list[tuple[int, int]]]:
-        """{thread: [(start, end), ...] sorted} of runtime calls where the host waits for the GPU."""
-        kin = self.kin
-        out: dict[int, list[tuple[int, int]]] = {}
-        names = kin.names
-        code = kin.cat_code("cuda_runtime")
-        for r in np.flatnonzero(kin.cat == code).tolist() if code >= 0 else []:
-            name = names[kin.name[r]]
-            if "Synchronize" in name or name in ("cudaMemcpy", "cudaMemcpy2D", "cudaMemset"):
-                out.setdefault(int(kin.tid[r]), []).append((int(kin.ts[r]), int(kin.ts[r] + max(kin.dur[r], 0))))
-        for calls in out.values():
-            calls.sort()
-        return out

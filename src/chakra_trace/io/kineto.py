@@ -45,10 +45,8 @@ both give the same trace and the same errors. ``CHAKRA_TRACE_PURE=1`` disables i
 
 from __future__ import annotations
 
-import codecs
 import json
 import json.decoder
-import json.scanner
 import os
 import re
 import sys
@@ -61,7 +59,8 @@ from typing import Any
 import numpy as np
 
 from .._native import load as load_native
-from ..errors import TraceFormatError, reader_limit
+from ..errors import TraceFormatError
+from .json_text import CHUNK, Text, scanner
 from .stream import Limits, open_binary
 
 _native = load_native("chakra_trace.io._kineto")  # optional C kernels; None: the numpy/Python path
@@ -82,12 +81,8 @@ RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 _STEP_RE = re.compile(r"ProfilerStep#(\d+)\Z")
-_WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
-_CHUNK = 4 << 20
 _scanstring = json.decoder.scanstring  # type: ignore[attr-defined]  # the C scanner's own string decoder
-_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")  # a cut one cannot parse yet
-_MAX_EVENT = 256 << 20  # one JSON value (an event or a metadata member) may not exceed this
 
 # args keys -> column names, in the order of KinetoTrace._ARG_COLUMNS
 _ARG_KEYS = ("External id", "Record function id", "correlation", "stream", "device", "Ev Idx", "bytes")
@@ -392,92 +387,6 @@ class KinetoTrace:
 
 
 # ---------------------------------------------------------------------- parsing
-class _Text:
-    """A chunked, incrementally decoded text buffer over a binary stream."""
-
-    def __init__(self, f, path: str, chunk: int = _CHUNK):
-        self.f = f
-        self.path = path
-        self.chunk = chunk
-        self.dec = codecs.getincrementaldecoder("utf-8")("strict")
-        self.buf = ""
-        self.base = 0  # character offset of buf[0] in the whole text
-        self.eof = False
-
-    def more(self, pos: int, want: int | None = None) -> int:
-        """Drop buf[:pos], append at least one more chunk; returns the new position of pos."""
-        if self.eof:
-            return pos
-        data = self.f.read(want or self.chunk)
-        try:
-            text = self.dec.decode(data, final=not data)
-        except UnicodeDecodeError as e:
-            raise TraceFormatError(
-                self.path, f"not UTF-8 text ({e.reason})", offset=self.base + len(self.buf), offset_kind="character"
-            ) from None
-        if not data:
-            self.eof = True
-        if pos:
-            self.base += pos
-            self.buf = self.buf[pos:] + text
-        else:
-            self.buf += text
-        return 0
-
-    def skip_ws(self, pos: int) -> int:
-        while True:
-            pos = _WS.match(self.buf, pos).end()  # type: ignore[union-attr]  # (matches the empty string)
-            if pos < len(self.buf) or self.eof:
-                return pos
-            pos = self.more(pos)
-
-    def fail(self, pos: int, reason: str) -> TraceFormatError:
-        return TraceFormatError(self.path, reason, offset=self.base + pos, offset_kind="character")
-
-    def expect(self, pos: int, ch: str, what: str) -> int:
-        pos = self.skip_ws(pos)
-        if pos >= len(self.buf):
-            raise self.fail(pos, f"file ends where {what} was expected (truncated file)")
-        if self.buf[pos] != ch:
-            raise self.fail(pos, f"expected {what}, found {self.buf[pos : pos + 20]!r}")
-        return pos + 1
-
-    def value(self, pos: int, scan, what: str) -> tuple[Any, int]:
-        """Decode one JSON value at buf[pos] (after whitespace), reading more text as needed."""
-        want = self.chunk
-        while True:
-            pos = self.skip_ws(pos)
-            try:
-                val, end = scan(self.buf, pos)
-                if end < len(self.buf) or self.eof:
-                    return val, end
-                err_pos, msg, cut = end, "", True  # a number may go on in the next chunk
-            except StopIteration as e:  # no value at e.value (json's C scanner: also a nested one)
-                rest = self.buf[e.value : e.value + 9]
-                err_pos, msg = e.value, "expected a JSON value"
-                cut = e.value + len(rest) >= len(self.buf) and any(w.startswith(rest) for w in _LITERALS)
-            except json.JSONDecodeError as e:
-                err_pos, msg = e.pos, e.msg
-                cut = msg.startswith("Unterminated string") or e.pos >= len(self.buf) - 6
-            except (ValueError, RecursionError) as e:
-                limit = reader_limit(e, self.buf, pos)
-                if limit is None:
-                    raise
-                raise self.fail(limit[1], f"{what}: {limit[0]}") from None
-            if not cut or self.eof:
-                tail = " (truncated file)" if self.eof and cut else ""
-                raise self.fail(err_pos, f"bad JSON in {what}: {msg}{tail}")
-            if len(self.buf) - pos > _MAX_EVENT:
-                raise self.fail(pos, f"{what} is larger than {_MAX_EVENT} characters")
-            pos = self.more(pos, want)
-            want = min(want * 2, _MAX_EVENT)
-
-
-def _scanner(parse_float=None):
-    dec = json.JSONDecoder(parse_float=parse_float) if parse_float else json.JSONDecoder()
-    return json.scanner.make_scanner(dec)  # type: ignore[arg-type]  # (typeshed's stub names a class)
-
-
 _PH = {chr(i): i for i in range(128)}
 _NEXT_EVENT = re.compile(r"[ \t\n\r]*,[ \t\n\r]*\{")
 
@@ -556,7 +465,7 @@ class _Columns:
         self.kept: dict[int, dict] = {}
         self._names: list = []  # name_idx as a list, refreshed as it grows
         self._pats: dict[str, re.Pattern] = {}
-        self._scan = _scanner(parse_float=str)
+        self._scan = scanner(parse_float=str)
         self.ph = bytearray()
         self.cat = array("h")
         self.name = array("i")
@@ -742,7 +651,7 @@ class _Columns:
         )
 
 
-def _iter_members(t: _Text, scan_meta, on_events) -> Iterator[tuple[str, Any]]:
+def _iter_members(t: Text, scan_meta, on_events) -> Iterator[tuple[str, Any]]:
     """Walk the top-level object: yields (key, value) for every member except traceEvents,
     which is handed to `on_events(pos) -> pos` to be streamed."""
     pos = t.expect(0, "{", "'{' (a Kineto trace is a JSON object)")
@@ -777,7 +686,7 @@ def read_kineto(
     path: str | os.PathLike,
     *,
     limits: Limits | None = None,
-    chunk: int = _CHUNK,
+    chunk: int = CHUNK,
     args_for: Callable[[str], bool] | None = None,
 ) -> KinetoTrace:
     """Read a Kineto JSON trace (plain or gzip, sniffed) into a columnar `KinetoTrace`.
@@ -791,14 +700,14 @@ def read_kineto(
     f, _gz = open_binary(path, limits)
     cols = _Columns(args_for)
     metadata: dict = {}
-    scan_meta = _scanner()
-    scan_ev = _scanner(parse_float=str)  # keep float text: ts/dur are converted to ns exactly
+    scan_meta = scanner()
+    scan_ev = scanner(parse_float=str)  # keep float text: ts/dur are converted to ns exactly
     bulk_decode = json.JSONDecoder(parse_float=str).decode
     seen_events = []
     native = _native  # looked up per call: tests switch it off
 
     with f:
-        t = _Text(f, path, chunk)
+        t = Text(f, path, chunk)
 
         def add(adder, events, n: int) -> None:
             try:

@@ -15,7 +15,7 @@ from typing import overload
 
 import numpy as np
 
-from ..convert.rank_graph import name_mask
+from ..convert.host_rows import name_mask
 from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.devices import device_spec

@@ -27,9 +27,10 @@ from typing import BinaryIO, cast
 
 import numpy as np
 
+from ...convert.host_rows import ns_to_us
 from ...convert.profiler import convert_kineto_trace
 from ...convert.pytorch import convert_pytorch
-from ...convert.rank_graph import ConversionWarning, ns_to_us
+from ...convert.report import ConversionWarning
 from ...errors import ChakraError
 from ...io.et import atomic_output
 from ...io.kineto import CPU_CATS, GPU_CATS, KinetoTrace, read_kineto

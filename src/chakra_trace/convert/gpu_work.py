@@ -1,0 +1,137 @@
+"""A rank's GPU work from Kineto (kernels, copies and sets with the host ops that launched them,
+and the runtime calls where the host waited for the GPU), and the per-thread index of host events
+that places a collective's issue and join."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..io.collective_names import classify
+from .host_rows import name_mask
+
+
+def _last_at_least(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each query, the last i in [lo, hi) with values[i] >= x (-1: none): a tree of maxima,
+    built level by level, walked down from the right, O(log n) per query."""
+    n = values.size
+    size = 1 << max(n - 1, 0).bit_length()
+    tree = np.full(2 * size, np.iinfo(np.int64).min, np.int64)
+    tree[size : size + n] = values
+    for level in range(size.bit_length() - 2, -1, -1):
+        a = 1 << level
+        tree[a : 2 * a] = np.maximum(tree[2 * a : 4 * a : 2], tree[2 * a + 1 : 4 * a : 2])
+    t = tree.tolist()
+    out = []
+    for a, b, v in zip(lo.tolist(), hi.tolist(), x.tolist()):
+        found = -1
+        left, right = [], []  # the covering nodes of [a, b), left to right
+        a += size
+        b += size
+        while a < b:
+            if a & 1:
+                left.append(a)
+                a += 1
+            if b & 1:
+                b -= 1
+                right.append(b)
+            a >>= 1
+            b >>= 1
+        for node in right + left[::-1]:  # right to left
+            if t[node] >= v:
+                while node < size:  # down to the rightmost leaf that holds one
+                    node = 2 * node + 1 if t[2 * node + 1] >= v else 2 * node
+                found = node - size
+                break
+        out.append(found)
+    return np.array(out, np.int64)
+
+
+_JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it
+
+
+class _ThreadIndex:
+    """Host events of each thread in time order, for the few lookups communication needs."""
+
+    def __init__(self, host, th, s, e, ev_ids):
+        self.th, self.s, self.e, self.ids = th, s, e, ev_ids
+        ks = np.flatnonzero(host)
+        order = np.argsort(th[ks], kind="stable")
+        ks = ks[order]
+        cut = np.flatnonzero(np.diff(th[ks])) + 1
+        self.by = {int(th[g[0]]): g for g in np.split(ks, cut) if g.size}
+
+    def last_before(self, thread: int, k: int, t: int) -> int | None:
+        """The node that ran last on `thread` before time t, among events before position k."""
+        pos = self.by.get(thread)
+        if pos is None:
+            return None
+        n = int(np.searchsorted(pos, k))
+        j = int(np.searchsorted(self.e[pos[:n]], t, "right"))  # a thread's nodes do not overlap
+        return int(self.ids[pos[j - 1]]) if j else None
+
+    def joiner(self, thread: int, k: int, t: int) -> int | None:
+        """The node on `thread` (after position k) that waited for work ending at time t: the
+        first one that starts at or after t, when it starts within `_JOIN_NS` of t (the thread
+        sat waiting); otherwise the thread was busy and joins the work only at its last node
+        (DDP waits for its buckets at the end of backward, not where each happened to end)."""
+        pos = self.by.get(thread)
+        if pos is None:
+            return None
+        j = max(int(np.searchsorted(pos, k, "right")), int(np.searchsorted(self.s[pos], t, "left")))
+        if j >= pos.size:
+            return None
+        if self.s[pos[j]] - t > _JOIN_NS:
+            j = pos.size - 1
+        return int(self.ids[pos[j]])
+
+
+class GpuWork:
+    """GPU kernels, copies and sets from Kineto, with the host rows that launched them."""
+
+    def __init__(self, kin, lk):
+        self.kin = kin
+        self.lk = lk
+
+    def hosts_of_comm_kernels(self, window: tuple[int, int] | None = None) -> set[int]:
+        """Host ops whose communication a GPU kernel in the window does (that kernel becomes the
+        collective node; an op whose kernel lies outside keeps its own node)."""
+        lk, kin = self.lk, self.kin
+        comm_code = name_mask(kin.names, kin.name[lk.gpu_event], lambda s: classify(s).is_comm)
+        ok = comm_code & (lk.gpu_host >= 0)
+        if window is not None:
+            ok &= (lk.gpu_start >= window[0]) & (lk.gpu_start <= window[1])
+        return set(lk.gpu_host[ok].tolist())
+
+    def events(self, folded_into: np.ndarray, window: tuple[int, int]) -> dict[str, np.ndarray]:
+        """GPU work launched by converted ops inside the window: start, end, device, stream,
+        stream_key (one code per (device, stream)), krow (Kineto row), hrow (launching host row)."""
+        lk = self.lk
+        h = lk.gpu_host
+        s = lk.gpu_start
+        ok = (h >= 0) & (folded_into[np.maximum(h, 0)] >= 0) & (s >= window[0]) & (s <= window[1])
+        dev, stream = lk.gpu_device[ok], lk.gpu_stream[ok]
+        pairs = np.stack([dev, stream], axis=1)
+        key = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1) if ok.any() else np.zeros(0, np.int64)
+        return {
+            "start": s[ok],
+            "end": s[ok] + np.maximum(lk.gpu_duration[ok], 0),
+            "device": dev,
+            "stream": stream,
+            "stream_key": key,
+            "krow": lk.gpu_event[ok],
+            "hrow": h[ok],
+        }
+
+    def sync_points(self) -> dict[int, list[tuple[int, int]]]:
+        """{thread: [(start, end), ...] sorted} of runtime calls where the host waits for the GPU."""
+        kin = self.kin
+        out: dict[int, list[tuple[int, int]]] = {}
+        names = kin.names
+        code = kin.cat_code("cuda_runtime")
+        for r in np.flatnonzero(kin.cat == code).tolist() if code >= 0 else []:
+            name = names[kin.name[r]]
+            if "Synchronize" in name or name in ("cudaMemcpy", "cudaMemcpy2D", "cudaMemset"):
+                out.setdefault(int(kin.tid[r]), []).append((int(kin.ts[r]), int(kin.ts[r] + max(kin.dur[r], 0))))
+        for calls in out.values():
+            calls.sort()
+        return out
