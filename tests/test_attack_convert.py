@@ -643,7 +643,7 @@ def test_detached_ops_stay_inside_the_op_a_mask_per_op_found(seed):
 
 
 def test_last_at_least_as_a_scan():
-    from chakra_trace.convert.gpu_work import _last_at_least
+    from chakra_trace.convert.sync import _last_at_least
 
     rng = np.random.default_rng(5)
     for _ in range(200):

@@ -62,14 +62,6 @@ def _rows(con, sql: str, order: str = "") -> list[tuple]:
     return con.execute(f"{sql} AND database_name = current_database() {order}").fetchall()
 
 
-def check_schema(con, path: str) -> None:
-    """Refuse a catalog that holds anything but base tables of data: views and macros anywhere,
-    generated columns, defaults or checks in any table (code that runs when rows are read or
-    written), and chakra tables whose columns or types differ from `schema.ddl`'s."""
-    check_code(con, path)
-    check_tables(con, path)
-
-
 def check_code(con, path: str) -> None:
     """Refuse views, macros, computed columns and CHECK / FOREIGN KEY constraints."""
     views = _rows(con, "SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal")

@@ -9,43 +9,6 @@ import numpy as np
 from ..io.collective_names import classify
 from .host_rows import name_mask
 
-
-def _last_at_least(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """For each query, the last i in [lo, hi) with values[i] >= x (-1: none): a tree of maxima,
-    built level by level, walked down from the right, O(log n) per query."""
-    n = values.size
-    size = 1 << max(n - 1, 0).bit_length()
-    tree = np.full(2 * size, np.iinfo(np.int64).min, np.int64)
-    tree[size : size + n] = values
-    for level in range(size.bit_length() - 2, -1, -1):
-        a = 1 << level
-        tree[a : 2 * a] = np.maximum(tree[2 * a : 4 * a : 2], tree[2 * a + 1 : 4 * a : 2])
-    t = tree.tolist()
-    out = []
-    for a, b, v in zip(lo.tolist(), hi.tolist(), x.tolist()):
-        found = -1
-        left, right = [], []  # the covering nodes of [a, b), left to right
-        a += size
-        b += size
-        while a < b:
-            if a & 1:
-                left.append(a)
-                a += 1
-            if b & 1:
-                b -= 1
-                right.append(b)
-            a >>= 1
-            b >>= 1
-        for node in right + left[::-1]:  # right to left
-            if t[node] >= v:
-                while node < size:  # down to the rightmost leaf that holds one
-                    node = 2 * node + 1 if t[2 * node + 1] >= v else 2 * node
-                found = node - size
-                break
-        out.append(found)
-    return np.array(out, np.int64)
-
-
 _JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it
 
 

@@ -40,7 +40,7 @@ from ..schema.wire import intern_bytes
 from . import sync
 from .comm_choice import CommChoice
 from .flops import needs_values, tensor_cost
-from .gpu_work import GpuWork, _last_at_least, _ThreadIndex
+from .gpu_work import GpuWork, _ThreadIndex
 from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_to_us, rows_on_device
 from .report import ConversionReport
 
@@ -225,7 +225,7 @@ class GraphBuilder(CommChoice):
             [a + int(np.searchsorted(start[a:b], self.start[c], "right")) for a, b, c in zip(lo, hi, cs.tolist())],
             np.int64,
         )
-        at = _last_at_least(end, lo, upto, e)
+        at = sync._last_at_least(end, lo, upto, e)
         return np.where(at >= 0, rows[np.maximum(at, 0)], -1)
 
     # ------------------------------------------------------------------ attributes

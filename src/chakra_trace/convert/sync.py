@@ -118,6 +118,14 @@ def _first_at_least(u: np.ndarray, i0: np.ndarray, x: np.ndarray) -> np.ndarray:
     return pos
 
 
+def _last_at_least(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """For each query, the last i in [lo, hi) with values[i] >= x (-1: none): `_first_at_least`
+    over the values reversed."""
+    n = values.size
+    i = n - 1 - _first_at_least(np.ascontiguousarray(values[::-1]), n - np.asarray(hi, np.int64), x)
+    return np.where(i >= lo, i, -1)
+
+
 class StreamTails:
     """The GPU ops of a timeline grouped by stream, to find which op was last on each stream at
     a position and where each op stops being last."""

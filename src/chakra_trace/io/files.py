@@ -43,11 +43,7 @@ def found_file(folder: str | os.PathLike, path: str | os.PathLike) -> bool:
         st = os.lstat(p)
     except OSError as e:
         raise ChakraError(f"{p}: cannot read it: {e.strerror or e}") from None
-    if stat.S_ISREG(st.st_mode):
-        return True
-    if stat.S_ISDIR(st.st_mode):
-        return False
-    if stat.S_ISLNK(st.st_mode):
+    if stat.S_ISLNK(st.st_mode):  # followed when it stays in the folder; then what it names counts
         real, top = os.path.realpath(p), os.path.realpath(folder)
         if os.path.commonpath([real, top]) != top:
             raise ChakraError(f"{p}: links to {real}, not a file in {folder}; files found in a folder must be in it")
@@ -55,10 +51,10 @@ def found_file(folder: str | os.PathLike, path: str | os.PathLike) -> bool:
             st = os.stat(p)
         except OSError as e:
             raise ChakraError(f"{p}: a link that cannot be followed ({e.strerror or e})") from None
-        if stat.S_ISREG(st.st_mode):
-            return True
-        if stat.S_ISDIR(st.st_mode):
-            return False
+    if stat.S_ISREG(st.st_mode):
+        return True
+    if stat.S_ISDIR(st.st_mode):
+        return False
     raise ChakraError(f"{p}: {kind_of(st.st_mode)}, not a regular file (only regular files are read from a folder)")
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..errors import ChakraError
 from ..io.memory import available_bytes, env_int
-from .tensors import MAX_BYTES_ENV, StoragePlan, Unreplayable, split_list_type, tensor_bytes
+from .tensors import MAX_BYTES_ENV, StoragePlan, Unreplayable, split_list_type, split_top_level, tensor_bytes
 
 RUNTIME_BYTES = 512 << 20
 """A replay rank's own memory before any tensor (Python, torch's libraries, a gloo group)."""
@@ -61,17 +61,7 @@ def _returns_new(schema: str) -> list[bool]:
     """Per return of an op schema's text: does it make a new tensor (not an alias of an input)?"""
     ret = schema.rsplit("->", 1)[-1].strip()
     ret = ret[1:-1] if ret.startswith("(") and ret.endswith(")") else ret
-    parts, depth, cur = [], 0, ""
-    for ch in ret:
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-            continue
-        depth += ch in "[("
-        depth -= ch in "])"
-        cur += ch
-    parts.append(cur)
-    return [not _ALIAS.search(p) for p in parts]
+    return [not _ALIAS.search(p) for p in split_top_level(ret)]
 
 
 def _walk(v, shape, stride, type_str: str):

@@ -58,22 +58,27 @@ def tensor_dtype(type_str: str):
     return getattr(torch, name)
 
 
+def split_top_level(text: str) -> list[str]:
+    """`text` cut at the commas outside brackets and parentheses (the last part may be empty)."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        depth += ch in "[("
+        depth -= ch in "])"
+        cur += ch
+    out.append(cur)
+    return out
+
+
 def split_list_type(type_str: str) -> list[str] | None:
     """Element types of "GenericList[A,B]" / "Tuple[A,B]" (nesting-aware), None otherwise."""
     for prefix in ("GenericList[", "Tuple["):
         if type_str.startswith(prefix) and type_str.endswith("]"):
-            body, out, depth, cur = type_str[len(prefix) : -1], [], 0, ""
-            for ch in body:
-                if ch == "," and depth == 0:
-                    out.append(cur)
-                    cur = ""
-                    continue
-                depth += ch in "[("
-                depth -= ch in "])"
-                cur += ch
-            if cur:
-                out.append(cur)
-            return out
+            out = split_top_level(type_str[len(prefix) : -1])
+            return out if out[-1] else out[:-1]
     return None
 
 
