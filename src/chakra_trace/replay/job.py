@@ -246,8 +246,10 @@ def calibrate_host_gaps(rep: HostReplay, sync, decide, budget: Budget, per: floa
     end on every rank (they run collectives: every rank calibrates, or none); otherwise its host
     time is not emulated, and ``host_gaps_info`` says why."""
     cost = CALIBRATION_PASSES * per + 2 * len(rep.plan["ops"]) * PROFILED_OP_S
-    # (every rank asks, whatever it has; the grace may be spent on it: a few passes of a small replay)
-    short = decide(cost + 2 * per > budget.hard - time.perf_counter())
+    # (every rank asks, whatever it has; the grace may be spent on it: a few passes of a small replay.
+    # The estimate comes from passes on a machine that may be busier now: leave as much again, since a
+    # calibration that leaves no timed pass turns an optional refinement into a failed run)
+    short = decide(2 * (cost + 2 * per) > budget.hard - time.perf_counter())
     if short and rep.emulate_host_gaps and rep.kineto is not None and rep.plan["ops"]:
         rep.host_gaps_info["note"] = (
             f"host time not calibrated: its passes (about {cost:.3g} s) do not fit in what is left of the time "
