@@ -392,9 +392,9 @@ def _device(method: str):
 
 def _analyses():
     from chakra_trace.analyze import Analysis
-    from chakra_trace.analyze.align import rank_offsets_ns
     from chakra_trace.analyze.select.features import job_features
     from chakra_trace.analyze.summary import summarize
+    from chakra_trace.timeline.clock import rank_offsets_ns
     from chakra_trace.validate import validate_workload
 
     return {
@@ -617,7 +617,7 @@ def test_kineto_memory_arguments_as_recorded_still_count(tmp_path, capsys):
     64-bit integer is left out)."""
     args = {"Bytes": "4096", "Total Allocated": None, "Total Reserved": (1 << 63) - 1, "Device Id": 0, "Device Type": 1}
     p = _kineto_with_memory_events(tmp_path / "k.kineto.json", args)
-    from chakra_trace.analyze.device.timeline import _memory, read_for_devices
+    from chakra_trace.timeline.job import _memory, read_for_devices
 
     m = _memory(read_for_devices(p))
     assert m["bytes"][-1] == 4096 and m["allocated"][-1] == 0 and m["reserved"][-1] == (1 << 63) - 1

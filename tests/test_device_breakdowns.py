@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chakra_trace.analyze.device import COMM, COMPUTE, MEMORY, JobTimeline, RankTimeline, from_kineto_files
 from chakra_trace.analyze.device.idle import idle_breakdown
 from chakra_trace.analyze.device.kernels import kernel_breakdown, overlap_label
 from chakra_trace.analyze.device.overlap import comm_overlap
 from chakra_trace.analyze.device.stats import by_key
 from chakra_trace.analyze.device.temporal import split, temporal_breakdown
-from chakra_trace.analyze.device.timeline import HostOps, _sorted
 from chakra_trace.intervals import length, union
+from chakra_trace.timeline import COMM, COMPUTE, MEMORY, JobTimeline, RankTimeline, from_kineto_files
+from chakra_trace.timeline.job import HostOps, _sorted
 from conftest import sample
 
 DATA = Path(__file__).parent / "data"

@@ -13,11 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from chakra_trace.analyze import Analysis
-from chakra_trace.analyze.device import DeviceAnalysis, open_timeline
+from chakra_trace.analyze.device import DeviceAnalysis
 from chakra_trace.cli import cli
 from chakra_trace.errors import ChakraError
 from chakra_trace.io.workload import Workload
 from chakra_trace.simulate.presets import simulate_on
+from chakra_trace.timeline import open_timeline
 from chakra_trace.visualize.report import build_report
 from conftest import sample
 

@@ -14,7 +14,7 @@ from chakra_trace.analyze.device.launches import NO_LAUNCHES, launch_stats
 from chakra_trace.analyze.device.memory import NO_MEMORY, counters, memory_timeline
 from chakra_trace.analyze.device.sequences import frequent_sequences, op_kernel_map
 from chakra_trace.analyze.device.stats import group_stats
-from chakra_trace.analyze.device.timeline import COMPUTE, MEMORY, HostOps, JobTimeline, RankTimeline, from_kineto_files
+from chakra_trace.timeline.job import COMPUTE, MEMORY, HostOps, JobTimeline, RankTimeline, from_kineto_files
 from conftest import sample
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

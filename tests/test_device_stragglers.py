@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chakra_trace.analyze.align import rank_offsets_ns
 from chakra_trace.analyze.device.overlay import FLOW_CAT, critical_path_overlay
 from chakra_trace.analyze.device.stragglers import stragglers
-from chakra_trace.analyze.device.timeline import (
+from chakra_trace.errors import ChakraError
+from chakra_trace.io.workload import Workload
+from chakra_trace.timeline.clock import rank_offsets_ns
+from chakra_trace.timeline.job import (
     COMM,
     COMPUTE,
     JobTimeline,
@@ -21,8 +23,6 @@ from chakra_trace.analyze.device.timeline import (
     from_kineto_files,
     from_workload,
 )
-from chakra_trace.errors import ChakraError
-from chakra_trace.io.workload import Workload
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 MS = 1_000_000

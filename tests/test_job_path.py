@@ -8,7 +8,6 @@ import warnings
 import pytest
 
 from chakra_trace.analyze import Analysis
-from chakra_trace.analyze.align import rank_offsets_ns
 from chakra_trace.analyze.critical_path import job_critical_path
 from chakra_trace.analyze.top_ops import top_ops
 from chakra_trace.errors import ChakraError
@@ -18,6 +17,7 @@ from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network, SystemConfig
 from chakra_trace.simulate.presets import PRESETS, preset
 from chakra_trace.synthesize.scale import data_parallel
+from chakra_trace.timeline.clock import rank_offsets_ns
 
 
 def _system() -> SystemConfig:

@@ -15,11 +15,12 @@ import numpy as np
 
 from ..errors import ChakraError
 from ..io.workload import Workload
-from ..schema.enums import NodeType, node_type_name
+from ..schema.enums import node_type_name
 from ..schema.groups import rows_by_group
 from ..schema.resources import FREE, KIND_NAMES, node_kinds, node_slots
 from ..schema.trace import Trace
-from .align import rank_offsets_ns
+from ..timeline.clock import rank_offsets_ns
+from ..timeline.matching import p2p_rows, pair_p2p
 
 
 @dataclass
@@ -229,37 +230,30 @@ def _unseen(i: int, rows: list[int], skip: list[int], seen: set) -> int:
     return j
 
 
-def _partners(traces: dict[int, Trace], cache: dict) -> dict[tuple[int, int], list[tuple[int, int]]]:
+def _partners(traces: dict[int, Trace]) -> dict[tuple[int, int], list[tuple[int, int]]]:
     """(rank, row) of a collective or receive -> every (rank, row) it meets: the collective's
-    members (k-th collective of a group on each rank) or the matching send."""
+    members (k-th collective of a group on each rank) or the matching send (`timeline.matching`)."""
     inst: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    sends: dict[tuple, list[tuple[int, int]]] = {}
-    recvs: dict[tuple, list[tuple[int, int]]] = {}
+    colls: dict[int, dict] = {}
+    p2p = []
     for rank, t in traces.items():
-        if id(t) not in cache:
-            coll = {g: rows.tolist() for g, rows in rows_by_group(t).items()}
-            s = np.flatnonzero(t.types == NodeType.COMM_SEND_NODE)
-            r = np.flatnonzero(t.types == NodeType.COMM_RECV_NODE)
-            cache[id(t)] = (
-                coll,
-                [(int(t.comm_dst[x]), int(t.comm_tag[x]), int(t.comm_size[x]), int(x)) for x in s],
-                [(int(t.comm_src[x]), int(t.comm_tag[x]), int(t.comm_size[x]), int(x)) for x in r],
-            )
-        coll, s, r = cache[id(t)]
-        for g, rows in coll.items():
+        if id(t) not in colls:
+            colls[id(t)] = {g: rows.tolist() for g, rows in rows_by_group(t).items()}
+        for g, rows in colls[id(t)].items():
             for k, row in enumerate(rows):
                 inst.setdefault((g, k), []).append((rank, row))
-        for dst, tag, size, row in s:
-            sends.setdefault((rank, dst, tag, size), []).append((rank, row))
-        for src, tag, size, row in r:
-            recvs.setdefault((src, rank, tag, size), []).append((rank, row))
+        p2p.append(p2p_rows(t, rank))
     out: dict[tuple[int, int], list[tuple[int, int]]] = {}
     for members in inst.values():
         for m in members:
             out[m] = members
-    for key, rs in recvs.items():
-        for recv, send in zip(rs, sends.get(key, [])):
-            out[recv] = [recv, send]
+    if p2p:
+        cols = {k: np.concatenate([c[k] for c in p2p]) for k in ("row", "recv", "src", "dst", "tag")}
+        rank_of = np.where(cols["recv"], cols["dst"], cols["src"])
+        sends, recvs = pair_p2p(cols["src"], cols["dst"], cols["tag"], cols["row"], cols["recv"])
+        for s, r in zip(sends.tolist(), recvs.tolist()):
+            recv = (int(rank_of[r]), int(cols["row"][r]))
+            out[recv] = [recv, (int(rank_of[s]), int(cols["row"][s]))]
     return out
 
 
@@ -291,7 +285,7 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
                 kinds[id(t)] = node_kinds(t)
             ranks[r] = _RankTimes(t, start, start + t.duration.astype(np.int64) * 1000, kinds[id(t)], cache, True)
         tol, source = 1000, "recorded"  # recorded times are whole µs
-    partners = _partners(traces, {})
+    partners = _partners(traces)
     # start from the operation that ends last (lowest rank on a tie)
     last_rank, v, frontier = -1, -1, -1
     first: int | None = None

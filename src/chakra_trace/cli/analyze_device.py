@@ -7,7 +7,7 @@ import click
 
 from ..analyze.device import DeviceAnalysis, Tables
 from ..analyze.device.overlay import critical_path_overlay
-from ..analyze.device.source import SOURCE_CHOICES
+from ..timeline.open import SOURCE_CHOICES
 from .analyze import _table, analyze
 from .common import console, json_option, open_workload, print_json
 from .systems import simulate_one_option, simulated

@@ -18,6 +18,7 @@ from ..schema.groups import ALL_RANKS_GROUPS, declared_groups
 from ..schema.node import COLUMN_BY_NAME
 from ..schema.resources import ACCEL, comm_mask, compute_mask
 from ..schema.trace import Trace
+from ..timeline.clock import origin_offsets_ns
 from ..validate import fix_trace
 from .checks import check_workload, refuse_invalid
 from .collectives import Collectives
@@ -305,13 +306,11 @@ class Simulator:
 
     @staticmethod
     def _recorded_offsets(traces: dict[int, Trace]) -> dict[int, int]:
-        """When each rank started in the recording (ns after the first), where every rank
-        records its time origin (ranks of one host share the clock); else all at 0."""
-        origins = {r: t.time_origin_ns for r, t in traces.items()}
-        if len({id(t) for t in traces.values()}) < len(traces) or any(o is None for o in origins.values()):
+        """When each rank started in the recording (`timeline.clock.origin_offsets_ns`); all at 0
+        where a rank lacks its time origin or one trace stands for several NPUs."""
+        if len({id(t) for t in traces.values()}) < len(traces):
             return {}
-        lo = min(o for o in origins.values() if o is not None)
-        return {r: int(o - lo) for r, o in origins.items() if o is not None}
+        return origin_offsets_ns(traces) or {}
 
     def warn(self, message: str) -> None:
         if message not in self._warned:  # (a set: a warning per group of 100,000 must not be quadratic)

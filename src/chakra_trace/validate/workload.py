@@ -7,6 +7,7 @@ import numpy as np
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import rows_by_group_per_rank
 from ..schema.trace import Trace
+from ..timeline.matching import pair_p2p
 from .checks import validate_trace
 from .report import ERROR, SAMPLE, WARNING, Issue, ValidationReport, count_noun, sample_ids
 
@@ -239,33 +240,16 @@ def _check_p2p(workload) -> list[Issue]:
     S = (s_rank[s_ok], s_peer[s_ok], s_tag[s_ok], s_size[s_ok], s_id[s_ok], s_row[s_ok])
     R = (r_peer[r_ok], r_rank[r_ok], r_tag[r_ok], r_size[r_ok], r_id[r_ok], r_row[r_ok])  # as (src, dst, ...)
 
-    def nth(src, dst, tag, row):
-        o = np.lexsort((row, tag, dst, src))
-        k = np.zeros(src.size, np.int64)
-        if src.size:
-            so, do, to = src[o], dst[o], tag[o]
-            new = np.ones(src.size, bool)
-            new[1:] = (so[1:] != so[:-1]) | (do[1:] != do[:-1]) | (to[1:] != to[:-1])
-            start = np.maximum.accumulate(np.where(new, np.arange(src.size), 0))
-            k[o] = np.arange(src.size) - start
-        return k
-
-    ks = nth(S[0], S[1], S[2], S[5])
-    kr = nth(R[0], R[1], R[2], R[5])
     ns, nr = S[0].size, R[0].size
-    key = [np.concatenate([a, b]) for a, b in zip((S[0], S[1], S[2], ks), (R[0], R[1], R[2], kr))]
-    kind = np.concatenate([np.zeros(ns, np.int8), np.ones(nr, np.int8)])
-    o = np.lexsort((kind, key[3], key[2], key[1], key[0]))
-    same = np.ones(max(o.size - 1, 0), bool)
-    for a in key:
-        same &= a[o][1:] == a[o][:-1]
-    pair = same & (kind[o][:-1] == 0) & (kind[o][1:] == 1)
+    cat2 = lambda a, b: np.concatenate([a, b])  # noqa: E731
+    kind = np.concatenate([np.zeros(ns, bool), np.ones(nr, bool)])
+    snd, rcv = pair_p2p(cat2(S[0], R[0]), cat2(S[1], R[1]), cat2(S[2], R[2]), cat2(S[5], R[5]), kind)
     matched = np.zeros(ns + nr, bool)
-    matched[o[:-1][pair]] = True
-    matched[o[1:][pair]] = True
+    matched[snd] = True
+    matched[rcv] = True
     sm, rm = matched[:ns], matched[ns:]
     # sizes of matched pairs
-    ps, pr = o[:-1][pair], o[1:][pair] - ns
+    ps, pr = snd, rcv - ns
     diff = S[3][ps] != R[3][pr]
     if diff.any():
         ex = [

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from ..analyze.align import rank_offsets_ns
 from ..errors import ChakraError
 from ..io.et import atomic_output
 from ..io.workload import Workload
@@ -34,6 +33,8 @@ from ..schema.enums import Attr, NodeType, collective_name, node_type_name
 from ..schema.groups import rows_by_group
 from ..schema.resources import KIND_NAMES
 from ..schema.trace import Trace
+from ..timeline.clock import rank_offsets_ns
+from ..timeline.matching import p2p_rows, pair_p2p
 
 __all__ = ["Timeline", "assign_lanes", "build_timeline", "timeline", "timeline_json", "write_timeline"]
 
@@ -812,49 +813,26 @@ def _collective_members(P: _Parts):
 
 def _p2p_pairs(P: _Parts):
     """Matched (send part, row), (recv part, row) arrays and their (src, dst, tag) table and
-    index: the k-th send from src to dst with a tag meets the k-th receive on dst from src
-    with that tag."""
-    recs = []  # per part: flag (0 send, 1 recv), src, dst, tag, order, part, row
+    index, paired by `timeline.matching.pair_p2p` (each part in trace order, or issue order
+    when simulated)."""
+    cols: dict[str, list] = {k: [] for k in ("src", "dst", "tag", "seq", "recv", "part", "row")}
     for i, p in enumerate(P.parts):
         if p.static is None:
             continue
-        t = p.static.trace
-        for flag, typ in ((0, NodeType.COMM_SEND_NODE), (1, NodeType.COMM_RECV_NODE)):
-            rows = np.flatnonzero(t.types == typ)
-            if not rows.size:
-                continue
-            me = np.full(rows.size, p.pid, np.int64)
-            peer = (t.comm_dst if flag == 0 else t.comm_src)[rows].astype(np.int64)
-            src, dst = (me, peer) if flag == 0 else (peer, me)
-            seq = rows if p.order is None else np.argsort(p.order)[rows]  # trace order / issue order
-            recs.append(
-                np.column_stack(
-                    [
-                        np.full(rows.size, flag),
-                        src,
-                        dst,
-                        t.comm_tag[rows].astype(np.int64),
-                        seq,
-                        np.full(rows.size, i),
-                        rows,
-                    ]
-                )
-            )
-    if not recs:
+        ops = p2p_rows(p.static.trace, p.pid)
+        if not ops["row"].size:
+            continue
+        for k in ("src", "dst", "tag", "recv", "row"):
+            cols[k].append(ops[k])
+        cols["seq"].append(ops["row"] if p.order is None else np.argsort(p.order)[ops["row"]])
+        cols["part"].append(np.full(ops["row"].size, i, np.int64))
+    if not cols["row"]:
         return None
-    r = np.concatenate(recs)
-    # k: occurrence within (flag, src, dst, tag) in order
-    o = np.lexsort((r[:, 4], r[:, 3], r[:, 2], r[:, 1], r[:, 0]))
-    r = r[o]
-    grp = np.r_[True, (r[1:, :4] != r[:-1, :4]).any(axis=1)]
-    first = np.maximum.accumulate(np.where(grp, np.arange(len(r)), 0))
-    k = np.arange(len(r)) - first
-    m = np.column_stack([r[:, 1:4], k, r[:, 0], r[:, 5:7]])  # src dst tag k flag part row
-    o = np.lexsort((m[:, 4], m[:, 3], m[:, 2], m[:, 1], m[:, 0]))
-    m = m[o]
-    pair = np.flatnonzero((m[:-1, :4] == m[1:, :4]).all(axis=1) & (m[:-1, 4] == 0) & (m[1:, 4] == 1))
-    if not pair.size:
+    c = {k: np.concatenate(v) for k, v in cols.items()}
+    snd, rcv = pair_p2p(c["src"], c["dst"], c["tag"], c["seq"], c["recv"])
+    if not snd.size:
         return None
-    snd, rcv = m[pair], m[pair + 1]
-    triples, which = np.unique(snd[:, :3], axis=0, return_inverse=True)  # one name per (src, dst, tag)
-    return (snd[:, 5], snd[:, 6]), (rcv[:, 5], rcv[:, 6]), (triples, which.reshape(-1))
+    triples, which = np.unique(
+        np.column_stack([c["src"][snd], c["dst"][snd], c["tag"][snd]]), axis=0, return_inverse=True
+    )
+    return (c["part"][snd], c["row"][snd]), (c["part"][rcv], c["row"][rcv]), (triples, which.reshape(-1))

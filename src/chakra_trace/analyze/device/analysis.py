@@ -7,17 +7,17 @@ from __future__ import annotations
 import os
 
 from ...io.workload import Workload
+from ...timeline.job import JobTimeline, from_workload
+from ...timeline.open import open_timeline
 from .idle import idle_breakdown
 from .kernels import kernel_breakdown
 from .launches import launch_stats
 from .memory import counters, memory_timeline
 from .overlap import comm_overlap
 from .sequences import frequent_sequences, op_kernel_map
-from .source import open_timeline
 from .stragglers import stragglers
 from .table import Tables
 from .temporal import temporal_breakdown
-from .timeline import JobTimeline, from_workload
 
 
 class DeviceAnalysis:

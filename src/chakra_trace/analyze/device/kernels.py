@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from ...timeline.job import KINDS, JobTimeline, RankTimeline
 from .stats import by_key
 from .table import Tables
 from .temporal import segments
-from .timeline import KINDS, JobTimeline, RankTimeline
 
 __all__ = ["kernel_breakdown", "overlap_label"]
 

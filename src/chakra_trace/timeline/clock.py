@@ -14,6 +14,7 @@ import numpy as np
 from ..io.workload import Workload
 from ..schema.enums import TIME_ORIGIN
 from ..schema.groups import rows_by_group_per_rank
+from ..schema.trace import Trace
 
 
 def rank_offsets_ns(workload: Workload, how: str = "auto") -> dict[int, int]:
@@ -23,15 +24,25 @@ def rank_offsets_ns(workload: Workload, how: str = "auto") -> dict[int, int]:
     ranks = workload.ranks
     if how == "none" or len(ranks) <= 1:
         return {r: 0 for r in ranks}
-    origins = {r: workload.traces[r].time_origin_ns for r in ranks}
-    if how == "origin" or (how == "auto" and all(o is not None for o in origins.values())):
-        if any(o is None for o in origins.values()):
-            missing = [r for r, o in origins.items() if o is None]
-            raise ValueError(f"ranks {missing} have no {TIME_ORIGIN} metadata")
-        known = {r: o for r, o in origins.items() if o is not None}
-        lo = min(known.values())
-        return {r: int(o - lo) for r, o in known.items()}
+    by_origin = origin_offsets_ns(workload.traces)
+    if how == "origin" and by_origin is None:
+        missing = [r for r in ranks if workload.traces[r].time_origin_ns is None]
+        raise ValueError(f"ranks {missing} have no {TIME_ORIGIN} metadata")
+    if how == "origin" or (how == "auto" and by_origin is not None):
+        assert by_origin is not None
+        return by_origin
     return _by_collectives(workload)
+
+
+def origin_offsets_ns(traces: dict[int, Trace]) -> dict[int, int] | None:
+    """Each rank's recorded time origin (ns) after the earliest one's; None unless every rank
+    records one (ranks of one host share the profiler's clock)."""
+    origins = {r: t.time_origin_ns for r, t in traces.items()}
+    known = {r: o for r, o in origins.items() if o is not None}
+    if len(known) < len(origins) or not known:
+        return None
+    lo = min(known.values())
+    return {r: int(o - lo) for r, o in known.items()}
 
 
 def _by_collectives(workload: Workload) -> dict[int, int]:

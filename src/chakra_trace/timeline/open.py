@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
-from ...errors import ChakraError
-from ...io.collect_folder import kineto_files
-from ...io.workload import Workload, sniff
-from .timeline import JobTimeline, from_kineto_files, from_workload
+from ..errors import ChakraError
+from ..io.collect_folder import kineto_files
+from ..io.workload import Workload, sniff
+from .job import JobTimeline, from_kineto_files, from_workload
 
 SOURCE_CHOICES = ("auto", "kineto", "chakra")
 

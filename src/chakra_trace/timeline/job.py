@@ -34,14 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ChakraError
-from ...io.collect_folder import kineto_files, trace_rank
-from ...io.collective_names import is_backend_op_name, is_comm_op_name
-from ...io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
-from ...io.nesting import interval_parents
-from ...schema.enums import NodeType
-from ...schema.resources import host_gap_mask
-from ..align import rank_offsets_ns
+from ..errors import ChakraError
+from ..io.collect_folder import kineto_files, trace_rank
+from ..io.collective_names import is_backend_op_name, is_comm_op_name
+from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
+from ..io.nesting import interval_parents
+from ..schema.enums import NodeType
+from ..schema.resources import host_gap_mask
+from .clock import rank_offsets_ns
 
 COMPUTE, COMM, MEMORY = 0, 1, 2
 KINDS = ("computation", "communication", "memory")
