@@ -6,7 +6,8 @@ each rank's own order (trace order for a recording, issue order for a simulation
 not part of the key: a pair that disagrees on it is an error to report (`validate`), not two
 messages that never meet. Collectives meet by instance: the k-th collective of a process group
 on each member rank (`schema.groups.rows_by_group`). The critical path, validation and the
-timeline export all pair by these rules; the simulator pairs the same way at run time.
+timeline export all pair by these rules. The simulator pairs at run time, in issue order, and
+as ASTRA-sim does also by size: on a trace that validates (sizes agree) the pairs are the same.
 """
 
 from __future__ import annotations
