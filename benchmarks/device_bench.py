@@ -141,11 +141,11 @@ def peak_mb() -> float:
 
 def ours(trace_dir: str, out: str, op: str | None) -> None:
     """In a process of its own: every analysis of ours on `trace_dir`, timed."""
-    from chakra_trace.analyze.device import DeviceAnalysis
+    from chakra_trace.analyze import Analysis
 
     res: dict = {"analyses": {}}
     t = time.perf_counter()
-    d = DeviceAnalysis.open(trace_dir, prefer="kineto")
+    d = Analysis.open(trace_dir, devices="kineto").devices()
     res["load"] = {"ok": True, "s": time.perf_counter() - t, "source": d.source, "ranks": len(d.timeline)}
     calls = {
         "temporal": d.temporal,

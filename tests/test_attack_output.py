@@ -385,9 +385,9 @@ def _analysis(method: str):
 
 
 def _device(method: str):
-    from chakra_trace.analyze.device import DeviceAnalysis
+    from chakra_trace.analyze import Analysis
 
-    return lambda w: getattr(DeviceAnalysis.of(w), method)()
+    return lambda w: getattr(Analysis(w).devices(), method)()
 
 
 def _analyses():

@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 
 from chakra_trace.analyze import Analysis
-from chakra_trace.analyze.device import DeviceAnalysis
 from chakra_trace.cli import cli
 from chakra_trace.errors import ChakraError
 from chakra_trace.io.workload import Workload
@@ -35,13 +34,12 @@ def _run(*args) -> str:
 
 
 def test_every_input_gives_a_timeline_of_its_source():
-    assert DeviceAnalysis.open(GPU).source == "kineto-gpu"
-    assert DeviceAnalysis.open(PAIR).source == "kineto-cpu"
-    assert DeviceAnalysis.open(DDP).source == "kineto-cpu"  # a collect folder: its Kineto traces
-    assert DeviceAnalysis.open(DDP, prefer="chakra").source == "recorded"
-    assert Analysis.open(DDP).devices().source == "recorded"  # the main facade's way in
+    assert Analysis.open(GPU).devices().source == "kineto-gpu"
+    assert Analysis.open(PAIR).devices().source == "kineto-cpu"
+    assert Analysis.open(DDP).devices().source == "kineto-cpu"  # a collect folder: its Kineto traces
+    assert Analysis.open(DDP, devices="chakra").devices().source == "recorded"
     wl = Workload.open(DDP)
-    sim = DeviceAnalysis.of(wl, simulate_on(wl, "switch"))
+    sim = Analysis(wl, simulate_on(wl, "switch")).devices()
     assert sim.source == "simulated" and len(sim.timeline) == 2
     with pytest.raises(ChakraError, match="no Kineto traces"):
         open_timeline(DATA / "ddp_rank0.et.json.gz", prefer="kineto")
@@ -52,7 +50,7 @@ def test_simulated_windows_add_up_to_the_step():
     is the simulated step."""
     wl = Workload.open(DATA / "corpus" / "dlrm")
     res = simulate_on(wl, "switch")
-    d = DeviceAnalysis.of(wl, res)
+    d = Analysis(wl, res).devices()
     for r in d.temporal()["ranks"]:
         parts = sum(r[f"{p}_us"] for p in ("computation", "communication", "memory", "idle"))
         assert parts == pytest.approx(r["window_us"], abs=1e-3)
@@ -61,7 +59,7 @@ def test_simulated_windows_add_up_to_the_step():
 
 def test_cli_json_matches_the_library():
     got = json.loads(_run("analyze", "kernels", GPU, "--json"))
-    assert got == json.loads(json.dumps(DeviceAnalysis.open(GPU).kernels().to_dict()))
+    assert got == json.loads(json.dumps(Analysis.open(GPU).devices().kernels().to_dict()))
     ov = json.loads(_run("analyze", "overlap", *PAIR, "--json"))
     # the issue's figures: gloo's worker threads against the host calls of the DDP pair
     assert [round(r["device_comm_us"]) for r in ov["ranks"]] == [3844, 6317]
@@ -92,8 +90,7 @@ def test_overlay_command_writes_the_marked_trace(tmp_path):
 
 
 def test_report_has_the_device_section():
-    wl = Workload.open(DDP)
-    doc = build_report(wl, devices=DeviceAnalysis.open(DDP), max_timeline_events=100)
+    doc = build_report(Analysis.open(DDP), max_timeline_events=100)
     sec = next(s for s in doc["sections"] if s["id"] == "devices")
     captions = [b.get("caption", "") for b in sec["blocks"]]
     assert any("idle time by cause" in c for c in captions) and any(c.startswith("stragglers") for c in captions)
@@ -102,7 +99,7 @@ def test_report_has_the_device_section():
 def test_memory_timeline_of_a_recorded_run():
     """tests/data/kineto/mlp_memory.kineto.json.gz: `chakra collect --profile-memory -- python
     tests/workloads/mlp.py` (CPU). The series is the allocator's own running total."""
-    m = DeviceAnalysis.open(DATA / "kineto" / "mlp_memory.kineto.json.gz").memory()
+    m = Analysis.open(DATA / "kineto" / "mlp_memory.kineto.json.gz").devices().memory()
     (dev,) = m["devices"]
     series = m["series"]
     assert dev["events"] == len(series) == 88 and dev["device"] == "cpu"
@@ -127,5 +124,27 @@ def test_collect_records_memory_events(tmp_path):
         sys.executable,
         Path(__file__).parent / "workloads" / "mlp.py",
     )
-    m = DeviceAnalysis.open(tmp_path / "job").memory()
+    m = Analysis.open(tmp_path / "job").devices().memory()
     assert m.summary["memory_events"] > 0 and m["devices"][0]["allocations"] > 0
+
+
+def test_the_report_opens_the_job_once_and_agrees_with_analyze(tmp_path, monkeypatch):
+    """One job, one timeline: `chakra report` reads the job and its device timeline once each,
+    and its device section says what `chakra analyze overlap` says on the same path."""
+    import chakra_trace.analyze as analyze_pkg
+    from chakra_trace.io import workload as workload_mod
+
+    opened, timelines = [], []
+    real_open, real_timeline = workload_mod.Workload.open.__func__, analyze_pkg.open_timeline
+    monkeypatch.setattr(
+        workload_mod.Workload, "open", classmethod(lambda cls, *a, **k: opened.append(a[0]) or real_open(cls, *a, **k))
+    )
+    monkeypatch.setattr(analyze_pkg, "open_timeline", lambda *a, **k: timelines.append(a[0]) or real_timeline(*a, **k))
+    _run("report", DDP, "-o", tmp_path / "r.html", "--timeline-events", "100")
+    assert len(opened) == 1 and len(timelines) == 1, (opened, timelines)
+    doc = build_report(Analysis.open(DDP), max_timeline_events=100)
+    sec = next(s for s in doc["sections"] if s["id"] == "devices")
+    report_rows = next(b["rows"] for b in sec["blocks"] if b.get("caption", "").startswith("communication: overlapped"))
+    cli_rows = json.loads(_run("analyze", "overlap", DDP, "--json"))["ranks"]
+    assert [r["host_calls"] for r in report_rows] == [r["host_calls"] for r in cli_rows]
+    assert sum(r["host_calls"] for r in cli_rows) > 0  # (the collect folder's Kineto traces: host calls seen)

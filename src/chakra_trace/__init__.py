@@ -31,6 +31,7 @@ for _module in ("convert.pytorch", "convert.profiler", "io.merged_file"):
 #: the facade's names and the module each lives in, imported when first used (`chakra --help`
 #: and `import chakra_trace` stay cheap)
 _NAMES = {
+    "Analysis": "analyze",
     "TraceSummary": "analyze.summary",
     "summarize": "analyze.summary",
     "convert_pytorch": "convert.pytorch",
@@ -82,6 +83,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .analyze import Analysis
     from .analyze.summary import TraceSummary, summarize
     from .convert.pytorch import convert_pytorch
     from .errors import ChakraError, TraceFormatError
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "Analysis",
     "Attr",
     "Attribute",
     "COLUMN_ATTRS",

@@ -27,7 +27,16 @@ from ..schema.resources import ACCEL, node_kinds
 from ..schema.trace import Trace
 from .diff import merge_names
 
-__all__ = ["DEVICES", "DeviceSpec", "Roofline", "default_device", "device_spec", "host_cpu", "roofline"]
+__all__ = [
+    "DEVICES",
+    "DeviceSpec",
+    "Roofline",
+    "default_device",
+    "device_spec",
+    "host_cpu",
+    "roofline",
+    "roofline_device",
+]
 
 
 def default_device(workload: Workload | Trace) -> DeviceSpec:
@@ -41,6 +50,16 @@ def default_device(workload: Workload | Trace) -> DeviceSpec:
             "--peak-tflops and --mem-bw-gbps"
         )
     return host_cpu()
+
+
+def roofline_device(
+    workload: Workload | Trace, device: str | DeviceSpec | None = None, peak_tflops=None, mem_bw_gbps=None
+) -> DeviceSpec:
+    """The device a roofline is drawn for: ``device`` (a name or spec) with ``peak_tflops`` /
+    ``mem_bw_gbps`` overriding its roofs; both roofs alone make a device; neither: `default_device`."""
+    if device is None and (peak_tflops is None or mem_bw_gbps is None):
+        device = default_device(workload)
+    return device_spec(device, peak_tflops=peak_tflops, mem_bw_gbps=mem_bw_gbps)
 
 
 _COLUMNS = (

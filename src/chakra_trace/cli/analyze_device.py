@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import click
 
+from ..analyze import Analysis
 from ..analyze.device import DeviceAnalysis, Tables
 from ..analyze.device.overlay import critical_path_overlay
 from ..timeline.open import SOURCE_CHOICES
 from .analyze import _table, analyze
-from .common import console, json_option, open_workload, print_json
+from .common import console, json_option, open_workload, print_json, progress
 from .systems import simulate_one_option, simulated
 
 _WHAT = (
@@ -23,9 +24,9 @@ def _open(workload: tuple[str, ...], source: str, system: str | None) -> DeviceA
         wl = open_workload(workload[0]) if len(workload) == 1 else None
         if wl is None:
             raise click.UsageError("--simulate takes one Chakra WORKLOAD")
-        return DeviceAnalysis.of(wl, simulated(wl, system))
+        return Analysis(wl, simulated(wl, system)).devices()
     src = list(workload) if len(workload) > 1 else workload[0]
-    return DeviceAnalysis.open(src, prefer=source)
+    return Analysis.open(src, devices=source, progress=progress).devices()
 
 
 def _show(title: str, res: Tables, as_json: bool, rows: int) -> None:

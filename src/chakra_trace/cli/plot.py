@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..analyze import Analysis
-from ..analyze.roofline import default_device, device_spec
+from ..analyze.roofline import roofline_device
 from ..visualize.plots import plot_breakdown, plot_imbalance, plot_matrix, plot_roofline
 from .common import comm_groups_option, open_workload, tolerance_option
 
@@ -21,7 +21,7 @@ _out_option = click.option(
 
 def device_options(f):
     """--device, --peak-tflops and --mem-bw-gbps: the roofline device, the same options with the
-    same meaning in `chakra plot roofline` and `chakra report` (see `roofline_device`)."""
+    same meaning in `chakra plot roofline` and `chakra report` (see `analyze.roofline.roofline_device`)."""
     f = click.option("--mem-bw-gbps", type=float, default=None, help="Roofline device memory bandwidth in GB/s.")(f)
     f = click.option("--peak-tflops", type=float, default=None, help="Roofline device peak compute in TFLOP/s.")(f)
     return click.option(
@@ -32,13 +32,6 @@ def device_options(f):
         "figures or, both given, replace it. Omitted: this machine's CPU for a CPU-only trace; a trace "
         "with accelerator kernels needs one.",
     )(f)
-
-
-def roofline_device(workload, device, peak_tflops, mem_bw_gbps):
-    """The DeviceSpec the device options name (ChakraError when none fits: `default_device`)."""
-    if device is None and (peak_tflops is None or mem_bw_gbps is None):
-        device = default_device(workload)
-    return device_spec(device, peak_tflops=peak_tflops, mem_bw_gbps=mem_bw_gbps)
 
 
 def _analysis(workload: str, comm_groups: str | None = None) -> Analysis:

@@ -3,19 +3,17 @@ its simulations on other systems."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import click
 
-from ..analyze.device import DeviceAnalysis
-from ..errors import ChakraError
-from ..schema.enums import NodeType
-from ..simulate.devices import with_device
-from ..simulate.presets import resolve
+from ..analyze import Analysis
+from ..analyze.roofline import roofline_device
+from ..simulate.devices import untimed_compute
+from ..simulate.presets import resolve, with_compute_device
 from ..visualize.report import report_parts, write_report
-from .common import comm_groups_option, console, echo_warning, open_workload, steps
-from .plot import device_options, roofline_device
+from .common import comm_groups_option, console, echo_warning, progress, steps
+from .plot import device_options
 from .systems import run_simulations, simulate_many_option
 
 
@@ -47,28 +45,26 @@ def report(
     nodes have FLOPs but no times (`chakra capture`, `chakra parallelize`) is simulated with its
     compute at the --device roofline, as `chakra simulate --device` does."""
     t0 = time.perf_counter()
-    wl = open_workload(workload, comm_groups)
+    job = Analysis.open(workload, comm_groups, progress=progress)
+    wl = job.workload
     presets = [resolve(spec) for spec in systems]  # (read once: a system may be config files)
-    costed = _timeless(wl) and (device is not None or (peak_tflops is not None and mem_bw_gbps is not None))
-    if costed:  # compute nodes with FLOPs and no time (captured, parallelized): at the device's roofline
-        dev = roofline_device(wl, device, peak_tflops, mem_bw_gbps)
-        presets = [
-            dataclasses.replace(p, system=with_device(p.system, dev)) if p.network is not None else p for p in presets
-        ]
+    dev = None
+    if untimed_compute(wl) and (device is not None or (peak_tflops is not None and mem_bw_gbps is not None)):
+        dev = roofline_device(wl, device, peak_tflops, mem_bw_gbps)  # FLOPs without times: at its roofline
+        presets = with_compute_device(presets, dev)
     failed: dict[str, str] = {}  # the report says why in that system's place; the others still run
     sims = run_simulations(wl, presets, failed)
     for label, why in failed.items():
         echo_warning(f"not simulated on {label}: {why}")
     for label, res in sims.items():
         console().print(
-            f"simulated on {label}{f' with {dev.name} compute' if costed else ''}: {res.step_ns / 1e6:,.3f} ms "
-            f"(the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)",
+            f"simulated on {label}{f' with {dev.name} compute' if dev is not None else ''}: "
+            f"{res.step_ns / 1e6:,.3f} ms (the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)",
             markup=False,
         )
-    devices = _devices(workload, wl)
-    with steps("report", report_parts(wl, sims, failed, sweep, devices)) as advance:
+    with steps("report", report_parts(job, sims, failed, sweep)) as advance:
         path = write_report(
-            wl,
+            job,
             output,
             simulations=sims,
             failed=failed,
@@ -80,29 +76,7 @@ def report(
             max_timeline_events=timeline_events,
             progress=advance,
             sweep=sweep,
-            devices=devices,
         )
     console().print(
         f"report: {path} ({path.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s)", markup=False
     )
-
-
-def _devices(path: str, wl) -> DeviceAnalysis | None:
-    """The device analyses of the report: the job's Kineto traces where it has them, else its
-    nodes at their recorded times; None for a job without times."""
-    try:
-        return DeviceAnalysis.open(path, prefer="kineto")
-    except ChakraError:
-        pass
-    if any(t.timed for t in wl.traces.values()):
-        return DeviceAnalysis.of(wl)
-    return None
-
-
-def _timeless(wl) -> bool:
-    """Whether the job's compute nodes carry FLOPs and no recorded time (its first rank's trace)."""
-    if not len(wl):
-        return False
-    t = wl.traces[min(wl.ranks)]
-    comp = (t.types == NodeType.COMP_NODE) & (t.num_ops > 0)
-    return bool(comp.any()) and not bool(t.duration[comp].any())

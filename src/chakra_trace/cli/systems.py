@@ -3,14 +3,11 @@ running the simulations. Apart from `common` so that commands without it do not 
 
 from __future__ import annotations
 
-import warnings
-
 import click
 
-from ..errors import ChakraError
 from ..io.workload import Workload
-from ..simulate import SimResult, SimulationWarning
-from ..simulate.presets import PRESETS, resolve, simulate_on
+from ..simulate import SimResult
+from ..simulate.presets import PRESETS, simulate_each
 from .common import steps
 
 
@@ -50,24 +47,13 @@ simulate_many_option = click.option(
 
 
 def run_simulations(workload: Workload, systems, failed: dict[str, str] | None = None) -> dict:
-    """{label: SimResult} for each --simulate value; simulation notes are kept in each result's
-    `warnings` (shown once by the caller), not printed as they happen. With ``failed``, a system
-    the job cannot run on is recorded there ({label: why}) and the others still run."""
-    out = {}
-    presets = [resolve(spec) for spec in systems]  # every name checked before the first simulation
-    with steps("simulating", len(presets)) as advance:
-        for p in presets:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", SimulationWarning)
-                    out[p.name] = simulate_on(workload, p)
-            except ChakraError as e:
-                if failed is None:
-                    raise
-                failed[p.name] = str(e)
-            if advance:
-                advance(1)
-    return out
+    """`simulate.presets.simulate_each` with a progress bar: {label: SimResult}; with ``failed``,
+    a system the job cannot run on is recorded there ({label: why}) and the others still run."""
+    with steps("simulating", len(systems)) as advance:
+        done, why = simulate_each(workload, systems, keep_going=failed is not None, progress=advance)
+    if failed is not None:
+        failed.update(why)
+    return done
 
 
 def simulated(workload: Workload, system: str | None) -> SimResult | None:

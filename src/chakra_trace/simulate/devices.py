@@ -14,9 +14,10 @@ import dataclasses
 
 from ..errors import ChakraError
 from ..schema.devices import DeviceSpec, device_spec
+from ..schema.enums import NodeType
 from .config import SystemConfig
 
-__all__ = ["with_device"]
+__all__ = ["untimed_compute", "with_device"]
 
 
 def with_device(system: SystemConfig, dev: str | DeviceSpec, efficiency: float = 1.0) -> SystemConfig:
@@ -33,3 +34,13 @@ def with_device(system: SystemConfig, dev: str | DeviceSpec, efficiency: float =
         peak_perf=d.peak_flops * efficiency / 1e12,
         local_mem_bw=d.mem_bw * efficiency / 1e9,
     )
+
+
+def untimed_compute(workload) -> bool:
+    """Whether a job's compute nodes carry FLOPs and no recorded time (`chakra capture`,
+    `chakra parallelize`; its first rank's trace says): simulating it needs a device to cost them."""
+    if not len(workload):
+        return False
+    t = workload.traces[min(workload.ranks)]
+    comp = (t.types == NodeType.COMP_NODE) & (t.num_ops > 0)
+    return bool(comp.any()) and not bool(t.duration[comp].any())

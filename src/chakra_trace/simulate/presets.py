@@ -9,13 +9,16 @@ the YAML/JSON files for anything precise.
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ChakraError
 from ..synthesize.scale import data_parallel
 from .config import Network, SystemConfig
-from .simulator import simulate
+from .devices import with_device
+from .simulator import SimulationWarning, simulate
 
 
 @dataclass(frozen=True)
@@ -173,3 +176,32 @@ def simulate_on(workload, system: str | SystemPreset, **kw):
     if len(workload) not in (1, p.network.npus):
         workload = data_parallel(workload, p.network.npus)
     return simulate(workload, p.network, p.system, **kw)
+
+
+def simulate_each(workload, systems, *, keep_going: bool = True, progress=None, **kw) -> tuple[dict, dict[str, str]]:
+    """Simulate a job on each system: ({label: SimResult}, {label: why} of the systems it cannot
+    run on; with ``keep_going`` False the first such error is raised). Every system is resolved
+    before the first simulation; simulation notes stay in each result's ``warnings`` rather than
+    being emitted as they happen. ``progress(1)`` after each system."""
+    presets = [resolve(spec) for spec in systems]
+    done, failed = {}, {}
+    for p in presets:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SimulationWarning)
+                done[p.name] = simulate_on(workload, p, **kw)
+        except ChakraError as e:
+            if not keep_going:
+                raise
+            failed[p.name] = str(e)
+        if progress:
+            progress(1)
+    return done, failed
+
+
+def with_compute_device(presets, device) -> list[SystemPreset]:
+    """The presets with their compute costed at ``device``'s roofline (`devices.with_device`);
+    a preset without a network (the job's own ranks at their recorded times) is kept as is."""
+    return [
+        dataclasses.replace(p, system=with_device(p.system, device)) if p.network is not None else p for p in presets
+    ]

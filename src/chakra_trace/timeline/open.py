@@ -5,6 +5,7 @@ simulation of it."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from ..errors import ChakraError
 from ..io.collect_folder import kineto_files
@@ -24,13 +25,16 @@ def _kineto_paths(source: str) -> list:
     return [source] if sniff(source) == "kineto" else []
 
 
-def open_timeline(source, *, prefer: str = "auto", say=None) -> JobTimeline:
+def open_timeline(
+    source, *, prefer: str = "auto", say=None, workload: Callable[[], Workload] | None = None
+) -> JobTimeline:
     """The device timeline of `source`: Kineto trace file(s), a folder holding them (a `chakra
     collect` folder, or Kineto traces alone), or any path `Workload.open` takes (its nodes at
     their recorded times; a simulation's: `from_workload(workload, result)`).
 
     ``prefer``: "auto" reads Kineto traces where there are any, else the Chakra trace;
-    "kineto"/"chakra" insist."""
+    "kineto"/"chakra" insist. ``workload``: gives the job at `source` where the caller opens it
+    (read once, and only when its nodes are the timeline)."""
     if prefer not in SOURCE_CHOICES:
         raise ChakraError(f"device timeline source: one of {SOURCE_CHOICES}, not {prefer!r}")
     if isinstance(source, (list, tuple)):
@@ -44,7 +48,7 @@ def open_timeline(source, *, prefer: str = "auto", say=None) -> JobTimeline:
             return from_kineto_files(paths, say=say)
         if prefer == "kineto":
             raise ChakraError(f"{source}: no Kineto traces (*.json[.gz] written by the PyTorch profiler)")
-    return from_workload(Workload.open(source))
+    return from_workload(workload() if workload is not None else Workload.open(source))
 
 
 __all__ = ["SOURCE_CHOICES", "open_timeline"]

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 
 from ..analyze import Analysis
-from ..analyze.device import DeviceAnalysis
 from ..analyze.roofline import DeviceSpec, default_device, device_spec
 from ..errors import ChakraError
 from ..io.workload import Workload
@@ -42,7 +41,7 @@ _MAX_PATH_ROWS = 300
 
 
 def build_report(
-    workload: Workload,
+    job: Analysis | Workload,
     *,
     simulations: dict | None = None,
     systems: dict | None = None,
@@ -54,16 +53,17 @@ def build_report(
     max_timeline_events: int = 60_000,
     progress: Callable[[int], None] | None = None,
     sweep: str | os.PathLike | None = None,
-    devices: DeviceAnalysis | None = None,
 ) -> dict:
     """The report document. ``simulations``: {label: SimResult} of this workload (or of its
     data-parallel scale-out) on other systems; ``systems``: {label: SystemPreset} that describe
     them; ``failed``: {label: why} of systems that could not be simulated (each gets a section
     saying why); ``device``/``peak_tflops``/``mem_bw_gbps``: the roofline device as `device_spec`
     takes it (none: `default_device`); ``progress``: called with 1 after each section; ``sweep``: a
-    `chakra sweep` results folder, shown as its Pareto front and sensitivity; ``devices``: the
-    job's device analyses (`analyze.device.DeviceAnalysis`: its Kineto traces, or its nodes)."""
-    rec = Analysis(workload)
+    `chakra sweep` results folder, shown as its Pareto front and sensitivity. ``job``: an
+    `Analysis` (opened from a path, its device section reads the job's Kineto traces where it has
+    them: `Analysis.timeline`) or a workload in memory."""
+    rec = Analysis.of(job)
+    workload = rec.workload
     timed = any(t.timed for t in workload.traces.values())
     sims = simulations or {}
     presets = systems or {}
@@ -103,8 +103,8 @@ def build_report(
         lambda: _matrix_section(rec),
         lambda: _roofline_section(rec, device, peak_tflops, mem_bw_gbps),
     ]
-    if devices is not None:
-        makers.append(lambda: device_section(devices))
+    if rec.timed:
+        makers.append(lambda: device_section(rec.devices()))
     if sweep is not None:
         makers.append(lambda: _sweep_section(sweep))
     if timed:
@@ -129,24 +129,21 @@ def build_report(
 
 
 def report_parts(
-    workload: Workload,
-    simulations: dict | None = None,
-    failed: dict | None = None,
-    sweep: object = None,
-    devices: object = None,
+    job: Analysis | Workload, simulations: dict | None = None, failed: dict | None = None, sweep=None
 ) -> int:
     """How many times `build_report` calls ``progress`` (its sections, a system's counting once
     but for its timeline, a failed system once): the total of a progress bar."""
-    timed = any(t.timed for t in workload.traces.values())
+    rec = Analysis.of(job)
+    timed = any(t.timed for t in rec.workload.traces.values())
     n = len(simulations or {})
     parts = 2 + (4 if timed else 1) + (1 if n or timed else 0) + n + len(failed or {}) + 3 + (1 if timed else 0) + n
-    return parts + (sweep is not None) + (devices is not None)
+    return parts + (sweep is not None) + rec.timed
 
 
-def write_report(workload: Workload, path: str | os.PathLike, **kw) -> Path:
+def write_report(job: Analysis | Workload, path: str | os.PathLike, **kw) -> Path:
     """Build the report and write it as one self-contained HTML file (atomically)."""
 
-    return write_html(build_report(workload, **kw), path)
+    return write_html(build_report(job, **kw), path)
 
 
 # ------------------------------------------------------------------------------- sections

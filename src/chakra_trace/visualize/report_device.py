@@ -28,20 +28,23 @@ def device_section(d: DeviceAnalysis, sid: str = "devices", title: str = "Device
     except ChakraError as e:
         return why_section(sid, title, str(e))
     parts = ("computation", "communication", "memory", "idle")
+    window_bars = {
+        "type": "bars",
+        "title": "each rank's window",
+        "unit": "µs",
+        "stacked": True,
+        "categories": [f"rank {r['rank']}" for r in tmp["ranks"]],
+        "series": [{"name": p, "values": [r[f"{p}_us"] for r in tmp["ranks"]]} for p in parts],
+    }
+    nodes = d.source in ("recorded", "simulated")  # (the Breakdown section splits the same nodes' time per rank)
     blocks: list[dict] = [
         {
             "type": "text",
             "text": f"From {_SOURCE.get(d.source, d.source)}. Each window is split by what ran: computation "
-            "before communication before memory where they overlap, so the parts add up to the window.",
+            "before communication before memory where they overlap, so the parts add up to the window"
+            + ("; the Breakdown section splits each rank's time, so here only per stream." if nodes else "."),
         },
-        {
-            "type": "bars",
-            "title": "each rank's window",
-            "unit": "µs",
-            "stacked": True,
-            "categories": [f"rank {r['rank']}" for r in tmp["ranks"]],
-            "series": [{"name": p, "values": [r[f"{p}_us"] for r in tmp["ranks"]]} for p in parts],
-        },
+        *([] if nodes else [window_bars]),
         table(
             "per rank and stream",
             [("rank", "rank", "int"), ("stream_label", "stream", "str"), ("window_us", "window", "us")]

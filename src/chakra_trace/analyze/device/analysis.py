@@ -1,14 +1,10 @@
-"""`DeviceAnalysis`: one object over the device analyses of a job, HTA's `TraceAnalysis` in
-spirit: open once (Kineto traces, a collect folder, a Chakra job, a simulation of one), ask any
-question, get `Tables` back. Results are computed on first use and kept."""
+"""`DeviceAnalysis`: the device questions of HTA's `TraceAnalysis` (and more) over one job's
+timeline, as a view of `Analysis` (`Analysis.open(path).devices()`), which opens the job and its
+timeline once. Results are computed on first use and kept."""
 
 from __future__ import annotations
 
-import os
-
-from ...io.workload import Workload
-from ...timeline.job import JobTimeline, from_workload
-from ...timeline.open import open_timeline
+from ...timeline.job import JobTimeline
 from .idle import idle_breakdown
 from .kernels import kernel_breakdown
 from .launches import launch_stats
@@ -22,7 +18,7 @@ from .temporal import temporal_breakdown
 
 class DeviceAnalysis:
     """
-    >>> d = DeviceAnalysis.open("traces/")          # Kineto traces, a collect folder, a Chakra job
+    >>> d = Analysis.open("traces/").devices()    # Kineto traces, a collect folder, a Chakra job
     >>> d.kernels().to_pandas("by_kind")
     >>> d.idle().to_pandas()
     >>> d.overlap().to_dict()
@@ -31,15 +27,6 @@ class DeviceAnalysis:
     def __init__(self, timeline: JobTimeline):
         self.timeline = timeline
         self._cache: dict = {}
-
-    @classmethod
-    def open(cls, source: str | os.PathLike | list, *, prefer: str = "auto", say=None) -> DeviceAnalysis:
-        return cls(open_timeline(source, prefer=prefer, say=say))
-
-    @classmethod
-    def of(cls, workload, result=None) -> DeviceAnalysis:
-        """A Chakra workload in memory, at its recorded times or those of `result` (a simulation)."""
-        return cls(from_workload(Workload.of(workload), result))
 
     @property
     def source(self) -> str:
