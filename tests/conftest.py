@@ -1,6 +1,8 @@
+import csv
 import gzip
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,48 @@ def _kineto_head(name: str) -> Path:
     tmp.write_bytes(gzip.compress(json.dumps(doc, indent=1).encode(), mtime=0))
     os.replace(tmp, out)
     return out
+
+
+ASTRA_SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "astra-sim"
+"""ASTRA-sim's reference cases and its network/system files (../shared/reference), read in place."""
+
+
+def astra_reference(required: bool = True) -> Path:
+    """One folder of ASTRA-sim's reference files (`ASTRA_SHARED`) and the differential runs this
+    project recorded on the binary (tests/data/astra-sim: its CSVs, the configs and groups they
+    add): links to both, in out/test-data, so each file is read where it lives. Where ../shared is
+    absent a module that requires it skips; otherwise the folder holds ours alone (`astra_cases`)."""
+    if required and not (ASTRA_SHARED / "cases.csv").is_file():
+        pytest.skip(f"needs {ASTRA_SHARED}: ../shared beside the checkout (CI has it)", allow_module_level=True)
+    out = HEAD_DIR / "astra-sim"
+    files = {
+        f.relative_to(base): f
+        for base in (ASTRA_SHARED, DATA / "astra-sim")
+        for f in sorted(base.rglob("*"))
+        if f.is_file() and f.suffix in (".csv", ".json", ".jsonl", ".yml", ".yaml")
+    }
+    if all((out / rel).resolve() == src.resolve() for rel, src in files.items()):
+        return out
+    tmp = out.with_name(f".astra-sim.{os.getpid()}.tmp")  # (xdist workers may build it at once)
+    for rel, src in files.items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).symlink_to(src.resolve())
+    try:
+        if out.is_dir():
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    except OSError:  # another worker's folder won the race: it holds the same links
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def astra_cases(name: str) -> list[dict]:
+    """The rows of a case table of `astra_reference` (their configs are ASTRA-sim's); none where
+    ../shared is absent, so the tests over them are skipped."""
+    if not (ASTRA_SHARED / "cases.csv").is_file():
+        return []
+    with open(astra_reference() / name, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -24,11 +24,11 @@ from chakra_trace.schema.enums import NodeType
 from chakra_trace.schema.groups import group_rows
 from chakra_trace.simulate import simulate
 from chakra_trace.simulate.config import Network
-from conftest import sample
+from conftest import astra_reference, sample
 
 DATA = Path(__file__).parent / "data"
-SYS_1D = DATA / "astra-sim" / "cfg" / "ring_1d_s4_a1.json"
-SYS_2D = DATA / "astra-sim" / "cfg" / "ring_2d_s4_a1.json"
+SYS_1D = astra_reference() / "cfg" / "ring_1d_s4_a1.json"
+SYS_2D = astra_reference() / "cfg" / "ring_2d_s4_a1.json"
 
 
 def _compat(workload, net, system, groups=None):

@@ -22,8 +22,9 @@ from chakra_trace.simulate.config import (
     parse_algorithm,
     parse_yaml,
 )
+from conftest import astra_reference
 
-CFG = Path(__file__).parent / "data" / "astra-sim" / "cfg"  # a copy of ../shared/reference/astra-sim/cfg
+CFG = astra_reference() / "cfg"  # ASTRA-sim's network/system files, with the ones our differential runs add
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -15,9 +14,10 @@ from chakra_trace.simulate.config import Network, SystemConfig
 from chakra_trace.simulate.engine import Engine
 from chakra_trace.synthesize import from_spec
 from chakra_trace.visualize.timeline import timeline
+from conftest import astra_cases, astra_reference
 
-REF = Path(__file__).parent / "data" / "astra-sim"  # a copy of ../shared/reference/astra-sim
-CASES = list(csv.DictReader(open(REF / "cases.csv")))
+REF = astra_reference(required=False)  # ASTRA-sim's reference cases, with our differential runs on its binary
+CASES = astra_cases("cases.csv")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
@@ -589,7 +589,7 @@ def recorded(cases: list[dict], known: dict[str, str]) -> list:
 
 #: Cases recorded from the real ASTRA-sim (518bd51, analytical backends, built outside the repo:
 #: tools/astra/run_case.py), sizes that `preferred-dataset-splits` does not divide.
-DIFFERENTIAL = list(csv.DictReader(open(REF / "differential.csv")))
+DIFFERENTIAL = astra_cases("differential.csv")
 
 
 @pytest.mark.parametrize("case", recorded(DIFFERENTIAL, {}))
@@ -612,7 +612,7 @@ def test_sizes_with_a_partial_chunk_as_astra_sim(case):
 #: follows beyond the reference cases: a dimension's queue serves one collective's chunks in
 #: the order they reach it; communicator groups (the system's algorithm when one is listed,
 #: ASTRA-sim's "Local" ring). A `comm_groups` file (groups/) puts each NPU's collective in its group.
-CLASSES = list(csv.DictReader(open(REF / "classes.csv")))
+CLASSES = astra_cases("classes.csv")
 
 
 @pytest.mark.parametrize("case", recorded(CLASSES, {}))

@@ -20,6 +20,7 @@ from chakra_trace.cli import main
 from chakra_trace.errors import ChakraError
 from chakra_trace.sweep import expand, load_results, load_spec, pareto, query, run_sweep, scaling, sensitivity
 from chakra_trace.sweep.evaluate import WALL_COLUMNS
+from conftest import astra_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 DDP = ROOT / "tests" / "data" / "corpus" / "ddp"
@@ -363,10 +364,10 @@ def test_report_has_a_sweep_section(ran):
 @pytest.mark.timeout(120)
 def test_sweep_points_equal_astra_sim_binary_results(tmp_path):
     """A sweep over ASTRA-sim's own network/system files in compat mode gives, point for point,
-    the step the real binary printed (tests/data/astra-sim/cases.csv, a differential run)."""
+    the step the real binary printed (ASTRA-sim's reference cases.csv, a differential run)."""
     import csv
 
-    data = Path(__file__).parent / "data" / "astra-sim"
+    data = astra_reference()
     cases = [
         r
         for r in csv.DictReader(open(data / "cases.csv"))
