@@ -197,7 +197,7 @@ def test_many_threads_synchronizing_with_many_streams_is_refused_fast(tmp_path):
         and "CHAKRA_TRACE_MAX_SYNC_LOOKUPS" in lines[0]
         and "internal error" not in res.stderr
     )
-    assert res.maxrss < 1 << 30 and res.seconds < 60, (res.maxrss, res.seconds)
+    assert res.maxrss < 1 << 30, res.maxrss  # (its time is bounded by the timeout above: a hang guard)
 
 
 def test_limit_is_documented_and_overridable(tmp_path, monkeypatch):
