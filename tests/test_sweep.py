@@ -459,3 +459,15 @@ def test_scaling_over_a_results_folder_and_cli(ran, capsys):
     assert main(["sweep", "scaling", str(result.folder), "--weak", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == len(df) and {"efficiency", "speedup", "energy_rel"} <= set(rows[0])
+
+
+def test_a_device_costs_compute_on_every_system():
+    """One meaning of a compute device (`presets.with_compute`): a sweep's ``device`` sets the
+    roofline on a preset with a network and on the job's own ranks alike, as `chakra simulate
+    --device` does (it was ignored on a preset without a network)."""
+    from chakra_trace.sweep.systems import system_of
+
+    for name in ("recorded", "dgx-8x8"):
+        plain, on = system_of({"system": name}), system_of({"system": name, "device": "h100", "efficiency": 0.5})
+        assert not plain.system.roofline_enabled and on.system.roofline_enabled, name
+        assert on.system.peak_perf == pytest.approx(system_of({"system": name, "device": "h100"}).system.peak_perf / 2)

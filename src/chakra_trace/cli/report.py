@@ -10,7 +10,7 @@ import click
 from ..analyze import Analysis
 from ..analyze.roofline import roofline_device
 from ..simulate.devices import untimed_compute
-from ..simulate.presets import resolve, with_compute_device
+from ..simulate.presets import resolve, with_compute
 from ..visualize.report import report_parts, write_report
 from .common import comm_groups_option, console, echo_warning, progress, steps
 from .plot import device_options
@@ -51,7 +51,7 @@ def report(
     dev = None
     if untimed_compute(wl) and (device is not None or (peak_tflops is not None and mem_bw_gbps is not None)):
         dev = roofline_device(wl, device, peak_tflops, mem_bw_gbps)  # FLOPs without times: at its roofline
-        presets = with_compute_device(presets, dev)
+        presets = [with_compute(p, dev) for p in presets]
     failed: dict[str, str] = {}  # the report says why in that system's place; the others still run
     sims = run_simulations(wl, presets, failed)
     for label, why in failed.items():

@@ -199,9 +199,8 @@ def simulate_each(workload, systems, *, keep_going: bool = True, progress=None, 
     return done, failed
 
 
-def with_compute_device(presets, device) -> list[SystemPreset]:
-    """The presets with their compute costed at ``device``'s roofline (`devices.with_device`);
-    a preset without a network (the job's own ranks at their recorded times) is kept as is."""
-    return [
-        dataclasses.replace(p, system=with_device(p.system, device)) if p.network is not None else p for p in presets
-    ]
+def with_compute(p: SystemPreset, device, efficiency: float = 1.0) -> SystemPreset:
+    """The preset with its compute costed at ``device``'s roofline times ``efficiency``
+    (`devices.with_device`), on a network or on the job's own ranks alike: what `chakra simulate
+    --device`, the report's costing of untimed compute and a sweep's ``device`` axis all mean."""
+    return dataclasses.replace(p, system=with_device(p.system, device, efficiency))

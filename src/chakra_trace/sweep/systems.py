@@ -15,8 +15,7 @@ from typing import Any
 
 from ..errors import ChakraError
 from ..simulate.config import Network
-from ..simulate.devices import with_device
-from ..simulate.presets import SystemPreset, preset_system, resolve
+from ..simulate.presets import SystemPreset, preset_system, resolve, with_compute
 
 DEFAULTS = {"bandwidth": 50.0, "latency": 500.0}
 
@@ -80,11 +79,10 @@ def system_of(params: dict) -> SystemPreset:
 
 
 def _device(p: SystemPreset, params: dict) -> SystemPreset:
-    """Compute costed at a device's roofline (``device``, ``efficiency``) where the system has a
-    network model (the others keep recorded times)."""
-    if params.get("device") is None or p.network is None:
+    """Compute costed at a device's roofline (``device``, ``efficiency``: `presets.with_compute`)."""
+    if params.get("device") is None:
         return p
-    return dataclasses.replace(p, system=with_device(p.system, params["device"], float(params.get("efficiency", 1.0))))
+    return with_compute(p, params["device"], float(params.get("efficiency", 1.0)))
 
 
 def mode_kwargs(mode: str | None) -> dict:
