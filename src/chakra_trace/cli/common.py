@@ -96,13 +96,6 @@ PIPE_WIDTH = 1000
 TABLE_ROWS = 200
 
 
-def capped(rows: list, what: str = "rows") -> tuple[list, str]:
-    """(the first `TABLE_ROWS` rows, a note for the table's title: "" when all are shown)."""
-    if len(rows) <= TABLE_ROWS:
-        return rows, ""
-    return rows[:TABLE_ROWS], f"first {TABLE_ROWS:,} of {len(rows):,} {what}; --json lists all"
-
-
 def show(
     table: Table,
     *,
