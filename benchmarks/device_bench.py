@@ -178,9 +178,9 @@ def ours(trace_dir: str, out: str, op: str | None) -> None:
 
 def _overlay(trace_dir: str):
     """Our critical path on the first rank's Kineto trace (converted on the fly), marked on a copy."""
-    from chakra_trace.analyze.device import Tables
     from chakra_trace.analyze.device.overlay import critical_path_overlay
     from chakra_trace.io.collect_folder import kineto_files
+    from chakra_trace.table import Tables
 
     first = kineto_files(trace_dir)[0]
     with tempfile.TemporaryDirectory() as tmp:

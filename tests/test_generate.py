@@ -281,7 +281,7 @@ def test_hierarchical_beats_the_iid_baselines_on_held_out_jobs():
             assert abs(ours.step_err["ring-8"]) < abs(other.step_err["ring-8"])
     summary = rep.summary()
     assert summary["hierarchical"]["step_err:all"] < summary["iid-like"]["step_err:all"]
-    assert "| same | hierarchical |" in rep.table()
+    assert "| same | hierarchical |" in rep.to_markdown()
     d = rep.to_dict()
     assert d["rows"][0]["condition"]["like"] == "toy" and json.dumps(d)
 

@@ -18,7 +18,7 @@ PACKAGE = "chakra_trace"
 #: packages that share a layer are peers and may not import each other. The top-level package
 #: (`chakra_trace/__init__.py`, the public facade) may import anything.
 LAYERS: list[set[str]] = [
-    {"errors", "_native", "intervals"},  # foundations: no first-party imports
+    {"errors", "_native", "intervals", "table"},  # foundations: no first-party imports
     {"schema"},  # the model: enums, wire encoding, Trace, dependency graph, groups
     {"io"},  # files: .et streams, JSON, opening a job
     {"timeline"},  # the timed view of a job: device activity, one clock, which ops of different ranks meet

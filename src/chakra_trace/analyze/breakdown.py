@@ -13,12 +13,13 @@ from ..intervals import busy
 from ..io.workload import Workload
 from ..schema.resources import comm_mask, compute_mask
 from ..schema.trace import Trace
+from ..table import Table, Tabular
 
 COLUMNS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "other_us", "idle_us")
 
 
 @dataclass
-class Breakdown:
+class Breakdown(Tabular):
     """Per rank (µs): span (first start to last end), compute, comm, overlap (both at once),
     exposed comm (comm not hidden behind compute), other (busy with neither: host work while
     the accelerator waits, memory nodes), idle (nothing running); compute + exposed comm +
@@ -46,10 +47,9 @@ class Breakdown:
             [{"rank": npu, **{k: float(v) / 1000 for k, v in zip(COLUMNS, vals)}} for npu, vals in enumerate(cols)]
         )
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.rows).set_index("rank")
+    def to_table(self) -> Table:
+        """One row per rank (the index)."""
+        return Table.from_records(self.rows, ["rank", *COLUMNS], title="per-rank breakdown (µs)", index="rank")
 
 
 def rank_breakdown(trace: Trace) -> dict[str, int]:

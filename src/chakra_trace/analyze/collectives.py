@@ -18,6 +18,7 @@ import numpy as np
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import collective_instances
 from ..schema.trace import Trace
+from ..table import Column, Table, Tabular
 
 # bus bandwidth = algorithm bandwidth x factor(n), as NCCL's tests report it
 _BUS_FACTOR = {
@@ -35,7 +36,7 @@ def bus_factor(ctype: str, n: int) -> float:
 
 
 @dataclass
-class CollectiveStats:
+class CollectiveStats(Tabular):
     """One record per (collective instance, rank): group, index, type, rank, bytes,
     duration_us, node_id, group_size. ``summary()`` aggregates per group, type and rank."""
 
@@ -72,15 +73,26 @@ class CollectiveStats:
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary(), "instances": self.records}
 
-    def to_pandas(self):
-        import pandas as pd
+    def to_table(self) -> Table:
+        """One row per (collective instance, rank)."""
+        return Table.from_records(self.records, title="collective instances")
 
-        return pd.DataFrame(self.records)
+    def summary_table(self) -> Table:
+        """`summary()`: one row per group, type and rank (group "" is every rank: shown as "all")."""
+        return Table.from_records(
+            self.summary(), _SUMMARY_COLUMNS, title="collectives", spec={"group": Column(format=_group)}
+        )
 
     def summary_frame(self):
-        import pandas as pd
+        """`summary_table` as a pandas DataFrame."""
+        return self.summary_table().to_pandas()
 
-        return pd.DataFrame(self.summary())
+
+_SUMMARY_COLUMNS = ("group", "type", "rank", "count", "bytes", "time_us", "group_size", "algbw_GBps", "busbw_GBps")
+
+
+def _group(name: str) -> str:
+    return name or "all"
 
 
 @dataclass
@@ -111,7 +123,7 @@ class Imbalance:
 
 
 @dataclass
-class ImbalanceReport:
+class ImbalanceReport(Tabular):
     """Collective instances checked, the imbalanced ones, and per rank how often it stood out."""
 
     checked: int
@@ -133,9 +145,8 @@ class ImbalanceReport:
             "outlier_ranks": {str(k): v for k, v in self.by_rank().items()},
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
+    def to_table(self) -> Table:
+        """One row per (imbalanced instance, member rank): the bytes it moves, and whether it stands out."""
         rows = [
             {
                 "group": x.group,
@@ -149,7 +160,7 @@ class ImbalanceReport:
             for x in self.imbalanced
             for r, b in x.bytes.items()
         ]
-        return pd.DataFrame(rows)
+        return Table.from_records(rows, title="imbalanced collectives")
 
     def matrix(self):
         """Bytes per (instance, rank): the heatmap of an imbalance plot (instances as rows)."""
@@ -260,7 +271,7 @@ def imbalance(workload, tolerance: float = 0.0) -> ImbalanceReport:
 
 
 @dataclass
-class CommMatrix:
+class CommMatrix(Tabular):
     """Bytes each rank sends to each other rank (rows: senders, columns: receivers)."""
 
     ranks: list[int]
@@ -269,10 +280,20 @@ class CommMatrix:
     def to_dict(self) -> dict[str, Any]:
         return {"ranks": self.ranks, "bytes": self.bytes.tolist()}
 
-    def to_pandas(self):
-        import pandas as pd
+    def to_table(self) -> Table:
+        """One row per sender (the index, ``from``), one column per receiver (named by its rank)."""
+        to = {str(r): self.bytes[:, i] for i, r in enumerate(self.ranks)}
+        whole = Column(format=_whole_bytes)
+        return Table(
+            {"from": np.asarray(self.ranks, np.int64), **to},
+            title="bytes sent (rows: from, columns: to)",
+            index="from",
+            spec=dict.fromkeys(to, whole),
+        )
 
-        return pd.DataFrame(self.bytes, index=self.ranks, columns=self.ranks).rename_axis("from", axis=0)
+
+def _whole_bytes(v: float) -> str:
+    return f"{int(v):,}"
 
 
 def communication_matrix(workload) -> CommMatrix:

@@ -19,28 +19,29 @@ from ..schema.enums import node_type_name
 from ..schema.groups import rows_by_group
 from ..schema.resources import FREE, KIND_NAMES, node_kinds, node_slots
 from ..schema.trace import Trace
+from ..table import Table, Tabular
 from ..timeline.clock import rank_offsets_ns
 from ..timeline.matching import p2p_rows, pair_p2p
 
 
 @dataclass
-class CriticalPath:
+class CriticalPath(Tabular):
     length_us: int  # sum of durations along the path
     rows: np.ndarray  # rows of the path, first to last
     ids: np.ndarray  # their node ids
     finish_us: np.ndarray = field(repr=False)  # earliest finish of every row (durations + dependencies)
 
-    def to_pandas(self, trace: Trace):
-        import pandas as pd
-
-        return pd.DataFrame(
+    def to_table(self, trace: Trace) -> Table:
+        """One row per node on the path, first to last (`trace`: the trace it was found in)."""
+        return Table(
             {
                 "id": self.ids,
                 "name": trace.name_array[self.rows],
                 "type": trace.types[self.rows],
                 "duration_us": trace.duration[self.rows],
                 "finish_us": self.finish_us[self.rows],
-            }
+            },
+            title="critical path",
         )
 
 
@@ -82,7 +83,7 @@ _VIA = ("start", "dependency", "resource")
 
 
 @dataclass
-class JobCriticalPath:
+class JobCriticalPath(Tabular):
     """The chain of operations, across ranks, that sets the step time.
 
     Walked back from the operation that ends last: each step goes to what the operation
@@ -152,10 +153,9 @@ class JobCriticalPath:
             "segments": self.segments,
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.columns)
+    def to_table(self) -> Table:
+        """One row per operation on the path, first to last (``columns``)."""
+        return Table(self.columns, title="operations on the path")
 
 
 class _RankTimes:

@@ -16,6 +16,7 @@ import numpy as np
 from ..io.workload import Workload
 from ..schema.enums import Attr, NodeType, collective_name, node_type_name
 from ..schema.trace import Trace
+from ..table import Table, Tabular
 from .breakdown import rank_breakdown
 
 STATUSES = ("added", "removed", "slower", "faster", "same")
@@ -51,7 +52,7 @@ def _as_workload(x: Workload | Trace) -> Workload:
 
 
 @dataclass
-class TraceDiff:
+class TraceDiff(Tabular):
     """``rows``: one dict per (node type, name[, rank]) with count_a/b, total_us_a/b,
     mean_us_a/b, delta_us (b - a), ratio (b / a, None when a is 0) and status; largest
     |delta| first. ``summary``: whole-workload metrics side by side, collectives per
@@ -89,11 +90,10 @@ class TraceDiff:
             "rows": self.rows,
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
+    def to_table(self) -> Table:
+        """One row per op (node type, name[, rank]), largest |delta| first."""
         cols = (["rank"] if self.by_rank else []) + list(_ROW_COLUMNS)
-        return pd.DataFrame(self.rows, columns=cols)
+        return Table.from_records(self.rows, cols, title=f"{self.labels[1]} vs {self.labels[0]}")
 
 
 _ROW_COLUMNS = (

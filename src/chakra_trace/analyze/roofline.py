@@ -25,6 +25,7 @@ from ..schema.devices import DEVICES, DeviceSpec, device_spec, host_cpu
 from ..schema.enums import Attr, NodeType
 from ..schema.resources import ACCEL, node_kinds
 from ..schema.trace import Trace
+from ..table import Table, Tabular
 from .diff import merge_names
 
 __all__ = [
@@ -86,7 +87,7 @@ def _num(v: float) -> float | None:
 
 
 @dataclass
-class Roofline:
+class Roofline(Tabular):
     """Per-op columns (numpy arrays of equal length, one entry per COMP node with FLOPs and
     bytes): rank, row, node_id, name, flops, bytes, intensity (FLOP/B), duration_us (as
     recorded, 0 when none), achieved_flops and efficiency (NaN when the duration is 0), attainable_flops (the
@@ -122,12 +123,7 @@ class Roofline:
     @property
     def records(self) -> list[dict]:
         """One dict per op (JSON-safe: NaN as None)."""
-        cols = {c: getattr(self, c).tolist() for c in _COLUMNS}
-        out = [dict(zip(_COLUMNS, vals)) for vals in zip(*(cols[c] for c in _COLUMNS))]
-        for r in out:
-            for k in ("achieved_flops", "efficiency"):
-                r[k] = _num(r[k])
-        return out
+        return self.to_table().records()
 
     def by_name(self) -> list[dict]:
         """Per op name: count, flops, bytes, time_us (recorded), intensity (total FLOPs / total
@@ -194,10 +190,9 @@ class Roofline:
             d["ops"] = self.records
         return d
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame({c: getattr(self, c) for c in _COLUMNS})
+    def to_table(self) -> Table:
+        """One row per op (`_COLUMNS`)."""
+        return Table({c: getattr(self, c) for c in _COLUMNS}, title=f"roofline on {self.device.name}")
 
 
 def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> Roofline:

@@ -18,6 +18,7 @@ from ..intervals import union
 from ..io.workload import Workload
 from ..schema.resources import comm_mask, compute_mask
 from ..schema.trace import Trace
+from ..table import Table, Tabular
 from .breakdown import COLUMNS
 
 _STEP_PREFIX = "ProfilerStep#"
@@ -65,7 +66,7 @@ def find_steps(trace: Trace) -> Steps:
 
 
 @dataclass
-class StepBreakdown:
+class StepBreakdown(Tabular):
     """Per rank and step (µs): the `Breakdown` columns of each step's window, and a row per rank
     for the whole recording (``step`` "all"), whose parts are the sums of its steps."""
 
@@ -81,10 +82,11 @@ class StepBreakdown:
     def to_dict(self) -> dict[str, Any]:
         return {"rows": self.rows, "methods": {str(k): v for k, v in self.methods.items()}}
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.rows).set_index(["rank", "step"])
+    def to_table(self) -> Table:
+        """One row per rank and step (the index: rank, step)."""
+        return Table.from_records(
+            self.rows, ["rank", "step", *COLUMNS], title="per-step breakdown (µs)", index=["rank", "step"]
+        )
 
 
 def step_breakdown(workload: Workload | Trace) -> StepBreakdown:

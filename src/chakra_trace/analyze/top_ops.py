@@ -15,13 +15,14 @@ from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.enums import node_type_name
 from ..schema.trace import Trace
+from ..table import Column, Table, Tabular
 from .critical_path import JobCriticalPath, job_critical_path
 
 _COLUMNS = ("name", "type", "count", "ranks", "total_us", "mean_us", "max_us", "exposed_us", "exposed_share")
 
 
 @dataclass
-class TopOps:
+class TopOps(Tabular):
     """One row per (op name, node type), over every rank, biggest first by ``by``.
     ``exposed_share`` is the exposed time over the step (the critical path's length)."""
 
@@ -33,10 +34,14 @@ class TopOps:
     def to_dict(self) -> dict:
         return {"by": self.by, "source": self.source, "step_us": self.step_us, "ops": self.rows}
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.rows, columns=list(_COLUMNS))
+    def to_table(self) -> Table:
+        """One row per (op name, node type), in the order ranked."""
+        return Table.from_records(
+            self.rows,
+            _COLUMNS,
+            title=f"top operations by {self.by} time ({self.source}; µs)",
+            spec={"exposed_share": Column(format=".2%")},
+        )
 
 
 def top_ops(

@@ -23,6 +23,7 @@ from ..io.documents import read_json
 from ..io.et import atomic_output
 from ..simulate.config import Network, SystemConfig
 from ..simulate.presets import SystemPreset
+from ..table import Column, Table
 from .compute import ComputeModel
 from .fit import AlphaBeta
 
@@ -81,6 +82,23 @@ class SystemProfile:
         ci = self.compute.op_ci_ns
         comp = (ci[1] - ci[0]) / 2 / self.compute.op_ns if len(ci) == 2 and self.compute.op_ns > 0 else 0.0
         return {"comm": comm, "compute": comp}
+
+    def fits_table(self) -> Table:
+        """One row per fitted collective and rank count: latency (alpha), bandwidth (1 / beta) and
+        the largest |relative residual| of the fit."""
+        cols = {
+            "collective": [f.collective for f in self.fits],
+            "ranks": np.asarray([f.ranks for f in self.fits], np.int64),
+            "alpha_us": np.asarray([f.alpha_ns / 1e3 for f in self.fits], np.float64),
+            "bandwidth_gbps": np.asarray([f.bandwidth_gbps for f in self.fits], np.float64),
+            "spread": np.asarray([f.spread for f in self.fits], np.float64),
+        }
+        spec = {
+            "alpha_us": Column(label="alpha", unit="µs", format=".1f"),
+            "bandwidth_gbps": Column(label="bandwidth", unit="GB/s", format=".3g"),
+            "spread": Column(label="max |residual|", format=".1%"),
+        }
+        return Table(cols, title=f"alpha-beta fits ({self.backend})", spec=spec)
 
     # ------------------------------------------------------------------ files
     def to_dict(self) -> dict:

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ChakraError
 from ..io.workers import pool_options
 from ..io.workload import Workload
+from ..table import Table, Tabular
 from .features import JobFeatures, extract
 from .schema import TABLES, arrow_schema
 
@@ -34,7 +35,7 @@ Item = tuple[str, str | None, Workload | None, dict[str, str], dt.date | None]
 
 
 @dataclass
-class AddResult:
+class AddResult(Tabular):
     """What one `Catalog.add` did: jobs inserted, jobs already present (same content hash),
     inputs that could not be read (source, message), and how long it took."""
 
@@ -58,10 +59,9 @@ class AddResult:
             "job_ids": self.added,
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame({"job_id": self.added})
+    def to_table(self) -> Table:
+        """The job ids inserted, one row each."""
+        return Table({"job_id": self.added}, title="jobs added")
 
 
 def parse_date(value: str | dt.date | None) -> dt.date | None:

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import click
-from rich.table import Table
+import numpy as np
 
 from ..analyze import Analysis
-from ..analyze.breakdown import COLUMNS
 from ..analyze.roofline import device_spec
 from ..errors import ChakraError
+from ..table import Column, Table
 from .common import (
-    capped,
     cell,
     comm_groups_option,
     console,
     json_option,
     open_workload,
     print_json,
+    show,
     tolerance_option,
 )
 from .systems import simulate_one_option, simulated
@@ -36,28 +35,6 @@ def analyze() -> None:
     one job, or a `chakra collect` folder."""
 
 
-def _table(title: str, rows: list[dict], columns: list[str], cap: bool = True) -> None:
-    """A table of `rows` (at most `TABLE_ROWS` unless `cap` is False: the user asked for all)."""
-    rows, note = capped(rows) if cap else (rows, "")
-    t = Table(title=cell(title + (f" ({note})" if note else "")))
-    for c in columns:  # text left, numbers right
-        text = any(isinstance(r.get(c), str) and not r[c][:1].isdigit() for r in rows[:20])
-        t.add_column(cell(c), justify="left" if text else "right", overflow="fold" if text else "ellipsis")
-    for r in rows:
-        t.add_row(*("all" if c == "group" and r.get(c) == "" else _fmt(r.get(c)) for c in columns))
-    console().print(t)
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.3f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    return cell(v)  # an op named `[host]` is text, not rich markup
-
-
 @analyze.command()
 @click.argument("workload")
 @comm_groups_option
@@ -70,12 +47,10 @@ def breakdown(workload: str, comm_groups, as_json: bool, system) -> None:
     if as_json:
         print_json(res.to_dict())
         return
-    rows = res.rows if len(res.rows) <= 64 else res.rows[:64]
-    _table(
-        f"per-rank breakdown (µs, {'simulated on ' + system if system else 'recorded'} times)"
+    show(
+        res.to_table().head(64),
+        title=f"per-rank breakdown (µs, {'simulated on ' + system if system else 'recorded'} times)"
         + (f"; first 64 of {len(res.rows)} ranks" if len(res.rows) > 64 else ""),
-        rows,
-        ["rank", *COLUMNS],
     )
 
 
@@ -89,9 +64,7 @@ def collectives(workload: str, comm_groups, as_json: bool) -> None:
     if as_json:
         print_json(res.to_dict())
         return
-    _table(
-        "collectives", res.summary(), ["group", "type", "rank", "count", "bytes", "time_us", "algbw_GBps", "busbw_GBps"]
-    )
+    show(res.summary_table().select(["group", "type", "rank", "count", "bytes", "time_us", "algbw_GBps", "busbw_GBps"]))
 
 
 @analyze.command()
@@ -134,8 +107,7 @@ def matrix(workload: str, comm_groups, as_json: bool) -> None:
     if as_json:
         print_json(res.to_dict())
         return
-    rows = [{"from": r, **{str(c): int(v) for c, v in zip(res.ranks, res.bytes[i])}} for i, r in enumerate(res.ranks)]
-    _table("bytes sent (rows: from, columns: to)", rows[:32], ["from", *(str(c) for c in res.ranks[:16])])
+    show(res.to_table().head(32).select(["from", *(str(c) for c in res.ranks[:16])]))
 
 
 def _short(name: str, width: int = 60) -> str:
@@ -143,10 +115,8 @@ def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _num(v) -> str:
+def _num(v: float) -> str:
     """A float over a wide range, readable in a table column."""
-    if v is None:
-        return "-"
     a = abs(v)
     if a >= 1000:
         return f"{v:,.0f}"
@@ -155,8 +125,13 @@ def _num(v) -> str:
     return f"{v:.2e}"
 
 
-def _pct(v) -> str:
-    return "-" if v is None else f"{100 * v:.2f}%"
+def _scaled(label: str, by: float) -> Column:
+    """A column shown in larger units (FLOP as GFLOP: ``by`` 1e9)."""
+    return Column(label=label, format=lambda v: _num(v / by))
+
+
+_NAME = Column(format=_short)
+_PCT = Column(format=".2%")
 
 
 @analyze.command()
@@ -182,37 +157,19 @@ def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: boo
     if as_json:
         print_json(res.to_dict(ops=ops))
         return
-    rows = [
-        {
-            "name": _short(r["name"]),
-            "count": r["count"],
-            "GFLOP": _num(r["flops"] / 1e9),
-            "MB": _num(r["bytes"] / 1e6),
-            "time_us": f"{r['time_us']:,.0f}",
-            "FLOP/B": _num(r["intensity"]),
-            "achieved TFLOP/s": _num(None if r["achieved"] is None else r["achieved"] / 1e12),
-            "attainable TFLOP/s": _num(r["attainable"] / 1e12),
-            "efficiency": _pct(r["efficiency"]),
-            "bound": r["bound"],
-        }
-        for r in res.by_name()[: max(top, 0)]
-    ]
-    _table(
-        f"roofline on {dev.name} (per op name, most time first)",
-        rows,
-        [
-            "name",
-            "count",
-            "GFLOP",
-            "MB",
-            "time_us",
-            "FLOP/B",
-            "achieved TFLOP/s",
-            "attainable TFLOP/s",
-            "efficiency",
-            "bound",
-        ],
-    )
+    cols = ["name", "count", "flops", "bytes", "time_us", "intensity", "achieved", "attainable", "efficiency", "bound"]
+    spec = {
+        "name": _NAME,
+        "flops": _scaled("GFLOP", 1e9),
+        "bytes": _scaled("MB", 1e6),
+        "time_us": Column(format=",.0f"),
+        "intensity": Column(label="FLOP/B", format=_num),
+        "achieved": _scaled("achieved TFLOP/s", 1e12),
+        "attainable": _scaled("attainable TFLOP/s", 1e12),
+        "efficiency": _PCT,
+    }
+    by_name = Table.from_records(res.by_name()[: max(top, 0)], cols, spec=spec)
+    show(by_name, title=f"roofline on {dev.name} (per op name, most time first)")
     s = res.summary()
     con = console()
     con.print(
@@ -266,18 +223,15 @@ def diff(a: str, b: str, threshold: float, min_us: float, by_rank: bool, top: in
             f"{c['count_b']:,} ({c['bytes_b']:,} B){mark}"
         )
     con.print("  ops: " + ", ".join(f"{n:,} {s}" for s, n in res.summary["status"].items()))
-    rows = [r for r in res.rows if r["status"] != "same"][: max(top, 0)]
-    if not rows:
+    t = res.to_table()
+    changed = t.take(np.flatnonzero(np.asarray(t["status"], dtype=object) != "same")[: max(top, 0)])
+    if not len(changed):
         con.print("no op changed beyond the threshold")
         return
-    rows = [
-        {**r, "name": _short(r["name"]), "ratio": None if r["ratio"] is None else round(r["ratio"], 3)} for r in rows
-    ]
-    _table(
-        f"top changes (B vs A, threshold {threshold:g}, min {min_us:g} µs)",
-        rows,
-        (["rank"] if by_rank else [])
-        + ["name", "type", "count_a", "count_b", "total_us_a", "total_us_b", "delta_us", "ratio", "status"],
+    cols = ["name", "type", "count_a", "count_b", "total_us_a", "total_us_b", "delta_us", "ratio", "status"]
+    show(
+        changed.select((["rank"] if by_rank else []) + cols).with_spec(name=_NAME),
+        title=f"top changes (B vs A, threshold {threshold:g}, min {min_us:g} µs)",
     )
 
 
@@ -303,14 +257,10 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
             print_json({"rank": rank, "length_us": cp.length_us, "ids": cp.ids.tolist()})
             return
         console().print(f"rank {rank}: critical path {cp.length_us:,} µs over {cp.rows.size} nodes")
-        rows: list[dict[str, Any]] = sorted(
-            (
-                {"id": int(t.ids[r]), "name": _short(t.names[t.name_codes[r]]), "duration_us": int(t.duration[r])}
-                for r in cp.rows.tolist()
-            ),
-            key=lambda x: -x["duration_us"],
-        )
-        _table("longest nodes on the path", rows[:top], ["id", "name", "duration_us"])
+        nodes = cp.to_table(t)
+        longest = np.argsort(-np.asarray(nodes["duration_us"], np.int64), kind="stable")[:top]
+        shown = nodes.take(longest).select(["id", "name", "duration_us"]).with_spec(name=_NAME)
+        show(shown, title="longest nodes on the path")
         return
     p = a.critical_path()
     if as_json:
@@ -328,24 +278,25 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
         + ", ".join(f"{r}: {v / 1000:,.1f} µs ({v / length:.0%})" for r, v in list(p.by_rank().items())[:10])
     )
     con.print("per resource: " + ", ".join(f"{k} {v / 1000:,.1f} µs" for k, v in p.by_kind().items() if v))
-    c = p.columns
-    longest = c["time_ns"].argsort(kind="stable")[::-1][:top]
-    rows = [
+    if not len(p):
+        return
+    c = p.to_table().take(p.columns["time_ns"].argsort(kind="stable")[::-1][:top])
+    gated = np.asarray(c["gated_by_rank"], np.int64)
+    ops = Table(
         {
-            "rank": r,
-            "name": _short(n),
-            "kind": k,
-            "start_us": s / 1000,
-            "time_us": t / 1000,
-            "share": _pct(t / length),
-            "waited for": v,
-            "last to arrive": g if g >= 0 else None,
-        }
-        for r, n, k, s, t, v, g in zip(
-            *(c[x][longest].tolist() for x in ("rank", "name", "kind", "start_ns", "time_ns", "via", "gated_by_rank"))
-        )
-    ]
-    _table("operations on the path, longest first", rows, list(rows[0]) if rows else [])
+            "rank": c["rank"],
+            "name": c["name"],
+            "kind": c["kind"],
+            "start_us": np.asarray(c["start_ns"]) / 1000,
+            "time_us": np.asarray(c["time_ns"]) / 1000,
+            "share": np.asarray(c["time_ns"]) / length,
+            "waited for": c["via"],
+            "last to arrive": [g if g >= 0 else None for g in gated.tolist()],
+        },
+        title="operations on the path, longest first",
+        spec={"name": _NAME, "share": _PCT},
+    )
+    show(ops)
 
 
 @analyze.command("top")
@@ -361,9 +312,5 @@ def top_cmd(workload: str, comm_groups, by: str, n: int, system, as_json: bool) 
     if as_json:
         print_json(res.to_dict())
         return
-    rows = [{**r, "name": _short(r["name"]), "exposed_share": _pct(r["exposed_share"])} for r in res.rows]
-    _table(
-        f"top operations by {by} time ({res.source}; µs)",
-        rows,
-        ["name", "type", "count", "ranks", "total_us", "mean_us", "exposed_us", "exposed_share"],
-    )
+    cols = ["name", "type", "count", "ranks", "total_us", "mean_us", "exposed_us", "exposed_share"]
+    show(res.to_table().select(cols).with_spec(name=_NAME))

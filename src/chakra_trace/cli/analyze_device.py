@@ -6,11 +6,12 @@ from __future__ import annotations
 import click
 
 from ..analyze import Analysis
-from ..analyze.device import DeviceAnalysis, Tables
+from ..analyze.device import DeviceAnalysis
 from ..analyze.device.overlay import critical_path_overlay
+from ..table import Tables
 from ..timeline.open import SOURCE_CHOICES
-from .analyze import _table, analyze
-from .common import console, json_option, open_workload, print_json, progress
+from .analyze import analyze
+from .common import console, json_option, open_workload, print_json, progress, show
 from .systems import simulate_one_option, simulated
 
 _WHAT = (
@@ -37,12 +38,11 @@ def _show(title: str, res: Tables, as_json: bool, rows: int) -> None:
         if not isinstance(v, (list, dict)):
             console().print(f"{k}: {v}", markup=False)
     for name, table in res.tables.items():
-        if not table:
+        if not len(table):
             console().print(f"{title} / {name}: none", markup=False)
             continue
-        shown = table[:rows] if rows else table
         more = f" (first {rows} of {len(table)})" if rows and len(table) > rows else ""
-        _table(f"{title}: {name}{more}", shown, list(table[0]), cap=False)  # (--rows says how many)
+        show(table.head(rows) if rows else table, title=f"{title}: {name}{more}", limit=None)  # (--rows says how many)
 
 
 def _common(f):

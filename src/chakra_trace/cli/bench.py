@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 
 import click
-from rich.markup import escape
-from rich.table import Table
 
 from ..errors import ChakraError
 from ..replay.bench_report import bench_report
 from ..replay.comparison import MIN_RUNS, THRESHOLD, compare_runs
 from ..replay.measure import Measurement, format_time, load_measurements, unit_for
-from .common import console, echo_warning, json_option, print_json, safe_text
+from ..table import Column, Table
+from .common import echo_warning, json_option, print_json, safe_text, show
 
 
 @click.group()
@@ -121,45 +120,47 @@ def compare(
         print_json([c.to_dict() for _, c in results])
         return
 
-    title = f"A = {escape(', '.join(a))}   B = {escape(', '.join(b))}"
-    t = Table(title=title, caption="A, B: geometric mean of the run medians; spread: between-run sd (log)")
+    cs = [c for _, c in results]
+    units = [unit_for(c.a_center) if c.a_center == c.a_center else "s" for c in cs]  # (B in A's unit)
+    spread, right = Column(format=".1%"), Column(align="right")
     level = f"{100 * (1 - alpha):g}%"
-    cols = ("name", "A runs", "A", "A spread", "B runs", "B", "B spread", "B/A", f"B/A {level} CI", "p", "verdict")
-    for col in cols:
-        t.add_column(
-            col,
-            justify="left" if col in ("name", "verdict") else "right",
-            overflow="fold" if col in ("name", "verdict") else "ellipsis",
-        )
-    for k, c in results:
-        unit = unit_for(c.a_center) if c.a_center == c.a_center else "s"
-        ratio_ci = "-" if c.ratio_ci is None else f"{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}"
-        p = "-" if c.p_value != c.p_value else f"{c.p_value:.2g}"
-        t.add_row(
-            escape(k),
-            str(c.a_runs),
-            format_time(c.a_center, unit),
-            _spread(c.a_between_run_sd),
-            str(c.b_runs),
-            format_time(c.b_center, unit),
-            _spread(c.b_between_run_sd),
-            "-" if c.ratio != c.ratio else f"{c.ratio:.3f}",
-            ratio_ci,
-            p,
-            escape(c.verdict),
-            style="bold" if c.meaningful else "",
-        )
-    console().print(t)
+    t = Table(
+        {
+            "name": [k for k, _ in results],
+            "A runs": [c.a_runs for c in cs],
+            "A": [format_time(c.a_center, u) for c, u in zip(cs, units)],
+            "A spread": [c.a_between_run_sd for c in cs],
+            "B runs": [c.b_runs for c in cs],
+            "B": [format_time(c.b_center, u) for c, u in zip(cs, units)],
+            "B spread": [c.b_between_run_sd for c in cs],
+            "B/A": [c.ratio for c in cs],
+            "ci": [None if c.ratio_ci is None else f"{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}" for c in cs],
+            "p": [c.p_value for c in cs],
+            "verdict": [c.verdict for c in cs],
+        },
+        title=f"A = {', '.join(a)}   B = {', '.join(b)}",
+        spec={
+            "A": right,
+            "B": right,
+            "A spread": spread,
+            "B spread": spread,
+            "B/A": Column(format=".3f"),
+            "ci": Column(label=f"B/A {level} CI", align="right"),
+            "p": Column(format=".2g"),
+        },
+    )
+    show(
+        t,
+        limit=None,
+        row_styles=["bold" if c.meaningful else "" for c in cs],
+        caption="A, B: geometric mean of the run medians; spread: between-run sd (log)",
+    )
 
 
-def _spread(sd: float) -> str:
-    return "-" if sd != sd else f"{100 * sd:.1f}%"
-
-
-@bench.command()
+@bench.command("show")
 @click.argument("result", type=click.Path(exists=True, dir_okay=False))
 @json_option
-def show(result: str, as_json: bool) -> None:
+def show_cmd(result: str, as_json: bool) -> None:
     """One summary line per measurement in RESULT."""
 
     ms = load_measurements(result)

@@ -6,12 +6,11 @@ import os
 import sys
 
 import click
-from rich.table import Table
 
 from ..calibrate import COLLECTIVES
 from ..calibrate import calibrate as run
 from ..errors import ChakraError
-from .common import console, json_option, print_json
+from .common import console, json_option, print_json, show
 
 
 def _ints(text: str) -> list[int]:
@@ -62,13 +61,8 @@ def calibrate(output, ranks, sizes, collectives, repeats, threads, backend, as_j
     if as_json:
         print_json(prof.to_dict())
         return
+    show(prof.fits_table())
     con = console()
-    t = Table(title=f"alpha-beta fits ({prof.backend})")
-    for col in ("collective", "ranks", "alpha (µs)", "bandwidth (GB/s)", "max |residual|"):
-        t.add_column(col, justify="left" if col == "collective" else "right")
-    for f in prof.fits:
-        t.add_row(f.collective, str(f.ranks), f"{f.alpha_ns / 1e3:.1f}", f"{f.bandwidth_gbps:.3g}", f"{f.spread:.1%}")
-    con.print(t)
     for r, n in sorted(prof.networks.items()):
         worst = max((abs(x) for v in n["residuals"].values() for x in v), default=0.0)
         con.print(

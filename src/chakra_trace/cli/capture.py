@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import click
-from rich.table import Table
 
 from ..capture import capture as run_capture
 from ..capture import load_build
 from ..errors import ChakraError
 from ..io.et import write_trace
-from .common import console, json_option, print_json
+from ..table import Column, Table
+from .common import console, json_option, print_json, show
 
 
 def _json_dict(text: str | None, what: str) -> dict:
@@ -93,13 +93,19 @@ def capture(
         f"captured {d['nodes']:,} nodes, {d['params']:,} parameters, batch {batch} × seq {seq} "
         f"in {d['wall_s']:.1f} s (peak memory {d['peak_rss_mib']:,.0f} MiB)" + (f" -> {output}" if output else "")
     )
-    t = Table(title="one step")
-    for c in ("phase", "nodes", "FLOPs", "bytes"):
-        t.add_column(c, justify="left" if c == "phase" else "right")
-    for phase, flops in d["flops_by_phase"].items():
-        t.add_row(phase, f"{d['nodes_by_phase'].get(phase, 0):,}", f"{flops:.4g}", f"{d['bytes_by_phase'][phase]:.4g}")
-    t.add_row("total", f"{d['nodes']:,}", f"{d['flops']:.4g}", f"{sum(d['bytes_by_phase'].values()):.4g}")
-    con.print(t)
+    phases = list(d["flops_by_phase"])
+    g4 = Column(format=".4g")
+    t = Table(
+        {
+            "phase": [*phases, "total"],
+            "nodes": [*(d["nodes_by_phase"].get(p, 0) for p in phases), d["nodes"]],
+            "FLOPs": [*(d["flops_by_phase"][p] for p in phases), d["flops"]],
+            "bytes": [*(d["bytes_by_phase"][p] for p in phases), sum(d["bytes_by_phase"].values())],
+        },
+        title="one step",
+        spec={"FLOPs": g4, "bytes": g4},
+    )
+    show(t)
     if result.shape_rules is not None:
         con.print(
             f"shape rules: {result.shape_rules['ruled']:,} ops follow the batch/seq by a rule"

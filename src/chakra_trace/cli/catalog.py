@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 import sys
 
 import click
-from rich.table import Table
 
 from ..catalog import QUERIES, Catalog
 from ..errors import ChakraError
-from .common import console, print_json, steps
+from ..table import Column, Table
+from .common import print_json, show, steps
 from .terminal import safe_line
 
 
@@ -71,25 +70,18 @@ def query(db: str, sql: str, as_json: bool, as_csv: bool) -> None:
     top-collectives, by-date, by-tag, top-ops."""
     with Catalog(db, read_only=True) as cat:
         cols, rows = cat.rows(QUERIES.get(sql, sql))
-    if as_json:
-        click.echo(json.dumps([dict(zip(cols, r)) for r in rows], indent=2, default=_jsonable))
-    elif as_csv:
+    if as_csv:
         w = csv.writer(sys.stdout)
         w.writerow(cols)
         w.writerows(rows)
-    else:
-        t = Table()
-        for c in cols:
-            t.add_column(c)
-        for r in rows:
-            t.add_row(*("" if v is None else str(v) for v in r))
-        console().print(t)
-
-
-def _jsonable(v):
-    if isinstance(v, float) and v != v:
-        return None
-    return str(v)
+        return
+    names = [c if c not in cols[:i] else f"{c}_{i}" for i, c in enumerate(cols)]  # (SQL may repeat a name)
+    t = Table(
+        {n: [r[i] for r in rows] for i, n in enumerate(names)},
+        spec={n: Column(label=c, format=str) for n, c in zip(names, cols)},
+        missing="",
+    )
+    print_json(t.records()) if as_json else show(t, limit=None)  # (all rows: the SQL chose them)
 
 
 @catalog.command()

@@ -7,10 +7,10 @@ import sys
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from ..collect.launch import collect as run_collect
-from .common import console, json_option, print_json
+from ..table import Column, Table
+from .common import console, json_option, print_json, show
 
 DEFAULT_DIR = "chakra-collect"
 
@@ -99,26 +99,25 @@ def _print_summary(res) -> None:
     con = console()
     per_rank = m.get("per_rank") or {}
     if per_rank:
-        t = Table(
-            title=f"{len(per_rank)} of {m.get('world_size')} ranks, backend {m.get('backend') or '-'}, "
-            f"{m.get('device_type')}",
-            title_justify="left",
-        )
-        for c in ("rank", "status", "steps", "ms/step", "ET", "Kineto"):
-            t.add_column(c, justify="right" if c in ("rank", "ms/step") else "left")
+        rows = []
         for r, d in per_rank.items():
             walls = [s["wall_ms"] for s in d.get("steps", []) if s.get("finished") and s.get("wall_ms") is not None]
-            steps = d.get("steps_recorded") or []
             files, sizes = d.get("files") or {}, d.get("bytes") or {}
-            t.add_row(
-                r,
-                d.get("status", "?"),
-                _span(steps),
-                f"{sum(walls) / len(walls):,.2f}" if walls else "",
-                _file(files.get("et"), sizes.get("et")),
-                _file(files.get("kineto"), sizes.get("kineto")),
+            rows.append(
+                {
+                    "rank": r,
+                    "status": d.get("status", "?"),
+                    "steps": _span(d.get("steps_recorded") or []),
+                    "ms/step": sum(walls) / len(walls) if walls else None,
+                    "ET": _file(files.get("et"), sizes.get("et")),
+                    "Kineto": _file(files.get("kineto"), sizes.get("kineto")),
+                }
             )
-        con.print(t)
+        title = (
+            f"{len(per_rank)} of {m.get('world_size')} ranks, backend {m.get('backend') or '-'}, {m.get('device_type')}"
+        )
+        spec = {"rank": Column(align="right"), "ms/step": Column(format=",.2f")}
+        show(Table.from_records(rows, title=title, spec=spec, missing=""), title_justify="left")
     for w in m.get("warnings") or []:
         con.print(f"[yellow]warning[/yellow]: {escape(w)}")
     path = os.path.relpath(res.manifest_path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,11 +27,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.segment import Segment
+from rich.table import Table as RichTable
 from rich.text import Text
 
 from ..errors import ChakraError
 from ..io.documents import open_regular
 from ..io.workload import Workload
+from ..table import Table
 from .terminal import echo_warning, safe_line, safe_text  # noqa: F401 (the commands' one import for output)
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -94,11 +96,45 @@ PIPE_WIDTH = 1000
 TABLE_ROWS = 200
 
 
-def capped(rows: list, what: str = "rows") -> tuple[list, str]:
-    """(the first `TABLE_ROWS` rows, a note for the table's title: "" when all are shown)."""
-    if len(rows) <= TABLE_ROWS:
-        return rows, ""
-    return rows[:TABLE_ROWS], f"first {TABLE_ROWS:,} of {len(rows):,} {what}; --json lists all"
+def show(
+    table: Table,
+    *,
+    title: str | None = None,
+    limit: int | None = TABLE_ROWS,
+    what: str = "rows",
+    styles: Mapping[str, Mapping[str, str]] | None = None,
+    row_styles: Sequence[str] | None = None,
+    **options: Any,
+) -> None:
+    """Print `table` as a rich table: every command's one way to show rows. Headers and cells are
+    the table's text (`Table.header`, `Table.text`: its formats), numbers right-aligned, data made
+    terminal-safe (`safe_text`) and never read as markup. At most `limit` rows: the title says how
+    many there are (`--json` lists all). ``title`` replaces the table's; ``styles`` colours cells by
+    their text ({column: {text: style}}), ``row_styles`` whole rows; ``options`` go to rich's Table
+    (``caption``, ``title_justify``...)."""
+    title = table.title if title is None else title
+    if limit is not None and len(table) > limit:
+        title += f" (first {limit:,} of {len(table):,} {what}; --json lists all)"
+        table = table.head(limit)
+    out = RichTable(title=_markup(title) if title else None, **options)
+    for name in table.names:
+        right = table.align(name) == "right"
+        out.add_column(
+            _markup(table.header(name)), justify="right" if right else "left", overflow="ellipsis" if right else "fold"
+        )
+    texts = [table.text(name) for name in table.names]
+    looks = [(styles or {}).get(name, {}) for name in table.names]
+    for i, row in enumerate(zip(*texts)):
+        out.add_row(
+            *(_markup(v, look.get(v)) for v, look in zip(row, looks)), style=row_styles[i] if row_styles else None
+        )
+    console().print(out)
+
+
+def _markup(text: str, style: str | None = None) -> str:
+    """Data as rich markup that shows it literally (and terminal-safe), in `style` if given."""
+    text = escape(safe_text(text))
+    return f"[{style}]{text}[/]" if style else text
 
 
 def console() -> Console:

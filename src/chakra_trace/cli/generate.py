@@ -9,7 +9,6 @@ import warnings
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from ..io.workload import Workload
 from ..simulate import SimulationWarning
@@ -26,7 +25,8 @@ from ..synthesize.generate import (
     split_steps,
     write_model,
 )
-from .common import console, json_option, open_workload, print_json, steps
+from ..table import Column, Table
+from .common import console, json_option, open_workload, print_json, show, steps
 
 _SUFFIX = re.compile(r"(\.\d+)?(\.et|\.json)?(\.gz)?$")
 steps_option = click.option(
@@ -116,12 +116,13 @@ def fit_cmd(jobs, output, step_mode, max_period, as_json) -> None:
         f"{len(model.jobs)} job(s), {d['programs']} distinct rank programs, {d['tokens']} tokens, {d['slots']:,} slots, "
         f"{d['relations']:,} dependency relations -> {output} ({d['fit_s']} s fit)"
     )
-    t = Table(title="jobs")
-    for c in ("job", "ranks", "layers", "programs"):
-        t.add_column(c, justify="left" if c == "job" else "right")
-    for j in model.jobs:
-        t.add_row(j.name, str(j.ranks), str(j.layers), str(len(set(j.rank_program))))
-    con.print(t)
+    jobs = {
+        "job": [j.name for j in model.jobs],
+        "ranks": [j.ranks for j in model.jobs],
+        "layers": [j.layers for j in model.jobs],
+        "programs": [len(set(j.rank_program)) for j in model.jobs],
+    }
+    show(Table(jobs, title="jobs"))
 
 
 @generate.command("sample")
@@ -230,29 +231,30 @@ def eval_cmd(model_file, held_out, step_mode, systems, generators, seed, as_json
         print_json(d)
         return
     con = console()
-    t = Table(title="fidelity on held-out jobs (step errors: sampled vs held-out, simulated)")
-    cols = ["job", "generator", "like", "op-mix TV", "dur W1", "size W1", "cp share err", "novelty (ref)"]
-    cols += [f"step err {s}" for s in systems_t]
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("job", "generator", "like") else "right")
+    rows = report.rows
 
     def num(v, pct=False):
         return "-" if v is None else (f"{100 * v:+.1f}%" if pct else f"{v:.3f}")
 
-    for r in report.rows:
-        m = r.metrics
-        t.add_row(
-            r.job,
-            r.generator,
-            f"{r.condition.like} x{r.condition.layers_scale:g}",
-            num(m["op_mix_tv"]),
-            num(m["dur_w1"]),
-            num(m["size_w1"]),
-            num(m["cp_share_err"]),
-            f"{num(m['novelty'])} ({num(r.ref_novelty)})",
-            *[num(r.step_err[s], pct=True) for s in systems_t],
-        )
-    con.print(t)
+    metrics = {"op_mix_tv": "op-mix TV", "dur_w1": "dur W1", "size_w1": "size W1", "cp_share_err": "cp share err"}
+    errors = {f"step_err:{s}": [r.step_err[s] for r in rows] for s in systems_t}
+    t = Table(
+        {
+            "job": [r.job for r in rows],
+            "generator": [r.generator for r in rows],
+            "like": [f"{r.condition.like} x{r.condition.layers_scale:g}" for r in rows],
+            **{m: [r.metrics[m] for r in rows] for m in metrics},
+            "novelty": [f"{num(r.metrics['novelty'])} ({num(r.ref_novelty)})" for r in rows],
+            **errors,
+        },
+        title="fidelity on held-out jobs (step errors: sampled vs held-out, simulated)",
+        spec={
+            **{m: Column(label=label, format=".3f") for m, label in metrics.items()},
+            "novelty": Column(label="novelty (ref)", align="right"),
+            **{k: Column(label=f"step err {k[9:]}", format="+.1%") for k in errors},
+        },
+    )
+    show(t)
     s = report.summary()
     for gen, vals in s.items():
         med = vals.get("step_err:all")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
-from rich.table import Table
 
 from ..analyze.summary import TraceSummary, summarize
-from .common import capped, cell, console, json_option, open_workload, print_json
+from ..table import Column, Table
+from .common import TABLE_ROWS, cell, console, json_option, open_workload, print_json, show
+
+_NO_TYPE = "no comm_type"  # (the row of collectives without a type)
 
 
 @click.command()
@@ -38,45 +41,54 @@ def _print_trace(path: str, s: TraceSummary) -> None:
     )
     if s.metadata:
         con.print("metadata: " + ", ".join(f"{k}={v}" for k, v in s.metadata.items()), markup=False)
-    t = Table(title="node types")
-    t.add_column("type")
-    t.add_column("count", justify="right")
-    for k, v in s.node_types.items():
-        t.add_row(k, f"{v:,}")
-    con.print(t)
+    show(Table({"type": list(s.node_types), "count": list(s.node_types.values())}, title="node types"))
     if s.collectives_by_group or s.point_to_point or s.collectives_missing_type:
-        rows = [(g, k, v) for g, by_type in s.collectives_by_group.items() for k, v in by_type.items()]
-        rows, note = capped(rows, "group and type rows")
-        t = Table(title="communication" + (f" ({note})" if note else ""))
-        for c in ("group", "type", "count", "bytes"):
-            t.add_column(c, justify="right" if c in ("count", "bytes") else "left")
-        for g, k, st in rows:
-            t.add_row(cell(g) if g else "(all ranks)", k, f"{st['count']:,}", f"{st['bytes']:,}")
-        for k, st in s.point_to_point.items():
-            t.add_row("", k, f"{st['count']:,}", f"{st['bytes']:,}")
+        colls = [
+            (g or "(all ranks)", k, v) for g, by_type in s.collectives_by_group.items() for k, v in by_type.items()
+        ]
+        shown = colls[:TABLE_ROWS]
+        rows: list[tuple[str, str, dict[str, Any]]] = [*shown, *(("", k, v) for k, v in s.point_to_point.items())]
         if s.collectives_missing_type:
-            t.add_row("", "[yellow]no comm_type[/yellow]", f"{s.collectives_missing_type:,}", "")
-        con.print(t)
+            rows.append(("", _NO_TYPE, {"count": s.collectives_missing_type, "bytes": None}))
+        comm = Table(
+            {
+                "group": [g for g, _, _ in rows],
+                "type": [k for _, k, _ in rows],
+                "count": [v["count"] for _, _, v in rows],
+                "bytes": [v["bytes"] for _, _, v in rows],
+            },
+            missing="",
+        )
+        note = (
+            f" (first {TABLE_ROWS:,} of {len(colls):,} group and type rows; --json lists all)"
+            if len(colls) > len(shown)
+            else ""
+        )
+        show(comm, title="communication" + note, limit=None, styles={"type": {_NO_TYPE: "yellow"}})
     span = f"{s.start_us:,} .. {s.end_us:,} µs (span {s.span_us:,} µs)" if s.span_us is not None else "no start times"
     con.print(f"time: {span}; sum of durations {s.total_duration_us:,} µs; {s.cpu_ops:,} CPU ops")
 
 
 def _print_workload(prefix: str, summaries: dict[int, TraceSummary]) -> None:
-    shown, note = capped(list(summaries.items()), "ranks")
-    t = Table(title=f"{cell(prefix)}: {len(summaries)} ranks" + (f" ({note})" if note else ""))
-    for c in ("rank", "nodes", "COMP", "COLL", "SEND", "RECV", "collective bytes", "data edges", "span µs"):
-        t.add_column(c, justify="left" if c == "rank" else "right")
-    for r, s in shown:
-        nt = s.node_types
-        t.add_row(
-            str(r),
-            f"{s.nodes:,}",
-            f"{nt.get('COMP_NODE', 0):,}",
-            f"{nt.get('COMM_COLL_NODE', 0):,}",
-            f"{nt.get('COMM_SEND_NODE', 0):,}",
-            f"{nt.get('COMM_RECV_NODE', 0):,}",
-            f"{sum(v['bytes'] for v in s.collectives.values()):,}",
-            f"{s.data_edges:,}",
-            "" if s.span_us is None else f"{s.span_us:,}",
-        )
-    console().print(t)
+    ss = list(summaries.values())
+
+    def nodes(kind: str) -> list[int]:
+        return [s.node_types.get(kind, 0) for s in ss]
+
+    t = Table(
+        {
+            "rank": list(summaries),
+            "nodes": [s.nodes for s in ss],
+            "COMP": nodes("COMP_NODE"),
+            "COLL": nodes("COMM_COLL_NODE"),
+            "SEND": nodes("COMM_SEND_NODE"),
+            "RECV": nodes("COMM_RECV_NODE"),
+            "collective bytes": [sum(v["bytes"] for v in s.collectives.values()) for s in ss],
+            "data edges": [s.data_edges for s in ss],
+            "span µs": [s.span_us for s in ss],
+        },
+        title=f"{prefix}: {len(summaries)} ranks",
+        spec={"rank": Column(align="left", format=str)},
+        missing="",
+    )
+    show(t, what="ranks")

@@ -6,11 +6,11 @@ import time
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from ..io.et import read_trace
 from ..synthesize.parallel import RECOMPUTE, SCHEDULES, ParallelizeError, Plan, parallelize_detailed
-from .common import console, json_option, print_json, steps
+from ..table import Column, Table
+from .common import console, json_option, print_json, show, steps
 
 
 @click.command()
@@ -108,21 +108,24 @@ def parallelize(
         return
     con = console()
     con.print(f"{plan.describe()}: {plan.ranks:,} ranks, {d['groups']} groups" + (f" -> {prefix}.*" if prefix else ""))
-    t = Table(title="per rank, by pipeline stage")
-    for c in ("stage", "nodes", "FLOPs", "bytes", "collectives", "send/recv"):
-        t.add_column(c, justify="left" if c in ("collectives",) else "right")
-    for s in d["stages"]:
-        colls = ", ".join(f"{k} {v['count']} ({v['bytes']:.3g} B)" for k, v in s["collectives"].items())
-        p2p = s["p2p"]
-        t.add_row(
-            str(s["stage"]),
-            f"{s['nodes']:,}",
-            f"{s['flops']:.4g}",
-            f"{s['bytes']:.4g}",
-            colls or "-",
-            f"{p2p.get('sends', 0)}/{p2p.get('recvs', 0)}",
-        )
-    con.print(t)
+    stages = d["stages"]
+    g4 = Column(format=".4g")
+    t = Table(
+        {
+            "stage": [s["stage"] for s in stages],
+            "nodes": [s["nodes"] for s in stages],
+            "FLOPs": [s["flops"] for s in stages],
+            "bytes": [s["bytes"] for s in stages],
+            "collectives": [
+                ", ".join(f"{k} {v['count']} ({v['bytes']:.3g} B)" for k, v in s["collectives"].items()) or "-"
+                for s in stages
+            ],
+            "send/recv": [f"{s['p2p'].get('sends', 0)}/{s['p2p'].get('recvs', 0)}" for s in stages],
+        },
+        title="per rank, by pipeline stage",
+        spec={"FLOPs": g4, "bytes": g4, "send/recv": Column(align="right")},
+    )
+    show(t)
     con.print(
         f"FLOPs over all ranks {d['total_flops']:.4g} = dp x master {d['master_flops']:.4g} (optimizer per replica "
         f"or sharded) + redundant {d['redundant_flops']:.4g} (replicated norms/residuals under TP, shared ops per stage)"

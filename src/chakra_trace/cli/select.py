@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 import numpy as np
-from rich.table import Table
 
 from ..analyze.select import FleetFeatures, coverage, find_jobs, job_features
 from ..analyze.select import select as choose
@@ -20,7 +19,8 @@ from ..io.et import atomic_output
 from ..io.workload import Workload
 from ..simulate import SimulationWarning
 from ..simulate.presets import resolve, simulate_on
-from .common import console, json_option, print_json, steps
+from ..table import Column, Table
+from .common import console, json_option, print_json, show, steps
 from .systems import preset_names
 
 RANDOM_TRIALS = 20
@@ -123,46 +123,42 @@ def _simulate(w, preset, name: str) -> tuple[float, int]:
 
 
 def _print(out: dict, presets) -> None:
-    c = console()
     sel = out["selection"]
-    t = Table(
-        title=f"{sel['k']} of {out['jobs']} jobs ({sel['method']}; summed feature distance {sel['objective']:.3g})"
+    reps = sel["representatives"]
+    steps_ms = {f"step:{p.name}": [r["step_ms"][p.name] for r in reps] for p in presets}
+    chosen = Table(
+        {
+            "#": np.arange(1, len(reps) + 1),
+            "job": [r["job"] for r in reps],
+            "weight": [r["weight"] for r in reps],
+            "share": [r["share"] for r in reps],
+            **steps_ms,
+        },
+        title=f"{sel['k']} of {out['jobs']} jobs ({sel['method']}; summed feature distance {sel['objective']:.3g})",
+        spec={
+            "weight": Column(label="stands for (jobs)"),
+            "share": Column(format=".1%"),
+            **{k: Column(label=f"step on {k[5:]}", unit="ms", format=".4g") for k in steps_ms},
+        },
     )
-    t.add_column("#", justify="right")
-    t.add_column("job")
-    t.add_column("stands for (jobs)", justify="right")
-    t.add_column("share", justify="right")
-    for p in presets:
-        t.add_column(f"step on {p.name} (ms)", justify="right")
-    for i, r in enumerate(sel["representatives"], 1):
-        t.add_row(
-            str(i),
-            r["job"],
-            str(r["weight"]),
-            f"{100 * r['share']:.1f}%",
-            *(f"{r['step_ms'][p.name]:.4g}" for p in presets),
-        )
-    c.print(t)
+    show(chosen)
     if "coverage" not in out:
         return
     cov = out["coverage"]
-    t = Table(title=f"fleet total step time predicted from the {sel['k']} ({cov['estimator']} estimator)")
-    for col in (
-        "system",
-        "true (ms)",
-        "predicted (ms)",
-        "error",
-        f"random {sel['k']} (mean of {cov['random_trials']})",
-    ):
-        t.add_column(col, justify="left" if col == "system" else "right")
-    for row in cov["metrics"]:
-        t.add_row(
-            row["metric"],
-            f"{row['true']:.6g}",
-            f"{row['predicted']:.6g}",
-            f"{100 * row['relative_error']:.2f}%",
-            f"{100 * row['random_relative_error']:.2f}%",
-        )
-    c.print(t)
+    ms = Column(unit="ms", format=".6g")
+    random = Column(label=f"random {sel['k']} (mean of {cov['random_trials']})", format=".2%")
+    spec = {
+        "metric": Column(label="system"),
+        "true": ms,
+        "predicted": ms,
+        "relative_error": Column(label="error", format=".2%"),
+    }
+    fleet = Table.from_records(
+        cov["metrics"],
+        ["metric", "true", "predicted", "relative_error", "random_relative_error"],
+        title=f"fleet total step time predicted from the {sel['k']} ({cov['estimator']} estimator)",
+        spec={**spec, "random_relative_error": random},
+    )
+    show(fleet)
     if out["simulation_warnings"]:
-        c.print(f"{len(out['simulation_warnings'])} jobs' simulations gave warnings (listed with --json)")
+        console().print(f"{len(out['simulation_warnings'])} jobs' simulations gave warnings (listed with --json)")

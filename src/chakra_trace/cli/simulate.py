@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from typing import Any
 
 import click
 import numpy as np
-from rich.table import Table
 
 from ..analyze.roofline import default_device
 from ..calibrate.profile import SystemProfile
@@ -18,9 +18,11 @@ from ..simulate.config import Network, SystemConfig
 from ..simulate.devices import with_device
 from ..simulate.energy import energy as step_energy
 from ..simulate.presets import PRESETS, SystemPreset, resolve, simulate_on
+from ..simulate.result import PER_NPU
+from ..table import Column, Table
 from ..visualize.timeline import timeline as build_timeline
 from ..visualize.timeline import write_timeline
-from .common import cell, comm_groups_option, console, echo_warning, json_option, open_workload, print_json, steps
+from .common import comm_groups_option, console, echo_warning, json_option, open_workload, print_json, show, steps
 from .systems import SYSTEM_HELP, preset_names
 
 
@@ -189,41 +191,16 @@ def _print(res, timeline) -> None:
         f"[bold]step[/bold] {res.step_ns:,} ns on {f.size} NPUs ({res.mode}); "
         f"simulated in {res.wall_s:.3f} s ({res.events:,} events)"
     )
-    t = Table(title="per NPU (ns)" if f.size <= 16 else "per NPU (ns): min / median / max")
-    for col in ("", "finish", "compute", "comm", "overlap", "exposed comm", "other", "idle"):
-        t.add_column(col, justify="right")
-    arrays = (
-        res.finish_ns,
-        res.compute_ns,
-        res.comm_ns,
-        res.overlap_ns,
-        res.exposed_comm_ns,
-        res.other_ns,
-        res.idle_ns,
-    )
-
-    if f.size <= 16:
-        for i in range(f.size):
-            t.add_row(str(i), *(f"{int(a[i]):,}" for a in arrays))
-    else:
-        for label, fn in (("min", np.min), ("median", np.median), ("max", np.max)):
-            t.add_row(label, *(f"{int(fn(a)):,}" for a in arrays))
-    con.print(t)
+    per_npu = res.to_table()
+    if f.size > 16:  # the spread instead: min / median / max over the NPUs
+        stats: dict[str, list[Any]] = {"npu": ["min", "median", "max"]}
+        stats |= {k: [int(fn(per_npu[k])) for fn in (np.min, np.median, np.max)] for k in PER_NPU}
+        spec = {**per_npu.spec, "npu": Column(label="", align="right")}
+        per_npu = Table(stats, title="per NPU (ns): min / median / max", spec=spec)
+    show(per_npu, limit=None)
     if res.collectives:
-        c = Table(title=f"collectives ({len(res.collectives)})")
-        for col in ("group", "#", "type", "bytes", "algorithm", "start", "end"):
-            c.add_column(col, justify="right" if col in ("#", "bytes", "start", "end") else "left")
-        for r in res.collectives[:20]:
-            c.add_row(
-                cell(r.group),
-                str(r.index),
-                r.type,
-                f"{r.bytes:,}",
-                cell(r.algorithm),
-                f"{r.start_ns:,}",
-                f"{r.end_ns:,}",
-            )
-        con.print(c)
+        cols = ["group", "index", "type", "bytes", "algorithm", "start_ns", "end_ns"]
+        show(res.collectives_table().select(cols).head(20), limit=None)
         if len(res.collectives) > 20:
             con.print(f"... {len(res.collectives) - 20} more (use --json)")
     for s in res.shortcuts:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,11 +9,11 @@ from contextlib import contextmanager
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from ..sweep import pareto, query, run_sweep, scaling, sensitivity
 from ..sweep.results import read_meta
-from .common import console, json_option, print_json
+from ..table import Column, Table
+from .common import console, json_option, print_json, show
 
 
 @click.group()
@@ -163,12 +162,13 @@ def _input_columns(results) -> list[str]:
 
 
 def _show(df, title: str, as_json: bool) -> None:
+    t = Table.from_pandas(df, title=title)
     if as_json:
-        print_json(json.loads(df.to_json(orient="records")))
+        print_json(t.records())
         return
-    t = Table(title=title)
-    for c in df.columns:
-        t.add_column(str(c), justify="right" if df[c].dtype.kind in "iuf" else "left")
-    for row in df.itertuples(index=False):
-        t.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
-    console().print(t)
+    spec = {str(c): Column(format=_g6, align="right" if df[c].dtype.kind in "iuf" else "left") for c in df.columns}
+    show(t.with_spec(**spec), limit=None)  # (all rows: the query chose them)
+
+
+def _g6(v) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)

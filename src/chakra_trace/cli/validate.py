@@ -6,13 +6,13 @@ import os
 from typing import Any
 
 import click
-from rich.table import Table
 
 from ..io.et import read_trace, write_trace
 from ..io.workload import Workload, rank_of
 from ..schema.trace import Trace
+from ..table import Table
 from ..validate import ValidationReport, fix_trace, validate_trace, validate_workload
-from .common import capped, cell, comm_groups_option, console, json_option, open_workload, print_json
+from .common import cell, comm_groups_option, console, json_option, open_workload, print_json, show
 
 _STYLE = {"error": "bold red", "warning": "yellow"}
 
@@ -37,21 +37,11 @@ def _failed(report, strict: bool) -> bool:
 def _print_report(con, title: str, report: ValidationReport) -> None:
     if report.issues:
         show_rank = any(i.rank is not None for i in report.issues) and len(report.ranks) > 1
-        issues, note = capped(report.issues, "issues")
-        t = Table(title=cell(title) + (f" ({note})" if note else ""), title_justify="left", show_lines=False)
-        t.add_column("severity")
-        t.add_column("code")
-        t.add_column("count", justify="right")
-        if show_rank:
-            t.add_column("rank", justify="right")
-        t.add_column("message", overflow="fold")
-        for i in issues:
-            msg = cell(i.message) + (" [dim](fixable)[/dim]" if i.fixable else "")
-            row = [f"[{_STYLE[i.severity]}]{i.severity}[/]", cell(i.code), f"{i.count:,}"]
-            if show_rank:
-                row.append("" if i.rank is None else str(i.rank))
-            t.add_row(*row, msg)
-        con.print(t)
+        t = report.to_table()
+        cols = {k: t[k] for k in ("severity", "code", "count", *(["rank"] if show_rank else []))}
+        cols["message"] = [m + (" (fixable)" if f else "") for m, f in zip(t["message"], t["fixable"])]
+        issues = Table(cols, missing="")
+        show(issues, title=title, what="issues", styles={"severity": _STYLE}, title_justify="left", show_lines=False)
     style = "bold red" if report.errors else ("yellow" if report.warnings else "bold green")
     con.print(f"[{style}]{cell(report.summary_line())}[/]")
 

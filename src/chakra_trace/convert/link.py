@@ -50,6 +50,7 @@ import numpy as np
 
 from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace
 from ..io.nesting import interval_parents
+from ..table import Column, Table, Tabular, categorical
 
 __all__ = [
     "GPU_ENCLOSING",
@@ -100,6 +101,11 @@ def _take(a: np.ndarray, idx: np.ndarray, fill: Any = -1) -> np.ndarray:
     return out
 
 
+def _names(codes: dict[int, str]) -> np.ndarray:
+    """The names of codes 0, 1, ... as an array to index with codes."""
+    return np.asarray([codes[i] for i in range(len(codes))], dtype=object)
+
+
 def _first_lookup(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Sorted unique keys (>= 0) and the position of the first occurrence of each; and the
     number of extra occurrences (duplicates)."""
@@ -123,7 +129,7 @@ def _lookup(u: np.ndarray, where: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------- result
 @dataclass(eq=False)
-class Link:
+class Link(Tabular):
     """The join of one host trace with its Kineto trace.
 
     Host side (one entry per host row, in the order given to `link`): ``event`` (Kineto row,
@@ -174,30 +180,31 @@ class Link:
     def matched(self) -> np.ndarray:
         return self.event >= 0
 
-    def to_pandas(self, kind: str = "host"):
-        """DataFrame of the host rows (``kind="host"``) or of the GPU events (``"gpu"``)."""
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover - depends on the environment
-            raise ImportError("Link.to_pandas() needs pandas: pip install 'chakra-trace[pandas]'") from None
+    def to_table(self, kind: str = "host") -> Table:
+        """The host rows (``kind="host"``) or the GPU events (``"gpu"``), with how each was linked
+        (``method``, ``launch_method``: categorical)."""
         names = np.asarray(self.kineto.names, dtype=object)
         if kind == "host":
-            return pd.DataFrame(
+            method, methods = categorical(_names(METHOD_NAMES)[self.method])
+            return Table(
                 {
                     "host_id": self.host_ids,
                     "name": self.host_names,
                     "event": self.event,
-                    "method": pd.Categorical([METHOD_NAMES[m] for m in self.method.tolist()]),
+                    "method": method,
                     "start": self.start,
                     "duration": self.duration,
-                }
+                },
+                title="host rows",
+                spec={"method": Column(categories=methods)},
             )
         if kind == "gpu":
             k = self.kineto
             cats = np.asarray(k.cats, dtype=object)
             ev = self.gpu_event
             host_id = _take(np.asarray(self.host_ids, np.int64), self.gpu_host)
-            return pd.DataFrame(
+            launch, launches = categorical(_names(GPU_METHOD_NAMES)[self.gpu_launch_method])
+            return Table(
                 {
                     "event": ev,
                     "cat": cats[k.cat[ev]],
@@ -210,10 +217,12 @@ class Link:
                     "runtime_event": self.gpu_runtime,
                     "cpu_event": self.gpu_cpu_event,
                     "cpu_name": _take(names, _take(k.name, self.gpu_cpu_event), None),
-                    "launch_method": pd.Categorical([GPU_METHOD_NAMES[m] for m in self.gpu_launch_method.tolist()]),
+                    "launch_method": launch,
                     "host_row": self.gpu_host,
                     "host_id": host_id,
-                }
+                },
+                title="GPU events",
+                spec={"launch_method": Column(categories=launches)},
             )
         raise ValueError(f"kind must be 'host' or 'gpu', not {kind!r}")
 

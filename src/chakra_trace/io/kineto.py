@@ -60,6 +60,7 @@ import numpy as np
 
 from .._native import load as load_native
 from ..errors import TraceFormatError
+from ..table import Column, Table, Tabular, categorical
 from .json_text import CHUNK, Text, scanner
 from .stream import Limits, open_binary
 
@@ -136,7 +137,7 @@ def _as_int(v: Any) -> int:
 
 
 @dataclass(eq=False)
-class KinetoTrace:
+class KinetoTrace(Tabular):
     """One Kineto trace as columns; see the module docstring for the columns and units."""
 
     path: str
@@ -360,30 +361,18 @@ class KinetoTrace:
         return {self.label_of(self.pid[i]): a.get("labels") for i, a in self.meta_args.items() if self.name[i] == code}
 
     # ------------------------------------------------------------------ export
-    def to_pandas(self):
-        """A DataFrame with one row per event (strings decoded). Needs pandas."""
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover - depends on the environment
-            raise ImportError("KinetoTrace.to_pandas() needs pandas: pip install 'chakra-trace[pandas]'") from None
-        names = np.asarray(self.names, dtype=object)
-        cats = np.asarray(self.cats, dtype=object)
+    def to_table(self) -> Table:
+        """One row per event, names decoded; ``ph`` and ``cat`` categorical (codes into the
+        phase letters and ``cats``)."""
+        ph, phases = categorical(self.ph)
         data = {
-            "ph": pd.Categorical([chr(c) for c in self.ph.tolist()]),
-            "cat": (
-                pd.Categorical.from_codes(self.cat.astype(np.int64), categories=cats)
-                if len(set(self.cats)) == len(self.cats)
-                else cats[self.cat]
-            ),
-            "name": names[self.name] if len(self) else np.zeros(0, object),
-            "pid": self.pid,
-            "tid": self.tid,
-            "ts": self.ts,
-            "dur": self.dur,
+            "ph": ph,
+            "cat": self.cat,
+            "name": np.asarray(self.names, dtype=object)[self.name] if len(self) else np.zeros(0, object),
+            **{c: getattr(self, c) for c in ("pid", "tid", "ts", "dur", *_ARG_COLUMNS, "flow_id")},
         }
-        for col in (*_ARG_COLUMNS, "flow_id"):
-            data[col] = getattr(self, col)
-        return pd.DataFrame(data)
+        spec = {"ph": Column(categories=[chr(c) for c in phases]), "cat": Column(categories=self.cats)}
+        return Table(data, title=os.path.basename(self.path), spec=spec)
 
 
 # ---------------------------------------------------------------------- parsing

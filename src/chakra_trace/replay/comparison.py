@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChakraError
+from ..table import Table, Tabular
 from .measure import Measurement, json_number, json_pair
 from .statistics import (
     bootstrap_ratio_of_medians_ci95,
@@ -29,7 +30,7 @@ THRESHOLD = 0.01
 
 
 @dataclass
-class Comparison:
+class Comparison(Tabular):
     """Is B different from A? `ratio` = B.median / A.median (> 1: B is slower).
 
     `ratio_ci95` is a percentile bootstrap of the ratio of medians (2,000 resamples of each sample,
@@ -67,12 +68,11 @@ class Comparison:
             "df": json_number(self.df),
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
+    def to_table(self) -> Table:
+        """One row: `to_dict` with the CI as two columns."""
         d = self.to_dict()
         lo, hi = d.pop("ratio_ci95") or (None, None)
-        return pd.DataFrame([{**d, "ratio_ci95_lo": lo, "ratio_ci95_hi": hi}])
+        return Table.from_records([{**d, "ratio_ci95_lo": lo, "ratio_ci95_hi": hi}], title="comparison")
 
 
 def _pct(r: float) -> str:
@@ -112,7 +112,7 @@ def compare(a: Measurement, b: Measurement, *, alpha: float = 0.05) -> Compariso
 
 
 @dataclass
-class RunComparison:
+class RunComparison(Tabular):
     """Is B different from A, with runs (processes) as the unit of replication?
 
     Each run is summarised by its median sample; the test is Welch's t-test on the logs of the run
@@ -178,16 +178,15 @@ class RunComparison:
             "b_between_run_sd": json_number(self.b_between_run_sd),
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
+    def to_table(self) -> Table:
+        """One row: `to_dict` with each CI as two columns and the run medians counted."""
         d = self.to_dict()
         for k in ("ratio_ci", "ratio_ci_bootstrap"):
             lo, hi = d.pop(k) or (None, None)
             d[f"{k}_lo"], d[f"{k}_hi"] = lo, hi
         d["a_run_medians"] = len(d["a_run_medians"])
         d["b_run_medians"] = len(d["b_run_medians"])
-        return pd.DataFrame([d])
+        return Table.from_records([d], title=f"run comparison {self.name}".rstrip())
 
 
 RunsLike = Measurement | Iterable[Measurement | Sequence[float] | np.ndarray]

@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import ChakraError
 from ..io.documents import read_json, short
 from ..io.et import atomic_output
+from ..table import Table, Tabular
 from .energy import EnergyMeter
 from .environment import environment
 from .statistics import (
@@ -77,7 +78,7 @@ def json_pair(p: tuple[float, float] | None) -> list | None:
 
 
 @dataclass
-class Measurement:
+class Measurement(Tabular):
     """Timed samples of one benchmark (seconds each) and the statistics derived from them.
 
     Statistics: `median` with a distribution-free 95% CI from order statistics (`ci95_median`; needs n >= 6),
@@ -364,13 +365,11 @@ class Measurement:
             line += f"; energy median {e['median']:.4g} J ({ci_e}, {e['source']})"
         return line
 
-    def to_pandas(self):
+    def to_table(self) -> Table:
         """One row per sample: seconds and whether it is an outlier."""
-        import pandas as pd
-
         out = np.zeros(self.n, dtype=bool)
         out[self.outliers] = True
-        return pd.DataFrame({"seconds": self._a(), "outlier": out})
+        return Table({"seconds": self._a(), "outlier": out}, title=self.name or "samples")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..io.et import atomic_output
+from ..table import Table, Tabular
 from .measure import Measurement
 
 
@@ -20,7 +21,7 @@ class ReplayWarning(UserWarning):
 
 
 @dataclass
-class ReplayResult:
+class ReplayResult(Tabular):
     """A job's replay: per-rank measurements, the step time (per sample, the slowest rank),
     what was replayed (``coverage`` per rank: total, replayed, not_replayed, share, reasons,
     examples), the calibration of schema-less replays, next to the trace's own recorded time."""
@@ -109,10 +110,8 @@ class ReplayResult:
         with atomic_output(path) as f:
             f.write(json.dumps(self.to_dict(), indent=1, allow_nan=False).encode())
 
-    def to_pandas(self):
+    def to_table(self) -> Table:
         """One row per rank: its median / mean step, recorded time and coverage."""
-        import pandas as pd
-
         rows = []
         for r, m in sorted(self.per_rank.items()):
             c = self.coverage.get(r, {})
@@ -127,7 +126,7 @@ class ReplayResult:
                     "not_replayed": c.get("not_replayed"),
                 }
             )
-        return pd.DataFrame(rows)
+        return Table.from_records(rows, title="replay per rank")
 
     def summary(self) -> str:
         out = f"step {self.step.summary()}"

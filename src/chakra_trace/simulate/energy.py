@@ -41,6 +41,7 @@ from ..errors import ChakraError
 from ..schema.devices import IDLE_FRACTION, DeviceSpec, device_spec
 from ..schema.enums import Attr, NodeType
 from ..schema.resources import compute_mask
+from ..table import Column, Table, Tabular
 from .result import SimResult
 from .utilization import phase_bytes
 
@@ -58,7 +59,7 @@ def link_levels(dims: int) -> list[str]:
 
 
 @dataclass
-class EnergyReport:
+class EnergyReport(Tabular):
     """Joules of one simulated step, per NPU and by category (``compute``: above-idle power while
     computing; ``communication``: bits moved x pJ/bit + link static power; ``idle``: idle power over
     the step), with the figures that made them. ``flops``: the step's FLOPs where the traces carry
@@ -133,13 +134,13 @@ class EnergyReport:
             ],
         }
 
-    def to_pandas(self):
-        """One row per NPU: joules by category and in total."""
-        import pandas as pd
-
-        return pd.DataFrame(
-            {"compute_j": self.compute_j, "comm_j": self.comm_j, "idle_j": self.idle_j, "total_j": self.per_npu_j}
-        ).rename_axis("npu")
+    def to_table(self) -> Table:
+        """One row per NPU (the index): joules by category and in total."""
+        joules = Column(unit="J", format=",.4g")
+        cols = {"compute_j": self.compute_j, "comm_j": self.comm_j, "idle_j": self.idle_j, "total_j": self.per_npu_j}
+        return Table(
+            {"npu": np.arange(self.npus), **cols}, title="energy per NPU", index="npu", spec=dict.fromkeys(cols, joules)
+        )
 
     def summary(self) -> str:
         c = self.by_category

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
+
+from ..table import Column, Table, Tabular
+
+#: The per-NPU times (ns), as `to_table` labels them.
+PER_NPU = {
+    "finish_ns": "finish",
+    "compute_ns": "compute",
+    "comm_ns": "comm",
+    "overlap_ns": "overlap",
+    "exposed_comm_ns": "exposed comm",
+    "other_ns": "other",
+    "idle_ns": "idle",
+}
 
 
 @dataclass
@@ -30,7 +43,7 @@ class CollectiveRecord:
 
 
 @dataclass
-class SimResult:
+class SimResult(Tabular):
     """Per NPU (arrays indexed by NPU): ``finish_ns``; ``compute_ns`` (union of compute busy
     time: accelerator compute, or every COMP node of a CPU-only trace, as
     `schema.resources.compute_mask`); ``comm_ns`` (time with a collective, send or receive in
@@ -109,17 +122,22 @@ class SimResult:
             for j, i in enumerate(used.tolist())
         ]
 
-    def to_pandas(self):
-        import pandas as pd
+    def to_table(self) -> Table:
+        """One row per NPU (the index): its times (ns)."""
+        spec = {"npu": Column(label=""), **{k: Column(label=v) for k, v in PER_NPU.items()}}
+        cols = {k: getattr(self, k) for k in PER_NPU}
+        return Table({"npu": np.arange(self.finish_ns.size), **cols}, title="per NPU (ns)", index="npu", spec=spec)
 
-        return pd.DataFrame(
-            {
-                k: getattr(self, k)
-                for k in ("finish_ns", "compute_ns", "comm_ns", "overlap_ns", "exposed_comm_ns", "other_ns", "idle_ns")
-            }
-        ).rename_axis("npu")
+    def collectives_table(self) -> Table:
+        """One row per collective instance (`CollectiveRecord`), in the order they were recorded."""
+        spec = {"index": Column(label="#"), "start_ns": Column(label="start"), "end_ns": Column(label="end")}
+        return Table.from_records(
+            (c.to_dict() for c in self.collectives),
+            [f.name for f in fields(CollectiveRecord)],
+            title=f"collectives ({len(self.collectives)})",
+            spec=spec,
+        )
 
     def collectives_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame([c.to_dict() for c in self.collectives])
+        """`collectives_table` as a pandas DataFrame."""
+        return self.collectives_table().to_pandas()

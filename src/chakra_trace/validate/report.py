@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChakraError
+from ..table import Table, Tabular
 
 SAMPLE = 20  # node ids kept per issue
 ERROR, WARNING = "error", "warning"
@@ -32,7 +32,7 @@ class Issue:
 
 
 @dataclass
-class ValidationReport:
+class ValidationReport(Tabular):
     """The issues found in a trace or workload."""
 
     issues: list[Issue] = field(default_factory=list)
@@ -83,14 +83,10 @@ class ValidationReport:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
-    def to_pandas(self):
-        """The issues as a DataFrame, one row per issue (needs pandas)."""
-        try:
-            import pandas as pd
-        except ImportError:  # pragma: no cover
-            raise ChakraError("to_pandas() needs pandas: pip install 'chakra-trace[pandas]'") from None
+    def to_table(self) -> Table:
+        """The issues, one row each (``details`` aside)."""
         cols = ["severity", "code", "rank", "count", "fixable", "message", "node_ids"]
-        return pd.DataFrame([{c: getattr(i, c) for c in cols} for i in self.issues], columns=cols)
+        return Table({c: [getattr(i, c) for i in self.issues] for c in cols}, title="issues")
 
     def summary_line(self) -> str:
         ne, nw = len(self.errors), len(self.warnings)

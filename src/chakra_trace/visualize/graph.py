@@ -25,6 +25,7 @@ from ..errors import ChakraError
 from ..io.et import atomic_output
 from ..schema.enums import COMM_NODE_TYPES, Attr, NodeType, collective_name, node_type_name
 from ..schema.trace import Trace
+from ..table import Table, Tabular
 
 MAX_NODES = 20_000  # export cap: beyond this a picture is unreadable and viewers slow down
 # Graphviz's layout is super-linear, in edges above all: on the ResNet-50 DDP trace 600 nodes
@@ -166,7 +167,7 @@ def select_rows(
 
 # ---------------------------------------------------------------------- export
 @dataclass
-class GraphExport:
+class GraphExport(Tabular):
     """What an export wrote: counts of nodes and edges, and the dependencies left out
     because one end is outside the selection (`skipped_outside`) or not in the trace at all
     (`skipped_missing`). `text` holds the output when no path was given."""
@@ -185,10 +186,9 @@ class GraphExport:
         d["path"] = None if self.path is None else str(self.path)
         return d
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame([self.to_dict()])
+    def to_table(self) -> Table:
+        """One row: the export's counts."""
+        return Table.from_records([self.to_dict()], title=f"graph export ({self.format})")
 
 
 class _Graph:

@@ -33,6 +33,7 @@ from ..schema.enums import Attr, NodeType, collective_name, node_type_name
 from ..schema.groups import rows_by_group
 from ..schema.resources import KIND_NAMES
 from ..schema.trace import Trace
+from ..table import Table, Tabular
 from ..timeline.clock import rank_offsets_ns
 from ..timeline.matching import p2p_rows, pair_p2p
 
@@ -48,7 +49,7 @@ _COMM_TYPES = (NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_R
 
 
 @dataclass
-class Timeline:
+class Timeline(Tabular):
     """Slices, tracks and flows of one timeline, as arrays (times in ns).
 
     Per slice (sorted by track, start, longest first): ``track`` (index into ``tracks``),
@@ -174,13 +175,11 @@ class Timeline:
             )
         return {"traceEvents": events, "displayTimeUnit": "ns", "metadata": dict(self.metadata)}
 
-    def to_pandas(self):
+    def to_table(self) -> Table:
         """One row per slice: pid, track, ts_us, dur_us, name, kind, node_id."""
-        import pandas as pd
-
         pids = np.array([tr["pid"] for tr in self.tracks], np.int64)
         tnames = np.asarray([tr["name"] for tr in self.tracks], dtype=object)
-        return pd.DataFrame(
+        return Table(
             {
                 "pid": pids[self.track] if self.tracks else np.zeros(0, np.int64),
                 "track": tnames[self.track] if self.tracks else np.zeros(0, object),
@@ -189,7 +188,8 @@ class Timeline:
                 "name": np.asarray(self.names, dtype=object)[self.name],
                 "kind": np.asarray(self.kinds, dtype=object)[self.kind],
                 "node_id": self.node_id,
-            }
+            },
+            title="timeline slices",
         )
 
 

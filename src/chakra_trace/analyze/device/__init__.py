@@ -4,6 +4,5 @@ worker threads, or a Chakra trace's nodes at recorded or simulated times. `Analy
 is the way in."""
 
 from .analysis import DeviceAnalysis
-from .table import Tables
 
-__all__ = ["DeviceAnalysis", "Tables"]
+__all__ = ["DeviceAnalysis"]

@@ -4,6 +4,7 @@ timeline once. Results are computed on first use and kept."""
 
 from __future__ import annotations
 
+from ...table import Tables
 from ...timeline.job import JobTimeline
 from .idle import idle_breakdown
 from .kernels import kernel_breakdown
@@ -12,7 +13,6 @@ from .memory import counters, memory_timeline
 from .overlap import comm_overlap
 from .sequences import frequent_sequences, op_kernel_map
 from .stragglers import stragglers
-from .table import Tables
 from .temporal import temporal_breakdown
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...table import Tables
 from ...timeline.job import JobTimeline, RankTimeline
 from .stats import by_key
-from .table import Tables
 
 __all__ = ["CATEGORIES", "HTA_CONSECUTIVE_KERNEL_DELAY_NS", "idle_breakdown"]
 

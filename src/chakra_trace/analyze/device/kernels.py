@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from ...table import Tables
 from ...timeline.job import KINDS, JobTimeline, RankTimeline
 from .stats import by_key
-from .table import Tables
 from .temporal import segments
 
 __all__ = ["kernel_breakdown", "overlap_label"]

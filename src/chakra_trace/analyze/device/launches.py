@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from ...table import Tables
 from ...timeline.job import KINDS, MEMORY, JobTimeline, RankTimeline
 from .stats import group_stats, rows
-from .table import Tables
 
 #: HTA's defaults: ``runtime_cutoff=50`` us, ``launch_delay_cutoff=100`` us.
 RUNTIME_CUTOFF_NS = 50_000

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...table import Tables
 from ...timeline.job import MEMORY, JobTimeline, RankTimeline
 from .launches import NO_LAUNCHES, as_job, multi_launched
 from .stats import group_stats, rows
-from .table import Tables
 
 #: HTA's ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``.
 MAX_QUEUE_LENGTH = 1024

@@ -25,9 +25,9 @@ import numpy as np
 
 from ...intervals import length, union
 from ...io.collective_names import is_backend_op_name, is_comm_op_name
+from ...table import Tables
 from ...timeline.job import COMM, COMPUTE, JobTimeline, RankTimeline
 from .stats import by_key
-from .table import Tables
 from .temporal import segments
 
 __all__ = ["comm_overlap"]

@@ -25,10 +25,10 @@ import re
 
 import numpy as np
 
+from ...table import Tables
 from ...timeline.job import KINDS, JobTimeline, RankTimeline
 from .launches import as_job
 from .stats import rows
-from .table import Tables
 
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 NO_HOST = "no host ops: the timeline does not say which host op launched each activity"

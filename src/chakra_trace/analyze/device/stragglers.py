@@ -45,8 +45,8 @@ import numpy as np
 
 from ...errors import ChakraError
 from ...io.collective_names import classify, is_backend_op_name
+from ...table import Tables
 from ...timeline.job import COMM, JobTimeline, RankTimeline
-from .table import Tables
 
 ALIGN_CHOICES = ("auto", "none", "ends")
 

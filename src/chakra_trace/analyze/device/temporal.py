@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ...table import Tables
 from ...timeline.job import COMM, COMPUTE, KINDS, MEMORY, JobTimeline, RankTimeline
-from .table import Tables
 
 __all__ = ["segments", "split", "temporal_breakdown"]
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ChakraError
+from ...table import Table, Tabular
 from .features import FleetFeatures
 from .methods import METHODS, Distances, Selection, assign, facility_location, kmedoids
 
@@ -35,7 +36,7 @@ BASELINES = ("random", "random+assign")
 
 
 @dataclass
-class Coverage:
+class Coverage(Tabular):
     """Per metric (column): the true aggregate (sum over the fleet), the one predicted from the
     representatives, and the relative error |predicted - true| / |true|."""
 
@@ -57,10 +58,12 @@ class Coverage:
             ],
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.to_dict()["metrics"]).set_index("metric")
+    def to_table(self) -> Table:
+        """One row per metric (the index): true and predicted aggregate, relative error."""
+        cols = {"metric": list(self.metric_names), "true": self.true, "predicted": self.predicted}
+        return Table(
+            {**cols, "relative_error": self.error}, title=f"coverage ({self.estimator} estimator)", index="metric"
+        )
 
 
 def _metric(metric: np.ndarray | Sequence[float], n: int, names: Sequence[str] | None) -> tuple[np.ndarray, list[str]]:
@@ -161,7 +164,7 @@ def random_errors(
 
 
 @dataclass
-class CoverageCurve:
+class CoverageCurve(Tabular):
     """Relative error of the fleet aggregate per k (rows of each array, in `ks` order) and metric
     (columns), for each method and baseline; `objective`: each method's summed distance per k."""
 
@@ -188,17 +191,18 @@ class CoverageCurve:
             "objective": {k: v.tolist() for k, v in self.objective.items()},
         }
 
-    def to_pandas(self):
+    def to_table(self) -> Table:
         """Long form: one row per (method, k, metric)."""
-        import pandas as pd
-
-        rows = [
-            {"method": meth, "k": k, "metric": name, "relative_error": float(err[i, j])}
-            for meth, err in self.errors.items()
-            for i, k in enumerate(self.ks)
-            for j, name in enumerate(self.metric_names)
-        ]
-        return pd.DataFrame(rows)
+        per = len(self.ks) * len(self.metric_names)  # rows per method
+        cols = {
+            "method": [m for m in self.errors for _ in range(per)],
+            "k": np.tile(np.repeat(np.asarray(self.ks, np.int64), len(self.metric_names)), len(self.errors)),
+            "metric": list(self.metric_names) * (len(self.ks) * len(self.errors)),
+            "relative_error": np.concatenate([np.asarray(e, np.float64).reshape(-1) for e in self.errors.values()])
+            if self.errors
+            else np.zeros(0),
+        }
+        return Table(cols, title="coverage curve")
 
 
 def coverage_curve(

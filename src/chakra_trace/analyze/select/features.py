@@ -43,6 +43,7 @@ from ...schema.devices import device_spec
 from ...schema.enums import Attr, CollectiveType, NodeType
 from ...schema.resources import compute_mask
 from ...schema.trace import Trace
+from ...table import Table, Tabular
 from ..collectives import bus_factor
 
 REFERENCE_BUS_GBPS = 100.0  # modelled bus bandwidth per rank, GB/s
@@ -128,7 +129,7 @@ class JobFeatures:
 
 
 @dataclass
-class FleetFeatures:
+class FleetFeatures(Tabular):
     """The vectors of N jobs as one (N, D) matrix, rows in `names` order."""
 
     names: list[str]
@@ -187,10 +188,10 @@ class FleetFeatures:
             ],
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.matrix, index=pd.Index(self.names, name="job"), columns=list(FEATURE_NAMES))
+    def to_table(self) -> Table:
+        """One row per job (the index), one column per feature."""
+        cols = {f: self.matrix[:, j] for j, f in enumerate(FEATURE_NAMES)}
+        return Table({"job": list(self.names), **cols}, title="fleet features", index="job")
 
 
 def job_features(workload: Workload | Trace, name: str = "job", comm_time: str = "model") -> JobFeatures:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ChakraError
+from ...table import Table, Tabular
 from .features import FleetFeatures
 
 METHODS = ("kmedoids", "facility")
@@ -38,7 +39,7 @@ _SWAP_BLOCK = 64  # candidates tried together before the best swap among them is
 
 
 @dataclass
-class Selection:
+class Selection(Tabular):
     """k representatives (`indices` into the fleet, `names`), each with its `weights`: how many
     of the fleet's N jobs it stands for (they sum to N). `assignment` maps every job to the
     position of its representative in `indices`; `distance` is its distance to it; `objective`
@@ -78,10 +79,15 @@ class Selection:
             ],
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
-        return pd.DataFrame(self.to_dict()["representatives"]).set_index("job")
+    def to_table(self) -> Table:
+        """One row per representative (the index, ``job``): its index in the fleet, weight and share."""
+        cols = {
+            "job": [self.names[i] for i in self.indices.tolist()],
+            "index": self.indices.astype(np.int64),
+            "weight": self.weights.astype(np.int64),
+            "share": self.weights / max(self.n, 1),
+        }
+        return Table(cols, title=f"{self.k} of {self.n} jobs ({self.method})", index="job")
 
 
 def select(

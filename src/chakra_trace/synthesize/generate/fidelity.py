@@ -38,6 +38,7 @@ import numpy as np
 from ...errors import ChakraError
 from ...io.workload import Workload
 from ...schema.trace import Trace
+from ...table import Column, Table, Tabular
 from . import stats
 from .fit import capture_batch, check_trace, features, program_layers
 from .model import GeneratorModel, JobFeatures
@@ -59,8 +60,6 @@ METRICS = (
     "nodes_err",
     "novelty",
 )
-
-TABLE_METRICS = ("op_mix_tv", "dur_w1", "size_w1", "cp_share_err", "parallelism_w1", "novelty")
 
 
 @dataclass
@@ -206,7 +205,7 @@ def _median(values: list[float | None]) -> float | None:
 
 
 @dataclass
-class FidelityReport:
+class FidelityReport(Tabular):
     """Every generator on every held-out job, with the held-out jobs' simulated steps."""
 
     rows: list[FidelityRow]
@@ -234,9 +233,9 @@ class FidelityReport:
             "summary": self.summary(),
         }
 
-    def to_pandas(self):
-        import pandas as pd
-
+    def to_table(self) -> Table:
+        """One row per held-out job and generator: the condition, every metric, the reference
+        novelty and the step error (sampled vs held-out, simulated) on each system."""
         recs = []
         for r in self.rows:
             rec: dict[str, Any] = {"job": r.job, "generator": r.generator, "like": r.condition.like}
@@ -246,28 +245,11 @@ class FidelityReport:
             for s in self.systems:
                 rec[f"step_err:{s}"] = r.step_err.get(s)
             recs.append(rec)
-        return pd.DataFrame.from_records(recs)
-
-    def table(self, metrics: tuple[str, ...] = TABLE_METRICS) -> str:
-        """A markdown table: one row per held-out job and generator, step errors in percent."""
-        head = ["held-out job", "generator", "like (x layers)", *metrics, "ref novelty"]
-        head += [f"step err {s}" for s in self.systems]
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-
-        def num(v: float | None, pct: bool = False) -> str:
-            if v is None:
-                return "-"
-            return f"{100 * v:+.2f}%" if pct else f"{v:.3f}"
-
-        for r in self.rows:
-            like = f"{r.condition.like} (x{r.condition.layers_scale:g}"
-            like += f", batch x{r.condition.batch_scale:g})" if r.condition.batch_scale != 1 else ")"
-            cells = [r.job, r.generator, like]
-            cells += [num(r.metrics.get(m)) for m in metrics]
-            cells.append(num(r.ref_novelty))
-            cells += [num(r.step_err.get(s), pct=True) for s in self.systems]
-            lines.append("| " + " | ".join(cells) + " |")
-        return "\n".join(lines)
+        t = Table.from_records(recs, title="fidelity on held-out jobs (step errors: sampled vs held-out, simulated)")
+        metric = Column(format=".3f")
+        spec = {k: metric for k in t.names if k in METRICS or k == "ref_novelty"}
+        spec |= {f"step_err:{s}": Column(label=f"step err {s}", format="+.1%") for s in self.systems if recs}
+        return t.with_spec(**spec)
 
 
 def _step(step_time: StepTime | None, w: Workload, system: str, notes: list[str]) -> float | None:
