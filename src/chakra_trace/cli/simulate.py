@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import warnings
 from typing import Any
 
@@ -13,11 +11,8 @@ import numpy as np
 from ..analyze.roofline import default_device
 from ..calibrate.profile import SystemProfile
 from ..simulate import SimulationWarning
-from ..simulate import simulate as run
-from ..simulate.config import Network, SystemConfig
-from ..simulate.devices import with_device
 from ..simulate.energy import energy as step_energy
-from ..simulate.presets import PRESETS, SystemPreset, resolve, simulate_on
+from ..simulate.presets import choose_system, simulate_on
 from ..simulate.result import PER_NPU
 from ..table import Column, Table
 from ..visualize.timeline import timeline as build_timeline
@@ -126,61 +121,32 @@ def simulate(
     workload = workload or workload_opt
     if not workload:
         raise click.UsageError("missing WORKLOAD (a .et file, a <prefix> of <prefix>.<rank>.et, or a folder)")
-    if efficiency != 1.0 and device_name is None:
-        raise click.UsageError("--efficiency scales a --device's roofline: give --device too")
-    if device_name is not None and system is None and network is None:
-        system = "recorded"
     if profile_path is not None and (system or network or device_name):
         raise click.UsageError("--profile is the whole system: give no --system, --network or --device with it")
-    preset = _system(system, network) if profile_path is None else None
-    if device_name is not None:
-        if preset is not None:
-            preset = dataclasses.replace(preset, system=with_device(preset.system, device_name, efficiency))
-        else:
-            system = with_device(SystemConfig.from_json(system), device_name, efficiency)
+    if profile_path is None and system is None and network is None and device_name is None:
+        raise click.UsageError(f"missing --system: a preset ({preset_names()}) or a system JSON with --network")
+    preset = choose_system(system, network, device=device_name, efficiency=efficiency) if profile_path is None else None
     wl = open_workload(workload, comm_groups)
     if profile_path is not None:
         preset = SystemProfile.load(profile_path).preset(len(wl))
+    assert preset is not None
     kw = {"memory": memory, "compat": compat == "astra", "aware": aware, "validate": not no_validate}
     kw["shortcuts"] = not no_shortcuts
-    label = preset.name if preset is not None else str(system)
+    label = preset.name
     if device_name is not None:
         label += f" with {device_name}" + (f" at {efficiency:g} of its roofline" if efficiency != 1 else "")
     with warnings.catch_warnings(), steps(f"simulating on {label}", None):
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
-        res = simulate_on(wl, preset, **kw) if preset is not None else run(wl, network, system, **kw)
+        res = simulate_on(wl, preset, **kw)
     if timeline:
         write_timeline(build_timeline(None, res), timeline)
-    report = _energy(res, preset, network, device_name or default_device(wl)) if energy_on else None
+    report = step_energy(res, device_name or default_device(wl), preset.network) if energy_on else None
     if as_json:
         print_json({**res.to_dict(), **({"energy": report.to_dict()} if report is not None else {})})
         return
     _print(res, timeline)
     if report is not None:
         console().print(report.summary(), markup=False, highlight=False)
-
-
-def _energy(res, preset: SystemPreset | None, network: str | None, device):
-    """The step's energy on the system's network (a preset's, or the --network file)."""
-    net = preset.network if preset is not None else Network.from_yaml(network) if network else None
-    return step_energy(res, device, net)
-
-
-def _system(system: str | None, network: str | None) -> SystemPreset | None:
-    """The preset `--system` names (None: a system JSON that goes with `--network`)."""
-    if system is None:
-        raise click.UsageError(f"missing --system: a preset ({preset_names()}) or a system JSON with --network")
-    if network is not None:
-        if not os.path.isfile(system):
-            raise click.UsageError(
-                f"--network goes with a system JSON file; {system!r} is not a file (a preset has its own network)"
-            )
-        return None
-    if system.lower() in PRESETS or "," in system:
-        return resolve(system)
-    if os.path.isfile(system):
-        raise click.UsageError(f"--system {system} is a system config: give its network too (--network NET.yml)")
-    return resolve(system)  # unknown preset: the error lists them
 
 
 def _print(res, timeline) -> None:

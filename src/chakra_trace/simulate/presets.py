@@ -10,6 +10,7 @@ the YAML/JSON files for anything precise.
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,9 +148,13 @@ def resolve(spec: str | SystemPreset) -> SystemPreset:
         return spec
     if "," in spec:
         net, _, sys_ = spec.partition(",")
-        network, system = Network.from_yaml(net.strip()), SystemConfig.from_json(sys_.strip())
-        return SystemPreset(f"{Path(net.strip()).stem}", f"{net.strip()} with {sys_.strip()}", network, system)
+        return _astra_files(net.strip(), sys_.strip())
     return preset(spec)
+
+
+def _astra_files(net: str, sys_: str) -> SystemPreset:
+    """ASTRA-sim's network YAML and system JSON as a system (named for the network file)."""
+    return SystemPreset(Path(net).stem, f"{net} with {sys_}", Network.from_yaml(net), SystemConfig.from_json(sys_))
 
 
 def step_changes(original, changed, systems=("recorded", "switch"), **kw) -> list[dict]:
@@ -204,3 +209,30 @@ def with_compute(p: SystemPreset, device, efficiency: float = 1.0) -> SystemPres
     (`devices.with_device`), on a network or on the job's own ranks alike: what `chakra simulate
     --device`, the report's costing of untimed compute and a sweep's ``device`` axis all mean."""
     return dataclasses.replace(p, system=with_device(p.system, device, efficiency))
+
+
+def choose_system(
+    system: str | None, network: str | os.PathLike | None = None, *, device=None, efficiency: float = 1.0
+) -> SystemPreset:
+    """The one reading of "simulate on this system" (`chakra simulate`, the report, the analyses'
+    --simulate): a preset name, "NETWORK.yaml,SYSTEM.json", or a system JSON with ``network``
+    (ASTRA-sim's two files, the same as the comma form); with ``device``, its compute at that
+    device's roofline times ``efficiency`` (`with_compute`), and a device alone means the job's own
+    ranks at their recorded times ("recorded")."""
+    if efficiency != 1.0 and device is None:
+        raise ChakraError("an efficiency scales a device's roofline: give the device too")
+    if system is None and network is None and device is not None:
+        system = "recorded"
+    if system is None:
+        raise ChakraError(f"no system: a preset ({', '.join(PRESETS)}) or a system JSON with its network")
+    if network is not None:
+        if not os.path.isfile(system):
+            raise ChakraError(
+                f"a network goes with a system JSON file; {system!r} is not a file (a preset has its own network)"
+            )
+        p = _astra_files(os.fspath(network), system)
+    elif os.path.isfile(system) and system.lower() not in PRESETS and "," not in system:
+        raise ChakraError(f"{system} is a system config: give its network too (--network NET.yml)")
+    else:
+        p = resolve(system)
+    return with_compute(p, device, efficiency) if device is not None else p
