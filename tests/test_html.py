@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from browser import Browser, require_chromium
+from chakra_trace.document import render_html, write_html
 from chakra_trace.errors import ChakraError
-from chakra_trace.visualize.html import render_html, write_html
 from chakra_trace.visualize.timeline import timeline_json
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "out" / "test-artifacts"
@@ -579,9 +579,9 @@ def test_a_huge_name_is_shortened_in_the_page(tmp_path):
     """A 16 MB op name in every table made a 67 MB page no browser renders (attack audit, defect
     10): the report shows each string up to `MAX_TEXT` characters and says how long it was."""
     from chakra_trace.cli import main
+    from chakra_trace.document import MAX_TEXT
     from chakra_trace.io.et import write_trace
     from chakra_trace.schema.builder import TraceBuilder
-    from chakra_trace.visualize.html import MAX_TEXT
 
     name = "aten::" + "x" * (4 << 20)
     b = TraceBuilder()
