@@ -1,6 +1,6 @@
 """`chakra bench report`: the report's figures agree with the measurements and the run comparison,
 energy and scaling are shown only where measured, different systems are flagged, and the HTML page
-renders offline in headless Chromium."""
+(a document of the one report renderer) holds the same facts and renders offline in headless Chromium."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import pytest
 from browser import Browser, require_chromium
 from chakra_trace.cli import main
 from chakra_trace.replay.bench_report import bench_report
+from chakra_trace.replay.bench_report_html import document
+from chakra_trace.replay.bench_report_text import sections
 from chakra_trace.replay.comparison import compare_runs
 from chakra_trace.replay.measure import Measurement, format_time, load_measurements
 
@@ -135,24 +137,51 @@ def test_cli_report_writes_markdown_and_html(tmp_path, capsys):
 
 @pytest.mark.browser
 def test_html_report_renders_in_headless_chromium(tmp_path):
+    """The page is a document of the one report renderer: self-contained (its script inlined,
+    nothing fetched), and drawn in the browser with every table, flag and plot."""
     require_chromium()
     path = tmp_path / "report.html"
     rep = bench_report([NEW], [OLD], generated="t")
     rep.write(path)
     html = path.read_text()
-    assert not re.search(r"https?:|//cdn|\bsrc=|<script", html)  # self-contained, nothing fetched or run
-    median = rep.to_dict()["results"][0]["stats"]["median"]
+    assert not re.search(r"https?:|//cdn|\bsrc\s*=|@import|(?<![A-Za-z])url\(", html, re.IGNORECASE)  # nothing fetched
+    d = rep.to_dict()
+    median = d["results"][0]["stats"]["median"]
+    n_new, n_old = load_measurements(NEW)["step"].n, load_measurements(OLD)["step"].n
     with Browser() as b:
         page = b.open(path)
         assert page.errors == []
+        assert page.evaluate("document.querySelectorAll('.block-error').length") == 0
         assert page.evaluate("document.querySelectorAll('table').length") >= 6
-        assert page.evaluate("document.querySelectorAll('svg.samples').length") == 1
-        dots = page.evaluate("document.querySelectorAll('svg.samples circle').length")
-        assert dots == load_measurements(NEW)["step"].n + load_measurements(OLD)["step"].n
-        assert page.evaluate("document.querySelectorAll('svg.samples .ci-median').length") == 2
+        assert page.evaluate("document.querySelectorAll('svg.intervals').length") == 1
+        assert page.evaluate("document.querySelectorAll('svg.intervals circle').length") == n_new + n_old
+        assert page.evaluate("document.querySelectorAll('svg.intervals .ci-median').length") == 2
+        assert page.evaluate("document.querySelectorAll('svg.intervals .ci-mean').length") == 2
+        flags = page.evaluate("Array.from(document.querySelectorAll('p.text.warn'), p => p.innerText)")
+        assert d["flags"] and all(any(f in p for p in flags) for f in d["flags"])  # every flag, set apart
         text = page.evaluate("document.body.innerText")
         assert format_time(median, "µs") in text and "not measured (no counters)" in text
-        width = page.evaluate("document.querySelector('svg.samples').getBoundingClientRect().width")
+        width = page.evaluate("document.querySelector('svg.intervals').getBoundingClientRect().width")
         assert width > 600  # drawn, not collapsed
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(ARTIFACTS / "bench_report.png")
+
+
+def test_html_document_holds_every_table_and_the_plot_data():
+    """The page's document says what the Markdown says: every table's rows, and per result its
+    samples with the median's and the mean's CIs beside its baseline's."""
+    rep = bench_report([NEW], [OLD], generated="t")
+    d = rep.to_dict()
+    doc = document(d)
+    blocks = [b for s in doc["sections"] for b in s["blocks"]]
+    tables = [b for b in blocks if b["type"] == "table"]
+    want = [t for s in sections(d) for t in s["tables"]]
+    assert [t["caption"] for t in tables] == [t["caption"] for t in want]
+    for got, t in zip(tables, want):
+        assert [c["label"] for c in got["columns"]] == t["columns"]
+        assert [[r[c["key"]] for c in got["columns"]] for r in got["rows"]] == t["rows"]
+    (plot,) = [b for b in blocks if b["type"] == "intervals"]
+    for row, e in zip(plot["rows"], d["results"] + d["baselines"], strict=True):
+        assert row["samples"] == e["samples"] and row["median"] == e["stats"]["median"]
+        assert row["median_ci"] == e["stats"]["ci95_median"] and row["mean_ci"] == e["stats"]["ci95_mean"]
+        assert row["outliers"] == e["stats"]["outliers"] and row["group"] == ["result", "baseline"].index(e["role"])

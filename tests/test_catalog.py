@@ -5,6 +5,7 @@ and the Parquet export reads back as the same rows."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +15,11 @@ duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
 pd = pytest.importorskip("pandas")
 
+from browser import Browser, require_chromium  # noqa: E402
 from chakra_trace import Workload  # noqa: E402
 from chakra_trace.analyze.breakdown import breakdown  # noqa: E402
 from chakra_trace.analyze.collectives import collective_stats, imbalance  # noqa: E402
-from chakra_trace.catalog import TABLES, Catalog  # noqa: E402
+from chakra_trace.catalog import TABLES, Catalog, queries, report  # noqa: E402
 from chakra_trace.errors import ChakraError  # noqa: E402
 from chakra_trace.schema.enums import NodeType  # noqa: E402
 from chakra_trace.synthesize.fleet import synthetic_fleet  # noqa: E402
@@ -180,6 +182,39 @@ def test_report(cat, tmp_path):
     out = cat.report(tmp_path / "fleet.html")
     text = out.read_text()
     assert "Imbalanced collectives" in text and "-skew" in text and "2024-05-02" in text and "src" in text
+    # a document of the one renderer: the queries' rows as they are, the verdict a warning, bars on the sizes
+    blocks = {s["id"]: s["blocks"] for s in report.document(cat.con)["sections"]}
+    fleet = dict(blocks["fleet"][0]["items"])
+    cur = cat.con.execute(queries.FLEET)
+    assert fleet == dict(zip([d[0] for d in cur.description], cur.fetchone()))
+    assert fleet["imbalanced_collectives"] > 0 and blocks["fleet"][1]["warn"] is True
+    imb = blocks["imbalance"][1]
+    want = cat.imbalance(50)
+    assert [r["bytes_gap"] for r in imb["rows"]] == want["bytes_gap"].tolist()
+    assert [c["key"] for c in imb["columns"] if c.get("bar")] == ["bytes_gap"]
+    assert [r["outliers"] for r in imb["rows"]] == [
+        ", ".join(map(str, o)) if o is not None else None for o in want["outliers"]
+    ]
+    dates = blocks["by-date"][0]["rows"]
+    assert [r["date"] for r in dates] == ["2024-05-01", "2024-05-02"]
+    assert sum(r["jobs"] for r in dates) == fleet["jobs"]
+
+
+@pytest.mark.browser
+def test_report_renders_in_headless_chromium(cat, tmp_path):
+    require_chromium()
+    path = cat.report(tmp_path / "fleet.html")
+    html = path.read_text()
+    assert not re.search(r"https?:|//cdn|\bsrc\s*=|@import|(?<![A-Za-z])url\(", html, re.IGNORECASE)  # nothing fetched
+    doc = report.document(cat.con)
+    n_tables = sum(b["type"] == "table" for s in doc["sections"] for b in s["blocks"])
+    with Browser() as b:
+        page = b.open(path)
+        assert page.errors == [] and page.evaluate("document.querySelectorAll('.block-error').length") == 0
+        assert page.evaluate("document.querySelectorAll('table.data').length") == n_tables == 7
+        assert page.evaluate("document.querySelectorAll('p.text.warn').length") == 1
+        assert page.evaluate("document.querySelectorAll('.cell-bar').length") > 0
+        assert "Imbalanced collectives" in page.evaluate("document.body.innerText")
 
 
 def test_bad_input(tmp_path):

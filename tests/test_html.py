@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from browser import Browser, require_chromium
+from chakra_trace.document import render_html, write_html
 from chakra_trace.errors import ChakraError
-from chakra_trace.visualize.html import render_html, write_html
 from chakra_trace.visualize.timeline import timeline_json
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "out" / "test-artifacts"
@@ -323,6 +323,13 @@ def _tl(*events) -> dict:
         ({"type": "chart3d"}, "unknown block type 'chart3d'"),
         ({"text": "no type"}, "unknown block type None"),
         ({"type": "text", "text": 3}, "field 'text' is int 3, expected a str"),
+        ({"type": "text", "text": "t", "warn": 1}, "field 'warn' is int 1, expected a bool"),
+        ({"type": "table", "columns": [{"key": "a", "bar": "yes"}], "rows": []}, "columns[0]: field 'bar'"),
+        ({"type": "intervals", "rows": [{"samples": [1.0]}]}, "rows[0]: missing field 'label'"),
+        ({"type": "intervals", "rows": [{"label": "a", "samples": [1.0, None]}]}, "samples[1] is NoneType None"),
+        ({"type": "intervals", "rows": [{"label": "a", "samples": [1.0], "outliers": [1]}]}, "outliers[0] is int 1"),
+        ({"type": "intervals", "rows": [{"label": "a", "samples": [], "group": 0}]}, "field 'group' is int 0"),
+        ({"type": "intervals", "rows": [{"label": "a", "samples": [], "mean_ci": [1]}]}, "field 'mean_ci'"),
         ({"type": "kv", "items": [["a", 1, 2]]}, "items[0]"),
         ({"type": "table", "columns": [{"key": "a", "format": "money"}], "rows": []}, "columns[0]: field 'format'"),
         ({"type": "table", "columns": [{"key": "a"}], "rows": [{"a": [1]}]}, "rows[0]['a']"),
@@ -530,6 +537,47 @@ def test_timeline_reads_the_trace_and_downloads_it_unchanged(page, tmp_path):
     assert page.errors == []
 
 
+def test_intervals_warnings_and_bar_columns(browser, tmp_path):
+    """The blocks the benchmark and fleet reports need: samples with their intervals on a log and
+    a linear axis, a warning set apart, numbers drawn as bars in their table cells."""
+    rng = np.random.default_rng(0)
+    fast, slow = rng.lognormal(-7, 0.05, 40), rng.lognormal(-4, 0.8, 25)
+    rows = [
+        {"label": "fast <b>", "note": "result, n=40", "group": 0, "samples": fast, "outliers": [3, 7],
+         "median": float(np.median(fast)), "median_ci": [fast.min(), fast.max()], "mean_ci": [float(fast.mean()), None]},
+        {"label": "slow", "samples": slow, "group": 1, "median": float(np.median(slow)), "mean_ci": [-1.0, 0.5]},
+    ]  # fmt: skip
+    doc = _doc_with(
+        {"type": "intervals", "title": "log", "unit": "s", "log": True, "groups": ["result", "baseline"], "rows": rows}
+    )
+    doc["sections"][0]["blocks"] += [
+        {"type": "intervals", "title": "linear", "unit": "s", "groups": ["result"], "rows": rows[:1]},
+        {"type": "text", "text": "look <b>out</b>", "warn": True},
+        {
+            "type": "table",
+            "columns": [{"key": "k"}, {"key": "v", "format": "int", "bar": True}],
+            "rows": [{"k": "a", "v": 10}, {"k": "b", "v": -5}, {"k": "c", "v": None}],
+        },
+    ]
+    data = json.loads(re.search(r'id="report-data">(.*?)</script>', render_html(doc), re.S).group(1))
+    got = data["sections"][0]["blocks"][1]["rows"]
+    assert got[1]["note"] == "" and got[1]["outliers"] == [] and got[1]["median_ci"] is None  # defaults filled
+    assert "warn" not in data["sections"][0]["blocks"][0]  # optional fields stay out unless given
+    path = tmp_path / "blocks.html"
+    path.write_text(render_html(doc), encoding="utf-8")
+    page = browser.open(path)
+    assert page.errors == [] and page.evaluate("document.body.dataset.rendered") == "5"
+    counts = page.evaluate("""Array.from(document.querySelectorAll('svg.intervals'), s => [
+        s.querySelectorAll('circle').length, s.querySelectorAll('circle[fill="#d1342f"]').length,
+        s.querySelectorAll('.ci-median').length, s.querySelectorAll('.ci-mean').length,
+        s.querySelectorAll('line.median').length])""")
+    assert counts == [[65, 2, 1, 1, 2], [40, 2, 1, 0, 1]]  # (an interval with an open end is not drawn)
+    assert page.evaluate("document.querySelector('p.text.warn').innerText") == "look <b>out</b>"
+    bars = page.evaluate("Array.from(document.querySelectorAll('.cell-bar'), b => b.style.width)")
+    assert bars == ["100px", "50px"]
+    page.screenshot(ARTIFACTS / "report_intervals.png")
+
+
 def test_block_error_is_isolated(browser, tmp_path):
     doc = {
         "title": "t",
@@ -579,9 +627,9 @@ def test_a_huge_name_is_shortened_in_the_page(tmp_path):
     """A 16 MB op name in every table made a 67 MB page no browser renders (attack audit, defect
     10): the report shows each string up to `MAX_TEXT` characters and says how long it was."""
     from chakra_trace.cli import main
+    from chakra_trace.document import MAX_TEXT
     from chakra_trace.io.et import write_trace
     from chakra_trace.schema.builder import TraceBuilder
-    from chakra_trace.visualize.html import MAX_TEXT
 
     name = "aten::" + "x" * (4 << 20)
     b = TraceBuilder()

@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
     {"errors", "_native", "intervals", "table"},  # foundations: no first-party imports
     {"schema"},  # the model: enums, wire encoding, Trace, dependency graph, groups
     {"io"},  # files: .et streams, JSON, opening a job
+    {"document"},  # the reports' one document model (sections of blocks) and its self-contained HTML renderer
     {"timeline"},  # the timed view of a job: device activity, one clock, which ops of different ranks meet
     {"validate"},  # checks and repairs (the simulator, converters and CLI use them)
     {"convert", "collect"},  # PyTorch/Kineto/text ingestion; recording

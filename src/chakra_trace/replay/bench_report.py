@@ -10,9 +10,10 @@ unit (`comparison.compare_runs`), speedup with its CI, scaling across rank count
 energy where the measurement carries it (``extra["energy_j"]``, joules per sample).
 
 The report is a model (`BenchReport`, plain data in `to_dict()`), rendered as Markdown
-(`bench_report_text.py`) or as one self-contained HTML page with an SVG plot of the samples
-(`bench_report_html.py`). It lives beside the measurements rather than in `visualize` because the
-layer map makes `visualize` and `replay` peers, and the report needs replay's statistics.
+(`bench_report_text.py`) or as a document of the one report renderer (`bench_report_html.py`,
+`chakra_trace.document`): one self-contained HTML page with a plot of the samples. It lives beside
+the measurements rather than in `visualize` because the layer map makes `visualize` and `replay`
+peers, and the report needs replay's statistics.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class BenchReport:
         return render_markdown(self.to_dict())
 
     def to_html(self) -> str:
-        """One self-contained page (no external assets, no script): tables and an SVG plot per benchmark."""
+        """One self-contained page (nothing fetched): tables and a plot of the samples per benchmark."""
         return render_html(self.to_dict())
 
     def write(self, path: str | os.PathLike) -> Path:

@@ -1,5 +1,5 @@
 """`chakra report`: every analysis of one workload, and of its simulations on hypothetical
-systems, gathered into a document that `visualize.html` renders as one offline HTML file.
+systems, gathered into a document (`chakra_trace.document`) rendered as one offline HTML file.
 
 The document is plain data (sections of typed blocks), so what the report says is testable
 without a browser and the renderer knows nothing about traces.
@@ -16,12 +16,12 @@ import numpy as np
 
 from ..analyze import Analysis
 from ..analyze.roofline import DeviceSpec, default_device, device_spec
+from ..document import table, why_section, write_html
 from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.resources import HOST_GAP
 from ..sweep import pareto, sensitivity
 from ..sweep.results import load_results, read_meta
-from .html import write_html
 from .report_device import device_section
 from .report_sections import (
     group_ranks,
@@ -29,9 +29,7 @@ from .report_sections import (
     network_section,
     steps_section,
     systems_section,
-    table,
     validation_section,
-    why_section,
 )
 from .timeline import build_timeline
 

@@ -5,8 +5,8 @@ cause, kernel time by kind and name, communication overlap, launch delays and st
 from __future__ import annotations
 
 from ..analyze.device import DeviceAnalysis
+from ..document import table, why_section
 from ..errors import ChakraError
-from .report_sections import table, why_section
 
 _SOURCE = {
     "kineto-gpu": "the GPU kernels of the Kineto traces",

@@ -2,7 +2,7 @@
 what `chakra validate` finds, each system described and set beside the recording, and its
 network (collective time and bandwidth by message size, utilization per dimension).
 
-Each returns a section dict (see `visualize.html`); a section that cannot be computed says why
+Each returns a section of the report's document (see `chakra_trace.document`); a section that cannot be computed says why
 in its place.
 """
 
@@ -12,6 +12,7 @@ import numpy as np
 
 from ..analyze import Analysis
 from ..analyze.collectives import bus_factor
+from ..document import table, why_section
 from ..errors import ChakraError
 from ..schema.enums import NodeType
 from ..schema.resources import HOST_GAP, comm_mask, compute_mask, host_gap_mask
@@ -25,20 +26,6 @@ HOST_NOTE = (
     "step adds up."
 )
 _TOL = 1e-3  # ranks whose every figure agrees within 0.1% are shown as one row
-
-
-def table(caption: str, columns: list[tuple[str, str, str]], rows: list[dict], max_rows: int | None = None) -> dict:
-    """A table block: ``columns`` as (row key, label, format) where the format ("us", "bytes",
-    "pct", ...) says how the page writes the number and so its unit."""
-    block: dict = {
-        "type": "table",
-        "caption": caption,
-        "columns": [{"key": k, "label": label, "format": f} for k, label, f in columns],
-        "rows": rows,
-    }
-    if max_rows is not None:
-        block["max_rows"] = max_rows
-    return block
 
 
 def host_note(workload) -> dict | None:
@@ -396,7 +383,3 @@ def network_section(sid: str, label: str, res, preset) -> dict:
             }
         )
     return {"id": sid, "title": title, "blocks": blocks}
-
-
-def why_section(sid: str, title: str, reason: str) -> dict:
-    return {"id": sid, "title": title, "blocks": [{"type": "text", "text": f"Not shown: {reason}."}]}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import heapq
-import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..document import compact_json
 from ..errors import ChakraError
 from ..io.et import atomic_output
 from ..io.workload import Workload
@@ -226,7 +226,7 @@ def timeline(
 def timeline_json(doc: dict) -> bytes:
     """A timeline document as the bytes of its file: compact JSON (what `write_timeline` writes
     and the report's download button saves)."""
-    return json.dumps(doc, separators=(",", ":")).encode()
+    return compact_json(doc)
 
 
 def write_timeline(doc: dict, path: str | os.PathLike) -> Path:

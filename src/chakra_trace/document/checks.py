@@ -1,104 +1,51 @@
-"""A report document (sections of text, tables and charts) rendered as one self-contained HTML file.
-
-The file must open anywhere, offline and years later, so nothing is fetched: the CSS and the
-vanilla-JS renderer (report_assets/) are inlined, and the document itself is embedded as JSON
-that the script draws from (SVG charts, a canvas timeline). This module checks the document
-first, so that a malformed one fails here with its section and block named rather than as a
-blank chart in a browser.
+"""The document model: a title and sections of typed blocks, plain JSON data that one renderer
+(`render`) draws, checked here so that a malformed document fails in Python with its section and
+block named.
 
 Document schema::
 
     {"title": str, "subtitle": str?, "generated": str?,
      "sections": [{"id": str, "title": str, "blocks": [block, ...]}, ...]}
 
-Blocks (``type``): ``text``, ``kv``, ``table``, ``bars``, ``heatmap``, ``timeline``, ``scatter``;
-see `BLOCK_TYPES` and the checks below for their fields. Numbers may be numpy scalars or arrays;
-NaN and infinities become null (shown as "–").
+Blocks (``type``): ``text``, ``kv``, ``table``, ``bars``, ``heatmap``, ``timeline``, ``scatter``,
+``intervals``; see `BLOCK_TYPES` and the checks below for their fields (`blocks` builds the common
+ones). Numbers may be numpy scalars or arrays; NaN and infinities become null (shown as "–").
+Optional fields without a default (a text's ``warn``, a column's ``bar``) are left out when not
+given, so a document that does not use them is embedded as it was written.
 
 A ``timeline`` block is ``{"trace": <Chrome Trace Event JSON>, "highlight": [[x, ts_us, dur_us],
 ...]}`` (``x``: a slice, by its index among the trace's "X" events). The trace is embedded once,
-as `timeline_json` bytes gzipped and base64-encoded (``trace_gz``: a tenth of the JSON's size,
+as `compact_json` bytes gzipped and base64-encoded (``trace_gz``: a tenth of the JSON's size,
 and nothing in it the HTML parser could read as markup); the page decompresses it, draws its
 slices and flows on a canvas, and its download button saves those bytes unchanged, so the file
 is the one `chakra timeline` writes for the same timeline.
+
+An ``intervals`` block draws, per row, samples as dots (outliers marked), the median with its
+confidence interval as a band and the mean's interval as a whisker, on a linear or log axis.
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
-import html
 import itertools
 import json
 import math
-import os
-import re
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 
 from ..errors import ChakraError
-from ..io.et import atomic_output
-from .timeline import timeline_json
 
-BLOCK_TYPES = ("text", "kv", "table", "bars", "heatmap", "timeline", "scatter")
+BLOCK_TYPES = ("text", "kv", "table", "bars", "heatmap", "timeline", "scatter", "intervals")
 FORMATS = ("int", "float", "us", "ns", "bytes", "pct", "str")
-_ASSETS = Path(__file__).with_name("report_assets")
 _RESERVED_IDS = {"report-data"}
 
 
-# ---------------------------------------------------------------- public API
-
-
-def render_html(doc: dict) -> str:
-    """The report as one HTML page; raises ChakraError naming the section and block at fault."""
-    data = _check_document(doc)
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    # Inside <script>, "</" could close the element and "<!--" changes how the parser looks for
-    # the end; both stay valid JSON once escaped.
-    payload = payload.replace("</", "<\\/").replace("<!--", "\\u003c!--")
-    css, js = _assets()
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{html.escape(data['title'])}</title>\n<style>\n{css}</style>\n</head>\n<body>\n"
-        "<noscript><p>This report draws its content with JavaScript; enable it to see the report.</p></noscript>\n"
-        f'<script type="application/json" id="report-data">{payload}</script>\n'
-        f"<script>\n{js}</script>\n</body>\n</html>\n"
-    )
-
-
-def write_html(doc: dict, path: str | os.PathLike) -> Path:
-    """Renders `doc` and writes it to `path` atomically (UTF-8); returns the path."""
-
-    path = Path(path)
-    text = render_html(doc)
-    with atomic_output(path, compress=path.suffix == ".gz") as f:
-        f.write(text.encode("utf-8"))
-    return path
-
-
-# ---------------------------------------------------------------- assets
-
-
-@lru_cache(maxsize=1)
-def _assets() -> tuple[str, str]:
-    """The CSS and JS without comments, indentation and blank lines (a third smaller).
-
-    The assets keep to two rules that make this safe: no "/*" inside a string or regex, and
-    "//" comments only on lines of their own.
-    """
-    out = []
-    for name in ("report.css", "report.js"):
-        text = (_ASSETS / name).read_text(encoding="utf-8")
-        if re.search(r"</(script|style)|<!--", text, re.IGNORECASE):
-            raise ChakraError(f"{_ASSETS / name}: must not contain '</script', '</style' or '<!--'")
-        text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
-        lines = (line.strip() for line in text.splitlines())
-        out.append("".join(line + "\n" for line in lines if line and not line.startswith("//")))
-    return out[0], out[1]
+def compact_json(doc: Any, *, allow_nan: bool = True) -> bytes:
+    """The bytes of a JSON file as chakra writes them: compact, UTF-8 (a timeline's file, and
+    what a timeline block embeds and its download button saves)."""
+    return json.dumps(doc, separators=(",", ":"), allow_nan=allow_nan).encode()
 
 
 # ---------------------------------------------------------------- JSON conversion
@@ -197,7 +144,7 @@ def _describe(v: Any) -> str:
     return f"{type(v).__name__} {text[:60] + '...' if len(text) > 60 else text}"
 
 
-def _check_document(doc: Any) -> dict:
+def check_document(doc: Any) -> dict:
     """A converted, defaults-filled copy of `doc`, or ChakraError naming what is wrong and where."""
     if not isinstance(doc, dict):
         raise ChakraError(f"report document: expected a dict with 'title' and 'sections', got {type(doc).__name__}")
@@ -255,6 +202,7 @@ def _check_document(doc: Any) -> dict:
 
 def _check_text(b: dict, w: _Where) -> None:
     w.field(b, "text", lambda v: isinstance(v, str), "a str")
+    w.field(b, "warn", lambda v: isinstance(v, bool), "a bool", optional=True)
 
 
 def _check_kv(b: dict, w: _Where) -> None:
@@ -277,6 +225,7 @@ def _check_table(b: dict, w: _Where) -> None:
         cw = _Where(f"{w.prefix}: columns[{i}]")
         cw.field(c, "label", lambda v: isinstance(v, str), "a str", default=c["key"])
         cw.field(c, "format", lambda v: v in FORMATS, f"one of {', '.join(FORMATS)}", default="str")
+        cw.field(c, "bar", lambda v: isinstance(v, bool), "a bool", optional=True)
     rows = w.list_of(b, "rows", lambda r: isinstance(r, dict), "dicts mapping column keys to values")
     for i, r in enumerate(rows):
         for k, v in r.items():
@@ -375,13 +324,13 @@ def _check_timeline(b: dict, w: _Where) -> None:
 
 
 def _plain_trace(trace: Any) -> tuple[Any, bytes]:
-    """(the trace as plain JSON values, its `timeline_json` bytes): the trace itself when it is
+    """(the trace as plain JSON values, its `compact_json` bytes): the trace itself when it is
     plain JSON already, else a converted copy (numpy values unwrapped, NaN as null)."""
     try:
-        return trace, json.dumps(trace, allow_nan=False, separators=(",", ":")).encode()  # = timeline_json
+        return trace, compact_json(trace, allow_nan=False)
     except (TypeError, ValueError):
         trace = _jsonable(trace)
-        return trace, timeline_json(trace)
+        return trace, compact_json(trace)
 
 
 def _check_trace(trace: Any, w: _Where) -> int:
@@ -450,16 +399,13 @@ def _check_scatter(b: dict, w: _Where) -> None:
     labels = w.list_of(b, "labels", _is_label, "point labels (str)", default=[])
     groups = w.list_of(b, "groups", _is_label, "group names (str)", default=[])
 
-    def index_ok(v: Any, n: int) -> bool:
-        return v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n)
-
     points = w.field(b, "points", lambda v: isinstance(v, list), "a list of [x, y, label_index, group_index]")
     for i, p in enumerate(points):
         if not (isinstance(p, list) and len(p) == 4 and all(v is None or _is_num(v) for v in p[:2])):
             w.fail(f"points[{i}] is {_describe(p)}, expected [x, y, label_index, group_index]")
-        if not index_ok(p[2], len(labels)):
+        if not (p[2] is None or _index_ok(p[2], len(labels))):
             w.fail(f"points[{i}] has label index {p[2]!r}, expected an int in [0, {len(labels)}) or null")
-        if not index_ok(p[3], len(groups)):
+        if not (p[3] is None or _index_ok(p[3], len(groups))):
             w.fail(f"points[{i}] has group index {p[3]!r}, expected an int in [0, {len(groups)}) or null")
     lines = w.list_of(
         b,
@@ -474,6 +420,32 @@ def _check_scatter(b: dict, w: _Where) -> None:
                 w.fail(f"lines[{i}].points[{j}] is {_describe(p)}, expected [x, y]")
 
 
+def _check_intervals(b: dict, w: _Where) -> None:
+    w.field(b, "title", lambda v: isinstance(v, str), "a str", default="")
+    w.field(b, "unit", lambda v: isinstance(v, str), "a str", default="")
+    w.field(b, "log", lambda v: isinstance(v, bool), "a bool", default=False)
+    groups = w.list_of(b, "groups", _is_label, "group names (str)", default=[])
+    rows = w.list_of(b, "rows", lambda r: isinstance(r, dict), "dicts with 'label' and 'samples'")
+    for i, r in enumerate(rows):
+        rw = _Where(f"{w.prefix}: rows[{i}]")
+        rw.field(r, "label", _is_label, "a str")
+        rw.field(r, "note", lambda v: isinstance(v, str), "a str", default="")
+        rw.field(r, "group", lambda v: _index_ok(v, len(groups)), f"an int in [0, {len(groups)})", default=None)
+        n = len(rw.list_of(r, "samples", _is_num, "finite numbers"))
+        rw.list_of(r, "outliers", lambda v, n=n: _index_ok(v, n), f"sample indices (ints in [0, {n}))", default=[])
+        rw.field(r, "median", _is_num, "a number or null", default=None)
+        for key in ("median_ci", "mean_ci"):
+            rw.field(r, key, _is_pair, "[low, high] (numbers or null) or null", default=None)
+
+
+def _index_ok(v: Any, n: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n
+
+
+def _is_pair(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2 and all(x is None or _is_num(x) for x in v)
+
+
 _CHECKS = {
     "text": _check_text,
     "kv": _check_kv,
@@ -482,4 +454,5 @@ _CHECKS = {
     "heatmap": _check_heatmap,
     "timeline": _check_timeline,
     "scatter": _check_scatter,
+    "intervals": _check_intervals,
 }

@@ -214,7 +214,7 @@
 
   /* ---------------- blocks ---------------- */
   function renderText(box, b) {
-    for (const para of String(b.text).split(/\n[ \t]*\n/)) if (para.trim()) box.appendChild(el("p", "text", para.trim()));
+    for (const para of String(b.text).split(/\n[ \t]*\n/)) if (para.trim()) box.appendChild(el("p", b.warn ? "text warn" : "text", para.trim()));
   }
 
   function renderKv(box, b) {
@@ -238,6 +238,9 @@
 
   function renderTable(box, b) {
     const cols = b.columns, limit = b.max_rows;
+    // a bar column's cells carry a bar scaled to the column's largest magnitude
+    const barMax = {};
+    for (const c of cols) if (c.bar) barMax[c.key] = b.rows.reduce((m, r) => (isNum(r[c.key]) ? Math.max(m, Math.abs(r[c.key])) : m), 0);
     const state = { key: null, dir: 0, expanded: false, rows: b.rows.slice() };
     const table = el("table", "data"), head = el("tr"), tbody = el("tbody"), thead = el("thead");
     if (b.caption) table.appendChild(el("caption", null, b.caption));
@@ -265,6 +268,11 @@
         for (const c of cols) {
           const text = fmtValue(row[c.key], c.format), td = el("td", NUMERIC[c.format] ? "num" : "", text);
           if (text.length > 60) td.title = text;
+          if (barMax[c.key] > 0 && isNum(row[c.key])) {
+            const bar = el("span", "cell-bar");
+            bar.style.width = (100 * Math.abs(row[c.key]) / barMax[c.key]).toFixed(0) + "px";
+            td.prepend(bar);
+          }
           tr.appendChild(td);
         }
         frag.appendChild(tr);
@@ -442,6 +450,56 @@
       return out;
     });
   }
+  /** Per row: its samples as dots (outliers red), the median's confidence interval as a band with
+      the median as a bar, and the mean's interval as a whisker below; one axis for all rows. */
+  function renderIntervals(box, b) {
+    blockTitle(box, b.title);
+    const rows = b.rows, unit = b.unit || "", log = !!b.log, groups = b.groups || [];
+    let lo = Infinity, hi = -Infinity;
+    for (const r of rows) for (const v of r.samples) if (!log || v > 0) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    if (empty(box, lo <= hi ? rows.length : 0)) return;
+    if (groups.length > 1) legend(box, groups.map((g, i) => [g, color(i)]));
+    if (log) { lo /= 1.15; hi *= 1.15; } else { const pad = hi > lo ? 0.04 * (hi - lo) : 0.05 * Math.abs(hi) || 1e-9; lo -= pad; hi += pad; }
+    const W = boxWidth(box), labelW = labelWidth(rows.map((r) => r.label).concat(rows.map((r) => r.note)), W * 0.3);
+    const rowH = 56, top = 8, right = 20, axisY = top + rowH * rows.length + 4, H = axisY + 36;
+    const sx = (log ? logScale : linScale)(lo, hi, labelW, W - right);
+    // a CI's end may lie off the axis (below 0 on a log one): drawn at its edge
+    const x = (v) => sx(Math.min(Math.max(v, lo), hi));
+    const chart = newChart(box, W, H);
+    chart.classList.add("intervals");
+    rows.forEach((r, k) => {
+      const cy = top + k * rowH + rowH * 0.42, c = isNum(r.group) ? color(r.group) : color(0), st = { fill: c, "fill-opacity": 0.18 };
+      svgText(chart, labelW - 8, cy + 4, fitText(r.label, labelW - 10), { "text-anchor": "end" }).appendChild(svgEl("title", {})).textContent = String(r.label);
+      if (r.note) svgText(chart, labelW - 8, cy + 18, fitText(r.note, labelW - 10), { "text-anchor": "end", class: "note" });
+      const mci = r.median_ci, wci = r.mean_ci;
+      if (mci && isNum(mci[0]) && isNum(mci[1])) svgEl("rect", Object.assign({ class: "ci-median", x: x(mci[0]), y: cy - 16, width: Math.max(x(mci[1]) - x(mci[0]), 1), height: 32, "data-r": k, "data-ci": "median" }, st), chart);
+      const out = new Set(r.outliers);
+      r.samples.forEach((v, i) => {
+        const jitter = ((i * 0.6180339887) % 1 - 0.5) * 24;
+        svgEl("circle", { class: "pt", cx: x(v), cy: cy + jitter, r: 2.2, fill: out.has(i) ? "#d1342f" : c, "fill-opacity": 0.55, "data-r": k, "data-i": i }, chart);
+      });
+      if (isNum(r.median)) svgEl("line", { class: "median", x1: x(r.median), x2: x(r.median), y1: cy - 18, y2: cy + 18, stroke: c, "stroke-width": 3 }, chart);
+      if (wci && isNum(wci[0]) && isNum(wci[1])) {
+        const a = x(wci[0]), z = x(wci[1]), y = cy + 22;
+        svgEl("path", { class: "ci-mean", d: "M" + a + "," + (y - 4) + "V" + (y + 4) + "M" + a + "," + y + "H" + z + "M" + z + "," + (y - 4) + "V" + (y + 4), stroke: "#1d2330", fill: "none", "data-r": k, "data-ci": "mean" }, chart);
+      }
+    });
+    svgEl("line", { class: "axis", x1: labelW, x2: W - right, y1: axisY, y2: axisY }, chart);
+    const tks = [];
+    if (log) for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) for (const m of [1, 2, 5]) { const v = m * Math.pow(10, e); if (v >= lo && v <= hi) tks.push(v); }
+    for (const t of log ? tks : ticks(lo, hi, Math.max(2, Math.floor((W - labelW - right) / 110)))) {
+      svgEl("line", { class: "axis", x1: x(t), x2: x(t), y1: axisY, y2: axisY + 4 }, chart);
+      svgText(chart, x(t), axisY + 17, fmtAxis(t, unit), { "text-anchor": "middle" });
+    }
+    if (log) svgText(chart, W - right, axisY + 31, "log scale", { "text-anchor": "end", class: "note" });
+    hover(chart, (t) => {
+      if (!t.dataset || t.dataset.r === undefined) return null;
+      const r = rows[+t.dataset.r], ci = t.dataset.ci === "median" ? r.median_ci : r.mean_ci;
+      if (t.dataset.i !== undefined) return [String(r.label), "sample " + t.dataset.i + ": " + fmtUnit(r.samples[+t.dataset.i], unit) + (r.outliers.includes(+t.dataset.i) ? " (outlier)" : "")];
+      return [String(r.label), t.dataset.ci + " 95% CI: " + fmtUnit(ci[0], unit) + " " + DASH + " " + fmtUnit(ci[1], unit)];
+    });
+  }
+
   /* ---------------- timeline ---------------- */
   const AXIS_H = 26, PROC_H = 18, LANE_H = 14, TRACK_PAD = 4, GUTTER = 180, MAX_LANES = 12, MAX_VIEW_H = 620;
 
@@ -895,7 +953,7 @@
   }
 
   /* ---------------- document ---------------- */
-  const RENDERERS = { text: renderText, kv: renderKv, table: renderTable, bars: renderBars, heatmap: renderHeatmap, timeline: renderTimeline, scatter: renderScatter };
+  const RENDERERS = { text: renderText, kv: renderKv, table: renderTable, bars: renderBars, heatmap: renderHeatmap, timeline: renderTimeline, scatter: renderScatter, intervals: renderIntervals };
 
   /** Renders one block into a new box in `parent`: a promise of true once drawn (timelines
       unpack asynchronously), or of false after a failure became an error box and a console error. */
