@@ -28,10 +28,19 @@ def _format(values: list) -> str:
     return "int" if kinds == {int} else "float" if kinds and kinds <= {int, float} else "str"
 
 
+#: a job's content id, 64 hex digits, is shown by its first 12 (unique in any fleet this size;
+#: `chakra catalog query` gives it whole)
+ID_DIGITS = 12
+
+
 def _rows(con, sql: str, limit: int | None) -> tuple[list[str], list[dict]]:
     cur = con.execute(queries.limited(sql, limit))
     cols = [d[0] for d in cur.description]
-    return cols, [{c: _cell(v) for c, v in zip(cols, r)} for r in cur.fetchall()]
+    rows = [{c: _cell(v) for c, v in zip(cols, r)} for r in cur.fetchall()]
+    for r in rows:
+        if isinstance(r.get("job_id"), str):
+            r["job_id"] = r["job_id"][:ID_DIGITS]
+    return cols, rows
 
 
 def _table(con, sql: str, limit: int | None = 50, bar: str | None = None) -> dict:
