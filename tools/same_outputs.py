@@ -101,8 +101,10 @@ def _clean(x, out: str):
 
 
 def _text(text: str, out: str) -> str:
-    """Printed text with its seconds (how long a step took) and its output folder as words."""
-    return re.sub(r"\d+(?:\.\d+)? s\)", "N s)", text.replace(out, "{out}"))
+    """Printed text with its seconds (how long a step took), a page's size (it follows the
+    renderer's script; the document in it is compared as a file) and its output folder as words."""
+    text = re.sub(r"\d+(?:\.\d+)? s\)", "N s)", text.replace(out, "{out}"))
+    return re.sub(r"\(\d+(?:\.\d+)? MB, ", "(N MB, ", text)
 
 
 def _report_doc(path: Path) -> dict:
