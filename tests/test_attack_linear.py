@@ -251,11 +251,13 @@ def test_a_collective_started_later_ends_as_much_later(seed):
     communicator, compat trees and windows) run from start times shifted by a constant ends at
     its times shifted by that constant."""
     from chakra_trace.simulate.collectives import Collectives
-    from chakra_trace.simulate.network import Fabric
+    from chakra_trace.simulate.rules import ASTRA_SIM, DEFAULT
+    from chakra_trace.simulate.unaware import Unaware
 
     net, system, _, compat, _, _ = _case(seed)
     rng = np.random.default_rng(seed)
-    coll = Collectives(Fabric(net, compat=compat), system, compat=compat, shortcuts=False)
+    rules = ASTRA_SIM if compat else DEFAULT
+    coll = Collectives(Unaware(net, rules), system, rules=rules, shortcuts=False)
     for ctype in (CollectiveType.ALL_REDUCE, CollectiveType.ALL_GATHER, CollectiveType.REDUCE_SCATTER, 3):
         for members in (None, sorted(rng.choice(net.npus, size=min(net.npus, 3), replace=False).tolist())):
             npus = np.arange(net.npus) if members is None else np.asarray(members, np.int64)

@@ -18,14 +18,14 @@ Algorithms (per phase; p members, D bytes held per member, m = D / p):
 - one* variants (oneRing, oneDirect, ...): the algorithm over all NPUs as one dimension,
   every message costed on the physical network.
 
-Compat mode (`--compat astra`) follows ASTRA-sim's source where it differs: a one* algorithm
-listed for dimension k makes k one ring of every NPU and drops the dimensions after it;
-directN keeps N messages in flight and, like direct with members out of step or on the
-congestion-aware network, follows ASTRA-sim's packet flow (`Collectives._direct_window`,
-`window.WindowRun`); a
-halving-doubling all-gather on p not a power of two runs int(log2 p) steps from p // 2 apart;
-doubleBinaryTree is ASTRA-sim's tree per chunk (`tree_of`); a localBWAware all-reduce's
-all-gather phases run anticlockwise; messages are whole bytes.
+ASTRA-sim's rules (`rules.ASTRA_SIM`, `--compat astra`) follow its source where it differs:
+a one* algorithm listed for dimension k makes k one ring of every NPU and drops the
+dimensions after it; directN keeps N messages in flight and, like direct with members out of
+step or on the congestion-aware network, follows ASTRA-sim's packet flow
+(`Collectives._direct_window`, `window.WindowRun`); a halving-doubling all-gather on p not a
+power of two runs int(log2 p) steps from p // 2 apart; doubleBinaryTree is ASTRA-sim's tree
+per chunk (`tree_of`); a localBWAware all-reduce's all-gather phases run anticlockwise;
+messages are whole bytes.
 
 The reference cases check ring and direct (one and two dimensions, unaware and aware) to the
 nanosecond; the random differential sweep (tools/astra/) checks the rest against the binary.
@@ -46,6 +46,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..schema.enums import CollectiveType
+from .rules import Rules
 
 #: ASTRA-sim's memory-bus delay on a communicator's "Local" ring (`MemBus`, `Transmition::Fast`):
 #: fixed, whatever the system's endpoint-delay
@@ -69,9 +70,9 @@ OPS: dict[int, str] = {
 
 
 SHIFT, PAIR, DIRECT = "shift", "pair", "direct"
-DIRECT_AR = "direct_all_reduce"  # compat: both halves of a direct all-reduce, paced as ASTRA-sim
-WINDOW = "direct_window"  # compat: ASTRA-sim's AllToAll message by message (a window, or links shared)
-#: compat, congestion-unaware: a direct phase of at most this many messages follows ASTRA-sim's
+DIRECT_AR = "direct_all_reduce"  # packet_flow: both halves of a direct all-reduce, paced as ASTRA-sim
+WINDOW = "direct_window"  # packet_flow: ASTRA-sim's AllToAll message by message (a window, or links shared)
+#: packet_flow, uncontended: a direct phase of at most this many messages follows ASTRA-sim's
 #: packet flow when its members start out of step (`_direct_window`); a larger one without a
 #: window takes the closed forms (`_direct`, `_direct_all_reduce`: one start per member)
 EVENT_LIMIT = 1 << 16
@@ -82,7 +83,7 @@ class Step:
     """One step of an algorithm, run `repeat` times: every member sends `nbytes` to the member
     `dist` places on (shift), to its partner index XOR dist (pair), or to all others (direct;
     nbytes may be a per-pair matrix); `reduce`: each received part is reduced (as
-    `reduce_bytes` bytes when given: compat halving-doubling reduces at the next step's size)."""
+    `reduce_bytes` bytes when given: packet_flow halving-doubling reduces at the next step's size)."""
 
     kind: str
     dist: int
@@ -104,10 +105,10 @@ class Phase:
     nbytes: float  # bytes each member holds for this chunk at the start of the phase
     algorithm: str
     matrix: np.ndarray | None = None  # all-to-allv: bytes from member i to member j, per chunk
-    local: bool = False  # compat: a communicator's ring (ASTRA-sim's "Local" dimension)
-    trees: tuple[int, ...] = ()  # compat doubleBinaryTree: the tree of each chunk (0 RootMax, 1 RootMin)
+    local: bool = False  # astra_plans: a communicator's ring (ASTRA-sim's "Local" dimension)
+    trees: tuple[int, ...] = ()  # tree_turns doubleBinaryTree: the tree of each chunk (0 RootMax, 1 RootMin)
     tree: int = 0  # the tree of the chunk being run
-    window: int | None = None  # compat direct: messages in flight (`directN`), None: one per peer
+    window: int | None = None  # packet_flow direct: messages in flight (`directN`), None: one per peer
 
 
 @dataclass
@@ -126,13 +127,14 @@ class Plan:
         )
 
 
-def steps(ph: Phase, *, compat: bool, aware: bool, in_step: bool = True) -> list[Step]:
+def steps(ph: Phase, rules: Rules, *, contended: bool, in_step: bool = True) -> list[Step]:
     """The algorithm of a phase as a list of steps, identical consecutive steps merged
-    (`in_step`: every member starts the phase at one time)."""
+    (`contended`: the phase runs on the event loop, `inflight`; `in_step`: every member starts
+    the phase at one time)."""
     p = ph.members.shape[1]
     D = float(ph.nbytes)
     algo, op = ph.algorithm, ph.op
-    uneven_hd = compat and op == AG and gather_offsets(p) is not None  # compat: see below
+    uneven_hd = rules.packet_flow and op == AG and gather_offsets(p) is not None  # packet_flow: see below
     if algo == "halvingDoubling" and p & (p - 1) and not uneven_hd:
         algo = "ring"
     if algo == "doubleBinaryTree" and op != AR:
@@ -145,17 +147,18 @@ def steps(ph: Phase, *, compat: bool, aware: bool, in_step: bool = True) -> list
         off = ph.matrix[~np.eye(p, dtype=bool)]
         return [Step(SHIFT, 1, float(off.mean()), False, p * (p - 1) // 2)]
     steps: list[Step] = []
-    share = float(int(D) // p) if compat else D / p  # ASTRA-sim: whole-byte messages
+    share = float(int(D) // p) if rules.whole_bytes else D / p  # ASTRA-sim: whole-byte messages
     window = p - 1 if ph.window is None else min(ph.window, p - 1)
     g, w = ph.members.shape[0], 2 * (p - 1) if op == AR else p - 1
-    # compat: ASTRA-sim's packet flow message by message (congestion-aware: always, on the
+    # packet_flow: ASTRA-sim's packet flow message by message (contended: always, on the
     # event loop, `window.WindowRun`), unless the closed forms below give the same (no
     # window, members in step) or the phase is too large to go message by message (EVENT_LIMIT)
     small = g * p * w <= EVENT_LIMIT
-    flow = window < p - 1 or (ph.local and op == AR and p == 2) or aware or (small and not in_step)
-    if algo == "direct" and compat and flow:
-        steps.append(Step(WINDOW, window, share if op != AG else float(int(D)), False))
-    elif algo == "direct" and op == AR and compat:
+    flow = window < p - 1 or (ph.local and op == AR and p == 2) or contended or (small and not in_step)
+    if algo == "direct" and rules.packet_flow and flow:
+        full = float(int(D)) if rules.whole_bytes else D
+        steps.append(Step(WINDOW, window, share if op != AG else full, False))
+    elif algo == "direct" and op == AR and rules.packet_flow:
         steps.append(Step(DIRECT_AR, 0, share, True))
     elif algo == "direct":
         if op in (RS, AR, A2A, BCAST):
@@ -165,12 +168,12 @@ def steps(ph: Phase, *, compat: bool, aware: bool, in_step: bool = True) -> list
             # Local ring an all-reduce reduces what its all-gather half receives too
             steps.append(Step(DIRECT, 0, D if op == AG else share, op == AR and ph.local))
     elif algo == "halvingDoubling" and p & (p - 1):
-        # compat, an all-gather on p not a power of two: ASTRA-sim's HalvingDoubling runs
+        # packet_flow, an all-gather on p not a power of two: ASTRA-sim's HalvingDoubling runs
         # int(log2 p) steps with partners p // 2, then half as far (truncated) each step,
         # messages doubling from the whole size
         offsets: tuple[int, ...] = gather_offsets(p) or ()
         steps += [Step(PAIR, r, float(int(D) << j), False) for j, r in enumerate(offsets)]
-    elif algo == "halvingDoubling" and compat and op in (RS, AR):
+    elif algo == "halvingDoubling" and rules.packet_flow and op in (RS, AR):
         # ASTRA-sim (`HalvingDoubling`): whole-byte messages halved per step; what a step
         # receives is reduced at the size of the next step's message (`insert_packet`
         # bundles it after `process_max_count` picked that size), the last step's not at

@@ -38,9 +38,11 @@ from .algorithms import (
     tree_of,
     uniform,
 )
+from .backend import NetworkModel
 from .config import parse_algorithm
 from .config.values import MAX_NS
 from .network import as_ns, check_clock
+from .rules import Rules
 
 _RUNS_KEPT = 1024  # collective runs `Collectives.run` keeps for reuse
 
@@ -71,18 +73,19 @@ def _plan_key(plan: Plan) -> tuple:
 
 
 class Collectives:
-    """Plans collectives and computes their per-member finish times on a fabric."""
+    """Plans collectives under the simulation's rules and computes their per-member finish
+    times on a network model."""
 
-    def __init__(self, fabric, system, *, compat: bool, shortcuts: bool = True, warn=None):
+    def __init__(self, fabric: NetworkModel, system, *, rules: Rules, shortcuts: bool = True, warn=None):
         self.f = fabric
         self.warn = warn or (lambda message: None)
         self._warned_flow = False
         self.shortcuts = shortcuts
         self.closed_form_steps = 0  # algorithm steps added in closed form (`_repeat`)
         self.sys = system
-        self.compat = compat
+        self.rules = rules
         self.delta = int(system.endpoint_delay)
-        self._tree_turns: dict[tuple[str, int], int] = {}  # compat: trees handed out per (operation, dimension)
+        self._tree_turns: dict[tuple[str, int], int] = {}  # tree_turns: trees handed out per (operation, dimension)
         self.mem_bw = float(system.local_mem_bw)  # decimal GB/s = bytes per ns
         self._runs: dict[tuple, tuple[np.ndarray, int]] = {}  # (`run`: finish times relative to the start)
         self._rows_of: dict[int, np.ndarray] = {}
@@ -95,15 +98,15 @@ class Collectives:
     def _dims(self, op: str) -> list[int]:
         """Dimensions a whole-machine collective runs on."""
         n = len(self.f.sizes)
-        if self.compat:  # only as many dimensions as algorithms are listed, and at most four
+        if self.rules.astra_plans:  # only as many dimensions as algorithms are listed, and at most four
             n = min(n, len(self._impl(op)), 4)
         return [d for d in range(n) if self.f.sizes[d] > 1]
 
     def _one_dim(self, op: str) -> int | None:
-        """compat: the first dimension whose algorithm is a one* one (oneRing, oneDirect,
+        """astra_plans: the first dimension whose algorithm is a one* one (oneRing, oneDirect,
         oneHalvingDoubling), else None. ASTRA-sim (`GeneralComplexTopology`) makes that
         dimension one ring of every NPU and builds no dimension after it."""
-        if not self.compat:
+        if not self.rules.astra_plans:
             return None
         impl = self._impl(op)[: min(len(self.f.sizes), 4)]
         return next((d for d, a in enumerate(impl) if a.startswith("one")), None)
@@ -143,9 +146,9 @@ class Collectives:
         return self._choose_windows(self._choose_trees(self._plan(ctype, nbytes, members)))
 
     def _choose_windows(self, plan: Plan) -> Plan:
-        """compat: the window of each direct phase (`directN`, `oneDirectN`), from the list its
-        algorithm came from (the all-reduce's for every phase of an all-reduce)."""
-        if not self.compat:
+        """packet_flow: the window of each direct phase (`directN`, `oneDirectN`), from the list
+        its algorithm came from (the all-reduce's for every phase of an all-reduce)."""
+        if not self.rules.packet_flow:
             return plan
         impl = self._impl(OPS[plan.ctype] if OPS[plan.ctype] in (AR, RS, AG, A2A) else AR)
         one = self._one_dim(OPS[plan.ctype] if OPS[plan.ctype] in (AR, RS, AG, A2A) else AR)
@@ -159,9 +162,9 @@ class Collectives:
         return plan
 
     def _choose_trees(self, plan: Plan) -> Plan:
-        """compat: ASTRA-sim's DoubleBinaryTreeTopology hands out its two trees in turn, one per
-        phase it builds (every chunk, every phase on that dimension, across collectives)."""
-        todo = [j for j, ph in enumerate(plan.phases) if binary_tree_phase(ph) and self.compat]
+        """tree_turns: ASTRA-sim's DoubleBinaryTreeTopology hands out its two trees in turn, one
+        per phase it builds (every chunk, every phase on that dimension, across collectives)."""
+        todo = [j for j, ph in enumerate(plan.phases) if binary_tree_phase(ph) and self.rules.tree_turns]
         if not todo:
             return plan
         trees: dict[int, list[int]] = {j: [] for j in todo}
@@ -177,19 +180,19 @@ class Collectives:
         return plan
 
     def _plan(self, ctype: int, nbytes: int, members: list[int] | None) -> Plan:
-        op = OPS[ctype]
+        op, rules = OPS[ctype], self.rules
         whole = members is None or len(members) == self.f.npus and list(members) == list(range(self.f.npus))
-        if self.compat and members is not None and len(members) == self.f.npus:
+        if rules.astra_plans and members is not None and len(members) == self.f.npus:
             whole = True  # ASTRA-sim: a group of every NPU, in any order, runs as the whole machine
         p = self.f.npus if members is None else len(members)
-        if self.compat:  # ASTRA-sim (`Sys::determine_chunk_size`): the least chunk is one byte per NPU of the machine
-            p = self.f.npus
+        if rules.astra_plans:  # ASTRA-sim (`Sys::determine_chunk_size`): the least chunk is one byte
+            p = self.f.npus  # per NPU of the machine
         splits = max(1, int(self.sys.preferred_dataset_splits))
-        chunk = nbytes // splits if self.compat else nbytes / splits
+        chunk = nbytes // splits if rules.whole_bytes else nbytes / splits
         chunks = splits
         if op != AG and chunk < p:
             chunk = p
-        elif self.compat and chunk > 0:
+        elif rules.whole_bytes and chunk > 0:
             # ASTRA-sim (`Sys::generate_collective`) cuts ceil(size / chunk) streams of a whole
             # chunk each: a size that `splits` does not divide gets more, full-size chunks (an
             # all-gather of 7 B in 5 splits: 7 chunks of 1 B)
@@ -200,20 +203,21 @@ class Collectives:
         basic = op if op in (AR, RS, AG, A2A) else AR
         if not whole:  # a communicator: a 1-D ring over its members, in listed order
             algo = "ring"
-            if self.compat and len(self._impl(basic)) == 1:
+            if rules.astra_plans and len(self._impl(basic)) == 1:
                 # ASTRA-sim (`CommunicatorGroup::get_collective_plan`): the system's algorithm
                 # when it lists one, a ring when it lists one per dimension
                 algo = self._algo(basic, 0)
             ids = np.asarray(members, np.int64)[None, :]
-            plan.phases.append(Phase(op, -1, ids, chunk, algo, local=self.compat))
+            plan.phases.append(Phase(op, -1, ids, chunk, algo, local=rules.astra_plans))
             return plan
         first = self._impl(basic)[0] if self._impl(basic) else "ring"
-        if first.startswith("one") and not self.compat:  # one*: one algorithm over every NPU, the dimensions ignored
+        # one*: one algorithm over every NPU, the dimensions ignored (astra_plans: `_one_dim`)
+        if first.startswith("one") and not rules.astra_plans:
             plan.phases.append(Phase(op, -1, np.arange(self.f.npus)[None, :], chunk, self._algo(basic, 0)))
             return plan
         dims = self._dims(basic)
         one = self._one_dim(basic)
-        if one is not None:  # compat: the dimensions before the one* one, then one ring of every NPU (dim -1)
+        if one is not None:  # astra_plans: the dimensions before the one* one, then one ring of every NPU (dim -1)
             dims = [d for d in dims if d < one] + [-1]
 
         def rows(d: int) -> np.ndarray:
@@ -228,30 +232,33 @@ class Collectives:
         opt = getattr(self.sys, "collective_optimization", "baseline")
         if op == AR and opt == "localBWAware" and len(dims) > 1:
             size = chunk
-            # (compat: ASTRA-sim builds every phase from the all-reduce's algorithms, and a
+            # (astra_plans: ASTRA-sim builds every phase from the all-reduce's algorithms, and a
             # doubleBinaryTree phase is a whole all-reduce whatever its operation: size kept)
-            kept = (lambda d: algo_at(AR, d) == "doubleBinaryTree") if self.compat else (lambda d: False)
+            kept = (lambda d: algo_at(AR, d) == "doubleBinaryTree") if rules.astra_plans else (lambda d: False)
             for d in dims[:-1]:  # reduce-scatter down the dimensions, all-reduce the last, all-gather back
-                plan.phases.append(Phase(RS, d, rows(d), size, algo_at(AR if self.compat else RS, d)))
-                size = size if kept(d) else size / self.f.sizes[d] if not self.compat else size // width(d)
+                plan.phases.append(Phase(RS, d, rows(d), size, algo_at(AR if rules.astra_plans else RS, d)))
+                size = size if kept(d) else size // width(d) if rules.whole_bytes else size / self.f.sizes[d]
             plan.phases.append(Phase(AR, dims[-1], rows(dims[-1]), size, algo_at(AR, dims[-1])))
             for d in reversed(dims[:-1]):
-                algo = algo_at(AR if self.compat else AG, d)
-                # compat: ASTRA-sim (`QueueLevelHandler::get_next_queue_id_last`) runs these
+                algo = algo_at(AR if rules.astra_plans else AG, d)
+                # astra_plans: ASTRA-sim (`QueueLevelHandler::get_next_queue_id_last`) runs these
                 # phases anticlockwise: a ring or direct phase over the members in reverse order
-                back = self.compat and algo in ("ring", "direct")
+                back = rules.astra_plans and algo in ("ring", "direct")
                 plan.phases.append(Phase(AG, d, rows(d)[:, ::-1] if back else rows(d), size, algo))
                 size = size if kept(d) else size * self.f.sizes[d]
             return plan
         size = chunk
-        if self.compat and op == AG:  # ASTRA-sim runs an all-gather's dimensions last to first
+        if rules.gather_last_to_first and op == AG:  # ASTRA-sim runs an all-gather's dimensions last to first
             dims = dims[::-1]
         for d in dims:
             plan.phases.append(Phase(op, d, rows(d), size, algo_at(basic, d)))
-            if self.compat and plan.phases[-1].algorithm == "doubleBinaryTree":
+            if rules.astra_plans and plan.phases[-1].algorithm == "doubleBinaryTree":
                 pass  # ASTRA-sim: a doubleBinaryTree phase is an all-reduce whatever the operation
-            elif self.compat:  # ASTRA-sim: the next phase takes this one's final data size, whatever the optimization
-                size = size // width(d) if op == RS else size * width(d) if op == AG else size
+            elif rules.astra_plans:  # ASTRA-sim: the next phase takes this one's final size, whatever the optimization
+                if op == RS:
+                    size = size // width(d) if rules.whole_bytes else size / width(d)
+                elif op == AG:
+                    size = size * width(d)
             elif op == RS and opt == "localBWAware":
                 size = size / self.f.sizes[d]
         return plan
@@ -266,7 +273,7 @@ class Collectives:
         relative to the earliest are that run's, shifted: exact, and reused (with `shortcuts`)
         while a few thousand are kept (a job of 100,000 identical collectives paid the whole
         schedule for every one of them)."""
-        if self.f.aware or not self.shortcuts or not len(plan.phases) or not start.size:
+        if self.f.contended or not self.shortcuts or not len(plan.phases) or not start.size:
             return self._run(plan, npus, start, policy)
         base = int(start.min())
         key = (_plan_key(plan), npus.tobytes(), (start - base).tobytes(), policy)
@@ -311,14 +318,14 @@ class Collectives:
                 ph = plan.phases[nxt[c]]
                 k = min(range(slots), key=free_at[ph.dim].__getitem__)
                 t = max(ready_at[c], free_at[ph.dim][k])
-                tie = (ready_at[c], seq[c]) if self.compat else (-seq[c] if policy == "LIFO" else seq[c],)
+                tie = (ready_at[c], seq[c]) if self.rules.arrival_order else (-seq[c] if policy == "LIFO" else seq[c],)
                 choices.append(((t, *tie, c), c, k))
             _, c, k = min(choices)
             ph = plan.phases[nxt[c]]
             if ph.trees:
                 ph = replace(ph, tree=ph.trees[c])
             members = ph.members.ravel()
-            if self.compat and slots > 1:
+            if self.rules.arrival_order and slots > 1:
                 # ASTRA-sim: each NPU runs its own queues: a member takes the slot it has free first
                 mine = np.argmin(np.stack([f[members] for f in free[ph.dim]]), axis=0)
                 held = np.stack([f[members] for f in free[ph.dim]])[mine, np.arange(members.size)]
@@ -394,9 +401,9 @@ class Collectives:
         return T
 
     def steps(self, ph: Phase, in_step: bool = True) -> list[Step]:
-        """The phase's algorithm as steps (`algorithms.steps`) in this simulator's mode."""
-        sts = steps(ph, compat=self.compat, aware=self.f.aware, in_step=in_step)
-        direct = self.compat and not in_step and ph.algorithm == "direct" and ph.matrix is None
+        """The phase's algorithm as steps (`algorithms.steps`) under this simulation's rules and model."""
+        sts = steps(ph, self.rules, contended=self.f.contended, in_step=in_step)
+        direct = self.rules.packet_flow and not in_step and ph.algorithm == "direct" and ph.matrix is None
         if direct and not self._warned_flow and all(st.kind != WINDOW for st in sts):
             self._warned_flow = True
             g, p = ph.members.shape
@@ -496,7 +503,7 @@ class Collectives:
         return check_clock(np.maximum(T, done), "a collective's end")
 
     def hand_on_delays(self, ph: Phase, window: int, m: float) -> np.ndarray:
-        """compat, ASTRA-sim's AllToAll with a window: how long after the q-th completed receive
+        """packet_flow, ASTRA-sim's AllToAll with a window: how long after the q-th completed receive
         (in time order) its packet is handed on (`Ring::insert_packet`): the endpoint delay,
         plus a reduction for a processed packet (cycles of `window` plain packets, then `window`
         processed ones, p-1 times as many on a communicator's Local ring; an all-reduce's
@@ -510,14 +517,14 @@ class Collectives:
         return (LOCAL_DELAY if ph.local else self.delta) + np.where(processed, self._reduce(m), 0).astype(np.int64)
 
     def window_step(self, ph: Phase) -> Step | None:
-        """compat: the phase's AllToAll step when it runs ASTRA-sim's packet flow (`WINDOW`)."""
-        if not (self.compat and ph.algorithm == "direct" and ph.matrix is None and ph.members.shape[1] > 1):
+        """packet_flow: the phase's AllToAll step when it runs ASTRA-sim's packet flow (`WINDOW`)."""
+        if not (self.rules.packet_flow and ph.algorithm == "direct" and ph.matrix is None and ph.members.shape[1] > 1):
             return None
         sts = self.steps(ph)
         return sts[0] if len(sts) == 1 and sts[0].kind == WINDOW else None
 
     def _direct_window(self, ph: Phase, T: np.ndarray, window: int, m: float) -> np.ndarray:
-        """compat: ASTRA-sim's AllToAll with `window` < p-1 messages in flight (`AllToAll::run`,
+        """packet_flow: ASTRA-sim's AllToAll with `window` < p-1 messages in flight (`AllToAll::run`,
         `Ring::insert_packet`). Message k of a member goes to the member k places on (round the
         ring again for an all-reduce's second half), and its receive from the member k places
         back is posted when it is sent: it completes at the later of the two. A member sends
@@ -538,7 +545,7 @@ class Collectives:
         dist = np.arange(w) % (p - 1) + 1
         src = np.broadcast_to(np.arange(p)[:, None], (p, w))
         dst = (src + dist[None, :]) % p
-        cost = self.f.delay(ph.members[:, src], ph.members[:, dst], np.full(src.shape, m))  # (g, p, w)
+        cost = self.f.send(ph.members[:, src], ph.members[:, dst], m, 0)  # (g, p, w): uncontended, from 0
         alike = uniform(T) and bool((cost == cost[:1, :1, :]).all())  # every member the same timeline
         T0 = T[:1, :1] if alike else T
         first = np.broadcast_to(T0[:, :, None], T0.shape + (n,))
@@ -577,7 +584,7 @@ class Collectives:
         return check_clock(np.maximum(T, end), "a collective's end")
 
     def _binary_tree(self, ph: Phase, T: np.ndarray) -> np.ndarray:
-        """compat doubleBinaryTree: ASTRA-sim's DoubleBinaryTreeAllReduce on this chunk's tree
+        """tree_turns doubleBinaryTree: ASTRA-sim's DoubleBinaryTreeAllReduce on this chunk's tree
         (`tree_of`). Whole-size messages. Up: a leaf sends after the endpoint delay; a node
         with children sends once the later child's part arrived (not before it started),
         plus the endpoint delay and a reduction. The root, above the tree's top with one

@@ -13,6 +13,7 @@ from ..schema.enums import Attr, NodeType
 from ..schema.trace import Trace
 from .config.values import MAX_NS
 from .network import ClockOverflow, as_ns
+from .rules import Rules
 
 
 def remote(memory) -> bool:
@@ -32,7 +33,7 @@ def us_to_ns(t: Trace, us: np.ndarray, what: str) -> np.ndarray:
     return us.astype(np.int64) * 1000
 
 
-def durations(t: Trace, system, memory, *, comm: str, compat: bool, warn: Callable[[str], None]) -> np.ndarray:
+def durations(t: Trace, system, memory, *, comm: str, rules: Rules, warn: Callable[[str], None]) -> np.ndarray:
     """Time of each node in ns: the recorded one, or the roofline's (compute nodes with
     FLOPs, in every comm model: a device preset costs them) or the memory model's
     (communication nodes: the recorded time, used by the `recorded` model only)."""
@@ -42,7 +43,7 @@ def durations(t: Trace, system, memory, *, comm: str, compat: bool, warn: Callab
         ops = t.num_ops.astype(float)
         size = t.tensor_size.astype(float)
         comp = t.types == NodeType.COMP_NODE
-        if compat:  # ASTRA-sim replays a CPU op's recorded time, roofline or not
+        if not rules.roofline_cpu_ops:  # ASTRA-sim replays a CPU op's recorded time, roofline or not
             comp &= ~(t.has(Attr.IS_CPU_OP) & t.is_cpu_op)
         has = t.has(Attr.NUM_OPS) & (ops > 0)
         peak = float(s.peak_perf) * 1e3  # TFLOPS -> FLOP per ns
@@ -59,15 +60,15 @@ def durations(t: Trace, system, memory, *, comm: str, compat: bool, warn: Callab
             dur = np.where(mem_only, as_ns(np.floor(size / bw), "a memory-bound device time"), dur)
     if comm != "network":
         return dur
-    if compat:
-        dur = np.maximum(dur, 1)
+    if rules.least_node_ns:
+        dur = np.maximum(dur, rules.least_node_ns)
     mem = (t.types == NodeType.MEM_LOAD_NODE) | (t.types == NodeType.MEM_STORE_NODE)
     if mem.any():
-        dur[mem] = memory_time(t.tensor_size[mem].astype(float), system, memory, compat=compat, warn=warn)
+        dur[mem] = memory_time(t.tensor_size[mem].astype(float), system, memory, rules=rules, warn=warn)
     return dur
 
 
-def memory_time(nbytes: np.ndarray, system, memory, *, compat: bool, warn: Callable[[str], None]) -> np.ndarray:
+def memory_time(nbytes: np.ndarray, system, memory, *, rules: Rules, warn: Callable[[str], None]) -> np.ndarray:
     """Time of a memory node: ASTRA-sim's remote-memory runtime (latency + bytes at the
     remote bandwidth), or bytes at the local bandwidth without memory expansion."""
     m = memory
@@ -77,6 +78,6 @@ def memory_time(nbytes: np.ndarray, system, memory, *, compat: bool, warn: Calla
     if bw <= 0:
         warn("memory nodes take no time: the system config gives no local-mem-bw")
         return np.zeros(nbytes.shape, np.int64)
-    if compat:
+    if rules.astra_limits:
         warn("memory nodes without memory expansion (ASTRA-sim stops here): costed at local-mem-bw")
     return as_ns(np.floor(nbytes / bw), "a memory access")

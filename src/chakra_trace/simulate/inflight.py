@@ -5,17 +5,18 @@ in the order they reach it, on the one event queue its system layer also runs on
 sends an algorithm step's messages when what it waited for has arrived, and takes its next
 chunk for a dimension when its own slot there is free. So here:
 
-- `Mover`: messages move one hop at a time, at the time they reach each link (`Fabric.serve`);
-  a message passes another that reaches the link later, whichever collective sent it.
+- `Mover`: messages move one hop at a time, at the time they reach each link (the model's
+  `serve`, `backend.ContendedModel`); a message passes another that reaches the link later,
+  whichever collective sent it.
 - `PhaseRun`: one chunk's phase, each member running its operations (`program`) on its own:
   it sends as soon as its previous operation's messages arrived, not when every member's did.
-- `window.WindowRun` (compat): a direct phase as ASTRA-sim's AllToAll, packet by packet.
+- `window.WindowRun` (`Rules.packet_flow`): a direct phase as ASTRA-sim's AllToAll, packet by packet.
 - `InFlight`: one collective; each member starts a chunk's next phase when the chunk is ready
   there and a slot of the phase's dimension is free there (`Collectives.run`'s choice, made per
   member at that time).
 
 Repeated shift steps that every member runs in lock step on links of their own are added in
-closed form while nothing else touches those links (`Fabric.open_run`), one engine event per
+closed form while nothing else touches those links (the model's `open_run`), one engine event per
 copy (all at once when no other event can come first).
 """
 
@@ -26,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .backend import ContendedModel
 from .network import check_clock
 from .program import Op, program
 from .window import WindowRun
@@ -36,14 +38,14 @@ INF = np.iinfo(np.int64).max
 class Mover:
     """Moves batches of messages hop by hop on the engine; calls back as they arrive."""
 
-    def __init__(self, engine, fabric):
+    def __init__(self, engine, fabric: ContendedModel):
         self.engine = engine
         self.f = fabric
 
     def send(self, src, dst, nbytes, t: np.ndarray, arrived: Callable, table: tuple | None = None) -> None:
         """Send message i from src[i] to dst[i] at t[i]; `arrived(indices, times)` once some
         have reached their destinations (called when their last hop is taken). `table`: their
-        routes (`Fabric.table`) and costs per hop (`Fabric.costs`, None: worked out here), when
+        routes (the model's `table`) and costs per hop (`costs`, None: worked out here), when
         known."""
         links, dims, nhops, alone = (self.f.table(src, dst) if table is None else table)[:4]
         costs = table[4] if table is not None and len(table) > 4 else None
@@ -306,7 +308,7 @@ class PhaseRun:
     def _closed(self, s: int, c: int) -> bool:
         """Every member is at copy c of a repeated shift step, at one time, with nothing of this
         phase in flight: the copies left cost the uncontended step time while their links stay
-        free and untouched (`Fabric.open_run`). Returns True when the run took over."""
+        free and untouched (the model's `open_run`). Returns True when the run took over."""
         op, fl = self.ops[s], self.flight
         if not (op.closed and fl.coll.shortcuts and int(self.X.min()) == int(self.X.max())):
             return False
@@ -382,8 +384,8 @@ class InFlight:
 
     def decide(self, u: np.ndarray) -> None:
         """Members u start what they can now: per dimension with a free slot, the chunk whose
-        phase can start first (ties: compat, the one ready first, then the one queued first;
-        else by scheduling policy)."""
+        phase can start first (ties: `Rules.arrival_order`, the one ready first, then the one
+        queued first; else by scheduling policy)."""
         while u.size:
             if u.size > 1 and self._alike(u):  # members in one state choose alike: one stands for all
                 one = self._choose(u[:1])
@@ -433,7 +435,7 @@ class InFlight:
                 if not ok.any():
                     continue
                 t = np.maximum(self.rdy[c, u], tf)
-                if self.coll.compat:
+                if self.coll.rules.arrival_order:
                     tie = [self.rdy[c, u], self.seq[c, u]]
                 else:
                     tie = [-self.seq[c, u] if self.policy == "LIFO" else self.seq[c, u], np.zeros(u.size, np.int64)]
@@ -457,7 +459,7 @@ class InFlight:
                 ph = self.plan.phases[i]
                 if ph.trees:
                     ph = replace(ph, tree=ph.trees[c])
-                st = self.coll.window_step(ph) if self.coll.compat else None
+                st = self.coll.window_step(ph)
                 run = self.runs[(c, i)] = PhaseRun(self, ph, c, i) if st is None else WindowRun(self, ph, c, i, st)
             us = u[sel]
             run.join(run.pos[self.npus[us]], t0 if np.isscalar(t0) else t0[sel], k)
@@ -499,7 +501,7 @@ def _lex_less(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class Runner:
     """Runs congestion-aware collectives on an engine (`InFlight`)."""
 
-    def __init__(self, engine, fabric, coll):
+    def __init__(self, engine, fabric: ContendedModel, coll):
         self.engine, self.f, self.coll = engine, fabric, coll
         self.mover = Mover(engine, fabric)
         self._programs: dict[tuple, tuple[list[Op], int]] = {}

@@ -89,13 +89,13 @@ def _step(coll, ph: Phase, st: Step, base: np.ndarray, n: int, delta: int) -> li
         big = float(np.max(mb))
     else:
         size, big = float(mb), float(mb)
-    assert st.kind == DIRECT  # (compat's packet flow runs on its own: `window.WindowRun`)
+    assert st.kind == DIRECT  # (ASTRA-sim's packet flow runs on its own: `window.WindowRun`)
     post = delta + (coll._reduce(big) if st.reduce else 0)
     return [_op(n, src, dst, size, 0, post)]
 
 
 def _tree(coll, ph: Phase, base: np.ndarray) -> list[Op]:
-    """compat doubleBinaryTree (`Collectives._binary_tree`): up the tree level by level, a
+    """`Rules.tree_turns` doubleBinaryTree (`Collectives._binary_tree`): up the tree level by level, a
     node sending once its children's parts arrived; the root turns the part round; down again."""
     g, p = ph.members.shape
     n = g * p

@@ -3,8 +3,8 @@
 A node is ready when every dependency (data, and control ones that name an existing node)
 has finished. Per NPU at most one accelerator compute node, one CPU node and one
 collective or send run at a time on each lane (the thread or stream the node was recorded
-on), in one topological order per lane (lowest id first among equals). In ASTRA-sim
-compatibility mode an NPU has one lane per kind and issues whichever ready node has the
+on), in one topological order per lane (lowest id first among equals). Under ASTRA-sim's
+rules (`Rules.lanes` off) an NPU has one lane per kind and issues whichever ready node has the
 lowest id. A node whose slot is busy does not hold back nodes of other slots. Receives,
 metadata and memory nodes have no such limit.
 """
@@ -21,6 +21,7 @@ import numpy as np
 from ..schema.enums import Attr, CollectiveType
 from ..schema.groups import rows_by_group
 from ..schema.resources import FREE, astra_kinds, node_kinds, node_slots
+from .rules import Rules
 
 UNLIMITED = 1 << 62
 
@@ -28,16 +29,17 @@ UNLIMITED = 1 << 62
 class Static:
     """What the scheduler needs of one trace, computed once however many NPUs run it."""
 
-    def __init__(self, trace, durations: np.ndarray, lanes: bool = True, recorded_waits: bool = False):
-        """``lanes`` False: ASTRA-sim's rule (one slot per kind, the lowest ready id first);
-        True: a slot per recorded lane, run in order (`Npu.issue`)."""
+    def __init__(self, trace, durations: np.ndarray, rules: Rules, recorded_waits: bool = False):
+        """`Rules.lanes`: a slot per recorded lane, run in order (`Npu.issue`); off: ASTRA-sim's
+        rule (one slot per kind, the lowest ready id first)."""
+        lanes = rules.lanes
         self.dur = durations
         self.kind = node_kinds(trace) if lanes else astra_kinds(trace)  # (no lanes: ASTRA-sim's rule)
         slot, slot_kind = node_slots(trace, lanes, self.kind)
         self.slot = slot
         self.limits = [UNLIMITED if k == FREE else 1 for k in slot_kind.tolist()]
         # dependencies on nodes that exist (a missing one is dropped, and counted); a node that
-        # depends on itself waits for itself, forever (in compat mode: ASTRA-sim hangs there too)
+        # depends on itself waits for itself, forever (without `Rules.repair`: ASTRA-sim hangs there too)
         g = trace.graph()
         self.missing = g.missing
         self.waiting = g.indegree + g.self_deps

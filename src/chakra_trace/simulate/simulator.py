@@ -6,6 +6,7 @@ import os
 import time
 import warnings
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 
@@ -20,6 +21,8 @@ from ..schema.resources import ACCEL, comm_mask, compute_mask
 from ..schema.trace import Trace
 from ..timeline.clock import origin_offsets_ns
 from ..validate import fix_trace
+from .aware import Aware
+from .backend import ContendedModel, NetworkModel
 from .checks import check_workload, refuse_invalid
 from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
@@ -28,71 +31,12 @@ from .costs import durations, remote
 from .engine import Engine
 from .inflight import Runner
 from .memory import MemoryPorts
-from .network import Fabric
+from .network import link_count
 from .result import CollectiveRecord, SimResult
+from .rules import ASTRA_SIM, DEFAULT, Rules
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
 from .symmetry import replica_period, used_groups
-
-#: What our default mode does differently from ASTRA-sim (kept in compat mode).
-COMPAT_DIFFERENCES = {
-    "bandwidth unit": ('"GB/s" read as GiB/s', "GB/s = 1e9 bytes/s"),
-    "message across several dimensions": (
-        "only the lowest differing dimension is charged",
-        "latency of every dimension crossed, serialization on the slowest link",
-    ),
-    "chunk and shard sizes": ("truncated to whole bytes", "fractional bytes kept"),
-    "a size that preferred-dataset-splits does not divide": (
-        "ceil(size / chunk) chunks of a whole chunk each: one more, full-size chunk",
-        "exactly preferred-dataset-splits chunks of size / splits",
-    ),
-    "multi-dimensional all-gather and reduce-scatter": (
-        "all-gather runs the dimensions last to first; each phase takes the previous one's final size "
-        "(all-gather grows, reduce-scatter shrinks, whatever the optimization)",
-        "dimensions first to last; reduce-scatter shrinks per phase with localBWAware only",
-    ),
-    "dimensions a collective covers": (
-        "as many as algorithms are listed, at most four; a one* algorithm (oneRing, oneDirect, "
-        "oneHalvingDoubling) makes its dimension one ring of every NPU and drops the dimensions after it",
-        "all (the last listed algorithm repeats); a one* algorithm runs over every NPU when listed first, "
-        "else as its plain algorithm on its dimension",
-    ),
-    "chunks waiting for a dimension": (
-        "served in the order they reached its queue (one collective's chunks share a priority); each NPU "
-        "starts its part of a phase in the slot it has free first",
-        "the chunk whose phase can start first; ties by scheduling policy; all members in one slot",
-    ),
-    "algorithms of an all-reduce's phases": (
-        "the all-reduce's list for every phase (its reduce-scatter and all-gather phases too); with localBWAware its all-gather phases run anticlockwise (a ring or direct phase sends to the members before it)",
-        "the reduce-scatter's and all-gather's lists for those phases; every phase clockwise",
-    ),
-    "communicator groups": (
-        "the system's algorithm when it lists exactly one, else ring; ASTRA-sim's Local ring: a fixed 10 ns endpoint delay, a direct all-reduce reduces both halves; a group of every NPU runs as the whole machine; the least chunk is one byte per NPU of the machine",
-        "a ring over the members in listed order, with the system's endpoint delay; the least chunk is one byte per member",
-    ),
-    "direct all-reduce, halving-doubling, doubleBinaryTree": (
-        "ASTRA-sim's packet flow: directN keeps N messages in flight (the next sent as a received packet is handed on); direct sends its all-gather half paced by the parts handed on; halving-doubling reduces at the next step's size and not after its last step, and gathers on p not a power of two in int(log2 p) steps from p // 2 apart (halved, truncated); doubleBinaryTree runs one tree per chunk (RootMax, RootMin in turn) with whole-size messages and a finish time per NPU, and any operation as an all-reduce",
-        "direct sends to every peer at once, whatever N, and its all-gather half once every part is reduced; halving-doubling reduces each step's part, and runs as ring on p not a power of two; doubleBinaryTree: two trees of half the data, log2 p steps up and down, other operations as ring",
-    ),
-    "zero-duration compute": ("1 ns", "0 ns"),
-    "nodes of one resource": (
-        "one slot per NPU and kind; the ready node with the lowest id runs next",
-        "a slot per recorded thread or stream (concurrent threads and streams stay concurrent), "
-        "run in one topological order: shorter work never reorders a lane, so a faster system is never slower",
-    ),
-    "exposed communication": (
-        "finish minus the sum of compute durations",
-        "communication time not overlapped by accelerator compute",
-    ),
-    "broadcast, reduce, gather, scatter, barrier, reduce-scatter-block": (
-        "unsupported (broadcast replays its recorded duration)",
-        "simulated (algorithms documented in simulate/algorithms.py)",
-    ),
-    "all-to-allv split sizes": ("ignored", "each peer gets its own size"),
-    "missing dependencies, control cycles": (
-        "abort or hang",
-        "missing ones dropped, cyclic control edges removed (as chakra validate --fix), with a warning",
-    ),
-}
+from .unaware import Unaware
 
 
 class SimulationWarning(UserWarning):
@@ -124,20 +68,20 @@ class SimulationBlocked(ChakraError):
 NPU_BYTES = 4096  # an NPU's scheduler state (measured ~2.3 KB on one-trace scale-outs), with room
 
 
-def _check_memory(network, system, aware: bool) -> None:
+def _check_memory(network, system, model: type[NetworkModel]) -> None:
     """Refuse, before building anything, a run whose per-NPU state would not fit in half the
-    memory available: NPUs, each collective's chunks x NPUs arrays, the aware model's links."""
+    memory available: NPUs, each collective's chunks x NPUs arrays, a contended model's links."""
     n = network.npus
     chunks = int(getattr(system, "preferred_dataset_splits", 1))
     slots = int(getattr(system, "active_chunks_per_dimension", 1))
     per_npu = NPU_BYTES + 8 * (chunks + slots * len(network.dims))
-    links = sum(n * (d.npus if d.topology == "FullyConnected" else 2) for d in network.dims) if aware else 0
+    links = link_count(network) if model.contended else 0
     need = n * per_npu + 16 * links
     avail = available_bytes()
     if need > avail // 2:
         raise ChakraError(
             f"simulating {n:,} NPUs ({chunks} chunks per collective, {slots} active per dimension"
-            + (f", {links:,} links" if aware else "")
+            + (f", {links:,} links" if model.contended else "")
             + f") needs about {need / 2**30:.1f} GiB, more than half the {avail / 2**30:.1f} GiB available"
         )
 
@@ -158,6 +102,8 @@ class Simulator:
         memory=None,
         compat: bool = False,
         aware: bool = False,
+        rules: Rules | None = None,
+        network_model: type[NetworkModel] | None = None,
         comm_groups: dict[str, list[int]] | None = None,
         comm: str = "network",
         validate: bool = True,
@@ -165,16 +111,22 @@ class Simulator:
     ):
         if comm not in COMM_MODELS:
             raise ChakraError(f"unknown communication model {comm!r}; one of {', '.join(COMM_MODELS)}")
-        if comm != "network" and compat:
+        if compat and rules is not None:
+            raise ChakraError("give compat or rules, not both (compat=True is rules=ASTRA_SIM)")
+        if aware and network_model is not None:
+            raise ChakraError("give aware or network_model, not both (aware=True is network_model=Aware)")
+        # the rules and the network model, chosen once here and handed to every layer (`_build`)
+        self.rules = rules if rules is not None else ASTRA_SIM if compat else DEFAULT
+        self.model: type[NetworkModel] = network_model if network_model is not None else Aware if aware else Unaware
+        if comm != "network" and self.rules.astra_limits:
             raise ChakraError(f"ASTRA-sim compatibility mode costs communication on the network, not {comm!r}")
-        self.compat = compat
         self.comm = comm
         self.system = system
         self.memory = memory
         self._remote = remote(memory)
         self.npus = network.npus
-        _check_memory(network, system, aware)
-        self.network, self.aware, self.shortcuts = network, aware, shortcuts
+        _check_memory(network, system, self.model)
+        self.network, self.shortcuts = network, shortcuts
         self.warnings: list[str] = []
         self._warned: set[str] = set()
         traces = workload.traces
@@ -209,8 +161,8 @@ class Simulator:
         self.cls = classes
         self.engine = Engine()
         self.ports = MemoryPorts(self.engine, self.memory)
-        self.fabric = Fabric(self.network, compat=self.compat, aware=self.aware)
-        self.coll = Collectives(self.fabric, self.system, compat=self.compat, shortcuts=self.shortcuts, warn=self.warn)
+        self.fabric = self.model(self.network, self.rules)
+        self.coll = Collectives(self.fabric, self.system, rules=self.rules, shortcuts=self.shortcuts, warn=self.warn)
         self.matcher = Matchmaker(self, self.groups)
         if classes is None:
             ranks = list(range(self.npus))
@@ -231,7 +183,11 @@ class Simulator:
         self._state = {u.rank: u for u in self.npus_state}
         self.records: list[CollectiveRecord] = []
         self._issue_order: dict[tuple[str, int], int] = {}  # records are listed in issue order
-        self.stepper = Runner(self.engine, self.fabric, self.coll)
+        # a contended model's collectives run on the event loop; an uncontended one's are priced
+        # in closed form (`run_collective`)
+        self.stepper = (
+            Runner(self.engine, cast(ContendedModel, self.fabric), self.coll) if self.model.contended else None
+        )
         self._together: list[tuple] = []  # group collectives issued this instant (`_run_together`)
 
     def state(self, rank: int) -> Npu:
@@ -261,9 +217,9 @@ class Simulator:
 
     def _replica_classes(self) -> np.ndarray | None:
         """Replicas (`symmetry.replica_period`): rank r stands for r + k * period, the first
-        period ranks are simulated. Congestion-unaware only: the replicas' messages would share
-        links on the aware network."""
-        if self.aware:
+        period ranks are simulated. Uncontended models only: the replicas' messages would share
+        links on a contended one."""
+        if self.model.contended:
             return None
         period = replica_period(self.traces, self.groups, self.network)
         if period is None:
@@ -294,13 +250,13 @@ class Simulator:
         hit = self._prepared_traces.get(id(t))
         if hit is None:
             fixed = t
-            if not self.compat:
+            if self.rules.repair:
                 repaired, changes = fix_trace(t)
                 for c in changes:
                     self.warn(f"trace repaired before simulation: {c}")
                 fixed = repaired if changes else t
-            dur = durations(fixed, self.system, self.memory, comm=self.comm, compat=self.compat, warn=self.warn)
-            static = Static(fixed, dur, lanes=not self.compat, recorded_waits=self.comm == "recorded")
+            dur = durations(fixed, self.system, self.memory, comm=self.comm, rules=self.rules, warn=self.warn)
+            static = Static(fixed, dur, self.rules, recorded_waits=self.comm == "recorded")
             hit = self._prepared_traces[id(t)] = (fixed, static)
         return hit
 
@@ -326,7 +282,7 @@ class Simulator:
             if ctype < 0:
                 self.warn(f"collective node {int(npu.ids[r])} has no comm_type: skipped")
                 self.engine.at(self.engine.now, npu.complete, r)
-            elif self.compat and ctype not in _ASTRA_TYPES:
+            elif self.rules.astra_limits and ctype not in _ASTRA_TYPES:
                 self.warn(f"{collective_name(ctype)} is not simulated by ASTRA-sim: its recorded duration is replayed")
                 self.engine.after(int(npu.t.duration[r]) * 1000, npu.complete, r)
             else:
@@ -377,7 +333,7 @@ class Simulator:
         def done(finish: np.ndarray) -> None:
             self._collective_done(pg, k, inst, ranks, start, plan.algorithms, plan.chunks, finish)
 
-        if not self.fabric.aware:
+        if self.stepper is None:  # uncontended: in closed form, step by step over all members
             done(self.coll.run(plan, ranks, start, policy))
         elif inst.members is not None:
             if not self._together:  # priced with the other groups' collectives of this instant
@@ -400,7 +356,7 @@ class Simulator:
         """Each member's node completes when the collective ends there (known once its last
         step is priced, before it ends)."""
         # a member whose part never waited for the last one to issue (no phase links them, e.g.
-        # compat mode running fewer dimensions than the network has) is done when the collective runs
+        # ASTRA-sim's plans running fewer dimensions than the network has) is done when the collective runs
         done = np.maximum(finish, start.max())
         issued = inst.issued
         if self.cls is not None:
@@ -433,7 +389,7 @@ class Simulator:
 
     def _run_together(self) -> None:
         """Run the group collectives issued at this instant once nothing else happens at it:
-        on a congestion-aware network, those of disjoint groups share the links step by step
+        on a contended network, those of disjoint groups share the links step by step
         (`Collectives.run_together`) rather than one collective after the other."""
         batch, self._together = self._together, []
         policy = getattr(self.system, "scheduling_policy", "LIFO")
@@ -544,7 +500,7 @@ class Simulator:
         for npu in self.npus_state:
             t = npu.t
             if id(t) not in per_trace:
-                compute = (npu.kind == ACCEL) if self.compat else compute_mask(t)  # ASTRA-sim: accelerator only
+                compute = (npu.kind == ACCEL) if self.rules.astra_breakdown else compute_mask(t)
                 per_trace[id(t)] = (compute, comm_mask(t), np.asarray(t.names, dtype=object)[t.name_codes])
             compute, comm, names[npu.rank] = per_trace[id(t)]
             tot = busy(npu.start, np.where(npu.end >= 0, npu.end, npu.start - 1), compute, comm)
@@ -557,7 +513,7 @@ class Simulator:
                 cols[k] = cols[k][self.first]
             nodes = {r: nodes[f] for r, f in enumerate(self.first.tolist())}
             names = {r: names[f] for r, f in enumerate(self.first.tolist())}
-        exposed = cols["finish"] - cols["compute_sum"] if self.compat else cols["exposed"]
+        exposed = cols["finish"] - cols["compute_sum"] if self.rules.astra_breakdown else cols["exposed"]
         return SimResult(
             finish_ns=cols["finish"],
             exposed_comm_ns=exposed,
@@ -570,11 +526,9 @@ class Simulator:
             nodes=nodes,
             names=names,
             traces={r: self._prepared_traces.get(id(t), (t,))[0] for r, t in sorted(self.traces.items())},
-            link_busy_ns=self.fabric.link_busy if self.fabric.aware else None,
-            describe_links=self.fabric.links if self.fabric.aware else None,
-            mode=("astra" if self.compat else "default")
-            + ("/aware" if self.fabric.aware else "/unaware")
-            + ("" if self.comm == "network" else f"/{self.comm}"),
+            link_busy_ns=self.fabric.link_busy,
+            describe_links=self.fabric.links if self.fabric.link_busy is not None else None,
+            mode=f"{self.rules.name}/{self.fabric.name}" + ("" if self.comm == "network" else f"/{self.comm}"),
             events=self.engine.events,
             wall_s=wall,
             warnings=self.warnings,
@@ -612,13 +566,18 @@ def simulate(
     comm_groups=None,
     compat: bool = False,
     aware: bool = False,
+    rules: Rules | None = None,
+    network_model: type[NetworkModel] | None = None,
     comm: str = "network",
     validate: bool = True,
     shortcuts: bool = True,
 ) -> SimResult:
     """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
     `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
-    or ASTRA-sim system JSON). ``comm`` (`COMM_MODELS`): "recorded" or "ideal" cost
+    or ASTRA-sim system JSON). ``compat``: ASTRA-sim's rules (`rules.ASTRA_SIM`) instead of ours,
+    or any `rules.Rules` as ``rules``; ``aware``: the congestion-aware network model
+    (`aware.Aware`) instead of the unaware one, or any `backend.NetworkModel` class as
+    ``network_model``. ``comm`` (`COMM_MODELS`): "recorded" or "ideal" cost
     communication as recorded or as free instead of on the network, and every node takes its
     recorded time. Raises `SimulationBlocked` when nodes can never run, and `WorkloadInvalid`
     (before running) on what `validate_workload` rejects; ``validate=False`` skips that check.
@@ -647,6 +606,8 @@ def simulate(
         memory=memory,
         compat=compat,
         aware=aware,
+        rules=rules,
+        network_model=network_model,
         comm_groups=comm_groups,
         comm=comm,
         validate=validate,

@@ -1,4 +1,4 @@
-"""compat: ASTRA-sim's windowed AllToAll (`directN`) on the congestion-aware network, packet by packet.
+"""`Rules.packet_flow`: ASTRA-sim's windowed AllToAll (`directN`) on a contended network, packet by packet.
 
 With a window of N < p-1, each member keeps N messages in flight and sends the next when a
 packet is handed on (`AllToAll::run`, `Ring::ready`): the send times depend on when the member's
