@@ -23,9 +23,9 @@ import warnings
 from chakra_trace import Workload
 from chakra_trace.analyze import Analysis
 from chakra_trace.convert.pytorch import convert_pytorch
+from chakra_trace.document import render_html
 from chakra_trace.replay.measure import measure
 from chakra_trace.simulate.presets import simulate_on
-from chakra_trace.visualize.html import render_html
 from chakra_trace.visualize.report import build_report
 from chakra_trace.visualize.timeline import timeline
 

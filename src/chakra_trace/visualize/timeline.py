@@ -244,7 +244,7 @@ def build_timeline(
     """Lay out a workload's timeline.
 
     Recorded (``result`` None): every node with a duration, at its recorded start plus its
-    rank's clock offset (`analyze.align.rank_offsets_ns` with ``align``); a track per thread
+    rank's clock offset (`timeline.clock.rank_offsets_ns` with ``align``); a track per thread
     (``tid``) or GPU stream (``stream``) where the trace names one, else per resource.
     Simulated: every node the simulator ran, at its simulated time; a track per resource.
     ``max_events`` keeps only the longest slices (said in ``metadata``)."""

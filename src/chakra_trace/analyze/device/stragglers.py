@@ -31,7 +31,7 @@ and the difference is reported (``mismatches``); a channel that only one rank ha
 matched.
 
 Clocks: Kineto traces of one host share a clock. Chakra traces at recorded times start at 0 on
-every rank: pass ``offsets`` (`analyze.align.rank_offsets_ns` of the workload: the recorded
+every rank: pass ``offsets`` (`timeline.clock.rank_offsets_ns` of the workload: the recorded
 time origins) to put them on one clock. Without them, ``align="auto"`` aligns a recorded
 timeline whose ranks all start at the same instant by the collectives' ends (blocking
 collectives end together on every member: each rank's offset is the median of its ends'
