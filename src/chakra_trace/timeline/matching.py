@@ -49,12 +49,11 @@ def pair_p2p(
 
 def p2p_rows(t: Trace, rank: int) -> dict[str, np.ndarray]:
     """The point-to-point nodes of one rank's trace as the columns `pair_p2p` takes (``row``:
-    the node's row; ``known``: whether it names its peer; a tag it lacks is 0)."""
+    the node's row; a tag it lacks is 0)."""
     send = t.types == NodeType.COMM_SEND_NODE
     rows = np.flatnonzero(send | (t.types == NodeType.COMM_RECV_NODE))
     is_recv = ~send[rows]
     peer = np.where(is_recv, t.comm_src[rows], t.comm_dst[rows]).astype(np.int64)
-    known = np.where(is_recv, t.has(Attr.COMM_SRC)[rows], t.has(Attr.COMM_DST)[rows])
     me = np.full(rows.size, rank, np.int64)
     return {
         "row": rows,
@@ -62,7 +61,6 @@ def p2p_rows(t: Trace, rank: int) -> dict[str, np.ndarray]:
         "src": np.where(is_recv, peer, me),
         "dst": np.where(is_recv, me, peer),
         "tag": np.where(t.has(Attr.COMM_TAG)[rows], t.comm_tag[rows], 0).astype(np.int64),
-        "known": known,
     }
 
 
