@@ -99,11 +99,16 @@ class Analysis:
         )
 
     @property
+    def nodes_timed(self) -> bool:
+        """Whether the Chakra nodes carry recorded start times (some rank's are not all 0)."""
+        return any(t.timed for t in self.workload.traces.values())
+
+    @property
     def timed(self) -> bool:
         """Whether the job has times: a simulation, Kineto traces, or recorded node times."""
         if self.result is not None:
             return True
-        return self.timeline().source != "recorded" or any(t.timed for t in self.workload.traces.values())
+        return self.timeline().source != "recorded" or self.nodes_timed
 
     def devices(self) -> DeviceAnalysis:
         """The device analyses (`device.DeviceAnalysis`) over `timeline()`."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
+from ..schema.enums import Attr, CollectiveType, collective_name
 from ..schema.groups import rows_by_group_per_rank
 from ..schema.trace import Trace
-from ..timeline.matching import pair_p2p
+from ..timeline.matching import p2p_rows, pair_p2p
 from .checks import validate_trace
 from .report import ERROR, SAMPLE, WARNING, Issue, ValidationReport, count_noun, sample_ids
 
@@ -187,19 +187,18 @@ def _check_groups(workload) -> list[Issue]:
     return issues
 
 
-def _p2p(t: Trace, rank: int, node_type: int, peer_attr: str):
-    m = (t.types == node_type) & t.has(peer_attr)
-    k = int(m.sum())
-    tag = np.where(t.has(Attr.COMM_TAG), t.comm_tag, 0)[m].astype(np.int64)
-    size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)[m].astype(np.int64)
-    return (
-        np.full(k, rank, np.int64),
-        getattr(t, peer_attr)[m].astype(np.int64),
-        tag,
-        size,
-        t.ids[m],
-        np.flatnonzero(m),
-    )
+def _p2p(t: Trace, rank: int) -> tuple[tuple, tuple]:
+    """The sends and the receives of one rank that name their peer, as (rank, peer, tag, size,
+    node id, row) columns: `p2p_rows` plus what validation reports (size, node id)."""
+    p = p2p_rows(t, rank)
+    rows, is_recv = p["row"], p["recv"]
+    named = np.where(is_recv, t.has(Attr.COMM_SRC)[rows], t.has(Attr.COMM_DST)[rows])
+    size = np.where(t.has(Attr.COMM_SIZE), t.comm_size, -1)[rows].astype(np.int64)
+    out = []
+    for recv, peer in ((False, p["dst"]), (True, p["src"])):
+        m = named & (is_recv == recv)
+        out.append((np.full(int(m.sum()), rank, np.int64), peer[m], p["tag"][m], size[m], t.ids[rows[m]], rows[m]))
+    return out[0], out[1]
 
 
 def _check_p2p(workload) -> list[Issue]:
@@ -208,8 +207,9 @@ def _check_p2p(workload) -> list[Issue]:
     sends, recvs = [], []
     for r in workload.ranks:
         t = workload.traces[r]
-        sends.append(_p2p(t, r, NodeType.COMM_SEND_NODE, Attr.COMM_DST))
-        recvs.append(_p2p(t, r, NodeType.COMM_RECV_NODE, Attr.COMM_SRC))
+        send, recv = _p2p(t, r)
+        sends.append(send)
+        recvs.append(recv)
     if not sends:
         return issues
     cat = lambda parts: [np.concatenate([p[j] for p in parts]) for j in range(6)]  # noqa: E731

@@ -62,7 +62,7 @@ def build_report(
     them: `Analysis.timeline`) or a workload in memory."""
     rec = Analysis.of(job)
     workload = rec.workload
-    timed = any(t.timed for t in workload.traces.values())
+    timed = rec.nodes_timed
     sims = simulations or {}
     presets = systems or {}
     tick: Callable[..., None] = progress or (lambda n=1: None)
@@ -132,7 +132,7 @@ def report_parts(
     """How many times `build_report` calls ``progress`` (its sections, a system's counting once
     but for its timeline, a failed system once): the total of a progress bar."""
     rec = Analysis.of(job)
-    timed = any(t.timed for t in rec.workload.traces.values())
+    timed = rec.nodes_timed
     n = len(simulations or {})
     parts = 2 + (4 if timed else 1) + (1 if n or timed else 0) + n + len(failed or {}) + 3 + (1 if timed else 0) + n
     return parts + (sweep is not None) + rec.timed
