@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..io.collective_names import classify
+from ..io.kineto import RUNTIME_CATS
+from ..io.kineto_formats import is_blocking_call
 from .host_rows import name_mask
 
 _JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it
@@ -86,14 +88,14 @@ class GpuWork:
         }
 
     def sync_points(self) -> dict[int, list[tuple[int, int]]]:
-        """{thread: [(start, end), ...] sorted} of runtime calls where the host waits for the GPU."""
+        """{thread: [(start, end), ...] sorted} of runtime calls where the host waits for the GPU
+        (CUDA, HIP or driver API spelling: `kineto_formats.is_blocking_call`)."""
         kin = self.kin
         out: dict[int, list[tuple[int, int]]] = {}
         names = kin.names
-        code = kin.cat_code("cuda_runtime")
-        for r in np.flatnonzero(kin.cat == code).tolist() if code >= 0 else []:
+        for r in np.flatnonzero(kin.mask(RUNTIME_CATS)).tolist():
             name = names[kin.name[r]]
-            if "Synchronize" in name or name in ("cudaMemcpy", "cudaMemcpy2D", "cudaMemset"):
+            if is_blocking_call(name):
                 out.setdefault(int(kin.tid[r]), []).append((int(kin.ts[r]), int(kin.ts[r] + max(kin.dur[r], 0))))
         for calls in out.values():
             calls.sort()

@@ -71,6 +71,7 @@ from ..io.cache import cached_trace
 from ..io.collect_folder import is_kineto_folder, kineto_files, rank_files, trace_rank
 from ..io.collective_names import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
 from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
+from ..io.kineto_formats import no_gpu_note
 from ..io.nesting import interval_parents
 from ..io.pytorch_host.model import HostTensors, NameColumn
 from ..io.workload import Progress, Workload, register_source, select_ranks
@@ -625,6 +626,9 @@ def convert_kineto_trace(
             conv.gpu = GpuWork(kin_keyed, lk)
         trace = conv.run(interval_parents)
     rep.warnings = [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
+    note = no_gpu_note(kin.category_counts()) if gpu.size == 0 else None
+    if note:
+        rep.warnings.append(note)
     trace.metadata.attr.add(name="rank").int64_val = int(rank)
     base_ns = kin.base_time_ns or 0
     lo, hi = conv.window

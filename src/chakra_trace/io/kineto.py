@@ -12,7 +12,9 @@ gzip-bomb guard).
 Columns (all length n, one row per event, in file order):
 
 - ``ph``: uint8, the ASCII code of the phase (``ord("X")``, ``ord("M")``, ``ord("s")``, ...).
-- ``cat``: int16 code into ``cats`` (code 0 is ``""``: the event has no ``cat``).
+- ``cat``: int16 code into ``cats`` (code 0 is ``""``: the event has no ``cat``). The categories
+  of PyTorch 1.8/1.9 traces (``Operator``, ``Kernel``, ``Runtime``, ...) are renamed to today's
+  (`kineto_formats.LEGACY_CATS`); ``renamed_cats`` lists what was renamed.
 - ``name``: int32 code into ``names``.
 - ``pid``, ``tid``: int64. Kineto writes most as numbers but some as strings (``"Spans"``,
   ``"PyTorch Profiler"``, ``""``). A string of decimal digits becomes that number; any other
@@ -62,6 +64,7 @@ from .._native import load as load_native
 from ..errors import TraceFormatError
 from ..table import Column, Table, Tabular, categorical
 from .json_text import CHUNK, Text, scanner
+from .kineto_formats import GPU_STEP_CATS, canonical_cats
 from .stream import Limits, open_binary
 
 _native = load_native("chakra_trace.io._kineto")  # optional C kernels; None: the numpy/Python path
@@ -162,6 +165,7 @@ class KinetoTrace(Tabular):
     metadata: dict = field(default_factory=dict)
     meta_args: dict[int, dict] = field(default_factory=dict)
     args: dict[int, dict] = field(default_factory=dict)  # only for names chosen by read_kineto(args_for=)
+    renamed_cats: dict[str, str] = field(default_factory=dict)  # legacy category -> the name used (kineto_formats)
 
     _COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", *_ARG_COLUMNS, "flow_id")
 
@@ -256,14 +260,14 @@ class KinetoTrace(Tabular):
         return {chr(int(v)): int(c) for v, c in zip(vals, counts)}
 
     def steps(self) -> list[tuple[int, int, int]]:
-        """(step number, start ns, end ns) of each ``ProfilerStep#N`` annotation, by start.
-
-        The same step seen twice (same number and start) is listed once.
+        """(step number, start ns, end ns) of each ``ProfilerStep#N`` annotation of the host, by
+        start. The copies of the annotations on GPU streams (``gpu_user_annotation``) are no steps
+        of their own, and the same step seen twice (same number and start) is listed once.
         """
         codes = [k for k, n in enumerate(self.names) if _STEP_RE.match(n)]
         if not codes:
             return []
-        rows = np.flatnonzero(np.isin(self.name, codes) & (self.ph == ord("X")))
+        rows = np.flatnonzero(np.isin(self.name, codes) & (self.ph == ord("X")) & ~self.mask(GPU_STEP_CATS))
         out = set()
         for i in rows.tolist():
             step = _STEP_RE.match(self.names[int(self.name[i])])
@@ -620,10 +624,11 @@ class _Columns:
             return [k if isinstance(k, str) else json.dumps(k) for k in idx]
 
         args = {col: np_(a, np.int64) for col, a in zip(_ARG_COLUMNS, self.args)}
+        cats, cat, renamed = canonical_cats(strs(self.cat_idx), np_(self.cat, np.int16))
         return KinetoTrace(
             path=path,
             ph=np_(self.ph, np.uint8),
-            cat=np_(self.cat, np.int16),
+            cat=cat,
             name=np_(self.name, np.int32),
             pid=np_(self.pid, np.int64),
             tid=np_(self.tid, np.int64),
@@ -631,13 +636,24 @@ class _Columns:
             dur=np_(self.dur, np.int64),
             flow_id=np_(self.flow_id, np.int64),
             **args,
-            cats=strs(self.cat_idx),
+            cats=cats,
             names=strs(self.name_idx),
             labels=self.labels,
             metadata=metadata,
             meta_args=self.meta_args,
             args=self.kept,
+            renamed_cats=renamed,
         )
+
+
+def _not_kineto(schema: Any) -> str:
+    """Why a JSON object with a top-level ``nodes`` array is not a Kineto trace, and what reads it."""
+    if schema is not None:
+        return (
+            f"a PyTorch host execution trace (schema {str(schema)[:40]}), not a Kineto trace: convert it "
+            "with `chakra convert pytorch HOST_TRACE [KINETO_TRACE]`"
+        )
+    return "has a top-level 'nodes' array and no traceEvents: not a Kineto trace (a Chakra JSON trace?)"
 
 
 def _iter_members(t: Text, scan_meta, on_events) -> Iterator[tuple[str, Any]]:
@@ -645,6 +661,8 @@ def _iter_members(t: Text, scan_meta, on_events) -> Iterator[tuple[str, Any]]:
     which is handed to `on_events(pos) -> pos` to be streamed."""
     pos = t.expect(0, "{", "'{' (a Kineto trace is a JSON object)")
     first = True
+    seen = False  # traceEvents
+    schema: Any = None
     while True:
         pos = t.skip_ws(pos)
         if pos >= len(t.buf):
@@ -662,9 +680,14 @@ def _iter_members(t: Text, scan_meta, on_events) -> Iterator[tuple[str, Any]]:
             raise t.fail(pos, "top-level key is not a string")
         pos = t.expect(pos, ":", "':' after a top-level key")
         if key == "traceEvents":
+            seen = True
             pos = on_events(pos)
+        elif key == "nodes" and not seen:  # (not read: it is the whole trace of another format)
+            raise TraceFormatError(t.path, _not_kineto(schema))
         else:
             val, pos = t.value(pos, scan_meta, f"top-level member {key!r}")
+            if key == "schema":
+                schema = val
             yield key, val
     pos = t.skip_ws(pos)
     if pos < len(t.buf):

@@ -30,6 +30,7 @@ from .documents import open_regular, read_text
 from .et import atomic_output, read_trace, write_trace
 from .files import found_file, rank_number
 from .jsonio import is_json_path, read_json
+from .kineto_formats import json_kind
 from .outputs import check_complete, comm_groups_path, file_set
 
 #: (label, file) -> a context manager yielding a callback(bytes done) or None: how a caller shows
@@ -315,16 +316,15 @@ def locate(path: str | os.PathLike) -> dict[int, Path]:
 
 # --------------------------------------------------------------------------- PyTorch files given as Chakra
 
-_SNIFF_BYTES = 4096
-_HOST_KEY = re.compile(rb'"schema"\s*:')
-_KINETO_KEY = re.compile(rb'"(?:schemaVersion|traceEvents)"\s*:')
+_SNIFF_BYTES = 1 << 20  # enough for the metadata some tools write before traceEvents
 _PYTORCH_SUFFIX = re.compile(r"(?:\.et)?(?:\.kineto)?(?:\.pt)?\.json(?:\.gz)?$")
 
 
 def sniff(path: str | os.PathLike) -> str | None:
     """ "pytorch-host" or "kineto" when a file is one of PyTorch's JSON traces, else None. Reads
-    only the first few KB: host traces open with "schema" (then "nodes"), Kineto ones with
-    "schemaVersion" or "traceEvents"; Chakra JSON has "format" instead."""
+    at most the first MiB: host traces have a top-level "schema" (then "nodes"), Kineto ones
+    "schemaVersion" or "traceEvents", wherever they are among the top-level keys (a "metadata"
+    object may come first); Chakra JSON has "format" instead (`kineto_formats.json_kind`)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None  # a pipe is read once, by the reader; a folder or device is no PyTorch trace
@@ -338,11 +338,7 @@ def sniff(path: str | os.PathLike) -> str | None:
         return None  # unreadable here: the reader says why
     if not head.lstrip()[:1] == b"{":
         return None
-    if _KINETO_KEY.search(head):
-        return "kineto"
-    if _HOST_KEY.search(head):
-        return "pytorch-host"
-    return None
+    return json_kind(head)
 
 
 def refuse_pytorch(path: str | os.PathLike) -> None:
