@@ -259,17 +259,24 @@ class Matchmaker:
         out: dict[int, list[str]] = {}
         for (pg, k), inst in self.open.items():
             everyone = range(self.sim.npus) if inst.members is None else inst.members
-            missing = [m for m in everyone if m not in inst.issued]
+            missing = [m for m in everyone if not 0 <= m < self.sim.npus or self.sim.state(m).rank not in inst.issued]
             for rank, (_t, r) in inst.issued.items():
                 npu = self.sim.state(rank)
                 out.setdefault(rank, []).append(
                     f"node {int(npu.ids[r])} ({inst.name}): collective #{k} of group {pg or 'all'} waits for "
                     f"NPU(s) {_short(missing)} that never reach it"
                 )
+        peers = getattr(self.sim, "peers", {})
         for (src, dst, tag, size), q in self.recvs.items():
             for npu, r, _posted in q:
                 out.setdefault(dst, []).append(
                     f"node {int(npu.ids[r])}: receive from NPU {src} (tag {tag}, {size} B) has no matching send"
+                    + (
+                        f" (NPU {src} is an absent rank taken as a copy of rank {peers[src]}: its sends are not "
+                        "simulated)"
+                        if src in peers
+                        else ""
+                    )
                 )
         return out
 
