@@ -319,6 +319,9 @@ class Simulator:
         if self.cls is not None:  # each class's first NPU stands for the class (`_classes`)
             ranks = np.arange(self.npus, dtype=np.int64) if inst.members is None else np.array(inst.members, np.int64)
             rep = self.first[ranks]
+            if self.peers:  # an absent member copies its rank when that one is a member, else the last to issue
+                last = max(issued, key=lambda f: issued[f][0])
+                rep = np.array([f if f in issued else last for f in rep.tolist()], np.int64)
             start = np.array([issued[f][0] for f in rep.tolist()], np.int64)
             took = np.array([int(self._state[f].dur[issued[f][1]]) for f in rep.tolist()], np.int64)
             if inst.splits and len(inst.splits) < ranks.size:
