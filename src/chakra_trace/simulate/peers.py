@@ -5,7 +5,8 @@ groups of ranks the file does not hold. Those ranks are taken as symmetric copie
 present (SPMD: every rank runs the same program), and the simulator simulates only the ranks
 present -- each absent rank is put in the class of the rank it copies (`Simulator._classes`), so
 a collective is costed over its whole group on the network, every absent member issuing it when
-the rank it copies does. Chosen over materializing renumbered copies as NPUs of their own: a copy
+the rank it copies does (or, not a member, with the last member present). Chosen over
+materializing renumbered copies as NPUs of their own: a copy
 of rank 0 renumbered as rank 1 would issue rank 0's collectives on groups rank 1 is not a member
 of (a data-parallel group [0, 2, 4, 6]), and one rank's trace cannot say which groups its peers
 are in; costing through classes needs no such guess, costs nothing per absent rank, and is
