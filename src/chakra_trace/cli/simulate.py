@@ -171,7 +171,10 @@ def _print(res, timeline) -> None:
             con.print(f"... {len(res.collectives) - 20} more (use --json)")
     for s in res.shortcuts:
         con.print(f"shortcut: {s}", markup=False)
+    if res.assumption:  # (part of the result, so on stdout)
+        con.print(res.assumption, markup=False)
     for w in res.warnings:  # (on stderr: stdout holds the result; one escaped line each, at most 50)
-        echo_warning(w)
+        if w != res.assumption:
+            echo_warning(w)
     if timeline:
         con.print(f"timeline: {timeline} (open in ui.perfetto.dev)", markup=False)

@@ -17,16 +17,20 @@ from .common import cell, comm_groups_option, console, json_option, open_workloa
 _STYLE = {"error": "bold red", "warning": "yellow"}
 
 
-def _load(path: str, comm_groups: str | None) -> tuple[Trace | Workload, int | None]:
-    """(trace, rank or None when unknown) for one rank; (workload, None) for several."""
+def _load(path: str, comm_groups: str | None) -> tuple[Trace | Workload, int | None, dict[str, list[int]]]:
+    """(trace, rank or None when unknown, groups) for one rank; (workload, None, groups) for several."""
     w = open_workload(path, comm_groups)
     if len(w) > 1:
-        return w, None
+        return w, None, w.groups
     ((rank, trace),) = w.traces.items()
-    return trace, (None if os.path.isfile(path) and rank_of(path) is None else rank)
+    return trace, (None if os.path.isfile(path) and rank_of(path) is None else rank), w.groups
 
 
-def _check(obj: Trace | Workload, rank: int | None) -> ValidationReport:
+def _check(obj: Trace | Workload, rank: int | None, groups: dict[str, list[int]]) -> ValidationReport:
+    """The checks `simulate` runs before it runs a job: a lone rank's too is checked as a job
+    (its groups may name ranks it has no trace of, its sends peers that are absent)."""
+    if isinstance(obj, Trace) and rank is not None:
+        return validate_workload(Workload({rank: obj}, groups))
     return validate_workload(obj) if isinstance(obj, Workload) else validate_trace(obj, rank=rank)
 
 
@@ -74,12 +78,12 @@ def validate(paths: tuple[str, ...], as_json: bool, fix_out: str | None, strict:
     results: list[dict[str, Any]] = []
     failed = False
     for path in paths:
-        obj, rank = _load(path, comm_groups)
+        obj, rank, groups = _load(path, comm_groups)
         if fix_out is not None and isinstance(obj, Workload):
             raise click.UsageError(f"--fix repairs one trace; {path} is a workload of {len(obj)} ranks")
-        if comm_groups and not isinstance(obj, Workload) and not as_json:
-            click.echo("note: --comm-groups applies to workloads of several ranks; ignored", err=True)
-        report = _check(obj, rank)
+        if comm_groups and not isinstance(obj, Workload) and rank is None and not as_json:
+            click.echo("note: --comm-groups applies to workloads (a rank file or prefix); ignored", err=True)
+        report = _check(obj, rank, groups)
         out: dict[str, Any] = {"path": path, "report": report.to_dict()}
         if not as_json:
             _print_report(con, path, report)

@@ -62,10 +62,7 @@ def merge_job(
     """Merge a job (any path `Workload.open` takes, or a Workload) into one file (`.gz`: gzip).
     A prefix's `<prefix>.comm_groups.json`, when there is one, is taken as its groups unless
     `comm_groups` is given, so merging and splitting carries the whole job."""
-    if not isinstance(source, Workload):
-        beside = Path(f"{source}.comm_groups.json")
-        if comm_groups is None and beside.is_file():
-            comm_groups = beside
+    if not isinstance(source, Workload):  # (its groups file beside it, unless given: `Workload.open`)
         source = Workload.open(source, comm_groups, progress=progress)
     elif comm_groups is not None:
         raise ChakraError("merge_job: give comm_groups with a path, or set them on the Workload")

@@ -44,11 +44,13 @@ _ET_RE = re.compile(r"\.et(?:\.gz)?$")
 @dataclass
 class Workload:
     """Per-rank traces of one job. `groups` maps a communicator (pg_name) to its ranks;
-    `paths` says which file each rank came from, when it came from one."""
+    `paths` says which file each rank came from, when it came from one; `groups_file` the
+    communicator-group file `groups` were read from (`open`: given, or found beside the ranks)."""
 
     traces: dict[int, Trace]
     groups: dict[str, list[int]] = field(default_factory=dict)
     paths: dict[int, Path] = field(default_factory=dict)
+    groups_file: Path | None = None
 
     @property
     def ranks(self) -> list[int]:
@@ -96,18 +98,25 @@ class Workload:
         **read_options,
     ) -> Workload:
         """Open a job from any path a user holds (see the module docstring). `comm_groups`: an
-        ASTRA-sim communicator-group file or {name: ranks}; `ranks`: read only these;
+        ASTRA-sim communicator-group file or {name: ranks}; without it, `<prefix>.comm_groups.json`
+        beside the rank files when there is one (`groups_beside`: the one rule every command
+        opens a job by, so no two commands read one job two ways); `ranks`: read only these;
         `read_options` go to `read_trace`."""
-        groups = (
-            read_comm_groups(comm_groups) if isinstance(comm_groups, (str, os.PathLike)) else dict(comm_groups or {})
-        )
+        groups_file = None
+        if isinstance(comm_groups, (str, os.PathLike)):
+            groups, groups_file = read_comm_groups(comm_groups), Path(os.fspath(comm_groups))
+        else:
+            groups = dict(comm_groups or {})
         wanted = None if ranks is None else sorted(set(ranks))
         for claims, read in _sources():
             if claims(Path(path)):
                 w = read(Path(path), progress, wanted)
                 w.groups.update(groups)
                 return w
-        files = select_ranks(path, locate(path), wanted)
+        found = locate(path)
+        if comm_groups is None and (beside := groups_beside(found)) is not None:
+            groups, groups_file = read_comm_groups(beside), beside
+        files = select_ranks(path, found, wanted)
         traces: dict[int, Trace] = {}
         same = _identical(files)
         for rank, p in files.items():
@@ -124,7 +133,7 @@ class Workload:
                 if job is not None:
                     job.groups.update(groups)
                     return job
-        return cls(traces, groups, files)
+        return cls(traces, groups, files, groups_file)
 
     def save(
         self, prefix: str | os.PathLike, *, compress: bool = False, groups: dict[str, list[int]] | None = None
@@ -243,6 +252,17 @@ def select_ranks(path: str | os.PathLike, found: dict[int, _F], ranks: list[int]
             f"{path}: no rank {absent[0]}; the job has ranks {have[:20]}" + (" ..." if len(have) > 20 else "")
         )
     return {r: found[r] for r in ranks}
+
+
+def groups_beside(files: dict[int, Path]) -> Path | None:
+    """`<prefix>.comm_groups.json` beside a job's `<prefix>.<rank>.et` files, when it is a file
+    (what `chakra convert` and `chakra split` write beside the ranks)."""
+    for p in files.values():
+        prefix = prefix_of(p)
+        if prefix is not None:
+            beside = comm_groups_path(p.parent / prefix)
+            return beside if beside.is_file() else None
+    return None
 
 
 def discover(prefix: str | os.PathLike) -> dict[int, Path]:

@@ -34,8 +34,9 @@ class WorkloadInvalid(ChakraError):
         )
 
 
-def check_workload(traces: dict[int, Trace], groups: dict[str, list[int]]) -> ValidationReport:
-    """`validate_workload` of the NPUs' traces and groups, each distinct trace checked once."""
+def check_workload(traces: dict[int, Trace], groups: dict[str, list[int]], npus: int | None = None) -> ValidationReport:
+    """`validate_workload` of the NPUs' traces and groups, each distinct trace checked once.
+    ``npus``: the network's (default: as many as the traces); ranks of groups past them are errors."""
     reps: dict[int, int] = {}  # id(trace) -> first rank running it
     for r in sorted(traces):
         reps.setdefault(id(traces[r]), r)
@@ -46,19 +47,22 @@ def check_workload(traces: dict[int, Trace], groups: dict[str, list[int]]) -> Va
         report = validate_workload(Workload({r: traces[r] for r in keep}, {g: keep for g in groups}))
     else:
         report = validate_workload(Workload(dict(traces), dict(groups)))
-    report.issues.extend(_absent_members(traces, groups, reps))
+    report.issues.extend(_absent_members(traces, groups, reps, len(traces) if npus is None else npus))
     return report.sort()
 
 
-def _absent_members(traces: dict[int, Trace], groups: dict[str, list[int]], reps: dict[int, int]) -> list[Issue]:
+def _absent_members(
+    traces: dict[int, Trace], groups: dict[str, list[int]], reps: dict[int, int], npus: int
+) -> list[Issue]:
     """Groups the traces use that list NPUs the network does not have: their collectives would
-    wait for members that never come (validation only warns: a recording may omit ranks)."""
+    wait for members that never come (ranks of the network without a trace are symmetric copies,
+    `peers`; validation only warns of them)."""
     used: set[str] = set()
     for r in reps.values():
         used |= named_groups(traces[r])
     out = []
     for g, members in sorted(groups.items()):
-        absent = sorted({int(m) for m in members if int(m) not in traces})
+        absent = sorted({int(m) for m in members if not 0 <= int(m) < npus})
         if absent and g in used:
             shown = ", ".join(map(str, absent[:10])) + (f", ... ({len(absent)})" if len(absent) > 10 else "")
             out.append(
@@ -66,7 +70,7 @@ def _absent_members(traces: dict[int, Trace], groups: dict[str, list[int]], reps
                     ERROR,
                     "group-unknown-npu",
                     len(absent),
-                    f"group {g!r} lists ranks {shown}, not NPUs of this network (0..{len(traces) - 1})",
+                    f"group {g!r} lists ranks {shown}, not NPUs of this network (0..{npus - 1})",
                     details={"group": g, "ranks": absent[:SAMPLE]},
                 )
             )

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ChakraError
+from ..io.workload import read_comm_groups
 from ..synthesize.scale import data_parallel
 from .config import Network, SystemConfig
 from .devices import with_device
+from .peers import job_groups, job_npus
 from .simulator import SimulationWarning, simulate
 
 
@@ -173,12 +175,15 @@ def simulate_on(workload, system: str | SystemPreset, **kw):
     SimResult; its ``traces`` say which recorded rank each NPU ran."""
 
     p = resolve(system)
+    groups = kw.get("comm_groups")
+    groups = read_comm_groups(groups) if isinstance(groups, (str, os.PathLike)) else groups
+    # the job's NPUs: its ranks and those its groups name (absent ones: symmetric copies, `peers`)
+    n = job_npus(workload.traces, job_groups(workload, groups)) if len(workload) else 1
     if p.network is None:  # the job's own ranks
-        n = max(workload.ranks) + 1 if len(workload) else 1
         if p.link is not None:
             return simulate(workload, Network.simple("Switch", n, *p.link), p.system, **kw)
         return simulate(workload, Network.simple("FullyConnected", n, 1, 0), p.system, comm=p.comm, **kw)
-    if len(workload) not in (1, p.network.npus):
+    if len(workload) not in (1, p.network.npus) and n != p.network.npus:
         workload = data_parallel(workload, p.network.npus)
     return simulate(workload, p.network, p.system, **kw)
 

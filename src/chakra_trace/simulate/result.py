@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..table import Column, Table, Tabular
+from .peers import describe
 
 #: The per-NPU times (ns), as `to_table` labels them.
 PER_NPU = {
@@ -78,6 +79,14 @@ class SimResult(Tabular):
     wall_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     shortcuts: list[str] = field(default_factory=list)  # exact shortcuts the run took (`simulate`)
+    # {absent rank: the rank present it copies}: ranks the job's groups name that it has no trace
+    # of, taken as symmetric copies (`peers`); empty when the job has every rank
+    assumed_symmetric_ranks: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def assumption(self) -> str:
+        """The symmetric-copy assumption in one line ("" when none was made)."""
+        return describe(self.assumed_symmetric_ranks)
 
     @property
     def step_ns(self) -> int:
@@ -96,6 +105,8 @@ class SimResult(Tabular):
             collectives=[c.to_dict() for c in self.collectives],
             warnings=self.warnings,
             shortcuts=self.shortcuts,
+            assumed_symmetric_ranks={str(k): v for k, v in self.assumed_symmetric_ranks.items()},
+            assumption=self.assumption,
         )
         if self.link_busy_ns is not None:
             out["links"] = self.links(top=100)

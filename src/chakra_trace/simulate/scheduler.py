@@ -214,7 +214,12 @@ class Matchmaker:
         if inst is None:
             members = self.members(pg)
             if self.sim.cls is not None:  # (the NPUs that stand for the members issue it)
-                size = len(self.sim.members) if members is None else len({int(self.sim.first[m]) for m in members})
+                peers = self.sim.peers  # (absent ranks are not waited for: `peers`)
+                size = (
+                    len(self.sim.members)
+                    if members is None
+                    else len({int(self.sim.first[m]) for m in members if m not in peers})
+                )
             else:
                 size = self.sim.npus if members is None else len(members)
             inst = self.open[key] = CollectiveInstance(
@@ -257,9 +262,14 @@ class Matchmaker:
     def blocked(self) -> dict[int, list[str]]:
         """What each NPU still waits for when nothing can happen any more."""
         out: dict[int, list[str]] = {}
+        peers = getattr(self.sim, "peers", {})
         for (pg, k), inst in self.open.items():
             everyone = range(self.sim.npus) if inst.members is None else inst.members
-            missing = [m for m in everyone if m not in inst.issued]
+            missing = [
+                m
+                for m in everyone
+                if not 0 <= m < self.sim.npus or (m not in peers and self.sim.state(m).rank not in inst.issued)
+            ]
             for rank, (_t, r) in inst.issued.items():
                 npu = self.sim.state(rank)
                 out.setdefault(rank, []).append(
@@ -270,6 +280,12 @@ class Matchmaker:
             for npu, r, _posted in q:
                 out.setdefault(dst, []).append(
                     f"node {int(npu.ids[r])}: receive from NPU {src} (tag {tag}, {size} B) has no matching send"
+                    + (
+                        f" (NPU {src} is an absent rank taken as a copy of rank {peers[src]}: its sends are not "
+                        "simulated)"
+                        if src in peers
+                        else ""
+                    )
                 )
         return out
 

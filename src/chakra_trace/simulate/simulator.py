@@ -15,7 +15,7 @@ from ..intervals import busy
 from ..io.memory import available_bytes
 from ..io.workload import Workload, read_comm_groups
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
-from ..schema.groups import ALL_RANKS_GROUPS, declared_groups
+from ..schema.groups import ALL_RANKS_GROUPS
 from ..schema.node import COLUMN_BY_NAME
 from ..schema.resources import ACCEL, comm_mask, compute_mask
 from ..schema.trace import Trace
@@ -32,6 +32,7 @@ from .engine import Engine
 from .inflight import Runner
 from .memory import MemoryPorts
 from .network import link_count
+from .peers import describe, job_groups, named_ranks, symmetric_peers
 from .result import CollectiveRecord, SimResult
 from .rules import ASTRA_SIM, DEFAULT, Rules
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
@@ -130,19 +131,26 @@ class Simulator:
         self.warnings: list[str] = []
         self._warned: set[str] = set()
         traces = workload.traces
-        if len(traces) == 1 and self.npus > 1:
+        groups = job_groups(workload, comm_groups)
+        # ranks the groups name that the job has no trace of: symmetric copies of those present (`peers`)
+        absent = len(traces) < self.npus and any(
+            m not in traces and 0 <= m < self.npus for m in named_ranks(traces, groups)
+        )
+        self.peers: dict[int, int] = symmetric_peers(traces, self.npus) if absent else {}
+        present = traces
+        if self.peers:
+            traces = {**traces, **{m: traces[s] for m, s in self.peers.items()}}
+            self.warn(describe(self.peers))
+        elif len(traces) == 1 and self.npus > 1:
             (only,) = traces.values()
-            traces = {r: only for r in range(self.npus)}  # one trace: the same on every NPU
+            traces = present = {r: only for r in range(self.npus)}  # one trace: the same on every NPU
             self.warn(f"one trace for {self.npus} NPUs: every NPU runs it")
         if sorted(traces) != list(range(self.npus)):
             raise ChakraError(
                 f"the workload has ranks {_ranks(traces)} but the network has {self.npus} NPUs (0..{self.npus - 1})"
             )
-        groups = declared_groups(traces.values())
-        groups.update(workload.groups or {})
-        groups.update(comm_groups or {})
         if validate:  # what `chakra validate` rejects is refused, not run to a silent answer
-            report = check_workload(traces, groups)
+            report = check_workload(present, groups, self.npus)  # (the copies are not checked again)
             refuse_invalid(report)
             for issue in report.warnings:
                 self.warn(f"validation: {'rank %d: ' % issue.rank if issue.rank is not None else ''}{issue.message}")
@@ -153,7 +161,7 @@ class Simulator:
         self.offsets = self._recorded_offsets(traces) if comm == "recorded" else {}
         self.shortcuts_used: list[str] = []
         self._period: int | None = None  # replicas: rank r stands for r + k * period (`_replica_classes`)
-        self._build(self._classes() if shortcuts else None)
+        self._build(self._classes() if shortcuts or self.peers else None)
 
     def _build(self, classes: np.ndarray | None) -> None:
         """Fresh run state. ``classes``: each NPU's class, whose first NPU is simulated for all
@@ -167,7 +175,9 @@ class Simulator:
         if classes is None:
             ranks = list(range(self.npus))
         else:
-            order = np.argsort(classes, kind="stable")
+            copy = np.zeros(self.npus, bool)
+            copy[list(self.peers)] = True
+            order = np.lexsort((np.arange(self.npus), copy, classes))  # a rank present first: it runs
             bounds = np.flatnonzero(np.r_[True, classes[order][1:] != classes[order][:-1]])
             self.members = np.split(order, bounds[1:])  # NPUs of each class, the first stands for them
             ranks = [int(m[0]) for m in self.members]
@@ -200,6 +210,11 @@ class Simulator:
         NPUs of each class (checked as each runs): no sends or receives, every collective over
         the whole machine, no memory port shared by NPUs. Otherwise replicas
         (`_replica_classes`); None when nothing is to be gained."""
+        if self.peers:  # each absent rank in the class of the rank it copies: only ranks present run
+            source = np.arange(self.npus, dtype=np.int64)
+            for m, s in self.peers.items():
+                source[m] = s
+            return np.unique(source, return_inverse=True)[1].astype(np.int64)
         if self._remote and self.memory.memory_type in ("PER_NODE_MEMORY_EXPANSION", "MEMORY_POOL"):
             return None
         ids: dict[int, int] = {}
@@ -304,6 +319,9 @@ class Simulator:
         if self.cls is not None:  # each class's first NPU stands for the class (`_classes`)
             ranks = np.arange(self.npus, dtype=np.int64) if inst.members is None else np.array(inst.members, np.int64)
             rep = self.first[ranks]
+            if self.peers:  # an absent member copies its rank when that one is a member, else the last to issue
+                last = max(issued, key=lambda f: issued[f][0])
+                rep = np.array([f if f in issued else last for f in rep.tolist()], np.int64)
             start = np.array([issued[f][0] for f in rep.tolist()], np.int64)
             took = np.array([int(self._state[f].dur[issued[f][1]]) for f in rep.tolist()], np.int64)
             if inst.splits and len(inst.splits) < ranks.size:
@@ -359,7 +377,11 @@ class Simulator:
         # ASTRA-sim's plans running fewer dimensions than the network has) is done when the collective runs
         done = np.maximum(finish, start.max())
         issued = inst.issued
-        if self.cls is not None:
+        if self.peers:  # each rank present ends when it ends there (its copies are not simulated)
+            at = {r: i for i, r in enumerate(ranks.tolist())}
+            for rank, (_when, row) in issued.items():
+                self.engine.late(int(done[at[rank]]), self._state[rank].complete, row)
+        elif self.cls is not None:
             lo, hi = np.full(len(self.members), MAX_NS), np.zeros(len(self.members), np.int64)
             here = self.cls[ranks]
             np.minimum.at(lo, here, done)
@@ -447,7 +469,7 @@ class Simulator:
             )
             self._build(None)
             self._events()
-        if self.cls is not None:
+        if self.cls is not None and not self.peers:
             k = len(self.members)
             if self._period is not None:
                 what = (
@@ -533,6 +555,7 @@ class Simulator:
             wall_s=wall,
             warnings=self.warnings,
             shortcuts=self.shortcuts_used,
+            assumed_symmetric_ranks=dict(self.peers),
         )
 
 

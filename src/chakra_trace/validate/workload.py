@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..schema.enums import Attr, CollectiveType, collective_name
-from ..schema.groups import rows_by_group_per_rank
+from ..schema.groups import declared_groups, rows_by_group_per_rank
 from ..schema.trace import Trace
 from ..timeline.matching import p2p_rows, pair_p2p
 from .checks import validate_trace
@@ -82,15 +82,21 @@ def _check_groups(workload) -> list[Issue]:
     for r in workload.ranks:
         for g in seq.names(r):
             issuing.setdefault(g, []).append(r)
-    for g, members in workload.all_groups().items():
+    groups = workload.all_groups()
+    for g, m in declared_groups(workload.traces.values()).items():  # as the simulator reads them
+        if g in groups and g not in workload.groups:
+            groups[g] = m
+    for g, members in groups.items():
         absent = [r for r in members if r not in workload.traces]
         if absent:
+            # one rank's trace of a bigger job: `simulate` takes the others as copies (`simulate.peers`)
+            taken = " (`simulate` takes them as symmetric copies of the ranks present)" if g in issuing else ""
             issues.append(
                 Issue(
                     WARNING,
                     "group-missing-rank",
                     len(absent),
-                    f"{label(g)} lists {_rank_list(absent)} with no trace; their collectives are not checked",
+                    f"{label(g)} lists {_rank_list(absent)} with no trace{taken}; their collectives are not checked",
                     [],
                     None,
                     False,

@@ -215,8 +215,11 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
                 rows,
             )
         )
+        # one rank's trace of a bigger job: the ranks it lacks were taken as copies (`simulate.peers`)
+        for said in dict.fromkeys(res.assumption for res in sims.values() if res.assumption):
+            blocks.append({"type": "text", "text": f"simulation assumption: {said}"})
         for res in sims.values():
-            for msg in res.warnings[:5]:
+            for msg in [w for w in res.warnings if w != res.assumption][:5]:
                 blocks.append({"type": "text", "text": f"simulation note: {msg}"})
     return {"id": "summary", "title": "Summary", "blocks": blocks}
 

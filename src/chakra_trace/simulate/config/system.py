@@ -50,12 +50,17 @@ ASTRA_IGNORED_SYSTEM_KEYS = frozenset(
         "replay-only",
         "track-local-mem",
         "local-mem-trace-filename",
-        "all-reduce-implementation-custom",
-        "reduce-scatter-implementation-custom",
-        "all-gather-implementation-custom",
-        "all-to-all-implementation-custom",
-        "per-node-custom-implementation",
     }
+)
+#: ASTRA-sim's custom (MSCCL-style) collective implementations: files of per-chunk schedules
+#: this simulator has no engine for. Refused rather than ignored: the run would cost the
+#: collectives with the ``*-implementation`` algorithms instead, silently another answer.
+CUSTOM_IMPLEMENTATION_KEYS = (
+    "all-reduce-implementation-custom",
+    "reduce-scatter-implementation-custom",
+    "all-gather-implementation-custom",
+    "all-to-all-implementation-custom",
+    "per-node-custom-implementation",
 )
 #: Remote-memory-JSON keys of older ASTRA-sim memory backends (kept in ``MemoryConfig.ignored``).
 ASTRA_IGNORED_MEMORY_KEYS = frozenset({"local-mem-latency", "local-mem-bw"})
@@ -214,6 +219,12 @@ class SystemConfig(_KeyedConfig):
     _KEYS = _SYSTEM_KEYS
     _WHAT = "a system configuration"
 
+    @classmethod
+    def _from_mapping(cls, d: Any, source: str, lines: Mapping[str, int] | None):
+        if isinstance(d, Mapping):
+            _refuse_custom(d, lambda k: where(source, lines, k))
+        return super()._from_mapping(d, source, lines)
+
     @staticmethod
     def _check(values: dict, what: Callable[[str], str], setter: Callable[[str, Any], None]) -> None:
         checks: dict[str, Callable[[Any, str], Any]] = {
@@ -265,6 +276,20 @@ class SystemConfig(_KeyedConfig):
     def unknown_keys(self) -> tuple[str, ...]:
         """Ignored keys that no ASTRA-sim version reads either (likely typos)."""
         return tuple(k for k in self.ignored if k not in ASTRA_IGNORED_SYSTEM_KEYS)
+
+    def __post_init__(self) -> None:
+        _refuse_custom(self.ignored, lambda k: f"SystemConfig.ignored: {k!r}")
+        super().__post_init__()
+
+
+def _refuse_custom(d: Mapping, what: Callable[[str], str]) -> None:
+    """ChakraError naming the first custom-collective key of a system config (`CUSTOM_IMPLEMENTATION_KEYS`)."""
+    for k in CUSTOM_IMPLEMENTATION_KEYS:
+        if k in d:
+            raise ChakraError(
+                f"{what(k)}: custom collective implementations (MSCCL-style schedules) are not simulated; "
+                "remove the key to cost the collectives with the *-implementation algorithms"
+            )
 
 
 # ----------------------------------------------------------------------------- memory
