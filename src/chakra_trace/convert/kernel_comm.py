@@ -111,6 +111,18 @@ class KernelComm(CommChoice):
         self.r.collectives.append((name, -1 if size is None else size))
         return attrs, issuer
 
+    def _kernel_not_recorded(self, i: int, issuer: int) -> bool:
+        """Whether host collective i of a trace with GPU kernels ran on the GPU (not gloo's CPU
+        worker) and the trace holds no kernel of it: the node then has the host call's time, and
+        says ``duration_unknown`` (counted in `ConversionReport.comm_kernels`)."""
+        if self.gpu is None or not self.timed:  # type: ignore[attr-defined]
+            return False
+        if any(str(self.names[r]).startswith("gloo:") for r in {i, issuer} if r >= 0):
+            return False
+        key = "no kernel recorded: the host call's time, duration_unknown"
+        self.r.comm_kernels[key] = self.r.comm_kernels.get(key, 0) + 1
+        return True
+
 
 def kernel_codes(names: list[str], codes: np.ndarray, match) -> dict[int, KernelMatch]:
     """{name code: its rule match} of the distinct codes that are communication kernels."""

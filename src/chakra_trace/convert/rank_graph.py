@@ -586,6 +586,8 @@ class GraphBuilder(KernelComm):
                         extra_src.append(nk)
                         extra_dst.append(int(dep))
                 attrs = self._comm_attrs(i, issuer, kind)
+                if self._kernel_not_recorded(i, issuer):  # its time is the host call's, not the transfer's
+                    attrs["duration_unknown"] = True
                 issued[nk] = int(self.start[issuer] if issuer >= 0 else s[k])
                 issuing_thread = home[0] if home else int(self.tid[issuer]) if issuer >= 0 else int(th[k])
                 if issuing_thread != th[k] and self.timed:  # the issuing thread joins it when it is done
@@ -644,6 +646,8 @@ class GraphBuilder(KernelComm):
         if self.estimated.any():
             attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & self.estimated[rows_c])
         dev = self.device_nodes & comp_host
+        if "duration_unknown" in comm_attr:  # collectives whose kernel the trace lacks (`_kernel_not_recorded`)
+            dev |= _sparse(comm_attr["duration_unknown"], N)[1]
         if dev.any():
             attrs["duration_unknown"] = (np.ones(N, bool), dev)
         if tl.n_gpu:

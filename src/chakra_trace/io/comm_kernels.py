@@ -217,7 +217,7 @@ def is_comm_kernel(name: str) -> bool:
 def rule_table() -> list[dict[str, str]]:
     """The rules as rows (what docs/communication-kernels.md shows)."""
     derive = {
-        "name": "from the kernel name",
+        "name": "from the kernel name (the launching op's, where it names one)",
         "host": "from the launching op (record_param_comms, c10d::, nccl:), else unknown",
         "computation": "not communication",
     }
@@ -227,7 +227,9 @@ def rule_table() -> list[dict[str, str]]:
             "pattern": r.pattern,
             "side": r.side,
             "library": r.library,
-            "collective type": derive.get(r.derive, f"{r.derive} (unless the launching op names another)"),
+            "collective type": "from the op name"
+            if r.side == "host"
+            else derive.get(r.derive, f"{r.derive} (unless the launching op names another)"),
             "example": r.example,
             "note": r.note,
         }

@@ -379,7 +379,7 @@ def from_chakra(trace, rank: int, start=None, end=None, source: str = "recorded"
         end = start + trace.duration.astype(np.int64) * 1000
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
     keep = (stream >= 0) & (start >= 0) & (end >= start) & ~host_gap_mask(trace)  # `[host]`: no device ran it
-    keep &= ~host_compute_mask(trace)
+    keep &= ~host_compute_mask(trace) & ~trace.attr_array("duration_unknown", bool)[1]  # (no device time known)
     names, codes = list(trace.names), trace.name_codes[keep].astype(np.int32)
     nbytes = np.where(kind[keep] == COMM, trace.comm_size[keep].astype(np.int64), -1)
     n = int(keep.sum())
