@@ -189,3 +189,62 @@ def test_communication_time_is_kept_by_conversion(path):
     unknown = trace.attr_array("duration_unknown", bool)[1]
     host_coll = coll & ~trace.attr_array("stream", np.int64)[1]
     assert int((host_coll & unknown).sum()) == sum(v for k, v in rep.comm_kernels.items() if k.startswith("no kernel"))
+
+
+# ---------------------------------------------------------------- kernels that do not name their collective
+def _rank(kernel: str, c10d: str, collective: str | None, *, rpc: bool = True) -> list:
+    """One step: a c10d op with record_param_comms (carrying `collective` as its Collective name)
+    and an nccl: annotation beside it, whose launch runs `kernel` for 2 ms on stream 20."""
+    from test_convert_kineto import _x
+
+    ev = [
+        _x("ProfilerStep#1", "user_annotation", 0, 5000),
+        _x(c10d, "cpu_op", 110, 90),
+        _x("nccl:op", "user_annotation", 180, 10),
+        _x("hipExtLaunchKernel", "cuda_runtime", 140, 10, correlation=2),
+        _x(kernel, "kernel", 310, 2000, tid=20, pid=0, correlation=2, stream=20),
+    ]
+    if rpc:
+        args = {"In msg nelems": 4096, "Out msg nelems": 4096, "dtype": "Float", "Group size": 2}
+        if collective:
+            args["Collective name"] = collective
+        ev.append(_x("record_param_comms", "cpu_op", 120, 70, **args))
+    return ev
+
+
+@pytest.mark.parametrize(
+    "kernel,c10d,collective,rpc,ctype,size",
+    [
+        ("ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)", "c10d::allreduce_", "allreduce", True, 0, 16384),
+        (
+            "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
+            "c10d::alltoall_base_",
+            "all_to_all",
+            True,
+            6,
+            16384,
+        ),
+        ("mscclKernel_Sum_float_LL128", "c10d::_allgather_base_", "_allgather_base", True, 2, 16384),
+        ("ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)", "my::op", None, False, None, None),
+        ("void vllm::cross_device_reduce_1stage<float, 2>(vllm::RankData*)", "my::op", None, False, 0, None),
+    ],
+)
+def test_kernel_is_the_collective(tmp_path, kernel, c10d, collective, rpc, ctype, size):
+    """RCCL's Generic, NCCL's SendRecv, MSCCL and custom all-reduce kernels: the kernel is the node,
+    with the kernel's 2 ms; the type is the launching op's (else the kernel's, else absent), the size
+    record_param_comms' (else absent)."""
+    from test_convert_kineto import _write
+
+    path = _write(tmp_path / "rank0.kineto.json.gz", _rank(kernel, c10d, collective, rpc=rpc), rank=0, world=2)
+    trace, rep = convert_kineto_trace(path)
+    coll = np.flatnonzero(trace.types == int(NodeType.COMM_COLL_NODE))
+    assert coll.size == 1
+    c = int(coll[0])
+    assert trace.names[trace.name_codes[c]] == kernel and trace.duration[c] == 2000
+    ty, has_ty = trace.attr_array("comm_type", np.int64)
+    sz, has_sz = trace.attr_array("comm_size", np.int64)
+    assert (int(ty[c]) if has_ty[c] else None) == ctype
+    assert (int(sz[c]) if has_sz[c] else None) == size
+    assert rep.collective_sizes == [(CollectiveType(ctype).name if ctype is not None else "UNKNOWN", size or -1)]
+    assert sum(rep.comm_kernels.values()) == 1
+    assert _comm_us(JobTimeline({0: from_chakra(trace, 0)})) == 2000.0
