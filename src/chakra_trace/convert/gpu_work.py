@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..io.collective_names import classify
+from ..io.comm_kernels import is_comm_kernel
 from ..io.kineto import RUNTIME_CATS
 from ..io.kineto_formats import is_blocking_call
 from .host_rows import name_mask
@@ -61,7 +61,7 @@ class GpuWork:
         """Host ops whose communication a GPU kernel in the window does (that kernel becomes the
         collective node; an op whose kernel lies outside keeps its own node)."""
         lk, kin = self.lk, self.kin
-        comm_code = name_mask(kin.names, kin.name[lk.gpu_event], lambda s: classify(s).is_comm)
+        comm_code = name_mask(kin.names, kin.name[lk.gpu_event], is_comm_kernel)
         ok = comm_code & (lk.gpu_host >= 0)
         if window is not None:
             ok &= (lk.gpu_start >= window[0]) & (lk.gpu_start <= window[1])

@@ -141,6 +141,7 @@ class KinetoRankReport:
     collective_sizes: list[tuple[str, int]] = field(default_factory=list)  # (type, bytes) in order
     p2p: dict[str, int] = field(default_factory=dict)  # send / recv nodes
     sizes_from: dict[str, int] = field(default_factory=dict)  # how communication op sizes were found
+    comm_kernels: dict[str, int] = field(default_factory=dict)  # communication kernels: library, type and size from
     with_shapes: bool = False  # the profiler recorded input shapes (record_shapes=True)
     span_us: float = 0.0
     steps_us: list[float] = field(default_factory=list)
@@ -643,6 +644,7 @@ def convert_kineto_trace(
     rep.node_types = trace.node_type_counts()
     rep.collective_sizes = list(conv_report.collectives)
     rep.collectives = dict(Counter(t for t, _ in conv_report.collectives))
+    rep.comm_kernels = dict(conv_report.comm_kernels)
     rep.p2p = {k: v for k, v in rep.node_types.items() if k in ("COMM_SEND_NODE", "COMM_RECV_NODE")}
     rep.span_us = conv_report.span_us
     rep.steps_us = conv_report.steps_us

@@ -32,16 +32,17 @@ from ..io.collective_names import (
     is_bookkeeping,
     is_comm_op_name,
 )
+from ..io.comm_kernels import match_kernel
 from ..schema.builder import global_metadata
-from ..schema.enums import Attr, NodeType, collective_name
+from ..schema.enums import Attr, NodeType
 from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes
 from . import sync
-from .comm_choice import CommChoice
 from .flops import needs_values, tensor_cost
 from .gpu_work import GpuWork, _ThreadIndex
 from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_to_us, rows_on_device
+from .kernel_comm import KernelComm, kernel_codes
 from .report import ConversionReport
 
 # Ranges that only label time; record_param_comms only wraps the op that does the communication.
@@ -100,7 +101,7 @@ class _Nodes:
     thread_of: np.ndarray
 
 
-class GraphBuilder(CommChoice):
+class GraphBuilder(KernelComm):
     def __init__(self, host, start, end, tid, user_annotation, steps, report: ConversionReport):
         self.h = host
         self.names = host.name_array
@@ -152,7 +153,9 @@ class GraphBuilder(CommChoice):
         kinds = {i: classify(names[i]) for i in comm_like.tolist()}
         comm = {i for i, k in kinds.items() if k.is_comm}
         if self.gpu is not None:  # with GPU kernels recorded, the kernel is the collective
-            comm -= self._with_ancestors(self.gpu.hosts_of_comm_kernels(self.window if self.timed else None))
+            comm -= self._kernel_collective_ops(
+                self.gpu.hosts_of_comm_kernels(self.window if self.timed else None), comm
+            )
         self._take_late_work(comm)
         self._own_lanes(comm)
         parent = np.full(len(h), -1, np.int64)
@@ -547,8 +550,8 @@ class GraphBuilder(CommChoice):
         if tl.n_gpu:
             assert kin is not None and gpu is not None  # GPU work: self.gpu is set
             codes = kin.name[gpu["krow"][src[is_gpu]]]
-            gpu_kinds = {int(c): classify(kin.names[int(c)]) for c in np.unique(codes).tolist()}
-            coll_code = np.array([c for c, k in gpu_kinds.items() if k.collective is not None], np.int64)
+            gpu_kinds = kernel_codes(kin.names, codes, match_kernel)  # communication kernels (`io.comm_kernels`)
+            coll_code = np.fromiter(gpu_kinds, np.int64, len(gpu_kinds))
             specials += np.flatnonzero(is_gpu)[np.isin(codes, coll_code)].tolist()
         issued: dict[int, int] = {}  # comm node -> when its issuer started (the issue order)
         kind: CommKind | None
@@ -557,18 +560,8 @@ class GraphBuilder(CommChoice):
             if is_gpu[k]:
                 assert kin is not None and gpu is not None  # GPU work: self.gpu is set
                 i = int(gpu["hrow"][src[k]])
-                kind = gpu_kinds[int(kin.name[gpu["krow"][src[k]]])]
-                assert kind.collective is not None  # only collective kernels are specials (coll_code)
-                issuer = self._issuer(i, comm | {i}) if i >= 0 else -1
-                size = self._comm_size(i, issuer, kind.collective) if i >= 0 else 0
-                self.r.collectives.append((collective_name(kind.collective), size))
+                attrs, issuer = self._kernel_comm_attrs(i, gpu_kinds[int(kin.name[gpu["krow"][src[k]]])], comm)
                 issued[nk] = int(self.start[issuer]) if issuer >= 0 else int(s[k])
-                attrs = dict(
-                    type=NodeType.COMM_COLL_NODE,
-                    comm_type=kind.collective,
-                    comm_size=size,
-                    pg_name=self._pg_name(issuer) if issuer >= 0 else None,
-                )
             else:
                 i = int(src[k])
                 kind = kinds.get(i)
@@ -593,6 +586,8 @@ class GraphBuilder(CommChoice):
                         extra_src.append(nk)
                         extra_dst.append(int(dep))
                 attrs = self._comm_attrs(i, issuer, kind)
+                if self._kernel_not_recorded(i, issuer):  # its time is the host call's, not the transfer's
+                    attrs["duration_unknown"] = True
                 issued[nk] = int(self.start[issuer] if issuer >= 0 else s[k])
                 issuing_thread = home[0] if home else int(self.tid[issuer]) if issuer >= 0 else int(th[k])
                 if issuing_thread != th[k] and self.timed:  # the issuing thread joins it when it is done
@@ -651,6 +646,8 @@ class GraphBuilder(CommChoice):
         if self.estimated.any():
             attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & self.estimated[rows_c])
         dev = self.device_nodes & comp_host
+        if "duration_unknown" in comm_attr:  # collectives whose kernel the trace lacks (`_kernel_not_recorded`)
+            dev |= _sparse(comm_attr["duration_unknown"], N)[1]
         if dev.any():
             attrs["duration_unknown"] = (np.ones(N, bool), dev)
         if tl.n_gpu:

@@ -20,7 +20,9 @@ class ConversionReport:
 
     nodes: int = 0
     node_types: dict[str, int] = field(default_factory=dict)
-    collectives: list[tuple[str, int]] = field(default_factory=list)  # (type, bytes) in order
+    collectives: list[tuple[str, int]] = field(default_factory=list)  # (type, bytes) in order; UNKNOWN, -1: unknown
+    # communication kernels by library and where their type and size were found (`convert.kernel_comm`)
+    comm_kernels: dict[str, int] = field(default_factory=dict)
     steps_us: list[float] = field(default_factory=list)  # measured step durations (Kineto)
     span_us: float = 0.0  # first step start to last step end
     linked: dict[str, Any] = field(default_factory=dict)

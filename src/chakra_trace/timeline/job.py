@@ -19,8 +19,11 @@ Per rank (`RankTimeline`), one row per device activity, sorted by (stream, start
   clock, `align.rank_offsets_ns`) or simulated ones; `[host]` gap nodes are left out (no device
   ran them).
 
-Kinds follow HTA's kernel classification: a kernel whose name holds ``nccl`` (or ``rccl``)
-is communication, memcpy/memset are memory, the rest computation.
+Kinds: a kernel that `io.comm_kernels.RULES` names is communication (HTA's rule, a name holding
+``nccl`` or ``rccl``, and the expert-parallel, symmetric-memory, custom all-reduce and MSCCL
+kernels HTA counts as computation), memcpy/memset are memory, the rest computation. A Chakra
+trace with device nodes (GPU kernels converted from Kineto) counts those only: its host ops
+(``is_cpu_op``) ran on no device, as the Kineto trace's CPU ops are not device activity.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import numpy as np
 from ..errors import ChakraError
 from ..io.collect_folder import kineto_files, trace_rank
 from ..io.collective_names import is_backend_op_name, is_comm_op_name
+from ..io.comm_kernels import is_comm_kernel
 from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
 from ..io.nesting import interval_parents
 from ..schema.enums import NodeType
@@ -49,16 +53,15 @@ KINDS = ("computation", "communication", "memory")
 #: Where a timeline came from.
 SOURCES = ("kineto-gpu", "kineto-cpu", "recorded", "simulated")
 
-_COMM_KERNEL = re.compile(r"nccl|rccl", re.IGNORECASE)
 _MEMORY_KERNEL = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 
 
 def kernel_kind(name: str, cat: str = "kernel") -> int:
-    """HTA's classification: communication (NCCL/RCCL kernels), memory (copies, sets), computation."""
+    """Communication (`io.comm_kernels.RULES`), memory (copies, sets), computation."""
     if cat in ("gpu_memcpy", "gpu_memset") or _MEMORY_KERNEL.match(name):
         return MEMORY
-    return COMM if _COMM_KERNEL.search(name) else COMPUTE
+    return COMM if is_comm_kernel(name) else COMPUTE
 
 
 @dataclass
@@ -351,6 +354,17 @@ _STREAM_OF = {
 _CHAKRA_STREAMS = {0: "compute", 1: "communication", 2: "memory"}
 
 
+def host_compute_mask(trace) -> np.ndarray:
+    """COMP nodes that ran on the host (``is_cpu_op`` true) of a trace that also has device COMP
+    nodes (``is_cpu_op`` false: GPU kernels): not device activity, as a Kineto trace's CPU ops
+    are not. A trace of host ops only (a CPU job) keeps them all: they are its compute."""
+    cpu, has = trace.attr_array("is_cpu_op", bool)
+    comp = trace.types == int(NodeType.COMP_NODE)
+    if not (comp & has & ~cpu).any():
+        return np.zeros(comp.size, bool)
+    return comp & has & cpu
+
+
 def from_chakra(trace, rank: int, start=None, end=None, source: str = "recorded", offset_ns: int = 0) -> RankTimeline:
     """A Chakra trace's nodes as device activity, at recorded times (shifted by `offset_ns` onto
     the job's clock) or the given (simulated) ones."""
@@ -365,6 +379,7 @@ def from_chakra(trace, rank: int, start=None, end=None, source: str = "recorded"
         end = start + trace.duration.astype(np.int64) * 1000
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
     keep = (stream >= 0) & (start >= 0) & (end >= start) & ~host_gap_mask(trace)  # `[host]`: no device ran it
+    keep &= ~host_compute_mask(trace) & ~trace.attr_array("duration_unknown", bool)[1]  # (no device time known)
     names, codes = list(trace.names), trace.name_codes[keep].astype(np.int32)
     nbytes = np.where(kind[keep] == COMM, trace.comm_size[keep].astype(np.int64), -1)
     n = int(keep.sum())
