@@ -113,6 +113,12 @@ def union_us(intervals: list[tuple[float, float]]) -> float:
     return total + (reach - start if reach is not None else 0.0)
 
 
+def kernel_label(name: str) -> str:
+    """A kernel's short name: no return type, template or argument list, last scope only."""
+    name = re.sub(r"^void ", "", name.replace("(anonymous namespace)::", ""))
+    return re.sub(r"[(<].*", "", name).split("::")[-1].strip()[:40]
+
+
 def file_figures(path: str | os.PathLike) -> dict[str, Any]:
     """What the raw file holds, by a few lines of plain Python over ``traceEvents``."""
     doc, events = load_events(path)
@@ -135,7 +141,7 @@ def file_figures(path: str | os.PathLike) -> dict[str, Any]:
                 kernel_us += max(dur, 0.0)
                 if COMM_RE.search(str(e.get("name", ""))):
                     comm_us += max(dur, 0.0)
-                    comm[re.sub(r"[(<].*", "", str(e.get("name", ""))).split("::")[-1].strip()[:40]] += 1
+                    comm[kernel_label(str(e.get("name", "")))] += 1
         elif cat in CPU_STEP_CATS:
             m = STEP_RE.match(str(e.get("name", "")))
             if m:

@@ -44,6 +44,9 @@ def test_communication_names():
         "mscclKernel_Sum_half_Simple_false",
     ]:
         assert comm.search(name), name
+    assert _wild().kernel_label("void (anonymous namespace)::multimem_all_reduce_kernel<float, 16>(float*)") == (
+        "multimem_all_reduce_kernel"
+    )
     for name in ["_combined_routing_compute", "triton_poi_fused_add_0", "void at::native::reduce_kernel<512, 1>"]:
         assert not comm.search(name), name
 
