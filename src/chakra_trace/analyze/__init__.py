@@ -18,6 +18,7 @@ from .device import DeviceAnalysis
 from .diff import diff
 from .roofline import device_spec, roofline
 from .steps import step_breakdown
+from .streams import StreamBusy, stream_busy
 from .top_ops import top_ops
 
 
@@ -152,6 +153,10 @@ class Analysis:
 
     def roofline(self, device="h100"):
         return roofline(self.workload, device_spec(device))
+
+    def stream_busy(self) -> StreamBusy:
+        """GPU busy time per (rank, device, stream) at the recorded times (`analyze.streams`)."""
+        return self._once("streams", lambda: stream_busy(self.workload))
 
     def diff(self, other: Analysis | Workload | Trace, **kw):
         return diff(self.workload, other.workload if isinstance(other, Analysis) else other, **kw)

@@ -54,6 +54,8 @@ def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, no_
             + (f"; {p2p}" if p2p else "")
             + f" -> {outputs[r]}"
         )
+        if rep.gpu_time is not None:
+            con.print("  " + rep.gpu_time.summary())
         if rep.sizes_from:
             con.print("  message sizes from: " + ", ".join(f"{k} {v}" for k, v in rep.sizes_from.items()))
         if rep.comm_kernels:  # communication kernels: library, where the type and size came from

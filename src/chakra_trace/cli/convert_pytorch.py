@@ -62,6 +62,7 @@ def convert_pytorch_cmd(
                     "collectives_by_type": rep.collectives_by_type(),
                     "link": rep.link_summary(),
                     "span_us": rep.span_us,
+                    "gpu_time": rep.gpu_time.to_dict() if rep.gpu_time is not None else None,
                     "warnings": rep.warnings,
                 }
                 for r, rep in reports.items()
@@ -82,5 +83,7 @@ def convert_pytorch_cmd(
                 f"({link['by'] or 'none'})" + (f", {link['estimated']:,} estimated" if link["estimated"] else "")
             )
         con.print(f"  collectives {len(rep.collectives)}: {by_type}")
+        if rep.gpu_time is not None:
+            con.print("  " + rep.gpu_time.summary())
         for w in rep.warnings:
             con.print(f"  [yellow]warning:[/yellow] {w}")

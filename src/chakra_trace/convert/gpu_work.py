@@ -9,6 +9,7 @@ import numpy as np
 from ..io.comm_kernels import is_comm_kernel
 from ..io.kineto import RUNTIME_CATS
 from ..io.kineto_formats import is_blocking_call
+from .conservation import AFTER, BEFORE, KEPT, UNTIMED, GpuTime, account
 from .host_rows import name_mask
 
 _JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it
@@ -57,26 +58,63 @@ class GpuWork:
         self.kin = kin
         self.lk = lk
 
+    def launch_times(self) -> np.ndarray:
+        """When each GPU activity was launched (ns): its runtime call's start; its own start where
+        no launch was recorded (kernels of a replayed graph on some platforms)."""
+        rt = self.lk.gpu_runtime
+        return np.where(rt >= 0, self.kin.ts[np.maximum(rt, 0)], self.lk.gpu_start).astype(np.int64)
+
+    def launch_span(self) -> tuple[int, int] | None:
+        """First and last launch of GPU work (ns), None without any: where the recorded window
+        lies when no step bounds it."""
+        t = self.launch_times()
+        return (int(t.min()), int(t.max())) if t.size else None
+
+    def fate(self, window: tuple[int, int] | None) -> np.ndarray:
+        """Per GPU activity: `KEPT`, or why it is left out (`conservation.REASONS`): launched
+        before or after the window (None: there is no recorded window). Work launched inside
+        the window is kept wherever it runs (the GPU runs behind the host), even without a
+        converted op that launched it: it becomes a node of its own on its stream."""
+        lk = self.lk
+        out = np.full(lk.gpu_event.size, KEPT, np.int8)
+        if window is None:
+            out[:] = UNTIMED
+            return out
+        t = self.launch_times()
+        out[(t < window[0]) | (lk.gpu_start < window[0])] = BEFORE  # (a node never starts before the window)
+        out[t > window[1]] = AFTER
+        return out
+
+    def account(self, window: tuple[int, int] | None) -> GpuTime:
+        """GPU time per stream in the file and kept in the window (`conservation.GpuTime`)."""
+        lk = self.lk
+        s = lk.gpu_start.astype(np.int64)
+        return account(lk.gpu_device, lk.gpu_stream, s, s + np.maximum(lk.gpu_duration, 0), self.fate(window))
+
     def hosts_of_comm_kernels(self, window: tuple[int, int] | None = None) -> set[int]:
-        """Host ops whose communication a GPU kernel in the window does (that kernel becomes the
-        collective node; an op whose kernel lies outside keeps its own node)."""
+        """Host ops whose communication a GPU kernel kept in the window does (that kernel becomes
+        the collective node; an op whose kernel is left out keeps its own node)."""
         lk, kin = self.lk, self.kin
         comm_code = name_mask(kin.names, kin.name[lk.gpu_event], is_comm_kernel)
         ok = comm_code & (lk.gpu_host >= 0)
         if window is not None:
-            ok &= (lk.gpu_start >= window[0]) & (lk.gpu_start <= window[1])
+            ok &= self.fate(window) == KEPT
         return set(lk.gpu_host[ok].tolist())
 
     def events(self, folded_into: np.ndarray, window: tuple[int, int]) -> dict[str, np.ndarray]:
-        """GPU work launched by converted ops inside the window: start, end, device, stream,
-        stream_key (one code per (device, stream)), krow (Kineto row), hrow (launching host row)."""
+        """Every GPU activity kept in the window (`fate`): start, end, device, stream, stream_key
+        (one code per (device, stream)), krow (Kineto row), hrow (launching host row, -1), node_row
+        (the converted op that launched it, -1: none), launch (ns) and thread (the launching
+        runtime call's thread, -1: not recorded)."""
         lk = self.lk
         h = lk.gpu_host
         s = lk.gpu_start
-        ok = (h >= 0) & (folded_into[np.maximum(h, 0)] >= 0) & (s >= window[0]) & (s <= window[1])
+        ok = self.fate(window) == KEPT
         dev, stream = lk.gpu_device[ok], lk.gpu_stream[ok]
         pairs = np.stack([dev, stream], axis=1)
         key = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1) if ok.any() else np.zeros(0, np.int64)
+        hk = h[ok]
+        rt = lk.gpu_runtime[ok]
         return {
             "start": s[ok],
             "end": s[ok] + np.maximum(lk.gpu_duration[ok], 0),
@@ -84,7 +122,10 @@ class GpuWork:
             "stream": stream,
             "stream_key": key,
             "krow": lk.gpu_event[ok],
-            "hrow": h[ok],
+            "hrow": hk,
+            "node_row": np.where(hk >= 0, folded_into[np.maximum(hk, 0)], -1),
+            "launch": self.launch_times()[ok],
+            "thread": np.where(rt >= 0, self.kin.tid[np.maximum(rt, 0)], -1).astype(np.int64),
         }
 
     def sync_points(self) -> dict[int, list[tuple[int, int]]]:

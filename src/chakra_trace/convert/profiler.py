@@ -79,6 +79,7 @@ from ..schema.enums import STEP_BOUNDS, TIME_ORIGIN
 from ..schema.groups import resolve_unnamed_groups
 from ..schema.trace import Trace
 from .comm_choice import INPUT_ARG
+from .conservation import GpuTime
 from .gpu_work import GpuWork
 from .host_rows import ns_to_us
 from .link import link
@@ -131,7 +132,8 @@ class KinetoRankReport:
     cpu_ops: int = 0
     threads: int = 0
     gpu_events: dict[str, int] = field(default_factory=dict)  # by category (kernel, gpu_memcpy, ...)
-    gpu_nodes: int = 0  # GPU events that became nodes (launched by an op inside the recorded window)
+    gpu_nodes: int = 0  # GPU events that became nodes (launched inside the recorded window)
+    gpu_time: GpuTime | None = None  # GPU busy time per stream, in the file and kept (None: no GPU work)
     runtime_calls: int = 0
     stream_waits: int = 0  # stream-to-stream edges from recorded Stream Wait Events
     steps: int = 0
@@ -150,6 +152,7 @@ class KinetoRankReport:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["collective_sizes"] = [list(x) for x in self.collective_sizes]
+        d["gpu_time"] = self.gpu_time.to_dict() if self.gpu_time is not None else None
         return d
 
 
@@ -617,14 +620,18 @@ def convert_kineto_trace(
     kin_keyed = dataclasses.replace(kin, rf_id=key)
     lk = link(host.ids, host.ids, host.name_array, kin_keyed, method="rf_id")
 
-    steps = kin.steps() or [(-1, int(start.min()), int(end.max()))]
+    gpu_work = GpuWork(kin_keyed, lk) if lk.gpu_event.size else None
+    steps = kin.steps()
+    if not steps:  # no step bounds the recorded window: it holds every CPU op and GPU launch
+        launched = gpu_work.launch_span() if gpu_work is not None else None
+        lo, hi = int(start.min()), int(end.max())
+        steps = [(-1, lo, hi) if launched is None else (-1, min(lo, launched[0]), max(hi, launched[1]))]
     user_annotation = kin.cat[rows] == kin.cat_code("user_annotation")
     conv_report = ConversionReport()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConversionWarning)
         conv = _KinetoConverter(host, start, end, tid, user_annotation, steps, conv_report)
-        if lk.gpu_event.size:
-            conv.gpu = GpuWork(kin_keyed, lk)
+        conv.gpu = gpu_work
         trace = conv.run(interval_parents)
     rep.warnings = [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
     note = no_gpu_note(kin.category_counts()) if gpu.size == 0 else None
@@ -646,6 +653,7 @@ def convert_kineto_trace(
     rep.collectives = dict(Counter(t for t, _ in conv_report.collectives))
     rep.comm_kernels = dict(conv_report.comm_kernels)
     rep.p2p = {k: v for k, v in rep.node_types.items() if k in ("COMM_SEND_NODE", "COMM_RECV_NODE")}
+    rep.gpu_time = conv_report.gpu_time
     rep.span_us = conv_report.span_us
     rep.steps_us = conv_report.steps_us
     return trace, rep

@@ -365,6 +365,8 @@ class GraphBuilder(KernelComm):
         timed = self.timed
         lo, hi = self.window
         gpu = self.gpu.events(folded_into, self.window) if self.gpu is not None and timed else None
+        if self.gpu is not None:  # what the trace keeps of the file's GPU time, and why not the rest
+            self.r.gpu_time = self.gpu.account(self.window if timed else None)
         n_gpu = 0 if gpu is None else gpu["krow"].size
         # "key" is the thread (host) or the stream (GPU) they run on
         is_gpu = np.r_[np.zeros(node_rows.size, bool), np.ones(n_gpu, bool)]
@@ -513,7 +515,8 @@ class GraphBuilder(KernelComm):
         if tl.n_gpu:
             assert tl.gpu is not None  # GPU work: self.gpu is set
             gk = np.flatnonzero(tl.is_gpu)
-            launcher = tl.host_pos[folded_into[tl.gpu["hrow"][tl.src[gk]]]]
+            node_row = tl.gpu["node_row"][tl.src[gk]]
+            launcher = np.where(node_row >= 0, tl.host_pos[np.maximum(node_row, 0)], -1)
             ok = (launcher >= 0) & (launcher < gk)
             # after the launcher when it had returned; else after what ran before it on its thread
             # (the kernel started inside it: an edge must not make the trace slower than the run)
@@ -526,10 +529,40 @@ class GraphBuilder(KernelComm):
             ok &= dep >= 0
             dep_src.append(ev_ids[gk[ok]])
             dep_dst.append(dep[ok])
+            orphan = gk[launcher < 0]  # launched by no converted op (a graph replay, an annotation)
+            src_o, dst_o = self._after_launch(tl, orphan)
+            dep_src.append(src_o)
+            dep_dst.append(dst_o)
         if tl.tail:
             dep_src.append(np.array([tl.n_ids]))
             dep_dst.append(ev_ids[tl.main_ev[-1:]])
         return dep_src, dep_dst
+
+    @staticmethod
+    def _after_launch(tl: _Timeline, gk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Edges (sources, destinations) from GPU work that no converted op launched (events at
+        positions gk) to the last node of the launching thread that had ended when the launch
+        call started (none where the launch was not recorded). It ended before the work began,
+        so the edge cannot make the trace slower than the run; the stream's order does the rest."""
+        assert tl.gpu is not None  # GPU work: self.gpu is set
+        idx = tl.src[gk]
+        thread, launch = tl.gpu["thread"][idx], tl.gpu["launch"][idx]
+        src: list[np.ndarray] = []
+        dst: list[np.ndarray] = []
+        host = np.flatnonzero(tl.host)
+        for t in np.unique(thread[thread >= 0]).tolist():
+            on = host[tl.th[host] == t]  # the thread's nodes, by start
+            if not on.size:
+                continue
+            reach = np.maximum.accumulate(tl.e[on])  # everything up to a node had ended by its reach
+            mine = np.flatnonzero(thread == t)
+            j = np.searchsorted(reach, launch[mine], "right") - 1
+            ok = j >= 0
+            src.append(tl.ids[gk[mine[ok]]])
+            dst.append(tl.ids[on[j[ok]]])
+        if not src:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(src), np.concatenate(dst)
 
     def _comm_nodes(
         self, tl: _Timeline, nodes: _Nodes, comm: set[int], comm_mask: np.ndarray, kinds: dict

@@ -7,6 +7,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from .conservation import GpuTime
 from .linking import method_label
 
 
@@ -28,6 +29,7 @@ class ConversionReport:
     linked: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was inferred across ranks
+    gpu_time: GpuTime | None = None  # GPU time per stream in the Kineto trace and kept (None: no GPU work)
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
