@@ -139,7 +139,7 @@ _PCT = Column(format=".2%")
 @click.option(
     "--device",
     default=None,
-    help="Device preset: v100, a100, h100, h200, b200, mi300x, tpu-v5e, cpu (default h100, unless "
+    help="Device preset: v100, a100, h100, h100-pcie, h200, b200, mi300x, mi250x, mi210, tpu-v5e, cpu (default h100, unless "
     "--peak-tflops and --mem-bw-gbps are given; given with a preset they override it).",
 )
 @click.option("--peak-tflops", type=float, help="Peak compute in TFLOP/s.")
