@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -17,7 +16,7 @@ from chakra_trace.io.workload import Workload
 from chakra_trace.schema.devices import DEVICES, device_spec
 from chakra_trace.schema.enums import NodeType
 from chakra_trace.simulate.devices import with_device
-from chakra_trace.simulate.presets import preset, simulate_on
+from chakra_trace.simulate.presets import preset, simulate_on, with_compute
 from conftest import sample
 
 DATA = Path(__file__).parent / "data"
@@ -47,8 +46,7 @@ def test_ops_on_cuda_tensors_become_device_compute_with_their_cost(resnet_host_o
 
 
 def _step(trace, name: str) -> int:
-    p = preset("recorded")
-    p = dataclasses.replace(p, system=with_device(p.system, name))
+    p = with_compute(preset("recorded"), name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return int(simulate_on(Workload({0: trace}), p).step_ns)
@@ -57,9 +55,9 @@ def _step(trace, name: str) -> int:
 def test_a_device_preset_gives_a_host_only_gpu_trace_a_plausible_step(resnet_host_only):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        plain = int(simulate_on(Workload({0: resnet_host_only}), preset("recorded")).step_ns)
+        with pytest.raises(ChakraError, match="no recorded durations"):  # was a silent 0 ns
+            simulate_on(Workload({0: resnet_host_only}), preset("recorded"))
     h100, a100, cpu = (_step(resnet_host_only, d) for d in ("h100", "a100", "cpu"))
-    assert plain == 0  # what it was: no time anywhere
     # three ResNet training steps: milliseconds on a GPU, the CPU an order of magnitude slower
     assert 1e6 < h100 < a100 < 1e8 and cpu > 5 * h100
 

@@ -9,6 +9,15 @@ limit, and FLOPs / roof is the time it would take at the roof.
 
 The achieved rate uses each node's own recorded duration: on a GPU trace whose FLOPs sit on
 the host ops (as the PyTorch converter writes them), that is the host-side time of the op.
+
+The compute roof is the device's peak for the op's type (its ``dtype`` attribute, written by
+`chakra convert pytorch` from the op's recorded input types, `convert.dtypes`): FP32 work at the
+FP32 peak, BF16 at the BF16 one (`DeviceSpec.peak_for`; `schema.devices` lists the datasheet
+figures). An op without a ``dtype`` is costed at the device's ``default_dtype`` peak (BF16 on
+accelerators, FP32 on CPUs, the old single roof) and counted (``dtype_unknown``); one whose type
+has no datasheet peak on the device (BF16 on a V100, int64) at the next wider type's, counted
+too (``dtype_fallback``). FP32 matmuls are costed as FP32, PyTorch's default: TF32 tensor-core
+use is a global switch the trace does not record.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import numpy as np
 
 from ..errors import ChakraError
 from ..io.workload import Workload
+from ..schema.codec import extra_attr_strings
 from ..schema.devices import DEVICES, DeviceSpec, device_spec, host_cpu
 from ..schema.enums import Attr, NodeType
 from ..schema.resources import ACCEL, node_kinds
@@ -68,6 +78,8 @@ _COLUMNS = (
     "row",
     "node_id",
     "name",
+    "dtype",
+    "peak_dtype",
     "flops",
     "bytes",
     "intensity",
@@ -91,8 +103,11 @@ class Roofline(Tabular):
     """Per-op columns (numpy arrays of equal length, one entry per COMP node with FLOPs and
     bytes): rank, row, node_id, name, flops, bytes, intensity (FLOP/B), duration_us (as
     recorded, 0 when none), achieved_flops and efficiency (NaN when the duration is 0), attainable_flops (the
-    roof at the op's intensity), bound ("memory"/"compute"), roof_time_us (time at the roof).
-    ``coverage`` says how many COMP nodes (and how much of their time) had counts."""
+    roof at the op's intensity), bound ("memory"/"compute"), roof_time_us (time at the roof);
+    dtype (the op's compute type, "unknown" when the trace gives none), peak_dtype and peak_flops
+    (the type whose peak its compute roof is, and that peak: `DeviceSpec.peak_for`).
+    ``coverage`` says how many COMP nodes (and how much of their time) had counts, and how many
+    ops had no type (``dtype_unknown``) or a type without a peak on the device (``dtype_fallback``)."""
 
     device: DeviceSpec
     rank: np.ndarray
@@ -108,6 +123,9 @@ class Roofline(Tabular):
     bound: np.ndarray
     efficiency: np.ndarray
     roof_time_us: np.ndarray
+    dtype: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    peak_dtype: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    peak_flops: np.ndarray = field(default_factory=lambda: np.zeros(0))
     coverage: dict[str, Any] = field(default_factory=dict)
     name_codes: np.ndarray | None = field(default=None, repr=False)  # into name_table: groups by_name
     name_table: np.ndarray | None = field(default=None, repr=False)
@@ -146,11 +164,25 @@ class Roofline(Tabular):
         timed_flops = np.bincount(inv, weights=np.where(timed, self.flops, 0).astype(np.float64), minlength=k)
         roof_us = np.bincount(inv, weights=self.roof_time_us, minlength=k)
         intensity = flops / nbytes
-        attainable = np.minimum(self.device.peak_flops, self.device.mem_bw * intensity)
+        peaks = (
+            self.peak_flops
+            if self.peak_flops.size == self.flops.size
+            else np.full(self.flops.size, self.device.peak_flops)
+        )
+        # the compute roof of a name whose ops differ in type: the rate that does its FLOPs in the
+        # time each at its own peak takes
+        at_peak = np.bincount(inv, weights=self.flops.astype(np.float64) / peaks, minlength=k)
+        hi, lo = np.zeros(k), np.full(k, np.inf)
+        np.maximum.at(hi, inv, peaks)
+        np.minimum.at(lo, inv, peaks)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mixed = np.where(at_peak > 0, flops / at_peak, self.device.peak_flops)
+        peak = np.where(hi == lo, hi, mixed)  # (exact where every op of the name has one peak)
+        attainable = np.minimum(peak, self.device.mem_bw * intensity)
         with np.errstate(divide="ignore", invalid="ignore"):
             achieved = np.where(time_us > 0, timed_flops / (time_us * 1e-6), np.nan)
         efficiency = achieved / attainable
-        bound = np.where(intensity < self.device.ridge, "memory", "compute")
+        bound = np.where(intensity < peak / self.device.mem_bw, "memory", "compute")
         order = np.lexsort((np.arange(k), -flops, -time_us))
         return [
             {
@@ -162,6 +194,7 @@ class Roofline(Tabular):
                 "intensity": float(intensity[i]),
                 "achieved": _num(achieved[i]),
                 "attainable": float(attainable[i]),
+                "peak": float(peak[i]),
                 "efficiency": _num(efficiency[i]),
                 "bound": str(bound[i]),
                 "roof_time_us": float(roof_us[i]),
@@ -182,7 +215,25 @@ class Roofline(Tabular):
             "bytes": float(self.bytes.sum()),
             "time_us": float(self.duration_us[timed].sum()),
             "roof_time_us": float(self.roof_time_us.sum()),
+            "by_dtype": self.by_dtype(),
         }
+
+    def by_dtype(self) -> dict[str, dict[str, Any]]:
+        """Per compute type ("unknown": none in the trace): ops, FLOPs, the type whose peak costs
+        them and that peak (FLOP/s)."""
+        out: dict[str, dict[str, Any]] = {}
+        if not self.dtype.size:
+            return out
+        for d in sorted(set(self.dtype.tolist())):
+            m = self.dtype == d
+            i = int(np.flatnonzero(m)[0])
+            out[str(d)] = {
+                "ops": int(m.sum()),
+                "flops": float(self.flops[m].sum()),
+                "peak_dtype": str(self.peak_dtype[i]),
+                "peak_flops": float(self.peak_flops[i]),
+            }
+        return out
 
     def to_dict(self, ops: bool = True) -> dict[str, Any]:
         d = {"device": self.device.to_dict(), "summary": self.summary(), "by_name": self.by_name()}
@@ -203,7 +254,10 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         workload = Workload({0: workload})
     traces = [workload.traces[r] for r in workload.ranks]
     table, maps = merge_names([t.names for t in traces])
-    parts: dict[str, list[np.ndarray]] = {c: [] for c in ("rank", "row", "node_id", "code", "flops", "bytes", "dur")}
+    parts: dict[str, list[np.ndarray]] = {
+        c: [] for c in ("rank", "row", "node_id", "code", "flops", "bytes", "dur", "dtype")
+    }
+    dtype_names: dict[str, int] = {"unknown": 0}
     comp_nodes = ops = comp_us = covered_us = 0
     for r, t, m in zip(workload.ranks, traces, maps):
         comp = t.types == NodeType.COMP_NODE
@@ -220,6 +274,9 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         parts["flops"].append(t.num_ops[rows].astype(np.int64))
         parts["bytes"].append(t.tensor_size[rows].astype(np.uint64))
         parts["dur"].append(t.duration[rows].astype(np.float64))
+        codes, names, has = extra_attr_strings(t, "dtype")
+        remap = np.array([dtype_names.setdefault(x, len(dtype_names)) for x in names] or [0], np.int64)
+        parts["dtype"].append(np.where(has[rows], remap[codes[rows]], 0))
     dtypes = {
         "rank": np.int64,
         "row": np.int64,
@@ -228,19 +285,32 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         "flops": np.int64,
         "bytes": np.uint64,
         "dur": np.float64,
+        "dtype": np.int64,
     }
     cat = {k: np.concatenate(v) if v else np.zeros(0, dtypes[k]) for k, v in parts.items()}
     f, b = cat["flops"].astype(np.float64), cat["bytes"].astype(np.float64)
     intensity = f / b
-    attainable = np.minimum(dev.peak_flops, dev.mem_bw * intensity)
+    dnames = np.array(list(dtype_names), object)
+    chosen = [dev.peak_for(None if x == "unknown" else x) for x in dnames.tolist()]
+    peak_of = np.array([c[0] for c in chosen], np.float64)
+    peak_type = np.array([c[1] for c in chosen], object)
+    dcode = cat["dtype"]
+    peak = peak_of[dcode]
+    attainable = np.minimum(peak, dev.mem_bw * intensity)
     with np.errstate(divide="ignore"):
         achieved = np.where(cat["dur"] > 0, f / (cat["dur"] * 1e-6), np.nan)
+    own = np.array([x == "unknown" or dev.peak_for(x)[1] == x or not dev.peaks for x in dnames.tolist()], bool)
     coverage = {
         "comp_nodes": comp_nodes,
         "ops": ops,
         "skipped": comp_nodes - ops,
         "comp_time_us": comp_us,
         "covered_time_us": covered_us,
+        # ops the trace gives no type for: costed at the device's default_dtype peak
+        "dtype_unknown": int((dcode == 0).sum()),
+        "default_dtype": dev.default_dtype,
+        # ops whose type has no datasheet peak on the device: costed at a wider type's
+        "dtype_fallback": int((~own[dcode]).sum()),
     }
     return Roofline(
         device=dev,
@@ -254,9 +324,12 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         duration_us=cat["dur"],
         achieved_flops=achieved,
         attainable_flops=attainable,
-        bound=np.where(intensity < dev.ridge, "memory", "compute"),
+        bound=np.where(intensity < peak / dev.mem_bw, "memory", "compute"),
         efficiency=achieved / attainable,
         roof_time_us=f / attainable * 1e6,
+        dtype=dnames[dcode],
+        peak_dtype=peak_type[dcode],
+        peak_flops=peak,
         coverage=coverage,
         name_codes=cat["code"],
         name_table=table,

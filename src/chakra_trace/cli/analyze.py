@@ -139,7 +139,7 @@ _PCT = Column(format=".2%")
 @click.option(
     "--device",
     default=None,
-    help="Device preset: v100, a100, h100, h200, b200, mi300x, tpu-v5e, cpu (default h100, unless "
+    help="Device preset: v100, a100, h100, h100-pcie, h200, b200, mi300x, mi250x, mi210, tpu-v5e, cpu (default h100, unless "
     "--peak-tflops and --mem-bw-gbps are given; given with a preset they override it).",
 )
 @click.option("--peak-tflops", type=float, help="Peak compute in TFLOP/s.")
@@ -181,6 +181,14 @@ def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: boo
         f"({s['skipped']:,} skipped; {s['covered_time_us']:,} of {s['comp_time_us']:,} µs of compute time); "
         f"{s['memory_bound']:,} memory bound, {s['compute_bound']:,} compute bound"
     )
+    types = [
+        f"{d} {v['ops']:,} ops at the {v['peak_dtype']} peak {v['peak_flops'] / 1e12:,.1f} TFLOP/s"
+        + (" (no type in the trace: the device's default)" if d == "unknown" else "")
+        + (" (no datasheet peak for it)" if d not in ("unknown", v["peak_dtype"]) and dev.peaks else "")
+        for d, v in s["by_dtype"].items()
+    ]
+    if types:
+        con.print("compute types: " + "; ".join(types), markup=False)
 
 
 @analyze.command()

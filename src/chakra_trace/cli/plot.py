@@ -27,7 +27,7 @@ def device_options(f):
     return click.option(
         "--device",
         default=None,
-        help="Roofline device: a preset (v100, a100, h100, h200, b200, mi300x, tpu-v5e, xeon-8380x2) or cpu "
+        help="Roofline device: a preset (v100, a100, h100, h100-pcie, h200, b200, mi300x, mi250x, mi210, tpu-v5e, xeon-8380x2) or cpu "
         "(this machine's CPU, estimated from /proc/cpuinfo); --peak-tflops/--mem-bw-gbps override its "
         "figures or, both given, replace it. Omitted: this machine's CPU for a CPU-only trace; a trace "
         "with accelerator kernels needs one.",

@@ -50,10 +50,11 @@ from .systems import SYSTEM_HELP, preset_names
     "device_name",
     metavar="NAME",
     default=None,
-    help="Cost compute nodes by the roofline of a device preset (h100, h200, a100, v100, b200, mi300x, "
+    help="Cost compute nodes by the roofline of a device preset (h100, h100-pcie, h200, a100, v100, b200, mi300x, mi250x, mi210, "
     "tpu-v5e, xeon-8380x2; cpu: this machine's CPU), the presets of `chakra analyze roofline`: "
     "for host-only traces of GPU jobs, whose device ops have FLOPs and bytes but no time. "
-    "Without --system: the job's own ranks, communication as recorded.",
+    "Without --system: the job's own ranks, communication as recorded; communication without recorded "
+    "times (a host-only trace) on one switch at the device's datasheet NVLink / Infinity Fabric bandwidth.",
 )
 @click.option(
     "--efficiency",

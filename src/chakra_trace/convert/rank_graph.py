@@ -39,6 +39,7 @@ from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes
 from . import sync
+from .dtypes import op_dtypes
 from .flops import needs_values, tensor_cost
 from .gpu_work import GpuWork, _ThreadIndex
 from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_to_us, rows_on_device
@@ -665,6 +666,13 @@ class GraphBuilder(KernelComm):
             "num_ops": (flops[rows_c], comp_host & known[rows_c]),
             "tensor_size": (nbytes[rows_c].astype(np.uint64), comp_host & (nbytes[rows_c] != 0)),
         }
+        costed = comp_host & known[rows_c]  # the compute type the roofline costs FLOPs at (`dtypes`)
+        dt, dt_names = op_dtypes(h.tensors, rows_c[costed])
+        dt_col = np.zeros(N, np.int64)
+        dt_col[costed] = np.maximum(dt, 0)
+        dt_has = np.zeros(N, bool)
+        dt_has[costed] = dt >= 0
+        attrs["dtype"] = ((dt_col, dt_names), dt_has)
         for name in ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", Attr.COMM_SEQ):
             if name in comm_attr:
                 attrs[name] = _sparse(comm_attr[name], N)

@@ -6,18 +6,31 @@ and bytes (`tensor_size`), and the simulator's roofline (``roofline_enabled``, `
 `with_device` sets those three from a device of `schema.devices` (the datasheet presets the
 roofline analysis uses too, or "cpu": this machine's CPU), so simulated times are lower bounds
 a real kernel rarely reaches.
+
+Nothing such a job cannot answer is answered with 0 (`recorded_answer`): "recorded" on a job
+without recorded durations is refused; its collectives, without recorded times, are costed
+from their sizes on the device's own interconnect (`DeviceSpec.link_bw`, the datasheet's NVLink
+or Infinity Fabric bandwidth per direction, on one switch of the job's ranks, with
+`LINK_LATENCY_NS` assumed), or refused where the device table has no such figure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import ChakraError
-from ..schema.devices import DeviceSpec, device_spec
-from ..schema.enums import NodeType
+from ..schema.devices import DEVICES, DeviceSpec, device_spec
+from ..schema.enums import Attr, NodeType
 from .config import SystemConfig
 
-__all__ = ["untimed_compute", "with_device"]
+__all__ = ["LINK_LATENCY_NS", "Untimed", "recorded_answer", "untimed", "untimed_compute", "with_device"]
+
+#: Latency (ns) of a device's interconnect when collectives without recorded times are costed on
+#: it: datasheets give none; the dgx presets' NVSwitch figure, an assumption the notes name.
+LINK_LATENCY_NS = 250.0
 
 
 def with_device(system: SystemConfig, dev: str | DeviceSpec, efficiency: float = 1.0) -> SystemConfig:
@@ -44,3 +57,117 @@ def untimed_compute(workload) -> bool:
     t = workload.traces[min(workload.ranks)]
     comp = (t.types == NodeType.COMP_NODE) & (t.num_ops > 0)
     return bool(comp.any()) and not bool(t.duration[comp].any())
+
+
+_COMM = np.array([NodeType.COMM_COLL_NODE, NodeType.COMM_SEND_NODE, NodeType.COMM_RECV_NODE])
+
+
+@dataclass(frozen=True)
+class Untimed:
+    """What a job's recorded times leave unknown, over all its ranks: nodes, those with a
+    recorded duration, communication nodes (and bytes) with and without one, and compute nodes
+    with neither a duration nor FLOPs or bytes a device could cost them by."""
+
+    nodes: int = 0
+    timed: int = 0
+    comm: int = 0
+    comm_timed: int = 0
+    comm_untimed_bytes: int = 0
+    compute_uncosted: int = 0
+
+    @property
+    def comm_untimed(self) -> int:
+        return self.comm - self.comm_timed
+
+
+def untimed(workload) -> Untimed:
+    """Count what the recorded times of ``workload`` (a `Workload`) leave unknown (`Untimed`)."""
+    n = timed = comm = comm_timed = comm_bytes = uncosted = 0
+    for r in workload.ranks:
+        t = workload.traces[r]
+        busy = t.duration > 0
+        is_comm = np.isin(t.types, _COMM)
+        n += len(t)
+        timed += int(busy.sum())
+        comm += int(is_comm.sum())
+        comm_timed += int((is_comm & busy).sum())
+        comm_bytes += int(t.comm_size[is_comm & ~busy].astype(np.int64).sum())
+        comp = t.types == NodeType.COMP_NODE
+        costable = t.has(Attr.NUM_OPS) & (t.num_ops > 0) | t.has(Attr.TENSOR_SIZE) & (t.tensor_size > 0)
+        uncosted += int((comp & ~busy & ~costable).sum())
+    return Untimed(n, timed, comm, comm_timed, comm_bytes, uncosted)
+
+
+def recorded_answer(workload, preset):
+    """``preset`` (a `presets.SystemPreset`) as it can answer for ``workload``, and notes saying
+    what its answer leaves out; raises ChakraError where the answer would be a 0 standing for
+    "unknown":
+
+    - no node has a recorded duration and no device costs compute: "recorded" and "ideal"
+      (every time as recorded) are refused, a network system notes that compute counts 0;
+    - "recorded" with a device, on a job whose communication has no recorded time: costed from
+      its sizes on one switch of the job's ranks at the device's interconnect bandwidth
+      (`DeviceSpec.link_bw`), or refused when the device table has none;
+    - what stays 0 is said: communication "recorded" without a time, compute nodes neither
+      timed nor costable, collectives on a single NPU."""
+    u = untimed(workload)
+    notes: list[str] = []
+    if not u.nodes:
+        return preset, notes
+    own_ranks = preset.network is None and preset.link is None
+    replays = own_ranks and preset.comm in ("recorded", "ideal")
+    roof = bool(preset.system.roofline_enabled)
+    names = ", ".join(k for k in DEVICES if k != "cpu")
+    if not u.timed and not roof:
+        if replays:
+            raise ChakraError(
+                f"the job's {u.nodes:,} nodes carry no recorded durations (a host-only trace?): the "
+                f"{preset.name!r} system replays recorded times and would answer 0 ns; cost them on a device "
+                f"with --device NAME ({names}), and a network with --system"
+            )
+        notes.append(
+            f"no node carries a recorded duration and no device costs compute: compute counts 0 ns "
+            f"(--device NAME costs it: {names})"
+        )
+    dev = getattr(preset, "device", None)
+    single = len(workload) == 1 and (preset.network is None or preset.network.npus == 1)
+    if own_ranks and preset.comm == "recorded" and u.comm and not u.comm_timed:
+        if single:  # no peer: nothing to cost on any interconnect (said below)
+            pass
+        elif roof:
+            if dev is None or dev.link_bw is None:
+                what = dev.name if dev is not None else "the device"
+                raise ChakraError(
+                    f"the job's {u.comm:,} communication nodes ({u.comm_untimed_bytes:,} B) carry no recorded "
+                    f"time and {what} has no interconnect figure in the device table: name a system to cost "
+                    "them on (--system switch, another preset, or ASTRA-sim's network and system files)"
+                )
+            gbps = dev.link_bw / 1e9
+            preset = dataclasses.replace(preset, link=(gbps, LINK_LATENCY_NS), comm="network")
+            notes.append(
+                f"communication: {u.comm:,} nodes ({u.comm_untimed_bytes:,} B) carry no recorded time; costed "
+                f"from their sizes on one switch of the job's ranks at {dev.name}'s {gbps:g} GB/s per direction "
+                f"({dev.link}) and {LINK_LATENCY_NS:g} ns (assumed)"
+            )
+        else:
+            notes.append(
+                f"communication: {u.comm:,} nodes ({u.comm_untimed_bytes:,} B) carry no recorded time and count "
+                "0 ns on the recorded system; --device NAME or a --system costs them from their sizes"
+            )
+    elif own_ranks and preset.comm == "recorded" and u.comm_untimed and u.comm_untimed_bytes:
+        notes.append(
+            f"communication: {u.comm_untimed:,} of {u.comm:,} nodes ({u.comm_untimed_bytes:,} B) carry no "
+            "recorded time and count 0 ns"
+        )
+    if roof and u.compute_uncosted:
+        notes.append(
+            f"{u.compute_uncosted:,} compute nodes carry neither a recorded duration nor FLOPs or bytes to cost: "
+            "0 ns each (unknown)"
+        )
+    on_network = preset.comm == "network" or not own_ranks
+    if single and u.comm and (on_network or (preset.comm == "recorded" and not u.comm_timed)):
+        notes.append(
+            f"the job has one rank: its {u.comm:,} communication nodes run on one NPU with no peer and move "
+            "nothing (0 ns)"
+        )
+    return preset, notes

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from ..errors import ChakraError
 from ..io.workload import read_comm_groups
+from ..schema.devices import DeviceSpec, device_spec
 from ..synthesize.scale import data_parallel
 from .config import Network, SystemConfig
-from .devices import with_device
+from .devices import recorded_answer, with_device
 from .peers import job_groups, job_npus
 from .simulator import SimulationWarning, simulate
 
@@ -36,6 +37,7 @@ class SystemPreset:
     system: SystemConfig
     comm: str = "network"
     link: tuple[float, float] | None = None
+    device: DeviceSpec | None = None  # its compute's device (`with_compute`); its link costs untimed comm
 
     @property
     def npus(self) -> int | None:
@@ -174,18 +176,22 @@ def simulate_on(workload, system: str | SystemPreset, **kw):
     has more NPUs than the job has ranks (`synthesize.scale.data_parallel`). Returns the
     SimResult; its ``traces`` say which recorded rank each NPU ran."""
 
-    p = resolve(system)
+    p, notes = recorded_answer(workload, resolve(system))  # (never a 0 that means "unknown")
     groups = kw.get("comm_groups")
     groups = read_comm_groups(groups) if isinstance(groups, (str, os.PathLike)) else groups
     # the job's NPUs: its ranks and those its groups name (absent ones: symmetric copies, `peers`)
     n = job_npus(workload.traces, job_groups(workload, groups)) if len(workload) else 1
     if p.network is None:  # the job's own ranks
         if p.link is not None:
-            return simulate(workload, Network.simple("Switch", n, *p.link), p.system, **kw)
-        return simulate(workload, Network.simple("FullyConnected", n, 1, 0), p.system, comm=p.comm, **kw)
-    if len(workload) not in (1, p.network.npus) and n != p.network.npus:
-        workload = data_parallel(workload, p.network.npus)
-    return simulate(workload, p.network, p.system, **kw)
+            res = simulate(workload, Network.simple("Switch", n, *p.link), p.system, **kw)
+        else:
+            res = simulate(workload, Network.simple("FullyConnected", n, 1, 0), p.system, comm=p.comm, **kw)
+    else:
+        if len(workload) not in (1, p.network.npus) and n != p.network.npus:
+            workload = data_parallel(workload, p.network.npus)
+        res = simulate(workload, p.network, p.system, **kw)
+    res.warnings.extend(notes)
+    return res
 
 
 def simulate_each(workload, systems, *, keep_going: bool = True, progress=None, **kw) -> tuple[dict, dict[str, str]]:
@@ -213,7 +219,7 @@ def with_compute(p: SystemPreset, device, efficiency: float = 1.0) -> SystemPres
     """The preset with its compute costed at ``device``'s roofline times ``efficiency``
     (`devices.with_device`), on a network or on the job's own ranks alike: what `chakra simulate
     --device`, the report's costing of untimed compute and a sweep's ``device`` axis all mean."""
-    return dataclasses.replace(p, system=with_device(p.system, device, efficiency))
+    return dataclasses.replace(p, system=with_device(p.system, device, efficiency), device=device_spec(device))
 
 
 def choose_system(
