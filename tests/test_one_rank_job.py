@@ -70,10 +70,12 @@ def test_tensor_and_data_parallel_groups_of_one_rank(system):
 
 def _jobs() -> dict[str, Workload]:
     """Jobs missing peers, some of which validation rejects."""
+    # (each with a timed compute node: a job of no durations is refused on `recorded` before any
+    # validation, tests/test_no_silent_zeros.py)
     send = TraceBuilder()
-    send.send(5, 64)
+    send.send(5, 64, deps=[send.comp("fwd", 50)])
     bad = TraceBuilder()
-    bad.collective("ALL_REDUCE", -8, pg_name="g")
+    bad.collective("ALL_REDUCE", -8, pg_name="g", deps=[bad.comp("fwd", 50)])
     return {
         "absent-peers": Workload({0: _rank(["g"])}, {"g": [0, 1, 2, 3]}),
         "two-of-four": Workload({0: _rank(["g"]), 1: _rank(["g"])}, {"g": [0, 1, 2, 3]}),
