@@ -45,10 +45,8 @@ SOURCES = {
     # (not one job: param's resnet Kineto trace is of another run; converted anyway, for its GPU timing)
     "resnet-gpu": lambda: Workload({0: _convert("resnet_et.json.gz", "resnet_kineto_head.json.gz", force=True)}),
     "resnet50-ddp-chakra": lambda: Workload.open(sample("resnet50_ddp.0.et.gz")),
-    "mlp-hybrid-text": lambda: text_to_chakra(
-        DATA / "text" / "MLP_HybridParallel_Data_Model.txt", 64, 1, model_parallel_size=2
-    ),
-    "dlrm-text": lambda: text_to_chakra(DATA / "text" / "DLRM_HybridParallel.txt", 64, 1),
+    "mlp-hybrid-text": lambda: text_to_chakra(DATA / "text" / "mlp_data_model.txt", 64, 1, model_parallel_size=2),
+    "dlrm-text": lambda: text_to_chakra(DATA / "text" / "dlrm_hybrid.txt", 64, 1),
     # 2 pipeline stages x 2 data-parallel replicas (tests/workloads/pipeline.py): send/recv, and
     # all-reduces in subgroups that gloo records without their process group
     "pipeline-dp-4rank": lambda: Workload.open(DATA / "pipeline"),

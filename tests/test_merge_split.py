@@ -174,7 +174,7 @@ def job(name: str) -> Workload:
         return _quiet(Workload.open, DATA / arg)
     if kind == "text":
         file, npus = arg.split("@")
-        mp = 4 if file.startswith("MLP") else None
+        mp = 4 if file.startswith("mlp") else None  # (the transformer's is in its file)
         return text_to_chakra(DATA / "text" / file, int(npus), 2, model_parallel_size=mp)
     if kind == "resnet":  # the one recorded `.et`, alone and as a two-rank job of identical ranks
         t = read_trace(sample("resnet50_ddp.0.et.gz"))
@@ -192,9 +192,9 @@ JOBS = [
     "data:pipeline",
     "resnet:1",
     "resnet:2",
-    "text:Transformer_HybridParallel_Fwd_In_Bckwd.txt@16",
-    "text:MLP_HybridParallel_Data_Model.txt@16",
-    "text:DLRM_HybridParallel.txt@16",
+    "text:transformer_fwd_in_bckwd.txt@16",
+    "text:mlp_data_model.txt@16",
+    "text:dlrm_hybrid.txt@16",
     "ddp-scaled:16",
     "training-step:32",
 ]
@@ -221,7 +221,7 @@ def test_the_corpus_has_the_jobs_we_merge():
 
 
 def test_cli_merge_and_split_carry_the_groups_file(tmp_path, capsys):
-    w = job("text:Transformer_HybridParallel_Fwd_In_Bckwd.txt@16")
+    w = job("text:transformer_fwd_in_bckwd.txt@16")
     w.save(tmp_path / "tx")
     groups = (json.dumps(w.groups, indent=1) + "\n").encode()  # as `chakra convert text` writes it
     (tmp_path / "tx.comm_groups.json").write_bytes(groups)

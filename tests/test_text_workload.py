@@ -19,12 +19,13 @@ from chakra_trace.convert.text import (
 )
 from chakra_trace.errors import ChakraError
 
+#: the project's own text workloads (tests/data/text/README.md: what each exercises)
 TEXT = Path(__file__).parent / "data" / "text"
 REAL = {
-    "microAllReduce.txt": ("MICRO", {}),
-    "DLRM_HybridParallel.txt": ("HYBRID_DLRM", {}),
-    "MLP_HybridParallel_Data_Model.txt": ("HYBRID_DATA_MODEL", {"model_parallel_size": 2}),
-    "Transformer_HybridParallel_Fwd_In_Bckwd.txt": ("HYBRID_TRANSFORMER_FWD_IN_BCKWD", {}),
+    "micro_allreduce.txt": ("MICRO", {}),
+    "dlrm_hybrid.txt": ("HYBRID_DLRM", {}),
+    "mlp_data_model.txt": ("HYBRID_DATA_MODEL", {"model_parallel_size": 2}),
+    "transformer_fwd_in_bckwd.txt": ("HYBRID_TRANSFORMER_FWD_IN_BCKWD", {}),
 }
 AR, A2A, AG, RS = (
     int(CollectiveType.ALL_REDUCE),
@@ -98,30 +99,59 @@ def deps_by_name(trace) -> dict[str, list[str]]:
 # --------------------------------------------------------------------------- parsing real files
 
 
+def test_real_files_have_the_layouts_they_stand_for():
+    """Each file keeps the layout it is there to exercise (tests/data/text/README.md)."""
+    raw = {name: (TEXT / name).read_bytes() for name in REAL}
+    micro = raw["micro_allreduce.txt"]
+    assert micro.endswith(b"\r\n") and micro.count(b"\n") == micro.count(b"\r\n") and b"\t" not in micro
+    assert b" -1 " in micro and b"  ALLREDUCE" in micro  # single spaces, and a double space
+    dlrm = raw["dlrm_hybrid.txt"]
+    assert dlrm.endswith(b"\r\n") and dlrm.count(b"\n") == dlrm.count(b"\r\n") and b" " not in dlrm
+    assert dlrm.startswith(b"HYBRID_DLRM\t3\t\t") and b"\r\n8\t\t" in dlrm and b"\t\r\n" in dlrm[40:]
+    mlp = raw["mlp_data_model.txt"]
+    assert b"\r\n" in mlp and mlp.count(b"\n") == mlp.count(b"\r\n") and not mlp.endswith(b"\n")
+    assert mlp.startswith(b"HYBRID_DATA_MODEL\t\t") and b" " not in mlp
+    tr = raw["transformer_fwd_in_bckwd.txt"]
+    assert b"\r" not in tr and not tr.endswith(b"\n") and b"\t\t" in tr and b" \n" in tr  # a trailing space
+
+
 def test_real_files_parse():
-    dlrm = read_text_workload(TEXT / "DLRM_HybridParallel.txt")  # CRLF line endings, tab separated
-    assert dlrm.parallelism == "HYBRID_DLRM" and dlrm.last_bottom_layer == 4 and dlrm.num_layers == 8
+    dlrm = read_text_workload(TEXT / "dlrm_hybrid.txt")  # CRLF line endings, tab separated, trailing tabs
+    assert dlrm.parallelism == "HYBRID_DLRM" and dlrm.last_bottom_layer == 3 and dlrm.num_layers == 8
     emb = dlrm.layers[0]
     assert (emb.name, emb.reserved, emb.fwd_compute, emb.fwd_comm.type, emb.fwd_comm.size) == (
-        "Embedding",
+        "emb_lookup",
         -1,
-        300,
+        4200,
         "ALLTOALL",
-        98304,
+        262144,
     )
-    assert (emb.wg_comm.type, emb.wg_comm.size, emb.update_time, emb.line) == ("NONE", 0, 98, 3)
+    assert (emb.wg_comm.type, emb.wg_comm.size, emb.update_time, emb.line) == ("NONE", 0, 850, 3)
     assert emb.fwd_comm.collective == A2A and emb.wg_comm.collective is None
+    inter = dlrm.layers[4]  # a trailing tab on its line
+    assert (inter.name, inter.wg_compute, inter.wg_comm.type, inter.update_time, inter.line) == (
+        "interact",
+        0,
+        "NONE",
+        0,
+        7,
+    )
+    assert [L.name for L in dlrm.layers[1:4]] == ["bot_mlp_0", "bot_mlp_1", "bot_mlp_2"]  # up to layer 3
 
-    tr = read_text_workload(TEXT / "Transformer_HybridParallel_Fwd_In_Bckwd.txt")
-    assert tr.model_parallel_size == 4 and tr.checkpoints == (2, 11) and tr.checkpoint_initiates == (19, 10)
-    assert tr.num_layers == 21 and tr.layers[1].name == "EmbeddingSparse"  # trailing space on that line
-    assert tr.recompute_ranges() == {10: range(2, 10), 19: range(11, 19)}
+    tr = read_text_workload(TEXT / "transformer_fwd_in_bckwd.txt")
+    assert tr.model_parallel_size == 4 and tr.checkpoints == (1, 8) and tr.checkpoint_initiates == (14, 7)
+    assert tr.num_layers == 16 and tr.layers[3].name == "attn_softmax_0"  # trailing space on that line
+    assert tr.layers[3].update_time == 0 and tr.layers[3].line == 6
+    assert (tr.layers[-1].name, tr.layers[-1].update_time) == ("lm_head", 12878)  # no newline at the end
+    assert tr.recompute_ranges() == {7: range(1, 7), 14: range(8, 14)}
 
-    micro = read_text_workload(TEXT / "microAllReduce.txt")
-    assert micro.parallelism == "MICRO" and micro.layers[0].wg_comm.size == 1048576
+    micro = read_text_workload(TEXT / "micro_allreduce.txt")  # single spaces, one double
+    assert micro.parallelism == "MICRO" and [L.wg_comm.size for L in micro.layers] == [26214400, 6291456]
+    assert [(L.wg_comm.type, L.update_time) for L in micro.layers] == [("ALLREDUCE", 40), ("ALLREDUCE", 10)]
 
-    mlp = read_text_workload(TEXT / "MLP_HybridParallel_Data_Model.txt")  # no newline at the end
-    assert mlp.num_layers == 6 and mlp.layers[-1].name == "layer_64_2_mlp5" and mlp.model_parallel_size is None
+    mlp = read_text_workload(TEXT / "mlp_data_model.txt")  # no newline at the end
+    assert mlp.num_layers == 5 and mlp.layers[-1].name == "mlp_out" and mlp.model_parallel_size is None
+    assert (mlp.layers[-1].wg_comm.size, mlp.layers[-1].update_time) == (40960, 10)
 
 
 @pytest.mark.parametrize("name", sorted(REAL))
@@ -137,22 +167,32 @@ def test_real_files_convert_and_validate(name):
 
 
 def test_real_file_counts_by_hand():
-    # DLRM_HybridParallel, 8 layers, last bottom layer 4, 2 passes. Per pass: 8 forward, 8 weight-grad and
-    # 7 input-grad computes (none for layer 0); the embedding's forward all-to-all, 7 weight-grad all-reduces
-    # (the embedding's is NONE) and the embedding's backward all-to-all.
-    t = text_to_chakra(TEXT / "DLRM_HybridParallel.txt", 4, 2)[0]
-    assert t.node_type_counts() == {"COMP_NODE": 2 * 23, "COMM_COLL_NODE": 2 * 9}
+    # dlrm_hybrid, 8 layers, last bottom layer 3, 2 passes. Per pass: 8 forward, 8 weight-grad and 7
+    # input-grad computes (none for layer 0); the embedding's forward all-to-all, 6 weight-grad all-reduces
+    # (the embedding's and the interaction's are NONE) and the embedding's backward all-to-all.
+    t = text_to_chakra(TEXT / "dlrm_hybrid.txt", 4, 2)[0]
+    assert t.node_type_counts() == {"COMP_NODE": 2 * 23, "COMM_COLL_NODE": 2 * 8}
     assert t.collectives() == {
-        "ALL_REDUCE": {"count": 14, "bytes": 2 * (13312 + 3 * 524288 + 16384 + 1064960 + 524288)},
-        "ALL_TO_ALL": {"count": 4, "bytes": 4 * 98304},
+        "ALL_REDUCE": {"count": 12, "bytes": 2 * (28672 + 525312 + 65792 + 206848 + 525312 + 1028)},
+        "ALL_TO_ALL": {"count": 4, "bytes": 4 * 262144},
     }
-    # HYBRID_TRANSFORMER_FWD_IN_BCKWD, 21 layers: 21 fwd + 16 recomputed + 21 ig + 21 wg computes per pass;
-    # collectives: 6 forward, 4 in the recomputation (concat and Xw2b of each block), 5 input-grad (layer 0's
-    # is NONE), 14 weight-grad
-    t = text_to_chakra(TEXT / "Transformer_HybridParallel_Fwd_In_Bckwd.txt", 8, 1)[0]
-    assert t.node_type_counts() == {"COMP_NODE": 79, "COMM_COLL_NODE": 29}
+    # HYBRID_TRANSFORMER_FWD_IN_BCKWD, 16 layers (tok_emb, 2 blocks of 7, lm_head): 16 fwd + 12 recomputed
+    # + 16 ig + 16 wg computes per pass; collectives: 5 forward (tok_emb, attn_proj and mlp_fc2 of each
+    # block), 4 in the recomputation (attn_proj and mlp_fc2 of each block), 5 input-grad (attn_qkv and
+    # mlp_fc1 of each block, lm_head; layer 0's is NONE), 12 weight-grad (all but attn_score, attn_softmax)
+    t = text_to_chakra(TEXT / "transformer_fwd_in_bckwd.txt", 8, 1)[0]
+    assert t.node_type_counts() == {"COMP_NODE": 60, "COMM_COLL_NODE": 26}
+    assert t.collectives() == {
+        "ALL_REDUCE": {
+            "count": 26,
+            "bytes": (5 + 4 + 5) * 8388608 + 2 * 25755648 + 2 * (1572864 + 524288 + 2 * 2097152 + 8192),
+        }
+    }
     names = [n.name for n in t if "RECOMPUTE" in n.name and n.type == NodeType.COMP_NODE]
-    assert len(names) == 16 and names[0] == "COMP_NODE_Q2_FWD_RECOMPUTE" and names[8] == "COMP_NODE_Q1_FWD_RECOMPUTE"
+    assert len(names) == 12 and names[0] == "COMP_NODE_attn_qkv_1_FWD_RECOMPUTE"
+    # layer 14 (ln_1) initiates first (backward runs last layer first): layers 8..13 again, then layer 7's: 1..6
+    assert names[5] == "COMP_NODE_mlp_fc2_1_FWD_RECOMPUTE"  # the initiator itself is not recomputed
+    assert names[6] == "COMP_NODE_attn_qkv_0_FWD_RECOMPUTE" and names[11] == "COMP_NODE_mlp_fc2_0_FWD_RECOMPUTE"
 
 
 # --------------------------------------------------------------------------- every parallelism
@@ -322,39 +362,60 @@ def test_forward_in_backward(tmp_path):
 
 
 def test_dlrm_graph():
-    d = deps_by_name(text_to_chakra(TEXT / "DLRM_HybridParallel.txt", 4, 1)[0])
-    # the first top-MLP layer (after last bottom layer 4) waits for the embedding's all-to-all
-    assert d["COMM_COLL_NODE_Embedding_FWD_ALLTOALL"] == ["COMP_NODE_Embedding_FWD"]
-    assert d["COMP_NODE_MLP_Bottom_3_FWD"] == ["COMP_NODE_MLP_Bottom_2_FWD"]
-    assert d["COMP_NODE_MLP_Top_0_FWD"] == ["COMP_NODE_MLP_Bottom_3_FWD", "COMM_COLL_NODE_Embedding_FWD_ALLTOALL"]
-    # backward: the embedding's all-to-all after the first top layer's input grad; the embedding's weight grad
+    d = deps_by_name(text_to_chakra(TEXT / "dlrm_hybrid.txt", 4, 1)[0])
+    # the first layer after the last bottom layer (3: bot_mlp_2), the interaction, waits for the embedding's
+    # all-to-all; the bottom MLP does not
+    assert d["COMM_COLL_NODE_emb_lookup_FWD_ALLTOALL"] == ["COMP_NODE_emb_lookup_FWD"]
+    assert d["COMP_NODE_bot_mlp_2_FWD"] == ["COMP_NODE_bot_mlp_1_FWD"]
+    assert d["COMP_NODE_interact_FWD"] == ["COMP_NODE_bot_mlp_2_FWD", "COMM_COLL_NODE_emb_lookup_FWD_ALLTOALL"]
+    assert d["COMP_NODE_top_mlp_0_FWD"] == ["COMP_NODE_interact_FWD"]
+    # backward: the embedding's all-to-all after the interaction's input grad; the embedding's weight grad
     # waits for it
-    assert d["COMM_COLL_NODE_Embedding_BWD_IG_ALLTOALL"] == ["COMP_NODE_MLP_Top_0_BWD_IG"]
-    assert d["COMP_NODE_Embedding_BWD_WG"] == [
-        "COMP_NODE_MLP_Bottom_0_BWD_IG",
-        "COMM_COLL_NODE_Embedding_BWD_IG_ALLTOALL",
+    assert d["COMM_COLL_NODE_emb_lookup_BWD_IG_ALLTOALL"] == ["COMP_NODE_interact_BWD_IG"]
+    assert d["COMP_NODE_emb_lookup_BWD_WG"] == [
+        "COMP_NODE_bot_mlp_0_BWD_IG",
+        "COMM_COLL_NODE_emb_lookup_BWD_IG_ALLTOALL",
     ]
-    assert d["COMP_NODE_MLP_Top_1_BWD_WG"] == ["COMP_NODE_MLP_Top_2_BWD_IG"]
-    assert "COMP_NODE_Embedding_BWD_IG" not in d  # no input grad for the first layer
-    # second pass: the embedding forward waits for its weight grad (its wg comm is NONE), the others for their
-    # weight-grad all-reduce
-    ns = nodes(text_to_chakra(TEXT / "DLRM_HybridParallel.txt", 4, 2)[0])
+    assert d["COMP_NODE_top_mlp_1_BWD_WG"] == ["COMP_NODE_top_mlp_2_BWD_IG"]
+    assert d["COMP_NODE_bot_mlp_2_BWD_WG"] == ["COMP_NODE_interact_BWD_IG"]
+    assert "COMP_NODE_emb_lookup_BWD_IG" not in d  # no input grad for the first layer
+    assert not [n for n in d if n.startswith("COMM_COLL_NODE_interact")]  # all NONE
+    # second pass: the embedding and the interaction forward wait for their weight grad (their wg comm is
+    # NONE), the others for their weight-grad all-reduce
+    ns = nodes(text_to_chakra(TEXT / "dlrm_hybrid.txt", 4, 2)[0])
     name = {n.id: n.name for n in ns}
     fwd2 = [n for n in ns if n.name.endswith("_FWD")][8:]
-    assert [name[x] for x in fwd2[0].data_deps] == ["COMP_NODE_Embedding_BWD_WG"]
+    assert [name[x] for x in fwd2[0].data_deps] == ["COMP_NODE_emb_lookup_BWD_WG"]
     assert [name[x] for x in fwd2[1].data_deps] == [
-        "COMP_NODE_Embedding_FWD",
-        "COMM_COLL_NODE_MLP_Bottom_0_BWD_WG_ALLREDUCE",
+        "COMP_NODE_emb_lookup_FWD",
+        "COMM_COLL_NODE_bot_mlp_0_BWD_WG_ALLREDUCE",
     ]
+    a2a2 = [n.id for n in ns if n.name == "COMM_COLL_NODE_emb_lookup_FWD_ALLTOALL"][1]
+    assert fwd2[4].name == "COMP_NODE_interact_FWD" and [name[x] for x in fwd2[4].data_deps] == [
+        "COMP_NODE_bot_mlp_2_FWD",
+        "COMP_NODE_interact_BWD_WG",
+        "COMM_COLL_NODE_emb_lookup_FWD_ALLTOALL",
+    ]
+    assert a2a2 in fwd2[4].data_deps  # this pass's all-to-all, not the first one
     assert all(n.attr(Attr.PG_NAME) is None for n in ns)  # DLRM collectives span every rank
 
 
 def test_micro():
-    w = text_to_chakra(TEXT / "microAllReduce.txt", 4, 3)
+    w = text_to_chakra(TEXT / "micro_allreduce.txt", 4, 3)
     s = summary(w[2])
+    # each pass: both layers' weight-grad all-reduces in layer order, without dependencies
+    sizes = [26214400, 6291456]
     assert s == [
-        (i, "COMM_COLL_NODE_conv1_BWD_WG_ALLREDUCE", int(NodeType.COMM_COLL_NODE), [], AR, 1048576, None)
-        for i in range(3)
+        (
+            i,
+            f"COMM_COLL_NODE_grad_bucket_{i % 2}_BWD_WG_ALLREDUCE",
+            int(NodeType.COMM_COLL_NODE),
+            [],
+            AR,
+            sizes[i % 2],
+            None,
+        )
+        for i in range(6)
     ]
     assert w.groups == {}
 
@@ -372,9 +433,11 @@ def test_compute_units(tmp_path):
     meta = {a.name: a for a in ns.metadata.attr}
     assert meta["compute_unit"].string_val == "ns" and meta["parallelism"].string_val == "MODEL"
     # the sum in "us" mode equals the sum of the text's compute cycles (the reference converter's 1000x)
-    wl = read_text_workload(TEXT / "MLP_HybridParallel_Data_Model.txt")
+    wl = read_text_workload(TEXT / "mlp_data_model.txt")
     t = text_to_chakra(wl, 4, 1, model_parallel_size=2, compute_unit="us")[0]
-    assert int(t.duration.sum()) == sum(L.fwd_compute + L.ig_compute + L.wg_compute for L in wl.layers)
+    cycles = sum(L.fwd_compute + L.ig_compute + L.wg_compute for L in wl.layers)
+    assert cycles == 8000 + 20460 + 20440 + 20500 + 450  # per layer, fwd + ig + wg as written in the file
+    assert int(t.duration.sum()) == cycles
     with pytest.raises(ChakraError, match="compute_unit"):
         text_to_chakra(wl, 4, compute_unit="ms", model_parallel_size=2)
 
@@ -421,7 +484,7 @@ def test_degenerate_groups(tmp_path):
     assert not t.has(Attr.PG_NAME).any()
     assert not any("BWD_WG_" in n for n in t.name_array)
     assert validate_workload(w).ok
-    # microAllReduce-style transformer on exactly its group size: one all-ranks all-reduce
+    # a one-layer transformer on exactly its group size: one all-ranks all-reduce
     p = tmp_path / "m.txt"
     p.write_text(
         "HYBRID_TRANSFORMER\tmodel_parallel_NPU_group: 8\n1\nconv1 -1 5 ALLREDUCE 1048576 5 NONE 0 5  NONE 0 5\n"
@@ -565,7 +628,7 @@ def test_cli_writes_files_chakra_info_reads(cli, tmp_path, capsys):
     prefix = tmp_path / "out" / "tf"
     rc = cli(
         "convert-text",
-        TEXT / "Transformer_HybridParallel_Fwd_In_Bckwd.txt",
+        TEXT / "transformer_fwd_in_bckwd.txt",
         "--npus",
         8,
         "--passes",
@@ -577,7 +640,7 @@ def test_cli_writes_files_chakra_info_reads(cli, tmp_path, capsys):
     assert rc == 0
     info = json.loads(capsys.readouterr().out)
     assert info["parallelism"] == "HYBRID_TRANSFORMER_FWD_IN_BCKWD" and info["ranks"] == 8
-    assert info["nodes_per_rank"] == 2 * 108 and len(info["files"]) == 8
+    assert info["nodes_per_rank"] == 2 * (60 + 26) and len(info["files"]) == 8  # test_real_file_counts_by_hand
     groups_path = Path(info["comm_groups"])
     assert json.loads(groups_path.read_text()) == {
         "1": [0, 1, 2, 3],
@@ -593,7 +656,7 @@ def test_cli_writes_files_chakra_info_reads(cli, tmp_path, capsys):
     # chakra info reads one file and the whole workload
     assert cli("info", f"{prefix}.3.et", "--json") == 0
     one = json.loads(capsys.readouterr().out)
-    assert one["nodes"] == 216
+    assert one["nodes"] == 172
     assert cli("info", prefix, "--json") == 0
     allr = json.loads(capsys.readouterr().out)
     assert sorted(allr["ranks"], key=int) == [str(r) for r in range(8)]
@@ -609,10 +672,10 @@ def test_cli_writes_files_chakra_info_reads(cli, tmp_path, capsys):
 
 def test_cli_default_prefix_and_text_output(cli, tmp_path, capsys):
     src = tmp_path / "micro.txt"
-    src.write_bytes((TEXT / "microAllReduce.txt").read_bytes())
+    src.write_bytes((TEXT / "micro_allreduce.txt").read_bytes())
     assert cli("convert-text", src, "--npus", 4) == 0
     out = capsys.readouterr().out
-    assert "MICRO, 1 layers, 1 pass: wrote 4 ranks x 1 nodes" in out and "comm_groups" not in out
+    assert "MICRO, 2 layers, 1 pass: wrote 4 ranks x 2 nodes" in out and "comm_groups" not in out
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "micro.0.et",
         "micro.1.et",
@@ -672,7 +735,7 @@ def test_cli_bad_input_one_line_exit_2(cli, tmp_path, capsys, text, args, needle
 
 
 def test_cli_usage_errors(cli, tmp_path, capsys):
-    src = TEXT / "microAllReduce.txt"
+    src = TEXT / "micro_allreduce.txt"
     assert cli("convert-text", src) == 2  # --npus is required
     assert "--npus" in capsys.readouterr().err
     assert cli("convert-text", src, "--npus", 0) == 2

@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Does the real ASTRA-sim read every kind of `.et` chakra-trace writes, and agree with
 `--compat astra` on it? Converted PyTorch jobs (tests/data/corpus/*), ASTRA-sim 1.0 text
-workloads (tests/data/text/*) and synthetic workloads, each on a ring (and a congestion-aware
-fully connected network) of its ranks, as written and after `chakra convert astra-sim` (which
-drops the METADATA nodes ASTRA-sim HEAD aborts on and names groups as it reads them); ours is
-run on the file as written, except where the export evened a collective whose size differs
-across its members (`--even-sizes max`: ASTRA-sim deadlocks on those): then on the export.
+workloads (ours, tests/data/text/*, and ASTRA-sim's own, read from an ASTRA-sim clone) and
+synthetic workloads, each on a ring (and a congestion-aware fully connected network) of its
+ranks, as written and after `chakra convert astra-sim` (which drops the METADATA nodes ASTRA-sim
+HEAD aborts on and names groups as it reads them); ours is run on the file as written, except
+where the export evened a collective whose size differs across its members (`--even-sizes max`:
+ASTRA-sim deadlocks on those): then on the export.
 
-  interop.py [--md tools/astra/INTEROP.md]
+  interop.py [--md tools/astra/INTEROP.md] [--astra-src PATH]
+
+`--astra-src` (or ASTRA_SRC): a clone of https://github.com/astra-sim/astra-sim. Its text
+workloads are not in this repository (it keeps only data it made); each is read at the commit
+listed in ASTRA_TEXT (`git show`; ASTRA-sim HEAD no longer has them), else from the work tree.
+Without it, the ASTRA-sim text workloads are skipped, with a row and a message saying so.
 
 Development tool (needs the binary, see README.md); the converters are run, never changed.
 """
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -38,12 +45,31 @@ SYSTEM = {
     "collective-optimization": "localBWAware",
     "local-mem-bw": 1600,
 }
-TEXT = {  # file -> convert text options
-    "microAllReduce.txt": ["--npus", "4"],
-    "DLRM_HybridParallel.txt": ["--npus", "4"],
-    "MLP_HybridParallel_Data_Model.txt": ["--npus", "8", "--model-parallel", "2"],
-    "Transformer_HybridParallel_Fwd_In_Bckwd.txt": ["--npus", "8"],
+TEXT = {  # our text workloads (tests/data/text) -> convert text options
+    "micro_allreduce.txt": ["--npus", "4"],
+    "dlrm_hybrid.txt": ["--npus", "4"],
+    "mlp_data_model.txt": ["--npus", "8", "--model-parallel", "2"],
+    "transformer_fwd_in_bckwd.txt": ["--npus", "8"],
 }
+#: ASTRA-sim's text workloads: path in its repository -> (commit to read it at, convert text options).
+#: The commits are those the 2026-11-26 table (INTEROP.md) ran on; microAllReduce.txt later became a
+#: HYBRID_TRANSFORMER file, and HEAD (518bd51) has none of the four.
+ASTRA_TEXT = {
+    "inputs/workload/microAllReduce.txt": ("929770e1290fbfa8ef75bab910efecf651d23e06", ["--npus", "4"]),
+    "inputs/workload/ASTRA-sim-1.0/DLRM_HybridParallel.txt": (
+        "15935dabe62badae3722a89c2854b9f6b74059ad",
+        ["--npus", "4"],
+    ),
+    "examples/text_converter/text_workloads/MLP_HybridParallel_Data_Model.txt": (
+        "9d8bad5a7fb2f7c07422bfbdd7a91e637a871248",
+        ["--npus", "8", "--model-parallel", "2"],
+    ),
+    "inputs/workload/Transformer_HybridParallel_Fwd_In_Bckwd.txt": (
+        "461d502fa515ae44477748866af7edbe18dd8ea1",
+        ["--npus", "8"],
+    ),
+}
+ENV_ASTRA_SRC = "ASTRA_SRC"
 SYNTHETIC = (
     "coll:all_reduce:1048576",
     "coll:all_to_all:65536",
@@ -134,7 +160,31 @@ def show(r: dict) -> str:
     return f"{max(r['finish']):,} ns"
 
 
-def jobs(tmp: Path):
+def astra_text(src: Path, rel: str, commit: str) -> tuple[bytes, str]:
+    """One of ASTRA-sim's text workloads from the clone `src`: its bytes and where they came from
+    (the pinned commit where the clone has it, else the work tree). FileNotFoundError if neither."""
+    p = subprocess.run(["git", "-C", str(src), "show", f"{commit}:{rel}"], capture_output=True)
+    if p.returncode == 0:
+        return p.stdout, f"at {commit[:7]}"
+    if (src / rel).is_file():
+        return (src / rel).read_bytes(), "work tree"
+    raise FileNotFoundError(
+        f"{rel}: not at {commit[:7]} in {src} (git: {' '.join(p.stderr.decode().split())[:120]}) nor in its work tree"
+    )
+
+
+def text_job(name: str, path: Path, opts: list[str], tmp: Path, how: str):
+    prefix = tmp / "text" / name.replace("/", "_").removesuffix(".txt")
+    prefix.parent.mkdir(exist_ok=True, parents=True)
+    p = chakra("convert", "text", str(path), "-o", str(prefix), *opts)
+    npus = int(opts[1])
+    groups = Path(f"{prefix}.comm_groups.json")
+    if p.returncode:
+        return name, None, npus, None, f"convert text failed: {p.stderr.strip()[-200:]}"
+    return name, prefix, npus, groups if groups.exists() else None, f"{how}chakra convert text {' '.join(opts)}"
+
+
+def jobs(tmp: Path, astra_src: Path | None):
     """(name, prefix, npus, comm-groups file or None, how it was made)"""
     index = json.loads((ROOT / "tests/data/corpus/index.json").read_text())
     for job in index["jobs"]:
@@ -145,15 +195,27 @@ def jobs(tmp: Path):
             continue
         yield f"corpus/{job['name']}", prefix, job["ranks"], None, "chakra convert pytorch"
     for name, opts in TEXT.items():
-        prefix = tmp / "text" / name.removesuffix(".txt")
-        prefix.parent.mkdir(exist_ok=True, parents=True)
-        p = chakra("convert", "text", str(ROOT / "tests/data/text" / name), "-o", str(prefix), *opts)
-        npus = int(opts[1])
-        groups = Path(f"{prefix}.comm_groups.json")
-        if p.returncode:
-            yield f"text/{name}", None, npus, None, f"convert text failed: {p.stderr.strip()[-200:]}"
-            continue
-        yield f"text/{name}", prefix, npus, groups if groups.exists() else None, f"chakra convert text {' '.join(opts)}"
+        yield text_job(f"text/{name}", ROOT / "tests/data/text" / name, opts, tmp, "")
+    if astra_src is None:
+        yield (
+            "ASTRA-sim's text workloads",
+            None,
+            0,
+            None,
+            f"not run: no ASTRA-sim clone given (--astra-src PATH or {ENV_ASTRA_SRC})",
+        )
+    else:
+        for rel, (commit, opts) in ASTRA_TEXT.items():
+            name = f"astra-sim/{rel}"
+            try:
+                data, where = astra_text(astra_src, rel, commit)
+            except FileNotFoundError as e:
+                yield name, None, int(opts[1]), None, f"not run: {e}"
+                continue
+            local = tmp / "astra-src" / rel
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(data)
+            yield text_job(name, local, opts, tmp, f"{where}: ")
     from chakra_trace.synthesize import from_spec
 
     for spec in SYNTHETIC:
@@ -166,7 +228,21 @@ def jobs(tmp: Path):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--md", type=Path, help="write the table here (markdown)")
+    ap.add_argument(
+        "--astra-src",
+        type=Path,
+        default=os.environ.get(ENV_ASTRA_SRC) or None,
+        help=f"a clone of ASTRA-sim, to run its text workloads too (default: ${ENV_ASTRA_SRC}; without it they are skipped)",
+    )
     a = ap.parse_args()
+    if a.astra_src is None:
+        print(
+            f"interop: ASTRA-sim's own text workloads skipped: give a clone of "
+            f"https://github.com/astra-sim/astra-sim with --astra-src PATH (or {ENV_ASTRA_SRC}=PATH)",
+            file=sys.stderr,
+        )
+    elif not a.astra_src.is_dir():
+        ap.error(f"--astra-src {a.astra_src}: not a folder")
     rows = [
         "| file | made by | backend | ASTRA-sim on it | after `chakra convert astra-sim`: ASTRA-sim | ours "
         "(`--compat astra`) | equal? |",
@@ -174,7 +250,7 @@ def main() -> int:
     ]
     with tempfile.TemporaryDirectory(prefix="astra_interop_") as t:
         tmp = Path(t)
-        for name, prefix, npus, groups, how in jobs(tmp):
+        for name, prefix, npus, groups, how in jobs(tmp, a.astra_src):
             if prefix is None:
                 rows.append(f"| {name} | {how} | - | - | - | - | - |")
                 continue
