@@ -236,3 +236,23 @@ def test_fp32_as_needs_a_device_on_the_cli(tmp_path, capsys):
     write_trace(b.build(), tmp_path / "j.0.et")
     rc, _, err = run_cli(["simulate", str(tmp_path / "j.0.et"), "--system", "switch", "--fp32-as", "tf32"], capsys)
     assert rc != 0 and "--device" in err
+
+
+@pytest.mark.parametrize("rule", ["pytorch", "tf32", "fp32"])
+def test_the_simulator_and_the_roofline_analysis_agree_op_by_op(rule):
+    """One rule for both: every op on the roofline (`analyze.roofline`) takes its roof time in the
+    simulation with the same device, to the nanosecond (the simulator floors to whole ns)."""
+    from chakra_trace.analyze.roofline import roofline
+
+    path = SHARED / "param" / "resnet_et.json.gz"
+    if not path.is_file():
+        pytest.skip(f"needs {path}: ../shared/traces beside the checkout (CI has it)")
+    wl = _host_only([path])
+    rf = roofline(wl, "h100", fp32_as=rule)
+    res = _run(wl, choose_system(None, device="h100", fp32_as=None if rule == "pytorch" else rule))
+    assert res.traces[0] is wl.traces[0] or len(res.traces[0]) == len(wl.traces[0])
+    sim = _node_ns(res)[rf.row]
+    assert np.all(np.abs(sim - np.floor(rf.roof_time_us * 1e3)) <= 1)
+    conv = np.char.find(rf.name.astype(str), "conv") >= 0
+    assert np.all((rf.peak_dtype[conv & (rf.dtype == "fp32")] == "tf32") == (rule != "fp32"))
+    assert rf.coverage["fp32_as"].startswith(rule)

@@ -151,9 +151,9 @@ def _effective(dtype: str, op: int, dev: DeviceSpec, fp32_as: str) -> str:
 @dataclass(frozen=True)
 class NodePeaks:
     """Per node of a trace: ``flops`` the peak (FLOP/s) it runs at, ``peak`` the type whose peak
-    it is (``names[peak]``), ``known`` whether the node has a ``dtype``, ``fallback`` whether its
-    type has no peak of its own on the device (a wider type's stands in), ``tf32`` whether FP32
-    work is costed as TF32."""
+    it is (``names[peak]``), ``known`` whether the node has a ``dtype`` (``dtypes[dtype]``, as
+    recorded), ``fallback`` whether its type has no peak of its own on the device (a wider type's
+    stands in), ``tf32`` whether FP32 work is costed as TF32."""
 
     flops: np.ndarray  # float64 FLOP/s
     peak: np.ndarray  # int64 codes into names
@@ -161,6 +161,8 @@ class NodePeaks:
     known: np.ndarray  # bool
     fallback: np.ndarray  # bool
     tf32: np.ndarray  # bool
+    dtype: np.ndarray  # int32 codes into dtypes, where known
+    dtypes: list[str]
 
 
 def node_peaks(t: Trace, dev: DeviceSpec, fp32_as: str = "pytorch") -> NodePeaks:
@@ -199,7 +201,7 @@ def node_peaks(t: Trace, dev: DeviceSpec, fp32_as: str = "pytorch") -> NodePeaks
             names.append(p)
         flops[j], peak[j] = f, names.index(p)
     inv = inv.reshape(-1)
-    return NodePeaks(flops[inv], peak[inv], names, has.copy(), fallback[inv], tf32[inv])
+    return NodePeaks(flops[inv], peak[inv], names, has.copy(), fallback[inv], tf32[inv], codes, dnames)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,11 @@ def typed_peaks(t: Trace, system, rules: Rules) -> NodePeaks | None:
     """Each node's peak by its element type (`schema.compute_types.node_peaks`) where ``system``
     was set from a device (`SystemConfig.device_compute`) whose ``peak_perf`` it still has and
     ``rules`` cost by type; None: one ``peak_perf`` for every node (`one_peak_reason`)."""
-    return None if one_peak_reason(system, rules) else node_peaks(t, system.device_compute.device, system.device_compute.fp32_as)
+    return (
+        None
+        if one_peak_reason(system, rules)
+        else node_peaks(t, system.device_compute.device, system.device_compute.fp32_as)
+    )
 
 
 def one_peak_reason(system, rules: Rules) -> str:
