@@ -256,3 +256,13 @@ def test_the_simulator_and_the_roofline_analysis_agree_op_by_op(rule):
     conv = np.char.find(rf.name.astype(str), "conv") >= 0
     assert np.all((rf.peak_dtype[conv & (rf.dtype == "fp32")] == "tf32") == (rule != "fp32"))
     assert rf.coverage["fp32_as"].startswith(rule)
+
+
+def test_the_on_device_what_if_uses_the_same_peaks():
+    from chakra_trace.synthesize.transforms import on_device
+
+    wl = _job([("aten::mm", "fp32"), ("aten::mm", "bf16"), ("aten::conv2d", "fp32"), ("aten::mm", None)])
+    out = on_device(wl, "h100").traces[0]
+    p = dict(DEVICES["h100"].peaks)
+    want = [p["fp32"], p["bf16"], p["tf32"], DEVICES["h100"].peak_flops]
+    assert out.duration.tolist() == [max(math.ceil(FLOPS / x * 1e6), 1) for x in want]
