@@ -151,8 +151,8 @@ class Analysis:
     def communication_matrix(self):
         return self._once("matrix", lambda: communication_matrix(self.workload))
 
-    def roofline(self, device="h100"):
-        return roofline(self.workload, device_spec(device))
+    def roofline(self, device="h100", fp32_as: str = "pytorch"):
+        return roofline(self.workload, device_spec(device), fp32_as=fp32_as)
 
     def stream_busy(self) -> StreamBusy:
         """GPU busy time per (rank, device, stream) at the recorded times (`analyze.streams`)."""

@@ -16,8 +16,10 @@ FP32 peak, BF16 at the BF16 one (`DeviceSpec.peak_for`; `schema.devices` lists t
 figures). An op without a ``dtype`` is costed at the device's ``default_dtype`` peak (BF16 on
 accelerators, FP32 on CPUs, the old single roof) and counted (``dtype_unknown``); one whose type
 has no datasheet peak on the device (BF16 on a V100, int64) at the next wider type's, counted
-too (``dtype_fallback``). FP32 matmuls are costed as FP32, PyTorch's default: TF32 tensor-core
-use is a global switch the trace does not record.
+too (``dtype_fallback``). TF32 tensor-core use is a global switch the trace does not record:
+``fp32_as`` says which FP32 ops run at the TF32 peak, PyTorch's defaults unless told (FP32
+convolutions as TF32 on NVIDIA Ampere and later, FP32 matmuls as FP32), the rule the simulator
+follows too (`schema.compute_types`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 
 from ..errors import ChakraError
 from ..io.workload import Workload
-from ..schema.codec import extra_attr_strings
+from ..schema.compute_types import fp32_as_rule, node_peaks
 from ..schema.devices import DEVICES, DeviceSpec, device_spec, host_cpu
 from ..schema.enums import Attr, NodeType
 from ..schema.resources import ACCEL, node_kinds
@@ -219,13 +221,15 @@ class Roofline(Tabular):
         }
 
     def by_dtype(self) -> dict[str, dict[str, Any]]:
-        """Per compute type ("unknown": none in the trace): ops, FLOPs, the type whose peak costs
-        them and that peak (FLOP/s)."""
+        """Per compute type ("unknown": none in the trace; "fp32 as tf32": FP32 ops at the TF32
+        peak, `schema.compute_types`): ops, FLOPs, the type whose peak costs them and that peak
+        (FLOP/s)."""
         out: dict[str, dict[str, Any]] = {}
         if not self.dtype.size:
             return out
-        for d in sorted(set(self.dtype.tolist())):
-            m = self.dtype == d
+        label = np.where((self.dtype == "fp32") & (self.peak_dtype == "tf32"), "fp32 as tf32", self.dtype)
+        for d in sorted(set(label.tolist())):
+            m = label == d
             i = int(np.flatnonzero(m)[0])
             out[str(d)] = {
                 "ops": int(m.sum()),
@@ -246,8 +250,9 @@ class Roofline(Tabular):
         return Table({c: getattr(self, c) for c in _COLUMNS}, title=f"roofline on {self.device.name}")
 
 
-def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> Roofline:
-    """Every COMP node (all ranks) with num_ops > 0 and tensor_size > 0 against `device`'s roofs."""
+def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100", *, fp32_as: str = "pytorch") -> Roofline:
+    """Every COMP node (all ranks) with num_ops > 0 and tensor_size > 0 against `device`'s roofs,
+    each at its type's peak (``fp32_as``: which FP32 ops at the TF32 one, `schema.compute_types`)."""
 
     dev = device_spec(device)
     if isinstance(workload, Trace):
@@ -255,9 +260,11 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
     traces = [workload.traces[r] for r in workload.ranks]
     table, maps = merge_names([t.names for t in traces])
     parts: dict[str, list[np.ndarray]] = {
-        c: [] for c in ("rank", "row", "node_id", "code", "flops", "bytes", "dur", "dtype")
+        c: []
+        for c in ("rank", "row", "node_id", "code", "flops", "bytes", "dur", "dtype", "peak_type", "peak", "fallback")
     }
     dtype_names: dict[str, int] = {"unknown": 0}
+    peak_names: dict[str, int] = {}
     comp_nodes = ops = comp_us = covered_us = 0
     for r, t, m in zip(workload.ranks, traces, maps):
         comp = t.types == NodeType.COMP_NODE
@@ -274,9 +281,13 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         parts["flops"].append(t.num_ops[rows].astype(np.int64))
         parts["bytes"].append(t.tensor_size[rows].astype(np.uint64))
         parts["dur"].append(t.duration[rows].astype(np.float64))
-        codes, names, has = extra_attr_strings(t, "dtype")
-        remap = np.array([dtype_names.setdefault(x, len(dtype_names)) for x in names] or [0], np.int64)
-        parts["dtype"].append(np.where(has[rows], remap[codes[rows]], 0))
+        p = node_peaks(t, dev, fp32_as)
+        remap = np.array([dtype_names.setdefault(x, len(dtype_names)) for x in p.dtypes] or [0], np.int64)
+        parts["dtype"].append(np.where(p.known[rows], remap[p.dtype[rows]], 0))
+        premap = np.array([peak_names.setdefault(x, len(peak_names)) for x in p.names], np.int64)
+        parts["peak_type"].append(premap[p.peak[rows]])
+        parts["peak"].append(p.flops[rows])
+        parts["fallback"].append(p.fallback[rows])
     dtypes = {
         "rank": np.int64,
         "row": np.int64,
@@ -286,20 +297,19 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         "bytes": np.uint64,
         "dur": np.float64,
         "dtype": np.int64,
+        "peak_type": np.int64,
+        "peak": np.float64,
+        "fallback": bool,
     }
     cat = {k: np.concatenate(v) if v else np.zeros(0, dtypes[k]) for k, v in parts.items()}
     f, b = cat["flops"].astype(np.float64), cat["bytes"].astype(np.float64)
     intensity = f / b
     dnames = np.array(list(dtype_names), object)
-    chosen = [dev.peak_for(None if x == "unknown" else x) for x in dnames.tolist()]
-    peak_of = np.array([c[0] for c in chosen], np.float64)
-    peak_type = np.array([c[1] for c in chosen], object)
     dcode = cat["dtype"]
-    peak = peak_of[dcode]
+    peak = cat["peak"]
     attainable = np.minimum(peak, dev.mem_bw * intensity)
     with np.errstate(divide="ignore"):
         achieved = np.where(cat["dur"] > 0, f / (cat["dur"] * 1e-6), np.nan)
-    own = np.array([x == "unknown" or dev.peak_for(x)[1] == x or not dev.peaks for x in dnames.tolist()], bool)
     coverage = {
         "comp_nodes": comp_nodes,
         "ops": ops,
@@ -310,7 +320,8 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         "dtype_unknown": int((dcode == 0).sum()),
         "default_dtype": dev.default_dtype,
         # ops whose type has no datasheet peak on the device: costed at a wider type's
-        "dtype_fallback": int((~own[dcode]).sum()),
+        "dtype_fallback": int(cat["fallback"].sum()),
+        "fp32_as": fp32_as_rule(dev, fp32_as),
     }
     return Roofline(
         device=dev,
@@ -328,7 +339,7 @@ def roofline(workload: Workload | Trace, device: str | DeviceSpec = "h100") -> R
         efficiency=achieved / attainable,
         roof_time_us=f / attainable * 1e6,
         dtype=dnames[dcode],
-        peak_dtype=peak_type[dcode],
+        peak_dtype=np.array(list(peak_names), object)[cat["peak_type"]],
         peak_flops=peak,
         coverage=coverage,
         name_codes=cat["code"],

@@ -144,16 +144,24 @@ _PCT = Column(format=".2%")
 )
 @click.option("--peak-tflops", type=float, help="Peak compute in TFLOP/s.")
 @click.option("--mem-bw-gbps", type=float, help="Memory bandwidth in GB/s.")
+@click.option(
+    "--fp32-as",
+    "fp32_as",
+    type=click.Choice(["tf32", "fp32"]),
+    default=None,
+    help="The peak FP32 matmuls and convolutions run at. Default: PyTorch's defaults (FP32 convolutions "
+    "as TF32 on NVIDIA Ampere and later, FP32 matmuls as FP32); tf32: both as TF32; fp32: both as FP32.",
+)
 @click.option("--top", type=click.IntRange(min=0), default=25, show_default=True, help="Op names shown in the table.")
 @click.option("--ops", is_flag=True, help="With --json: every op, not only the per-name totals.")
 @json_option
-def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: bool, as_json: bool) -> None:
+def roofline(workload: str, device, peak_tflops, mem_bw_gbps, fp32_as, top: int, ops: bool, as_json: bool) -> None:
     """Compute ops against a device's roofs: arithmetic intensity (FLOP/B from num_ops and
     tensor_size), achieved vs attainable FLOP/s, memory or compute bound, per op name."""
     if device is None and (peak_tflops is None or mem_bw_gbps is None):
         device = "h100"
     dev = device_spec(device, peak_tflops=peak_tflops, mem_bw_gbps=mem_bw_gbps)
-    res = _analysis(workload).roofline(dev)
+    res = _analysis(workload).roofline(dev, fp32_as=fp32_as or "pytorch")
     if as_json:
         print_json(res.to_dict(ops=ops))
         return
@@ -184,11 +192,15 @@ def roofline(workload: str, device, peak_tflops, mem_bw_gbps, top: int, ops: boo
     types = [
         f"{d} {v['ops']:,} ops at the {v['peak_dtype']} peak {v['peak_flops'] / 1e12:,.1f} TFLOP/s"
         + (" (no type in the trace: the device's default)" if d == "unknown" else "")
-        + (" (no datasheet peak for it)" if d not in ("unknown", v["peak_dtype"]) and dev.peaks else "")
+        + (
+            " (no datasheet peak for it)"
+            if d not in ("unknown", v["peak_dtype"]) and " as " not in d and dev.peaks
+            else ""
+        )
         for d, v in s["by_dtype"].items()
     ]
     if types:
-        con.print("compute types: " + "; ".join(types), markup=False)
+        con.print("compute types: " + "; ".join(types) + f" (TF32 rule {s['fp32_as']})", markup=False)
 
 
 @analyze.command()

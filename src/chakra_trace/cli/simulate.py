@@ -64,6 +64,16 @@ from .systems import SYSTEM_HELP, preset_names
     help="With --device: the share of the device's roofs its kernels reach (e.g. 0.55: Megatron-LM's GPT on A100s).",
 )
 @click.option(
+    "--fp32-as",
+    "fp32_as",
+    type=click.Choice(["tf32", "fp32"]),
+    default=None,
+    help="With --device: the peak FP32 matmuls and convolutions run at. Default: PyTorch's defaults "
+    "(FP32 convolutions as TF32 on NVIDIA Ampere and later, cudnn.allow_tf32; FP32 matmuls as FP32, "
+    "matmul.allow_tf32 off since PyTorch 1.12); tf32: both as TF32 (PyTorch <= 1.11, or "
+    "set_float32_matmul_precision('high')); fp32: both as FP32. Each node runs at its dtype's peak.",
+)
+@click.option(
     "--energy",
     "energy_on",
     is_flag=True,
@@ -100,6 +110,7 @@ def simulate(
     aware,
     device_name,
     efficiency,
+    fp32_as,
     energy_on,
     timeline,
     no_shortcuts,
@@ -126,7 +137,13 @@ def simulate(
         raise click.UsageError("--profile is the whole system: give no --system, --network or --device with it")
     if profile_path is None and system is None and network is None and device_name is None:
         raise click.UsageError(f"missing --system: a preset ({preset_names()}) or a system JSON with --network")
-    preset = choose_system(system, network, device=device_name, efficiency=efficiency) if profile_path is None else None
+    if fp32_as is not None and device_name is None:
+        raise click.UsageError("--fp32-as says at which peak a --device runs FP32 work: give --device too")
+    preset = (
+        choose_system(system, network, device=device_name, efficiency=efficiency, fp32_as=fp32_as)
+        if profile_path is None
+        else None
+    )
     wl = open_workload(workload, comm_groups)
     if profile_path is not None:
         preset = SystemProfile.load(profile_path).preset(len(wl))
@@ -174,6 +191,8 @@ def _print(res, timeline) -> None:
         con.print(f"shortcut: {s}", markup=False)
     if res.assumption:  # (part of the result, so on stdout)
         con.print(res.assumption, markup=False)
+    if res.compute_line:
+        con.print(res.compute_line, markup=False)
     for w in res.warnings:  # (on stderr: stdout holds the result; one escaped line each, at most 50)
         if w != res.assumption:
             echo_warning(w)

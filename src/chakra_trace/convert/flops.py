@@ -15,6 +15,7 @@ from math import prod
 from typing import Any
 
 from ..io.collective_names import tensor_itemsize
+from ..schema.compute_types import ATTENTION_OPS, CONV_BACKWARD_OPS, CONV_FORWARD_OPS, MATMUL_OPS
 
 # Ops that create views, allocate or query: no FLOPs and no bytes touched.
 _FREE = {
@@ -231,51 +232,11 @@ _REDUCTION = {
     "aten::_fused_rms_norm": 4,
 }
 
-_MATMUL = {
-    "aten::mm",
-    "aten::bmm",
-    "aten::matmul",
-    "aten::addmm",
-    "aten::baddbmm",
-    "aten::addbmm",
-    "aten::linear",
-    "aten::_scaled_mm",
-    "aten::addmv",
-    "aten::mv",
-    "aten::dot",
-    "aten::vdot",
-}
-_CONV = {
-    "aten::convolution",
-    "aten::_convolution",
-    "aten::conv1d",
-    "aten::conv2d",
-    "aten::conv3d",
-    "aten::cudnn_convolution",
-    "aten::mkldnn_convolution",
-    "aten::miopen_convolution",
-    "aten::_convolution_mode",
-    "aten::conv_transpose1d",
-    "aten::conv_transpose2d",
-    "aten::conv_transpose3d",
-    "aten::cudnn_convolution_transpose",
-    "aten::_slow_conv2d_forward",
-    "aten::thnn_conv2d",
-    "aten::_nnpack_spatial_convolution",
-}
-_CONV_BACKWARD = {
-    "aten::convolution_backward",
-    "aten::cudnn_convolution_backward",
-    "aten::mkldnn_convolution_backward",
-    "aten::_slow_conv2d_backward",
-}
-_ATTENTION = {
-    "aten::scaled_dot_product_attention",
-    "aten::_scaled_dot_product_flash_attention",
-    "aten::_scaled_dot_product_efficient_attention",
-    "aten::_flash_attention_forward",
-    "aten::_scaled_dot_product_flash_attention_for_cpu",
-}
+# the ops TF32 applies to, shared with the rooflines' peak choice (`schema.compute_types`)
+_MATMUL = MATMUL_OPS
+_CONV = CONV_FORWARD_OPS
+_CONV_BACKWARD = CONV_BACKWARD_OPS
+_ATTENTION = ATTENTION_OPS
 
 
 @dataclass(frozen=True)

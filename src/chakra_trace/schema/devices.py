@@ -52,6 +52,9 @@ class DeviceSpec:
     default_dtype: str = "bf16"  # the type ``peak_flops`` is the peak of; stands for an unknown type
     link_bw: float | None = None  # bytes/s per direction of the scale-up interconnect; None: unknown
     link: str = ""  # what ``link_bw`` is, with its source
+    # FP32 convolutions run on TF32 tensor cores by default: cuDNN on NVIDIA Ampere and later
+    # (PyTorch's ``torch.backends.cudnn.allow_tf32`` defaults to True); TF32 is opt-in on ROCm
+    tf32_conv: bool = False
 
     def peak_for(self, dtype: str | None) -> tuple[float, str]:
         """(FLOP/s, the type whose peak it is) for work of element type ``dtype``: its own peak;
@@ -91,6 +94,7 @@ class DeviceSpec:
             "default_dtype": self.default_dtype,
             "link_bw": self.link_bw,
             "link": self.link,
+            "tf32_conv": self.tf32_conv,
         }
 
 
@@ -135,7 +139,7 @@ _add(
 _add(
     "a100", "NVIDIA A100-SXM4-80GB", 312 * _T, 2039 * _G, 400.0,
     peaks=_peaks(fp64=19.5, fp32=19.5, tf32=156, bf16=312, fp16=312, int8=624),
-    link_bw=300 * _G, link="NVLink 3: 600 GB/s bidirectional (A100 datasheet)",
+    link_bw=300 * _G, link="NVLink 3: 600 GB/s bidirectional (A100 datasheet)", tf32_conv=True,
 )  # fmt: skip
 # NVIDIA H100 Tensor Core GPU datasheet (SXM): FP64 Tensor Core 67, FP32 67, TF32 989 / BF16 1,979
 # / FP16 1,979 / FP8 3,958 / INT8 3,958 with sparsity, i.e. 494.7 / 989.4 / 989.4 / 1,978.9 /
@@ -143,7 +147,7 @@ _add(
 _add(
     "h100", "NVIDIA H100-SXM5", 989.4 * _T, 3350 * _G, 700.0,
     peaks=_peaks(fp64=67, fp32=67, tf32=494.7, bf16=989.4, fp16=989.4, fp8=1978.9, int8=1978.9),
-    link_bw=450 * _G, link="NVLink 4: 900 GB/s bidirectional (H100 datasheet)",
+    link_bw=450 * _G, link="NVLink 4: 900 GB/s bidirectional (H100 datasheet)", tf32_conv=True,
 )  # fmt: skip
 # NVIDIA H100 Tensor Core GPU datasheet (PCIe): FP64 Tensor Core 51, FP32 51, TF32 756 / BF16
 # 1,513 / FP16 1,513 / FP8 3,026 / INT8 3,026 with sparsity (half dense); 2 TB/s; NVLink bridge
@@ -151,7 +155,7 @@ _add(
 _add(
     "h100-pcie", "NVIDIA H100-PCIe", 756.5 * _T, 2000 * _G, 350.0,
     peaks=_peaks(fp64=51, fp32=51, tf32=378, bf16=756.5, fp16=756.5, fp8=1513, int8=1513),
-    link_bw=300 * _G, link="NVLink bridge: 600 GB/s bidirectional (H100 PCIe datasheet)",
+    link_bw=300 * _G, link="NVLink bridge: 600 GB/s bidirectional (H100 PCIe datasheet)", tf32_conv=True,
 )  # fmt: skip
 # NVIDIA H200 Tensor Core GPU datasheet (SXM): the H100 SXM's compute (FP64 Tensor Core 67, FP32
 # 67, TF32 989 / BF16 1,979 / FP8 3,958 / INT8 3,958 with sparsity); 4.8 TB/s; NVLink 900 GB/s;
@@ -159,7 +163,7 @@ _add(
 _add(
     "h200", "NVIDIA H200-SXM", 989.4 * _T, 4800 * _G, 700.0,
     peaks=_peaks(fp64=67, fp32=67, tf32=494.7, bf16=989.4, fp16=989.4, fp8=1978.9, int8=1978.9),
-    link_bw=450 * _G, link="NVLink 4: 900 GB/s bidirectional (H200 datasheet)",
+    link_bw=450 * _G, link="NVLink 4: 900 GB/s bidirectional (H200 datasheet)", tf32_conv=True,
 )  # fmt: skip
 # NVIDIA HGX B200 datasheet, per GPU (1,000 W): FP64/FP64 Tensor Core 37, FP32 75, TF32 2.2 PF /
 # FP16/BF16 4.5 PF / FP8 9 PF / INT8 9 POPS with sparsity (half dense); 8 TB/s HBM3e; NVLink 5
@@ -167,7 +171,7 @@ _add(
 _add(
     "b200", "NVIDIA B200", 2250 * _T, 8000 * _G, 1000.0,
     peaks=_peaks(fp64=37, fp32=75, tf32=1100, bf16=2250, fp16=2250, fp8=4500, int8=4500),
-    link_bw=900 * _G, link="NVLink 5: 1.8 TB/s bidirectional (HGX B200 datasheet)",
+    link_bw=900 * _G, link="NVLink 5: 1.8 TB/s bidirectional (HGX B200 datasheet)", tf32_conv=True,
 )  # fmt: skip
 # AMD Instinct MI300X datasheet: peak FP64 Matrix 163.4, FP32 Matrix 163.4, TF32 653.7, FP16/BF16
 # 1,307.4, FP8 2,614.9, INT8 2,614.9 TOPS (dense; twice with sparsity); 5.3 TB/s HBM3; 750 W;

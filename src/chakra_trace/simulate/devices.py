@@ -5,7 +5,11 @@ and bytes (`tensor_size`), and the simulator's roofline (``roofline_enabled``, `
 ``local_mem_bw`` of the system config) costs each as max(FLOPs / peak, bytes / bandwidth).
 `with_device` sets those three from a device of `schema.devices` (the datasheet presets the
 roofline analysis uses too, or "cpu": this machine's CPU), so simulated times are lower bounds
-a real kernel rarely reaches.
+a real kernel rarely reaches. The peak is the node's element type's (its ``dtype`` attribute:
+FP32 work at the FP32 peak, BF16 at the BF16 one, TF32 per ``fp32_as``, `schema.compute_types`),
+the device's default type's for a node without one (counted in the result's
+``compute_types``); under ASTRA-sim's rules, and with a system file's own ``peak-perf``, one
+peak for every node.
 
 Nothing such a job cannot answer is answered with 0 (`recorded_answer`): "recorded" on a job
 without recorded durations is refused; its collectives, without recorded times, are costed
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ChakraError
+from ..schema.compute_types import DeviceCompute
 from ..schema.devices import DEVICES, DeviceSpec, device_spec
 from ..schema.enums import Attr, NodeType
 from .config import SystemConfig
@@ -33,11 +38,16 @@ __all__ = ["LINK_LATENCY_NS", "Untimed", "recorded_answer", "untimed", "untimed_
 LINK_LATENCY_NS = 250.0
 
 
-def with_device(system: SystemConfig, dev: str | DeviceSpec, efficiency: float = 1.0) -> SystemConfig:
+def with_device(
+    system: SystemConfig, dev: str | DeviceSpec, efficiency: float = 1.0, *, fp32_as: str = "pytorch"
+) -> SystemConfig:
     """``system`` with the roofline model on, at the device's peak (TFLOPS) and memory
     bandwidth (GB/s) times `efficiency`: the share of both roofs real kernels reach (one figure
     for every op; e.g. 0.55 puts Megatron-LM's published 22B step on A100s within 0.1%,
-    `benchmarks/published.py`)."""
+    `benchmarks/published.py`). ``peak_perf`` is the device's default type's peak (what an
+    untyped node runs at); ``device_compute`` carries its per-type peaks, so that each node with
+    a ``dtype`` runs at its type's (`schema.compute_types`; ``fp32_as``: which FP32 ops run as
+    TF32, "pytorch" for PyTorch's defaults). ASTRA-sim's rules use ``peak_perf`` for all."""
     if not 0 < efficiency <= 1:
         raise ChakraError(f"device efficiency must be in (0, 1], got {efficiency}")
     d = device_spec(dev)
@@ -46,6 +56,7 @@ def with_device(system: SystemConfig, dev: str | DeviceSpec, efficiency: float =
         roofline_enabled=True,
         peak_perf=d.peak_flops * efficiency / 1e12,
         local_mem_bw=d.mem_bw * efficiency / 1e9,
+        device_compute=DeviceCompute(d, efficiency, fp32_as),
     )
 
 

@@ -215,23 +215,33 @@ def simulate_each(workload, systems, *, keep_going: bool = True, progress=None, 
     return done, failed
 
 
-def with_compute(p: SystemPreset, device, efficiency: float = 1.0) -> SystemPreset:
-    """The preset with its compute costed at ``device``'s roofline times ``efficiency``
-    (`devices.with_device`), on a network or on the job's own ranks alike: what `chakra simulate
-    --device`, the report's costing of untimed compute and a sweep's ``device`` axis all mean."""
-    return dataclasses.replace(p, system=with_device(p.system, device, efficiency), device=device_spec(device))
+def with_compute(p: SystemPreset, device, efficiency: float = 1.0, *, fp32_as: str = "pytorch") -> SystemPreset:
+    """The preset with its compute costed at ``device``'s roofline times ``efficiency``, each
+    node at its type's peak (``fp32_as``: `schema.compute_types`; `devices.with_device`), on a
+    network or on the job's own ranks alike: what `chakra simulate --device`, the report's
+    costing of untimed compute and a sweep's ``device`` axis all mean."""
+    system = with_device(p.system, device, efficiency, fp32_as=fp32_as)
+    return dataclasses.replace(p, system=system, device=device_spec(device))
 
 
 def choose_system(
-    system: str | None, network: str | os.PathLike | None = None, *, device=None, efficiency: float = 1.0
+    system: str | None,
+    network: str | os.PathLike | None = None,
+    *,
+    device=None,
+    efficiency: float = 1.0,
+    fp32_as: str | None = None,
 ) -> SystemPreset:
     """The one reading of "simulate on this system" (`chakra simulate`, the report, the analyses'
     --simulate): a preset name, "NETWORK.yaml,SYSTEM.json", or a system JSON with ``network``
     (ASTRA-sim's two files, the same as the comma form); with ``device``, its compute at that
-    device's roofline times ``efficiency`` (`with_compute`), and a device alone means the job's own
-    ranks at their recorded times ("recorded")."""
+    device's roofline times ``efficiency`` (`with_compute`; ``fp32_as``: which FP32 ops run as TF32,
+    None for PyTorch's defaults), and a device alone means the job's own ranks at their recorded
+    times ("recorded")."""
     if efficiency != 1.0 and device is None:
         raise ChakraError("an efficiency scales a device's roofline: give the device too")
+    if fp32_as is not None and device is None:
+        raise ChakraError("fp32_as says at which peak a device runs FP32 work: give the device too")
     if system is None and network is None and device is not None:
         system = "recorded"
     if system is None:
@@ -246,4 +256,6 @@ def choose_system(
         raise ChakraError(f"{system} is a system config: give its network too (--network NET.yml)")
     else:
         p = resolve(system)
-    return with_compute(p, device, efficiency) if device is not None else p
+    if device is None:
+        return p
+    return with_compute(p, device, efficiency, fp32_as=fp32_as or "pytorch")

@@ -82,11 +82,31 @@ class SimResult(Tabular):
     # {absent rank: the rank present it copies}: ranks the job's groups name that it has no trace
     # of, taken as symmetric copies (`peers`); empty when the job has every rank
     assumed_symmetric_ranks: dict[int, int] = field(default_factory=dict)
+    # at which peaks the roofline costed compute nodes (`costs.compute_types`): per element type
+    # or one peak and why, the device, the TF32 rule (``fp32_as``), nodes without a type
+    # (``dtype_unknown``) or at a wider type's peak (``dtype_fallback``), nodes and FLOPs per
+    # peak type (``by_peak``); empty without a roofline
+    compute_types: dict = field(default_factory=dict)
 
     @property
     def assumption(self) -> str:
         """The symmetric-copy assumption in one line ("" when none was made)."""
         return describe(self.assumed_symmetric_ranks)
+
+    @property
+    def compute_line(self) -> str:
+        """``compute_types`` in one line ("" without a roofline)."""
+        c = self.compute_types
+        if not c:
+            return ""
+        parts = ", ".join(f"{k} {v['nodes']:,} nodes {v['flops']:.3g} FLOP" for k, v in c.get("by_peak", {}).items())
+        if not c["per_dtype"]:
+            return f"compute peaks: one, {c['peak_perf_tflops']:g} TFLOPS ({c['why']}): {parts or 'no nodes'}"
+        return (
+            f"compute peaks per dtype on {c['device']} (efficiency {c['efficiency']:g}; TF32 rule {c['rule']}): {parts or 'no nodes'}; "
+            f"{c['dtype_unknown']:,} without a dtype (at its {c['default_dtype']} peak), "
+            f"{c['dtype_fallback']:,} at a wider type's peak"
+        )
 
     @property
     def step_ns(self) -> int:
@@ -107,6 +127,7 @@ class SimResult(Tabular):
             shortcuts=self.shortcuts,
             assumed_symmetric_ranks={str(k): v for k, v in self.assumed_symmetric_ranks.items()},
             assumption=self.assumption,
+            compute_types=self.compute_types,
         )
         if self.link_busy_ns is not None:
             out["links"] = self.links(top=100)

@@ -65,6 +65,10 @@ COMPAT_DIFFERENCES = {
         "simulated (algorithms documented in simulate/algorithms.py)",
     ),
     "all-to-allv split sizes": ("ignored", "each peer gets its own size"),
+    "compute peak of a node's element type": (
+        "one peak-perf for every compute node",
+        "with a device (--device), each node at its dtype's datasheet peak (TF32 per --fp32-as); a system file's peak-perf: one peak",
+    ),
     "missing dependencies, control cycles": (
         "abort or hang",
         "missing ones dropped, cyclic control edges removed (as chakra validate --fix), with a warning",
@@ -123,6 +127,9 @@ class Rules:
     #: compute is accelerator nodes only and exposed communication is finish minus the sum of
     #: compute durations, as ASTRA-sim prints [exposed communication]
     astra_breakdown: bool = False
+    #: with a device's per-type peaks (`SystemConfig.device_compute`), each compute node costed at
+    #: its element type's peak rather than ``peak_perf`` for all [compute peak of a node's element type]
+    dtype_peaks: bool = True
     #: only what ASTRA-sim runs: communication costed on the network, its four collective types
     #: (others replay their recorded time), a warning for memory nodes it stops on [broadcast,
     #: reduce, gather, scatter, barrier, reduce-scatter-block]
@@ -149,4 +156,5 @@ ASTRA_SIM = Rules(
     repair=False,
     astra_breakdown=True,
     astra_limits=True,
+    dtype_peaks=False,
 )

@@ -14,6 +14,7 @@ from ..errors import ChakraError
 from ..intervals import busy
 from ..io.memory import available_bytes
 from ..io.workload import Workload, read_comm_groups
+from ..schema.compute_types import NodePeaks
 from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import ALL_RANKS_GROUPS
 from ..schema.node import COLUMN_BY_NAME
@@ -27,7 +28,7 @@ from .checks import check_workload, refuse_invalid
 from .collectives import Collectives
 from .config import MemoryConfig, Network, SystemConfig
 from .config.values import MAX_NS
-from .costs import durations, remote
+from .costs import compute_type_notes, compute_types, durations, remote, typed_peaks
 from .engine import Engine
 from .inflight import Runner
 from .memory import MemoryPorts
@@ -157,6 +158,7 @@ class Simulator:
         self.groups = groups
         self.traces = traces  # as given: repaired (`_prepared`) when an NPU running one is simulated
         self._prepared_traces: dict[int, tuple[Trace, Static]] = {}  # per distinct trace object
+        self._peaks: dict[int, NodePeaks | None] = {}  # its nodes' peaks by type (`costs.typed_peaks`)
         self._missing_said = False
         self.offsets = self._recorded_offsets(traces) if comm == "recorded" else {}
         self.shortcuts_used: list[str] = []
@@ -270,7 +272,11 @@ class Simulator:
                 for c in changes:
                     self.warn(f"trace repaired before simulation: {c}")
                 fixed = repaired if changes else t
-            dur = durations(fixed, self.system, self.memory, comm=self.comm, rules=self.rules, warn=self.warn)
+            peaks = typed_peaks(fixed, self.system, self.rules)
+            dur = durations(
+                fixed, self.system, self.memory, comm=self.comm, rules=self.rules, warn=self.warn, peaks=peaks
+            )
+            self._peaks[id(t)] = peaks
             static = Static(fixed, dur, self.rules, recorded_waits=self.comm == "recorded")
             hit = self._prepared_traces[id(t)] = (fixed, static)
         return hit
@@ -536,6 +542,9 @@ class Simulator:
             nodes = {r: nodes[f] for r, f in enumerate(self.first.tolist())}
             names = {r: names[f] for r, f in enumerate(self.first.tolist())}
         exposed = cols["finish"] - cols["compute_sum"] if self.rules.astra_breakdown else cols["exposed"]
+        typed = self._compute_types()
+        for note in compute_type_notes(typed):
+            self.warn(note)
         return SimResult(
             finish_ns=cols["finish"],
             exposed_comm_ns=exposed,
@@ -556,7 +565,20 @@ class Simulator:
             warnings=self.warnings,
             shortcuts=self.shortcuts_used,
             assumed_symmetric_ranks=dict(self.peers),
+            compute_types=typed,
         )
+
+    def _compute_types(self) -> dict:
+        """`costs.compute_types` over every NPU: each distinct trace once, times the NPUs running it."""
+        runs: dict[int, list] = {}
+        for t in self.traces.values():
+            if id(t) in runs:
+                runs[id(t)][2] += 1
+                continue
+            fixed = self._prepared_traces.get(id(t), (t,))[0]
+            peaks = self._peaks[id(t)] if id(t) in self._peaks else typed_peaks(fixed, self.system, self.rules)
+            runs[id(t)] = [fixed, peaks, 1]
+        return compute_types(self.system, self.rules, [tuple(r) for r in runs.values()])
 
 
 #: How communication is costed: on the network model; as recorded (each member of a collective

@@ -18,6 +18,7 @@ import numpy as np
 from ..convert.host_rows import name_mask
 from ..errors import ChakraError
 from ..io.workload import Workload
+from ..schema.compute_types import node_peaks
 from ..schema.devices import device_spec
 from ..schema.edit import drop_nodes
 from ..schema.enums import Attr, NodeType, parse_collective
@@ -68,10 +69,12 @@ def speed_up_compute(w: Workload, factor: float, match: str | None = None) -> Wo
     return _per_trace(w, fn)
 
 
-def on_device(w: Workload, device: str, efficiency: float = 1.0) -> Workload:
+def on_device(w: Workload, device: str, efficiency: float = 1.0, *, fp32_as: str = "pytorch") -> Workload:
     """Compute nodes with FLOPs (`num_ops`) take their roofline time on a device preset
-    (`schema.devices`): max(FLOPs / peak, bytes / bandwidth) / efficiency, rounded up to whole µs.
-    Nodes without FLOPs keep their time. Preserves the graph, FLOPs, bytes and communication."""
+    (`schema.devices`): max(FLOPs / peak, bytes / bandwidth) / efficiency, rounded up to whole µs,
+    the peak of the node's type (``dtype``; TF32 per ``fp32_as``; the default type's without one:
+    `schema.compute_types`, as the simulator and the roofline analysis). Nodes without FLOPs keep
+    their time. Preserves the graph, FLOPs, bytes and communication."""
     spec = device_spec(device)
     if not 0 < efficiency <= 1:
         raise ChakraError(f"on_device: efficiency must be in (0, 1], got {efficiency}")
@@ -81,7 +84,8 @@ def on_device(w: Workload, device: str, efficiency: float = 1.0) -> Workload:
         rows = _compute(t) & t.has(Attr.NUM_OPS) & (t.num_ops > 0)
         flops = t.num_ops[rows].astype(np.float64)
         nbytes = np.where(t.has(Attr.TENSOR_SIZE)[rows], t.tensor_size[rows].astype(np.float64), 0.0)
-        us = np.maximum(flops / spec.peak_flops, nbytes / spec.mem_bw) / efficiency * 1e6
+        peak = node_peaks(t, spec, fp32_as).flops[rows]
+        us = np.maximum(flops / peak, nbytes / spec.mem_bw) / efficiency * 1e6
         out.duration = t.duration.copy()
         out.duration[rows] = np.maximum(np.ceil(us), 1).astype(t.duration.dtype)
         return out

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ...errors import ChakraError
 from ...io.documents import json_key_lines, load_json, read_text
+from ...schema.compute_types import DeviceCompute
 from .values import (
     ENV_MAX_CHUNKS,
     MAX_LATENCY_NS,
@@ -216,6 +217,10 @@ class SystemConfig(_KeyedConfig):
     roofline_enabled: bool = False
     peak_perf: float = 0.0  # TFLOPS; 0 = not given
     ignored: dict = field(default_factory=dict, compare=False)
+    # not an ASTRA-sim key: the device ``peak_perf`` was set from (`simulate.devices.with_device`),
+    # whose per-type peaks cost each compute node at its element type's (`simulate.costs`); None
+    # (a system file's peak-perf): one peak for every node, as ASTRA-sim
+    device_compute: DeviceCompute | None = None
     _KEYS = _SYSTEM_KEYS
     _WHAT = "a system configuration"
 
