@@ -14,13 +14,15 @@ not Kineto traces are listed as such) one row:
 - GPU time kept after conversion: the same union over the converted job's nodes that carry a
   ``stream`` (the GPU nodes), through `chakra_trace.intervals`;
 - the communication share of kernel time: in the file, kernels whose name matches `COMM_RE`;
-  after conversion, the COMM nodes' time over the time of every GPU or COMM node; HTA's,
+  after conversion, as the library's kernel analysis (`chakra analyze kernels`) counts the
+  converted job: communication over communication + computation kernel time; HTA's,
   time of the ``get_gpu_kernel_breakdown`` classes naming COMMUNICATION over those naming
   COMMUNICATION or COMPUTATION (memory-only time left out, as in the two others; HTA's classes
   are wall time, so overlapped kernels count once), or its one-line failure;
 - collectives: communication kernels in the file vs COMM nodes by type after conversion;
 - steps: distinct CPU-side ``ProfilerStep#N`` annotations in the file vs the converter's;
-- ``simulate --system recorded`` of the converted job vs the recorded steps (or the window).
+- ``simulate --system recorded`` of the converted job vs its recorded span (first start to last
+  end of what it keeps, host and GPU: the GPU may run past the host's steps).
 
 Each trace is measured in a child process with a time limit (``--timeout``) and an address-space
 limit (``--mem-mb``); a file over ``--max-mb`` is listed, not read. A failure is the row's text,
@@ -167,6 +169,7 @@ def converted_figures(path: str | os.PathLike, *, simulate: bool = True) -> dict
     """`convert_kineto` of the file and what the converted job keeps (through the library)."""
     import numpy as np
 
+    from chakra_trace.analyze import Analysis
     from chakra_trace.convert.profiler import convert_kineto
     from chakra_trace.intervals import length, union
     from chakra_trace.schema.enums import COMM_NODE_TYPES, NodeType
@@ -184,8 +187,10 @@ def converted_figures(path: str | os.PathLike, *, simulate: bool = True) -> dict
     for s in np.unique(stream[on_gpu]).tolist():
         rows = on_gpu & (stream == s)
         kept += length(union(start[rows], start[rows] + dur[rows]))
-    timed = on_gpu | is_comm
-    comm_t, all_t = int(dur[is_comm].sum()), int(dur[timed].sum())
+    # the communication share of kernel time as the library's kernel analysis counts it on the
+    # converted job (copies and sets are memory, not kernels, as on the file's side)
+    kinds = {r["kind"]: r["sum_us"] for r in Analysis(workload).devices().kernels().to_dict()["kinds_all"]}
+    comm_t, all_t = kinds.get("communication", 0.0), kinds.get("communication", 0.0) + kinds.get("computation", 0.0)
     types = Counter(NodeType(int(t)).name.replace("COMM_", "").replace("_NODE", "") for t in trace.types[is_comm])
     out |= {
         "rank": rank,
@@ -200,6 +205,8 @@ def converted_figures(path: str | os.PathLike, *, simulate: bool = True) -> dict
         "steps": rep.steps,
         "steps_us": list(rep.steps_us),
         "span_us": rep.span_us,
+        # what ran, host and GPU, from the first start to the last end: `recorded` replays this
+        "job_span_us": float((start + dur).max() - start.min()) if len(trace) else 0.0,
         "warnings": len(rep.warnings),
     }
     if simulate:
@@ -392,7 +399,7 @@ def markdown(rows: list[dict[str, Any]], base: str | None = None) -> str:
             cells += [f"{raw['steps']} / –", "–"]
         else:
             kept = conv["kept_union_us"] / raw["gpu_union_us"] if raw["gpu_union_us"] else None
-            recorded = sum(conv["steps_us"]) or conv["span_us"]
+            recorded = conv["job_span_us"]
             sim = _ms(conv["sim_us"]) if "sim_us" in conv else f"fails: {conv.get('sim_error', '–')}"
             cells += [
                 f"{_ms(conv['kept_union_us'])} / {_ms(conv['kept_sum_us'])}",

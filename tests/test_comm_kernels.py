@@ -40,6 +40,10 @@ KNOWN = {
     "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*)": ("deepep", "ALL_TO_ALL"),
     "void deep_ep::internode_ll::combine<false, 8, 7168>(void*, int*)": ("deepep", "ALL_TO_ALL"),
     "void deep_ep::intranode::cached_notify_combine<8>(void**, int*, int)": ("deepep", "ALL_TO_ALL"),
+    # DeepSeek-V3's own build (deepseek-ai/profile-data, train_ep64): namespace dpsk::ep
+    "void dpsk::ep::internode::dispatch<false, 8, true, 8>(int4*, float*, long*)": ("deepep", "ALL_TO_ALL"),
+    "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*)": ("deepep", "ALL_TO_ALL"),
+    "void dpsk::ep::internode::cached_notify<false>(int, int, int, int, int*)": ("deepep", "ALL_TO_ALL"),
     "void (anonymous namespace)::two_shot_all_reduce_kernel_inplace<c10::BFloat16, 16, 2>(c10::BFloat16**)": (
         "symm-all-reduce",
         "ALL_REDUCE",
@@ -58,6 +62,7 @@ KNOWN = {
 COMPUTE = [
     "triton_poi_fused_add_all_reduce_4",
     "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*, int*)",
+    "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int)",
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float>>>",
     "void cub::DeviceReduceByKeyKernel<cub::DispatchReduceByKey<long*>>",
     "void at::native::_scatter_gather_elementwise_kernel<128, 4>",
@@ -70,7 +75,7 @@ COMPUTE = [
 # What a person reading the trace calls communication: the libraries' kernel names (NCCL, RCCL,
 # MSCCL, DeepEP, symmetric memory, custom all-reduce), not `io.comm_kernels`.
 _TRUTH = re.compile(
-    r"nccl|rccl|msccl|deep_ep::(?!layout)|cross_device_reduce|(one|two)_shot_all_reduce|multimem_|allreduce_fusion",
+    r"nccl|rccl|msccl|(deep_ep|dpsk::ep)::(?!layout|cuda::get_dispatch_layout)|cross_device_reduce|(one|two)_shot_all_reduce|multimem_|allreduce_fusion",
     re.IGNORECASE,
 )
 
@@ -179,6 +184,16 @@ def test_communication_time_is_kept_by_conversion(path):
         pytest.skip(f"{path.name} does not convert: {e}")
     converted = _comm_us(JobTimeline({0: from_chakra(trace, 0)}))
     assert converted == pytest.approx(on_file, abs=1.0 * max(n, 1) + 1e-6)
+    # copies and sets stay memory time after conversion, as in the file (where nothing was left out)
+    if rep.gpu_time is not None and rep.gpu_time.kept == rep.gpu_time.events:
+        mem = {
+            label: sum(r["count"] for r in kernel_breakdown(job).tables["kinds_all"] if r["kind"] == "memory")
+            for label, job in (
+                ("file", from_kineto_files([path])),
+                ("converted", JobTimeline({0: from_chakra(trace, 0)})),
+            )
+        }
+        assert mem["converted"] == mem["file"], mem
     coll = trace.types == int(NodeType.COMM_COLL_NODE)
     gpu_comm = coll & trace.attr_array("stream", np.int64)[1]
     assert int(gpu_comm.sum()) == n  # one node per communication kernel

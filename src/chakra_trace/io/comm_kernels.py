@@ -58,11 +58,11 @@ RULES: tuple[KernelRule, ...] = (
     ),
     KernelRule(
         "deepep-layout",
-        r"deep_ep::layout::",
+        r"deep_ep::layout::|(deep_ep|dpsk::ep)::.*get_dispatch_layout",
         "DeepEP",
         "computation",
         comm=False,
-        example="deep_ep::layout::get_dispatch_layout<256, 32, 8>",
+        example="deep_ep::layout::get_dispatch_layout<256, 32, 8>; dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>",
         note="the routing layout computed before a dispatch moves no data",
     ),
     KernelRule(
@@ -99,10 +99,10 @@ RULES: tuple[KernelRule, ...] = (
     KernelRule("mscclpp", r"mscclpp", "MSCCL++", "host", example="mscclpp::allreduce8<__nv_bfloat16>"),
     KernelRule(
         "deepep",
-        r"deep_ep::",
+        r"deep_ep::|dpsk::ep::",
         "DeepEP (expert parallel)",
         "ALL_TO_ALL",
-        example="deep_ep::intranode::dispatch<8, 768, 8192>; deep_ep::internode_ll::combine<...>",
+        example="deep_ep::intranode::dispatch<8, 768, 8192>; dpsk::ep::internode::combine<...> (DeepSeek's own build)",
         note="dispatch, combine and their notify kernels exchange tokens between experts' ranks",
     ),
     KernelRule(

@@ -374,6 +374,13 @@ def from_chakra(trace, rank: int, start=None, end=None, source: str = "recorded"
     for ty, (s, kd) in _STREAM_OF.items():
         m = types == ty
         stream[m], kind[m] = s, kd
+    # a converted GPU copy or set ("Memcpy DtoD ...", "Memset ...": a COMP node on a stream) is
+    # memory time, as the Kineto file's gpu_memcpy / gpu_memset events are
+    on_stream = trace.attr_array("stream", np.int64)[1] & (types == int(NodeType.COMP_NODE))
+    if on_stream.any():
+        memory_name = np.array([bool(_MEMORY_KERNEL.match(n)) for n in trace.names], bool)
+        mem = on_stream & memory_name[trace.name_codes]
+        stream[mem], kind[mem] = 2, MEMORY
     if start is None:
         start = trace.start.astype(np.int64) * 1000 + offset_ns
         end = start + trace.duration.astype(np.int64) * 1000
