@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Profiler traces from the wild: what `chakra convert kineto` keeps of each, beside the raw file and HTA.
+"""Profiler traces from the wild: what `chakra convert kineto` keeps of each, beside the raw file, HTA and TraceLens.
 
     python benchmarks/wild_table.py FOLDER... [--json OUT] [--max-mb 200] [--timeout 300]
-        [--hta /tmp/hta-venv/bin/python]
+        [--hta /tmp/hta-venv/bin/python] [--tracelens /tmp/tl-venv/bin/python]
 
 For every Kineto trace under the folders (``*.json``, ``*.json.gz``, recursively; files that are
 not Kineto traces are listed as such) one row:
@@ -18,7 +18,13 @@ not Kineto traces are listed as such) one row:
   converted job: communication over communication + computation kernel time; HTA's,
   time of the ``get_gpu_kernel_breakdown`` classes naming COMMUNICATION over those naming
   COMMUNICATION or COMPUTATION (memory-only time left out, as in the two others; HTA's classes
-  are wall time, so overlapped kernels count once), or its one-line failure;
+  are wall time, so overlapped kernels count once), or its one-line failure; TraceLens's,
+  ``total_comm_time`` over ``total_comm_time`` + ``computation_time`` of its GPU timeline (also
+  wall time, memcpy and idle left out; `tracelens_side.py` says exactly what these are), or its
+  one-line failure;
+- TraceLens's GPU busy time: the union of all GPU events over every stream at once (wall time,
+  so at most the per-stream sum of the file column), with, where it differs, the busy time of
+  TraceLens's default that keeps only GPU events linked to a CPU op;
 - collectives: communication kernels in the file vs COMM nodes by type after conversion;
 - steps: distinct CPU-side ``ProfilerStep#N`` annotations in the file vs the converter's;
 - ``simulate --system recorded`` of the converted job vs its recorded span (first start to last
@@ -29,6 +35,8 @@ limit (``--mem-mb``); a file over ``--max-mb`` is listed, not read. A failure is
 never the end of the table. HTA (HolisticTraceAnalysis, not a dependency of chakra-trace) runs
 under the Python given by ``--hta`` (`hta_side.py`), e.g.
 ``python3 -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install HolisticTraceAnalysis "pandas<3"``.
+TraceLens (AMD's, no dependency either; installed from its source, see `tracelens_side.py`) runs
+likewise under ``--tracelens``, with the address-space limit of ``--mem-mb``.
 """
 
 from __future__ import annotations
@@ -256,6 +264,60 @@ def hta_figures(path: str | os.PathLike, python: str, timeout: float) -> dict[st
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ------------------------------------------------------------------------------------ TraceLens
+def tracelens_summary(res: dict[str, Any]) -> dict[str, Any]:
+    """The table's TraceLens figures from `tracelens_side.py`'s JSON, or {"error": one line}."""
+    if not res.get("load", {}).get("ok"):
+        return {"error": str(res.get("load", {}).get("error", "load failed"))[:160]}
+    tl = res.get("timeline", {})
+    every, linked = tl.get("all", {}), tl.get("linked", {})
+    if not every.get("ok"):
+        return {"error": str(every.get("error", "no GPU timeline"))[:160]}
+    us = every["us"]
+    comm, comp = float(us.get("total_comm_time", 0.0)), float(us.get("computation_time", 0.0))
+    out: dict[str, Any] = {
+        "comm_share": comm / (comm + comp) if comm + comp else 0.0,
+        "comm_us": comm,
+        "comp_us": comp,
+        "memcpy_us": float(us.get("total_memcpy_time", 0.0)),
+        "busy_us": float(us.get("busy_time", 0.0)),
+        "total_us": float(us.get("total_time", 0.0)),
+        "version": res.get("version", "?"),
+    }
+    # TraceLens's default (its reports'): only GPU events linked to a CPU op; none linked is an error
+    out["linked_busy_us"] = float(linked["us"].get("busy_time", 0.0)) if linked.get("ok") else 0.0
+    return out
+
+
+def tracelens_figures(path: str | os.PathLike, python: str, timeout: float, mem_mb: int = 12000) -> dict[str, Any]:
+    """TraceLens's GPU timeline of the one trace, by `tracelens_side.py` under TraceLens's own Python."""
+    tmp = tempfile.mkdtemp(prefix="wild_tl_")
+    try:
+        # TraceLens picks its reader by the name's ending: a plain .json or .json.gz link to the file
+        with open(path, "rb") as f:
+            name = "trace.json.gz" if f.read(2) == b"\x1f\x8b" else "trace.json"
+        os.symlink(os.path.abspath(path), os.path.join(tmp, name))
+        out = os.path.join(tmp, "tracelens.json.out")
+        cmd = [python, str(HERE / "tracelens_side.py"), os.path.join(tmp, name), "--json", out]
+        try:
+            p = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp, preexec_fn=lambda: _limit_memory(mem_mb)
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"timeout after {timeout:g} s"}
+        except OSError as e:  # no such Python
+            return {"error": one_line(e)}
+        if not os.path.exists(out):
+            why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+            if p.returncode < 0 or "MemoryError" in why:
+                why = f"over {mem_mb} MB of memory ({why})"
+            return {"error": why[:160]}
+        with open(out) as f:
+            return tracelens_summary(json.load(f))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 # ------------------------------------------------------------------------------------ a row
 def measure(path: str | os.PathLike, *, simulate: bool = True) -> dict[str, Any]:
     """One trace's row: the raw file's figures and the converted job's, each failure as text."""
@@ -321,10 +383,12 @@ def collect(
     timeout: float = 300,
     mem_mb: int = 12000,
     hta: str | None = None,
+    tracelens: str | None = None,
     simulate: bool = True,
     progress=None,
 ) -> list[dict[str, Any]]:
-    """Every trace's row (`measure`, in a child), with HTA's figures when ``hta`` names its Python."""
+    """Every trace's row (`measure`, in a child), with HTA's and TraceLens's figures when
+    ``hta`` / ``tracelens`` name their Pythons."""
     rows = []
     for path in find_traces(folders):
         mb = path.stat().st_size / 2**20
@@ -337,6 +401,8 @@ def collect(
         row = measure_in_child(path, timeout=timeout, mem_mb=mem_mb, simulate=simulate)
         if hta and "raw" in row:
             row["hta"] = hta_figures(path, hta, timeout)
+        if tracelens and "raw" in row:
+            row["tracelens"] = tracelens_figures(path, tracelens, timeout, mem_mb)
         rows.append(row)
         if progress:
             progress(row)
@@ -375,6 +441,8 @@ def markdown(rows: list[dict[str, Any]], base: str | None = None) -> str:
         "comm: file",
         "converted",
         "HTA",
+        "TraceLens",
+        "TraceLens busy ms",
         "comm kernels in file",
         "COMM nodes after",
         "steps file / conv",
@@ -384,36 +452,56 @@ def markdown(rows: list[dict[str, Any]], base: str | None = None) -> str:
     for r in rows:
         name = name_of(r, base)
         if "skipped" in r:
-            out.append([name, "–", f"skipped: {r['skipped']}", *["–"] * 9])
+            out.append([name, "–", f"skipped: {r['skipped']}", *["–"] * (len(head) - 3)])
             continue
         if "raw" not in r:
-            out.append([name, "–", f"unreadable: {r.get('raw_error', r.get('conv_error'))}", *["–"] * 9])
+            out.append([name, "–", f"unreadable: {r.get('raw_error', r.get('conv_error'))}", *["–"] * (len(head) - 3)])
             continue
         raw, conv = r["raw"], r.get("conv")
         hta = r.get("hta") or {}
         hta_s = _pct(hta["comm_share"]) if "comm_share" in hta else (f"fails: {hta['error']}" if hta else "–")
+        tl_s = tracelens_cells(r.get("tracelens"))
         cells = [name, raw["device"], f"{_ms(raw['gpu_union_us'])} / {_ms(raw['gpu_sum_us'])}"]
         comm_file = _counts(raw["comm_kernel_names"]) if raw["comm_kernels"] else "0"
         if conv is None:
-            cells += [f"fails: {r.get('conv_error')}", "–", _pct(raw["comm_share"]), "–", hta_s, comm_file, "–"]
+            cells += [f"fails: {r.get('conv_error')}", "–", _pct(raw["comm_share"]), "–", hta_s, *tl_s, comm_file, "–"]
             cells += [f"{raw['steps']} / –", "–"]
         else:
             kept = conv["kept_union_us"] / raw["gpu_union_us"] if raw["gpu_union_us"] else None
             recorded = conv["job_span_us"]
-            sim = _ms(conv["sim_us"]) if "sim_us" in conv else f"fails: {conv.get('sim_error', '–')}"
+            sim = (
+                _ms(conv["sim_us"])
+                if "sim_us" in conv
+                else f"fails: {conv['sim_error']}"
+                if "sim_error" in conv
+                else "–"
+            )
             cells += [
                 f"{_ms(conv['kept_union_us'])} / {_ms(conv['kept_sum_us'])}",
                 _pct(kept),
                 _pct(raw["comm_share"]),
                 _pct(conv["comm_share"]),
                 hta_s,
+                *tl_s,
                 comm_file,
                 _counts(conv["comm_node_types"]) if conv["comm_nodes"] else "0",
                 f"{raw['steps']} / {conv['steps']}",
                 f"{sim} / {_ms(recorded)}",
             ]
         out.append(cells)
-    return table(head, "llrrrrrlllll", out)
+    return table(head, "llrrrrrlllllll", out)
+
+
+def tracelens_cells(tl: dict[str, Any] | None) -> list[str]:
+    """The two TraceLens cells: its communication share, its GPU busy ms (and its linked-only default's)."""
+    if not tl:
+        return ["–", "–"]
+    if "error" in tl:
+        return [f"fails: {tl['error']}", "–"]
+    busy = _ms(tl["busy_us"])
+    if abs(tl["linked_busy_us"] - tl["busy_us"]) > 0.0005 * tl["busy_us"]:
+        busy += f" (linked {_ms(tl['linked_busy_us'])})"
+    return [_pct(tl["comm_share"]), busy]
 
 
 def failures(rows: list[dict[str, Any]], base: str | None = None) -> list[str]:
@@ -461,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=300, help="seconds per trace (and per HTA run)")
     ap.add_argument("--hta", help="a Python with HolisticTraceAnalysis installed (default: /tmp/hta-venv if there)")
     ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--tracelens", help="a Python with AMD's TraceLens installed (default: /tmp/tl-venv if there)")
+    ap.add_argument("--no-tracelens", action="store_true")
     ap.add_argument("--no-simulate", action="store_true")
     ap.add_argument("--base", help="file names relative to this folder")
     ap.add_argument("--row", help=argparse.SUPPRESS)  # the child: one trace's row as JSON on stdout
@@ -474,12 +564,18 @@ def main(argv: list[str] | None = None) -> int:
     hta = (
         None if args.no_hta else args.hta or next((p for p in ["/tmp/hta-venv/bin/python"] if os.path.exists(p)), None)
     )
+    tracelens = (
+        None
+        if args.no_tracelens
+        else args.tracelens or next((p for p in ["/tmp/tl-venv/bin/python"] if os.path.exists(p)), None)
+    )
     rows = collect(
         args.folders,
         max_mb=args.max_mb,
         timeout=args.timeout,
         mem_mb=args.mem_mb,
         hta=hta,
+        tracelens=tracelens,
         simulate=not args.no_simulate,
         progress=lambda r: print(f"measured {r['file']}", file=sys.stderr),
     )

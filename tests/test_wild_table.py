@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -91,3 +92,60 @@ def test_a_failure_is_a_row(tmp_path):
     not_trace.write_text('{"a": 1}')
     rows = _wild().collect([str(tmp_path)], simulate=False)
     assert {Path(r["file"]).name: ("skipped" in r) for r in rows} == {"bad.json": False, "other.json": True}
+
+
+# what benchmarks/tracelens_side.py wrote for gpu-wild/hta_nccl_parser.json.gz (TraceLens 171dd74; µs, rounded)
+TRACELENS_OUT = {
+    "trace": "/tmp/wild_tl_x/trace.json.gz",
+    "version": "0.1.0",
+    "load": {"ok": True, "s": 1.6},
+    "timeline": {
+        "all": {
+            "ok": True,
+            "s": 0.1,
+            "us": {
+                "computation_time": 116046.56,
+                "exposed_comm_time": 39529.33,
+                "exposed_memcpy_time": 1924.19,
+                "busy_time": 157500.08,
+                "idle_time": 503050.93,
+                "total_time": 660551.01,
+                "total_comm_time": 46876.49,
+                "total_memcpy_time": 2262.85,
+            },
+        },
+    },
+}
+TRACELENS_OUT["timeline"]["linked"] = TRACELENS_OUT["timeline"]["all"]  # every kernel there is linked
+
+
+def test_tracelens_output_into_the_row():
+    """The side script's JSON (TraceLens not needed): share = comm / (comm + computation), memcpy and
+    idle left out; busy as TraceLens's union; its linked-only default shown where it differs."""
+    tl = _wild().tracelens_summary(TRACELENS_OUT)
+    assert tl["comm_share"] == pytest.approx(46876.49 / (46876.49 + 116046.56))
+    assert tl["busy_us"] == tl["linked_busy_us"] == 157500.08
+    assert _wild().tracelens_cells(tl) == ["28.8%", "157.5"]
+    unlinked = json.loads(json.dumps(TRACELENS_OUT))  # no GPU event linked to a CPU op
+    unlinked["timeline"]["linked"] = {"ok": False, "error": "ValueError: No GPU events found in the trace"}
+    assert _wild().tracelens_cells(_wild().tracelens_summary(unlinked)) == ["28.8%", "157.5 (linked 0.000)"]
+    # TraceLens's failures are one line in the row, never the end of the table
+    failed = {"load": {"ok": False, "error": "KeyError: 'traceEvents'"}}
+    assert _wild().tracelens_summary(failed) == {"error": "KeyError: 'traceEvents'"}
+    no_gpu = {"load": {"ok": True}, "timeline": {"all": {"ok": False, "error": "ValueError: No GPU events"}}}
+    assert _wild().tracelens_cells(_wild().tracelens_summary(no_gpu)) == ["fails: ValueError: No GPU events", "–"]
+    assert _wild().tracelens_cells(None) == ["–", "–"]
+
+
+def test_tracelens_side_runs_apart(tmp_path):
+    """A Python without TraceLens gives a row with its one-line failure (the side script is never
+    imported here; nothing of chakra-trace imports TraceLens)."""
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": []}')
+    got = _wild().tracelens_figures(trace, "/nonexistent/python", timeout=30)
+    assert "error" in got and "\n" not in got["error"]
+    if importlib.util.find_spec("TraceLens") is None:  # this Python: the side script runs, TraceLens fails
+        got = _wild().tracelens_figures(trace, sys.executable, timeout=60)
+        assert got == {"error": "ModuleNotFoundError: No module named 'TraceLens'"}
+    src = ROOT / "src"
+    assert not [p for p in src.rglob("*.py") if "TraceLens" in p.read_text()]
