@@ -517,7 +517,9 @@ class GraphBuilder(KernelComm):
             assert tl.gpu is not None  # GPU work: self.gpu is set
             gk = np.flatnonzero(tl.is_gpu)
             node_row = tl.gpu["node_row"][tl.src[gk]]
-            launcher = np.where(node_row >= 0, tl.host_pos[np.maximum(node_row, 0)], -1)
+            launcher = (  # (no host op at all: a GPU-only trace)
+                np.where(node_row >= 0, tl.host_pos[np.maximum(node_row, 0)], -1) if tl.host_pos.size else node_row
+            )
             ok = (launcher >= 0) & (launcher < gk)
             # after the launcher when it had returned; else after what ran before it on its thread
             # (the kernel started inside it: an edge must not make the trace slower than the run)
@@ -580,7 +582,7 @@ class GraphBuilder(KernelComm):
         comm_attr: dict[str, dict[int, Any]] = {}
         threads = _ThreadIndex(host, th, s, e, ev_ids) if comm else None
         gpu_kinds = {}
-        specials = np.flatnonzero(host & comm_mask[np.where(host, src, 0)]).tolist()
+        specials = np.flatnonzero(host & comm_mask[np.where(host, src, 0)]).tolist() if comm_mask.size else []
         if tl.n_gpu:
             assert kin is not None and gpu is not None  # GPU work: self.gpu is set
             codes = kin.name[gpu["krow"][src[is_gpu]]]
@@ -658,15 +660,19 @@ class GraphBuilder(KernelComm):
         row_of, is_host_node = nodes.row_of, nodes.is_host_node
         comp_host = is_host_node & (nodes.types == NodeType.COMP_NODE)
         rows_c = np.maximum(row_of, 0)
+
+        def at(col: np.ndarray) -> np.ndarray:  # a per-host-row column per node (no host row: zeros)
+            return col[rows_c] if len(col) else np.zeros(N, col.dtype)
+
         has_rf = h.has("rf_id")
         schema_ok = np.array([bool(x) for x in h.strings], bool) if h.strings else np.zeros(1, bool)
-        sched = h.op_schema[rows_c]
+        sched = at(h.op_schema)
         attrs: dict[str, tuple] = {
             "is_cpu_op": (nodes.cpu_op, np.arange(N) < tl.n_ids + int(tl.tail)),
-            "num_ops": (flops[rows_c], comp_host & known[rows_c]),
-            "tensor_size": (nbytes[rows_c].astype(np.uint64), comp_host & (nbytes[rows_c] != 0)),
+            "num_ops": (at(flops), comp_host & at(known)),
+            "tensor_size": (at(nbytes).astype(np.uint64), comp_host & (at(nbytes) != 0)),
         }
-        costed = comp_host & known[rows_c]  # the compute type the roofline costs FLOPs at (`dtypes`)
+        costed = comp_host & at(known)  # the compute type the roofline costs FLOPs at (`dtypes`)
         dt, dt_names = op_dtypes(h.tensors, rows_c[costed])
         dt_col = np.zeros(N, np.int64)
         dt_col[costed] = np.maximum(dt, 0)
@@ -682,10 +688,10 @@ class GraphBuilder(KernelComm):
             (np.maximum(sched, 0), h.strings),
             comp_host & (sched >= 0) & schema_ok[np.maximum(sched, 0)],
         )
-        attrs["rf_id"] = (h.rf_id[rows_c], is_host_node & has_rf[rows_c])
+        attrs["rf_id"] = (at(h.rf_id), is_host_node & at(has_rf))
         attrs["tid"] = (nodes.thread_of, nodes.has_tid)
         if self.estimated.any():
-            attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & self.estimated[rows_c])
+            attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & at(self.estimated))
         dev = self.device_nodes & comp_host
         if "duration_unknown" in comm_attr:  # collectives whose kernel the trace lacks (`_kernel_not_recorded`)
             dev |= _sparse(comm_attr["duration_unknown"], N)[1]
