@@ -39,7 +39,7 @@ from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes
 from . import sync
-from .dtypes import op_dtypes
+from .dtypes import node_dtypes
 from .flops import needs_values, tensor_cost
 from .gpu_work import GpuWork, _ThreadIndex
 from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_to_us, rows_on_device
@@ -336,6 +336,7 @@ class GraphBuilder(KernelComm):
         comm_mask = np.zeros(len(self.h), bool)
         comm_mask[list(comm)] = True
         flops, known, nbytes = self._costs(folded_into, comm_mask, levels)
+        dtypes = node_dtypes(self.h.tensors, folded_into, self.h.ids)  # (of the ops folded in, too)
         tl = self._timeline(node_rows, folded_into)
         nodes = self._node_columns(tl)
         start, dur = self._node_times(tl)
@@ -346,7 +347,7 @@ class GraphBuilder(KernelComm):
         if tl.n_gpu:
             self._sync_edges(tl, dep_src, dep_dst)
         data = self._dependency_csr(tl.n, dep_src, dep_dst)
-        attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes)
+        attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes, dtypes)
         self._process_group_node(nodes, attrs)
         names, name_codes = self._name_table(nodes.names, nodes.name_src)
         return dict(
@@ -650,10 +651,11 @@ class GraphBuilder(KernelComm):
         return indptr, (pairs % n).astype(np.uint64)
 
     def _attributes(
-        self, tl: _Timeline, nodes: _Nodes, comm_attr: dict[str, dict[int, Any]], flops, known, nbytes
+        self, tl: _Timeline, nodes: _Nodes, comm_attr: dict[str, dict[int, Any]], flops, known, nbytes, dtypes
     ) -> dict[str, tuple]:
         """Node attributes as (values, present) columns: is_cpu_op, FLOPs and bytes, communication,
-        op_schema, rf_id, tid, the GPU stream and device, all_to_allv split sizes."""
+        op_schema, rf_id, tid, the GPU stream and device, all_to_allv split sizes; ``dtypes``:
+        (codes per host row, names) of `dtypes.node_dtypes`."""
         h = self.h
         N = tl.n
         ev_ids, is_gpu = tl.ids, tl.is_gpu
@@ -673,7 +675,7 @@ class GraphBuilder(KernelComm):
             "tensor_size": (at(nbytes).astype(np.uint64), comp_host & (at(nbytes) != 0)),
         }
         costed = comp_host & at(known)  # the compute type the roofline costs FLOPs at (`dtypes`)
-        dt, dt_names = op_dtypes(h.tensors, rows_c[costed])
+        dt, dt_names = at(dtypes[0])[costed], dtypes[1]
         dt_col = np.zeros(N, np.int64)
         dt_col[costed] = np.maximum(dt, 0)
         dt_has = np.zeros(N, bool)
