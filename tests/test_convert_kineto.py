@@ -359,9 +359,10 @@ def test_cli_writes_one_trace_per_rank(tmp_path, capsys):
     [
         b"{not json",
         json.dumps({"nodes": []}).encode(),  # a host trace, not Kineto
-        json.dumps({"traceEvents": [_x("k", "kernel", 0, 1)]}).encode(),  # no CPU ops
+        # no CPU ops and no GPU activity (a kernel alone is a GPU-only trace: converted)
+        json.dumps({"traceEvents": [_x("cudaLaunchKernel", "cuda_runtime", 0, 1)]}).encode(),
     ],
-    ids=["not-json", "host-trace", "no-cpu-ops"],
+    ids=["not-json", "host-trace", "no-ops-no-gpu-work"],
 )
 def test_bad_input_is_one_line_naming_the_file(tmp_path, capsys, data):
     path = tmp_path / "x.json"

@@ -23,6 +23,7 @@ import pytest
 from chakra_trace.analyze.streams import stream_busy
 from chakra_trace.convert.profiler import convert_kineto_trace
 from chakra_trace.convert.pytorch import convert_pytorch
+from chakra_trace.errors import TraceFormatError
 from chakra_trace.io.et import read_trace, write_trace
 from conftest import DATA, SHARED, run_cli
 
@@ -86,12 +87,18 @@ def _truth(path: Path) -> dict:
 def test_gpu_time_is_kept_or_listed(path, tmp_path):
     if not path.is_file():
         pytest.skip(f"needs {path}: ../shared/traces beside the checkout (CI has it)")
+    _check_conserved(path, tmp_path)
+
+
+def _check_conserved(path: Path, tmp_path: Path):
+    """The invariant on one file: every GPU activity kept or listed, per stream, against the raw
+    JSON; the converted job's busy time per stream equal to the file's; no edge slows it down."""
     truth = _truth(path)
     trace, rep = convert_kineto_trace(path, shapes=False)
     gt = rep.gpu_time
     if not truth["events"]:
         assert gt is None or gt.events == 0
-        return
+        return trace, rep
     assert gt is not None
     # kept + listed as left out = every GPU activity of the file, per stream
     by = {(s.device, s.stream): s for s in gt.streams}
@@ -121,6 +128,7 @@ def test_gpu_time_is_kept_or_listed(path, tmp_path):
     )
     assert (on_gpu[pred[late]] != on_gpu[node[late]]).all()
     assert rep.gpu_nodes == sum(len(st["kept"]) for st in truth["streams"].values())
+    return trace, rep
 
 
 def test_cli_reports_gpu_time(tmp_path, capsys):
@@ -193,3 +201,62 @@ def test_host_and_kineto_conversion_accounts_for_gpu_time():
     busy = stream_busy(t).busy_us()
     for s in gt.streams:
         assert abs(busy.get((s.device, s.stream), 0) - s.kept_us) <= 1 + s.kept  # (whole µs per node)
+
+
+def _gpu_only(tmp_path: Path, name: str = "gpu_only.json.gz") -> Path:
+    """A GPU-only trace (what TraceLens' MI210 example is: hip runtime calls and kernels, no CPU
+    op): two threads launch onto two streams, one kernel launched by no recorded call."""
+    ev = [
+        _x("hipLaunchKernel", "cuda_runtime", 100, 5, tid=11, pid=11, correlation=1),
+        _x("k1", "kernel", 110, 50, tid=0, pid=1, correlation=1, stream=0, device=1),
+        _x("hipLaunchKernel", "cuda_runtime", 106, 5, tid=11, pid=11, correlation=2),
+        _x("k2", "kernel", 160, 30, tid=0, pid=1, correlation=2, stream=0, device=1),  # queued behind k1
+        _x("hipMemcpyAsync", "cuda_runtime", 120, 4, tid=12, pid=11, correlation=3),
+        _x("Memcpy HtoD", "gpu_memcpy", 130, 20, tid=3, pid=1, correlation=3, stream=3, device=1),
+        _x("k3", "kernel", 200, 10, tid=0, pid=1, correlation=99, stream=0, device=1),  # no launch recorded
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "x", "ts": 90, "dur": 140},
+        {"ph": "M", "name": "process_name", "pid": 11, "tid": 0, "args": {"name": "python3"}},
+    ]
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(json.dumps({"schemaVersion": 1, "traceEvents": ev}).encode()))
+    return path
+
+
+def test_gpu_only_trace_is_a_job_of_its_gpu_work(tmp_path, capsys):
+    """No CPU op recorded (the MI210 trace of TraceLens' examples): the job is the GPU activities,
+    one node each, chained per stream, in a window that is the whole recording; GPU time is
+    conserved (the corpus invariant), and the report says the host side was not recorded."""
+    path = _gpu_only(tmp_path)
+    t, rep = _check_conserved(path, tmp_path)
+    assert not rep.host_recorded and rep.cpu_ops == 0
+    assert any("host side was not recorded" in w for w in rep.warnings)
+    gt = rep.gpu_time
+    assert gt is not None and (gt.events, gt.kept, gt.dropped()) == (4, 4, {})
+    assert len(t) == rep.gpu_nodes == 4 and rep.span_us == 140  # the profiler's span: 90-230 µs
+    names = t.name_array.tolist()
+    ip, pred = t.graph().preds
+    preds = {n: {names[p] for p in pred[ip[k] : ip[k + 1]]} for k, n in enumerate(names)}
+    assert preds == {"k1": set(), "k2": {"k1"}, "k3": {"k2"}, "Memcpy HtoD": set()}  # stream order only
+    assert stream_busy(t).busy_us() == {(1, 0): 90, (1, 3): 20}
+    rc, out, _ = run_cli(["convert", "kineto", str(path), "-o", str(tmp_path / "out")], capsys)
+    assert rc == 0 and "host side was not recorded" in out and "GPU time kept 0.11 of 0.11 ms" in out
+
+
+@pytest.mark.parametrize(
+    "events, held",
+    [
+        ([_x("hipLaunchKernel", "cuda_runtime", 100, 5, correlation=1)], "1 cuda_runtime"),
+        ([{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python3"}}], "1 uncategorized"),
+        ([], "no events"),
+    ],
+    ids=["runtime-calls-only", "metadata-only", "empty"],
+)
+def test_trace_without_ops_or_gpu_work_is_refused(tmp_path, capsys, events, held):
+    """Neither CPU ops nor GPU activity: nothing ran that a job could be made of; refused in one
+    line that names the file and what it holds."""
+    path = tmp_path / "rank0.kineto.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    with pytest.raises(TraceFormatError, match=f"holds {held}.*: no CPU op .* and no GPU activity"):
+        convert_kineto_trace(path)
+    rc, out, err = run_cli(["convert", "kineto", str(path), "-o", str(tmp_path / "out")], capsys)
+    assert rc != 0 and str(path) in err and held in err and len(err.strip().splitlines()) == 1

@@ -80,13 +80,13 @@ def test_row_invariants(name):
 
 
 def test_a_failure_is_a_row(tmp_path):
-    bad = tmp_path / "bad.json"
+    bad = tmp_path / "bad.json"  # (a kernel alone would be a GPU-only trace: converted)
     bad.write_text(
-        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 7}]}'
+        '{"traceEvents": [{"ph": "X", "cat": "cuda_runtime", "name": "cudaMalloc", "ts": 1, "dur": 2, "pid": 0, "tid": 7}]}'
     )
     row = _wild().measure(bad, simulate=False)
-    assert row["raw"]["gpu_union_us"] == 2
-    assert "no CPU op events" in row["conv_error"]
+    assert row["raw"]["gpu_union_us"] == 0
+    assert "holds 1 cuda_runtime events: no CPU op" in row["conv_error"]
     assert "fails:" in _wild().markdown([row])
     not_trace = tmp_path / "other.json"
     not_trace.write_text('{"a": 1}')

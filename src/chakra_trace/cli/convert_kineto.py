@@ -60,7 +60,7 @@ def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, no_
             con.print("  message sizes from: " + ", ".join(f"{k} {v}" for k, v in rep.sizes_from.items()))
         if rep.comm_kernels:  # communication kernels: library, where the type and size came from
             con.print("  communication kernels: " + "; ".join(f"{k} {v}" for k, v in rep.comm_kernels.items()))
-        if not rep.with_shapes:
+        if not rep.with_shapes and rep.host_recorded:
             con.print(
                 "  [yellow]note:[/yellow] no input shapes recorded (record_shapes=False): sizes and FLOPs unknown"
             )

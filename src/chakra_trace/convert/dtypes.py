@@ -7,13 +7,21 @@ input tensor decides, else the first input tensor, else the first output. Names 
 `schema.devices.DTYPES` for the types datasheets give peaks for (fp64, fp32, bf16, fp16, fp8,
 int8) and plain names for the others (int64, bool, ...). TF32 is not a tensor type: FP32 work
 that ran on TF32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``) is not in the trace.
+
+A node that folds other ops (`convert.rank_graph`: an op and its descendants in the host trace
+become one node, whose FLOPs are theirs) computes in its ops' type, not only its own: a backward
+node (``autograd::engine::evaluate_function: ConvolutionBackward0``) records no tensors at all,
+its ``aten::convolution_backward`` child does. `node_dtypes` takes, in this order: the node's own
+type when floating; else the first floating type among the ops folded into it (first in
+execution order: lowest id); else its own non-floating type; else the first folded op's
+non-floating type. A node none of whose ops records a typed tensor has no type.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ELEMENT_DTYPES", "element_dtype", "op_dtypes"]
+__all__ = ["ELEMENT_DTYPES", "element_dtype", "node_dtypes", "op_dtypes"]
 
 #: The trace's element type names (``Tensor(<name>)``; Kineto's "Input type") as dtype names.
 ELEMENT_DTYPES = {
@@ -76,4 +84,28 @@ def op_dtypes(tensors, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
     order = np.lexsort((ks, rank, owner))
     first = np.unique(owner[order], return_index=True)[1]
     out[owner[order][first]] = code[order][first]
+    return out, names
+
+
+def node_dtypes(tensors, folded_into: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The compute type of each node row (a row r with ``folded_into[r] == r``) from the ops folded
+    into it (rows with ``folded_into`` equal to it; -1: in no node), by the rule of the module
+    docstring; ``order`` ranks rows in execution order (the host trace's ids). Codes into the
+    returned names per row, -1 where the row is no node or nothing in it has a type."""
+    folded_into = np.asarray(folded_into, np.int64)
+    out = np.full(folded_into.size, -1, np.int64)
+    rows = np.flatnonzero(folded_into >= 0)
+    dt, names = op_dtypes(tensors, rows)
+    typed = dt >= 0
+    rows, dt = rows[typed], dt[typed]
+    if not rows.size:
+        return out, names
+    floating = np.array([n in _FLOATING for n in names], bool)[dt]
+    node = folded_into[rows]
+    own = rows == node
+    # 0: its own floating type, 1: a folded op's floating one, 2: its own other, 3: a folded op's other
+    prio = np.where(floating, 0, 2) + ~own
+    pick = np.lexsort((np.asarray(order)[rows], prio, node))
+    first = np.unique(node[pick], return_index=True)[1]
+    out[node[pick][first]] = dt[pick][first]
     return out, names

@@ -123,7 +123,7 @@ class GpuWork:
             "stream_key": key,
             "krow": lk.gpu_event[ok],
             "hrow": hk,
-            "node_row": np.where(hk >= 0, folded_into[np.maximum(hk, 0)], -1),
+            "node_row": np.where(hk >= 0, folded_into[np.maximum(hk, 0)], -1) if folded_into.size else hk,
             "launch": self.launch_times()[ok],
             "thread": np.where(rt >= 0, self.kin.tid[np.maximum(rt, 0)], -1).astype(np.int64),
         }

@@ -42,6 +42,12 @@ What is read, and how reliably (per rank, `KinetoRankReport` says which way each
   ``record_shapes`` was on. Kineto records inputs only, so bytes count inputs (the host trace
   adds outputs), and an op whose FLOPs depend on its output shape is costed from its inputs.
 
+A GPU-only trace (runtime calls and GPU activity, no CPU op: the profiler ran without CPU
+activities, or a tool kept the device side) is still a trace: its job is the GPU activities, one
+node each on its stream, in stream order (no host node exists to launch them), in a window that
+is the whole recording; the report says the host side was not recorded (`host_recorded`). A
+file with neither CPU ops nor GPU activity is refused, naming what it holds.
+
 A folder of Kineto traces only (``rank<r>.kineto.json[.gz]``, no host traces) opens with
 `Workload.open` through this converter (`read_kineto_folder`), so every command takes it.
 
@@ -71,7 +77,7 @@ from ..io.cache import cached_trace
 from ..io.collect_folder import is_kineto_folder, kineto_files, rank_files, trace_rank
 from ..io.collective_names import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
 from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
-from ..io.kineto_formats import no_gpu_note
+from ..io.kineto_formats import describe_contents, gpu_only_note, no_gpu_note
 from ..io.nesting import interval_parents
 from ..io.pytorch_host.model import HostTensors, NameColumn
 from ..io.workload import Progress, Workload, register_source, select_ranks
@@ -145,6 +151,7 @@ class KinetoRankReport:
     sizes_from: dict[str, int] = field(default_factory=dict)  # how communication op sizes were found
     comm_kernels: dict[str, int] = field(default_factory=dict)  # communication kernels: library, type and size from
     with_shapes: bool = False  # the profiler recorded input shapes (record_shapes=True)
+    host_recorded: bool = True  # False: a GPU-only trace (no CPU ops): nodes are the GPU activities
     span_us: float = 0.0
     steps_us: list[float] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -598,8 +605,13 @@ def convert_kineto_trace(
     rep = KinetoRankReport(rank=int(rank), path=kin.path)
     is_x = kin.ph == ord("X")
     rows = np.flatnonzero(kin.mask(CPU_CATS) & is_x)
-    if rows.size == 0:
-        raise TraceFormatError(kin.path, "no CPU op events (cat cpu_op / user_annotation): nothing to convert")
+    gpu = np.flatnonzero(kin.mask(GPU_CATS) & is_x)
+    if rows.size == 0 and gpu.size == 0:
+        raise TraceFormatError(
+            kin.path,
+            f"holds {describe_contents(kin.category_counts())}: no CPU op (cpu_op / user_annotation) "
+            "and no GPU activity (kernel, gpu_memcpy, gpu_memset), nothing a job could be made of",
+        )
     start = kin.ts[rows].astype(np.int64)
     end = start + np.maximum(kin.dur[rows], 0)
     tid = kin.tid[rows].astype(np.int64)
@@ -607,7 +619,6 @@ def convert_kineto_trace(
     host.build_tensors()
     rep.cpu_ops = int(rows.size)
     rep.threads = int(np.unique(tid).size)
-    gpu = np.flatnonzero(kin.mask(GPU_CATS) & is_x)
     rep.gpu_events = dict(Counter(kin.cats[c] for c in kin.cat[gpu].tolist()))
     rep.runtime_calls = int(np.count_nonzero(kin.mask(RUNTIME_CATS) & is_x))
     rep.with_shapes = bool(host.with_shapes.any())
@@ -622,7 +633,11 @@ def convert_kineto_trace(
 
     gpu_work = GpuWork(kin_keyed, lk) if lk.gpu_event.size else None
     steps = kin.steps()
-    if not steps:  # no step bounds the recorded window: it holds every CPU op and GPU launch
+    if not rows.size:  # GPU-only (the host side was not recorded): the window is the whole recording
+        rep.host_recorded = False
+        rep.warnings.append(gpu_only_note(kin.category_counts()))
+        steps = [(-1, *_recording_span(kin))]
+    elif not steps:  # no step bounds the recorded window: it holds every CPU op and GPU launch
         launched = gpu_work.launch_span() if gpu_work is not None else None
         lo, hi = int(start.min()), int(end.max())
         steps = [(-1, lo, hi) if launched is None else (-1, min(lo, launched[0]), max(hi, launched[1]))]
@@ -633,7 +648,7 @@ def convert_kineto_trace(
         conv = _KinetoConverter(host, start, end, tid, user_annotation, steps, conv_report)
         conv.gpu = gpu_work
         trace = conv.run(interval_parents)
-    rep.warnings = [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
+    rep.warnings += [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
     note = no_gpu_note(kin.category_counts()) if gpu.size == 0 else None
     if note:
         rep.warnings.append(note)
@@ -657,6 +672,14 @@ def convert_kineto_trace(
     rep.span_us = conv_report.span_us
     rep.steps_us = conv_report.steps_us
     return trace, rep
+
+
+def _recording_span(kin: KinetoTrace) -> tuple[int, int]:
+    """First start and last end (ns) of every timed event of the file: the recorded window of a
+    trace whose host side was not recorded (no step, no CPU op bounds it)."""
+    x = np.flatnonzero(kin.ph == ord("X"))
+    s = kin.ts[x].astype(np.int64)
+    return int(s.min()), int((s + np.maximum(kin.dur[x], 0)).max())
 
 
 # ------------------------------------------------------------------------------------ a whole job

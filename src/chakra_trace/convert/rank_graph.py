@@ -39,7 +39,7 @@ from ..schema.resources import HOST_GAP
 from ..schema.trace import Trace
 from ..schema.wire import intern_bytes
 from . import sync
-from .dtypes import op_dtypes
+from .dtypes import node_dtypes
 from .flops import needs_values, tensor_cost
 from .gpu_work import GpuWork, _ThreadIndex
 from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_to_us, rows_on_device
@@ -336,6 +336,7 @@ class GraphBuilder(KernelComm):
         comm_mask = np.zeros(len(self.h), bool)
         comm_mask[list(comm)] = True
         flops, known, nbytes = self._costs(folded_into, comm_mask, levels)
+        dtypes = node_dtypes(self.h.tensors, folded_into, self.h.ids)  # (of the ops folded in, too)
         tl = self._timeline(node_rows, folded_into)
         nodes = self._node_columns(tl)
         start, dur = self._node_times(tl)
@@ -346,7 +347,7 @@ class GraphBuilder(KernelComm):
         if tl.n_gpu:
             self._sync_edges(tl, dep_src, dep_dst)
         data = self._dependency_csr(tl.n, dep_src, dep_dst)
-        attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes)
+        attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes, dtypes)
         self._process_group_node(nodes, attrs)
         names, name_codes = self._name_table(nodes.names, nodes.name_src)
         return dict(
@@ -517,7 +518,9 @@ class GraphBuilder(KernelComm):
             assert tl.gpu is not None  # GPU work: self.gpu is set
             gk = np.flatnonzero(tl.is_gpu)
             node_row = tl.gpu["node_row"][tl.src[gk]]
-            launcher = np.where(node_row >= 0, tl.host_pos[np.maximum(node_row, 0)], -1)
+            launcher = (  # (no host op at all: a GPU-only trace)
+                np.where(node_row >= 0, tl.host_pos[np.maximum(node_row, 0)], -1) if tl.host_pos.size else node_row
+            )
             ok = (launcher >= 0) & (launcher < gk)
             # after the launcher when it had returned; else after what ran before it on its thread
             # (the kernel started inside it: an edge must not make the trace slower than the run)
@@ -580,7 +583,7 @@ class GraphBuilder(KernelComm):
         comm_attr: dict[str, dict[int, Any]] = {}
         threads = _ThreadIndex(host, th, s, e, ev_ids) if comm else None
         gpu_kinds = {}
-        specials = np.flatnonzero(host & comm_mask[np.where(host, src, 0)]).tolist()
+        specials = np.flatnonzero(host & comm_mask[np.where(host, src, 0)]).tolist() if comm_mask.size else []
         if tl.n_gpu:
             assert kin is not None and gpu is not None  # GPU work: self.gpu is set
             codes = kin.name[gpu["krow"][src[is_gpu]]]
@@ -648,26 +651,31 @@ class GraphBuilder(KernelComm):
         return indptr, (pairs % n).astype(np.uint64)
 
     def _attributes(
-        self, tl: _Timeline, nodes: _Nodes, comm_attr: dict[str, dict[int, Any]], flops, known, nbytes
+        self, tl: _Timeline, nodes: _Nodes, comm_attr: dict[str, dict[int, Any]], flops, known, nbytes, dtypes
     ) -> dict[str, tuple]:
         """Node attributes as (values, present) columns: is_cpu_op, FLOPs and bytes, communication,
-        op_schema, rf_id, tid, the GPU stream and device, all_to_allv split sizes."""
+        op_schema, rf_id, tid, the GPU stream and device, all_to_allv split sizes; ``dtypes``:
+        (codes per host row, names) of `dtypes.node_dtypes`."""
         h = self.h
         N = tl.n
         ev_ids, is_gpu = tl.ids, tl.is_gpu
         row_of, is_host_node = nodes.row_of, nodes.is_host_node
         comp_host = is_host_node & (nodes.types == NodeType.COMP_NODE)
         rows_c = np.maximum(row_of, 0)
+
+        def at(col: np.ndarray) -> np.ndarray:  # a per-host-row column per node (no host row: zeros)
+            return col[rows_c] if len(col) else np.zeros(N, col.dtype)
+
         has_rf = h.has("rf_id")
         schema_ok = np.array([bool(x) for x in h.strings], bool) if h.strings else np.zeros(1, bool)
-        sched = h.op_schema[rows_c]
+        sched = at(h.op_schema)
         attrs: dict[str, tuple] = {
             "is_cpu_op": (nodes.cpu_op, np.arange(N) < tl.n_ids + int(tl.tail)),
-            "num_ops": (flops[rows_c], comp_host & known[rows_c]),
-            "tensor_size": (nbytes[rows_c].astype(np.uint64), comp_host & (nbytes[rows_c] != 0)),
+            "num_ops": (at(flops), comp_host & at(known)),
+            "tensor_size": (at(nbytes).astype(np.uint64), comp_host & (at(nbytes) != 0)),
         }
-        costed = comp_host & known[rows_c]  # the compute type the roofline costs FLOPs at (`dtypes`)
-        dt, dt_names = op_dtypes(h.tensors, rows_c[costed])
+        costed = comp_host & at(known)  # the compute type the roofline costs FLOPs at (`dtypes`)
+        dt, dt_names = at(dtypes[0])[costed], dtypes[1]
         dt_col = np.zeros(N, np.int64)
         dt_col[costed] = np.maximum(dt, 0)
         dt_has = np.zeros(N, bool)
@@ -682,10 +690,10 @@ class GraphBuilder(KernelComm):
             (np.maximum(sched, 0), h.strings),
             comp_host & (sched >= 0) & schema_ok[np.maximum(sched, 0)],
         )
-        attrs["rf_id"] = (h.rf_id[rows_c], is_host_node & has_rf[rows_c])
+        attrs["rf_id"] = (at(h.rf_id), is_host_node & at(has_rf))
         attrs["tid"] = (nodes.thread_of, nodes.has_tid)
         if self.estimated.any():
-            attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & self.estimated[rows_c])
+            attrs["duration_estimated"] = (np.ones(N, bool), is_host_node & at(self.estimated))
         dev = self.device_nodes & comp_host
         if "duration_unknown" in comm_attr:  # collectives whose kernel the trace lacks (`_kernel_not_recorded`)
             dev |= _sparse(comm_attr["duration_unknown"], N)[1]

@@ -25,7 +25,16 @@ import re
 
 import numpy as np
 
-__all__ = ["LEGACY_CATS", "GPU_STEP_CATS", "canonical_cats", "is_blocking_call", "json_kind", "no_gpu_note"]
+__all__ = [
+    "LEGACY_CATS",
+    "GPU_STEP_CATS",
+    "canonical_cats",
+    "describe_contents",
+    "gpu_only_note",
+    "is_blocking_call",
+    "json_kind",
+    "no_gpu_note",
+]
 
 #: Category names of PyTorch 1.8/1.9-era traces (and one misspelling) -> today's names.
 LEGACY_CATS = {
@@ -115,3 +124,22 @@ def no_gpu_note(category_counts: dict[str, int]) -> str | None:
     if calls:
         return f"{head}, and its {calls:,} GPU runtime calls launch nothing (the profiler recorded no GPU activity)"
     return None
+
+
+def describe_contents(category_counts: dict[str, int]) -> str:
+    """What a trace holds, by category, most first ("631 cuda_runtime, 56 uncategorized (metadata)
+    events"): the reason a file with nothing to convert is refused names it."""
+    if not category_counts:
+        return "no events"
+    items = sorted(category_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{n:,} {c or 'uncategorized (metadata)'}" for c, n in items) + " events"
+
+
+def gpu_only_note(category_counts: dict[str, int]) -> str:
+    """The report's line for a trace with GPU activity and no CPU op: what was converted, and how."""
+    calls = sum(n for c, n in category_counts.items() if c in ("cuda_runtime", "cuda_driver"))
+    launched = f", launched by {calls:,} runtime calls" if calls else ""
+    return (
+        "the host side was not recorded (no cpu_op / user_annotation events): the job is the GPU "
+        f"activities{launched}, one node each on its stream, in stream order; the window is the whole recording"
+    )

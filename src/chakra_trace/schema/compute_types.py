@@ -23,11 +23,13 @@ a device with a TF32 peak:
   TF32 peak;
 - ``"fp32"``: every FP32 op at the FP32 peak (``NVIDIA_TF32_OVERRIDE=0``).
 
-Other FP32 ops (elementwise, normalizations) never use TF32.
+Other FP32 ops (elementwise, normalizations) never use TF32. A backward node is of the class of
+the op it differentiates (``ConvolutionBackward0`` a convolution, ``AddmmBackward0`` a matmul).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,11 +113,23 @@ CONV_OPS = CONV_FORWARD_OPS | CONV_BACKWARD_OPS
 
 _OTHER, _MATMUL, _CONV = 0, 1, 2
 
+#: Backward nodes (``autograd::engine::evaluate_function: ConvolutionBackward0``, or the autograd
+#: node's own name): the class of the op whose gradient they compute (their FLOPs are its backward
+#: op's, folded into them: `convert.dtypes`), by the autograd node's name.
+_AUTOGRAD_PREFIX = "autograd::engine::evaluate_function: "
+_AUTOGRAD_CONV = re.compile(r"(Cudnn|Mkldnn|Miopen|Slow|Thnn)?Conv\w*Backward")
+_AUTOGRAD_MATMUL = re.compile(r"(Mm|Addmm|Bmm|Baddbmm|Addbmm|Mv|Addmv|Dot|Vdot|ScaledMm|ScaledDotProduct\w*)Backward")
+
 
 def _op_class(name: str) -> int:
     if name in CONV_OPS:
         return _CONV
-    return _MATMUL if name in MATMUL_OPS or name in ATTENTION_OPS else _OTHER
+    if name in MATMUL_OPS or name in ATTENTION_OPS:
+        return _MATMUL
+    node = name.removeprefix(_AUTOGRAD_PREFIX)
+    if _AUTOGRAD_CONV.match(node):
+        return _CONV
+    return _MATMUL if _AUTOGRAD_MATMUL.match(node) else _OTHER
 
 
 def _check(fp32_as: str) -> str:
