@@ -11,10 +11,11 @@ covers (Python, the framework) becomes explicit `[host]` COMP nodes, so idle gap
 visible and the critical path of the result reproduces the measured step.
 
 Dependencies are execution order, in `data_deps` (what every simulator resolves): nodes of a
-thread in order; a collective after the node that issued it; the issuing thread joins the
-collective at its first node that starts after the collective ends. Every edge goes from a
-node that ended to one that started later in the measurement, so no dependency can make the
-converted trace slower than the run it came from.
+thread in order; without recorded times, the threads in record order too (`convert.threads`:
+the thread that asked for the backward pass waits for it); a collective after the node that
+issued it; the issuing thread joins the collective at its first node that starts after the
+collective ends. Every edge goes from a node that ended to one that started later in the
+measurement, so no dependency can make the converted trace slower than the run it came from.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from .gpu_work import GpuWork, _ThreadIndex
 from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_to_us, rows_on_device
 from .kernel_comm import KernelComm, kernel_codes
 from .report import ConversionReport
+from .threads import record_order_edges
 
 # Ranges that only label time; record_param_comms only wraps the op that does the communication.
 _ANNOTATION_PREFIXES = (
@@ -344,6 +346,12 @@ class GraphBuilder(KernelComm):
         comm_attr, extra_src, extra_dst = self._comm_nodes(tl, nodes, comm, comm_mask, kinds)
         dep_src.append(np.asarray(extra_src, np.int64))
         dep_dst.append(np.asarray(extra_dst, np.int64))
+        if not self.timed:  # no times: threads in the order they were recorded (`convert.threads`)
+            hk = np.flatnonzero(tl.host)
+            rows = tl.src[hk]
+            after, before = record_order_edges(self.h.ids[rows], tl.th[hk], comm_mask[rows])
+            dep_src.append(tl.ids[hk[after]])
+            dep_dst.append(tl.ids[hk[before]])
         if tl.n_gpu:
             self._sync_edges(tl, dep_src, dep_dst)
         data = self._dependency_csr(tl.n, dep_src, dep_dst)
