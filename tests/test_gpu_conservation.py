@@ -2,9 +2,10 @@
 reason: an invariant over every Kineto trace at hand (the public traces of ../shared/traces/gpu-wild
 and param, the project's own under tests/data), not an expected value per trace.
 
-Ground truth comes from the raw JSON in a few lines (`_truth`): the GPU activities per (pid, tid),
-the recorded window (the CPU-side ``ProfilerStep#N`` annotations; the whole recording without
-any), each activity's launch (the runtime call with its correlation id, else its own start).
+Ground truth comes from the raw JSON in a few lines (`_truth`): the GPU activities (and MTIA's
+work, `_is_work`) per (device, stream) of their args, else (pid, tid), the recorded window (the
+CPU-side ``ProfilerStep#N`` annotations; the whole recording without any), each activity's
+launch (the runtime call with its correlation id, else its own start).
 The converted job is measured by `analyze.streams.stream_busy` after a round trip through .et."""
 
 from __future__ import annotations
@@ -30,8 +31,16 @@ from conftest import DATA, SHARED, run_cli
 # today's categories and PyTorch 1.8's (2021: Kernel, Memcpy, Memset, Operator, Runtime)
 GPU = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 CPU = {"cpu_op", "user_annotation", "Operator"}
-RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime"}
+RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"}
 STEP = re.compile(r"ProfilerStep#\d+$")
+
+
+def _is_work(e: dict) -> bool:
+    """A GPU activity, or MTIA's (all under ``mtia_ccp_events``): every one of its events is work
+    (kernels, pe_exe, dma_request copies) except the ``event_record`` / ``event_wait`` markers."""
+    if e.get("cat") == "mtia_ccp_events":
+        return not str(e.get("name", "")).startswith("event_")
+    return e.get("cat") in GPU
 
 
 def _corpus() -> list[Path]:
@@ -61,7 +70,7 @@ def _truth(path: Path) -> dict:
     inside the recorded window."""
     doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
     ev = [e for e in (doc["traceEvents"] if isinstance(doc, dict) else doc) if e.get("ph") == "X"]
-    gpu = [e for e in ev if e.get("cat") in GPU]
+    gpu = [e for e in ev if _is_work(e)]
     launch_at = {
         e["args"]["correlation"]: _ns(e["ts"])
         for e in ev
@@ -260,3 +269,61 @@ def test_trace_without_ops_or_gpu_work_is_refused(tmp_path, capsys, events, held
         convert_kineto_trace(path)
     rc, out, err = run_cli(["convert", "kineto", str(path), "-o", str(tmp_path / "out")], capsys)
     assert rc != 0 and str(path) in err and held in err and len(err.strip().splitlines()) == 1
+
+
+def _flow(ph, fid, ts, tid=1, pid=1):
+    return {"ph": ph, "cat": "ac2g", "name": "ac2g", "id": fid, "pid": pid, "tid": tid, "ts": ts} | (
+        {"bp": "e"} if ph == "f" else {}
+    )
+
+
+def test_mtia_work_is_device_work(tmp_path):
+    """Meta's MTIA writes its device activity as ``mtia_ccp_events``: kernels and ``dma_request``
+    copies become nodes on their stream (``args.stream``; the track where none), linked to their
+    ``mtia_runtime`` launch by correlation or by an ``ac2g`` flow alone; ``event_wait`` /
+    ``event_record`` are markers, not work: counted apart, never GPU time. Copies of one stream
+    that ran side by side stay side by side (no edge between them); what follows waits for both."""
+    dev = {"pid": 17, "tid": 300}
+    ev = [
+        _x("dma_request", "mtia_ccp_events", 2, 4, pid=17, tid=400, direction="DEVICE_TO_HOST", size=16),  # before
+        _x("ProfilerStep#1", "user_annotation", 10, 400),
+        _x("aten::to", "cpu_op", 20, 30),
+        _x("enqueueCommand memcpyHtoDAsync", "mtia_runtime", 25, 2, correlation=6, device=17, stream_id=101),
+        _flow("s", 6, 25),
+        _x("dma_request", "mtia_ccp_events", 60, 30, **dev, correlation=6, stream=101, direction="HOST_TO_DEVICE"),
+        _flow("f", 6, 60, **dev),
+        _x("dma_request", "mtia_ccp_events", 70, 40, **dev, correlation=6, stream=101, direction="HOST_TO_DEVICE"),
+        _flow("f", 6, 70, **dev),
+        _x("aten::add", "cpu_op", 100, 50),
+        _x("runFunction - job_prep_and_submit_for_execution", "mtia_runtime", 110, 5, correlation=7, device=17),
+        _flow("s", 7, 110),
+        _x("add-dtype_Float", "mtia_ccp_events", 160, 90, **dev, stream=101),  # linked by the flow alone
+        _flow("f", 7, 160, **dev),
+        _x("event_record", "mtia_ccp_events", 250, 1, **dev, stream=101),
+        _x("event_wait", "mtia_ccp_events", 150, 60, pid=17, tid=301, stream=102, wait_on_stream=101),
+        _x("aten::item", "cpu_op", 210, 100),
+        _x("synchronizeStream", "mtia_runtime", 215, 90, correlation=8, device=17, stream_id=101),
+    ]
+    path = tmp_path / "rank0.kineto.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"schemaVersion": 1, "traceEvents": ev}).encode()))
+    truth = _truth(path)
+    t, rep = convert_kineto_trace(path)
+    gt = rep.gpu_time
+    assert gt is not None and truth["events"] == gt.events == 4 and gt.kept == 3
+    assert gt.dropped() == {"launched before the recorded window": 1}
+    assert {(s.device, s.stream) for s in gt.streams} == set(truth["streams"]) == {(17, 101), (17, 400)}
+    assert gt.kept_us == 140  # 60-110 and 160-250 on stream 101; the markers are no GPU time
+    assert rep.gpu_events == {"gpu_memcpy": 3, "kernel": 1}
+    assert rep.sync_markers == {"event_record": 1, "event_wait": 1} and rep.sync_marker_us == 61
+    assert not rep.warnings
+    names = t.name_array.tolist()
+    assert "event_wait" not in names and "event_record" not in names
+    ip, pred = t.graph().preds
+    preds = {k: set(pred[ip[k] : ip[k + 1]].tolist()) for k in range(len(t))}
+    dma = [k for k, n in enumerate(names) if n == "dma_request"]
+    add, op_add, item = names.index("add-dtype_Float"), names.index("aten::add"), names.index("aten::item")
+    assert len(dma) == 2 and not preds[dma[1]] & {dma[0]} and not preds[dma[0]] & {dma[1]}  # side by side
+    assert set(dma) <= preds[add]  # the kernel after both copies of its stream
+    assert op_add in preds[add]  # launched by aten::add (the ac2g flow: no correlation on the kernel)
+    assert add in preds[item]  # aten::item waited in synchronizeStream for the stream's work
+    assert stream_busy(t).busy_us() == {(17, 101): 140}

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chakra_trace.analyze.device.kernels import kernel_breakdown
 from chakra_trace.convert.profiler import convert_kineto_trace
 from chakra_trace.convert.pytorch import convert_pytorch
 from chakra_trace.errors import TraceFormatError
@@ -25,7 +26,7 @@ from chakra_trace.io.kineto import read_kineto
 from chakra_trace.io.kineto_formats import LEGACY_CATS, is_blocking_call, json_kind
 from chakra_trace.io.pytorch_host import read_host_trace
 from chakra_trace.io.workload import sniff
-from chakra_trace.timeline.job import from_kineto
+from chakra_trace.timeline.job import JobTimeline, from_chakra, from_kineto
 from conftest import SHARED, run_cli
 
 WILD = SHARED / "gpu-wild"
@@ -37,6 +38,13 @@ HOST_FILES = (
 )
 # the GPU activity of a trace, in either spelling (written out here, not taken from the code)
 GPU = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+
+
+def _device_work(e: dict) -> bool:
+    """GPU activity, or MTIA's work: every ``mtia_ccp_events`` event but its ``event_*`` markers."""
+    if e.get("cat") == "mtia_ccp_events":
+        return not str(e.get("name", "")).startswith("event_")
+    return e.get("cat") in GPU
 
 
 def _needs(path: Path) -> Path:
@@ -70,7 +78,7 @@ def test_wild_trace_gpu_activity_and_steps_as_in_the_file(path):
     its ``traceEvents`` key is."""
     raw = _raw(_needs(path))
     ev = raw["traceEvents"]
-    gpu = [e for e in ev if e.get("ph") == "X" and e.get("cat") in GPU]
+    gpu = [e for e in ev if e.get("ph") == "X" and _device_work(e)]
     host_steps = {
         (e["name"], e["ts"])
         for e in ev
@@ -133,17 +141,38 @@ def test_ns_resolution_trace_is_in_microseconds():
         assert 0 <= s1 - e0 < (e0 - s0) / 10
 
 
-def test_mtia_trace_converts_its_host_side_and_says_what_is_not():
-    """A trace of a non-GPU accelerator (MTIA): no GPU events; the host side is converted and the
-    report counts the accelerator's activity that is not."""
+def test_mtia_device_activity_is_device_work():
+    """A trace of Meta's MTIA: its device activity (``mtia_ccp_events``) is read as device work,
+    by name (kernels and ``pe_exe`` / ``remote`` / ``merge`` compute, ``dma_request`` memory),
+    its ``event_record`` / ``event_wait`` markers are not work and are counted apart; every
+    launch recorded by ``mtia_runtime`` is linked, and the file and the converted job agree on
+    the kinds of work."""
     path = _needs(WILD / "hta_mtia_inference_rank0.json.gz")
-    ev = _raw(path)["traceEvents"]
-    assert not [e for e in ev if e.get("cat") in GPU]
-    ccp = sum(1 for e in ev if e.get("cat") == "mtia_ccp_events")
-    ops = sum(1 for e in ev if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"))
-    _, rep = convert_kineto_trace(path)
-    assert rep.cpu_ops == ops and rep.gpu_events == {}
-    assert any("no GPU activity" in w and f"{ccp:,} mtia_ccp_events" in w for w in rep.warnings), rep.warnings
+    ev = [e for e in _raw(path)["traceEvents"] if e.get("ph") == "X"]
+    ccp = [e for e in ev if e.get("cat") == "mtia_ccp_events"]
+    marks = [e for e in ccp if e["name"].startswith("event_")]
+    dma = [e for e in ccp if e["name"].startswith("dma")]
+    work = [e for e in ccp if not e["name"].startswith("event_")]
+    launched = {e["args"]["correlation"] for e in ev if e.get("cat") == "mtia_runtime" and "correlation" in e["args"]}
+    ops = sum(1 for e in ev if e.get("cat") in ("cpu_op", "user_annotation"))
+    k = read_kineto(path)
+    assert "mtia_ccp_events" in k.renamed_cats and "mtia_ccp_events" not in k.category_counts()
+    t = from_kineto(k)
+    assert t.source == "kineto-gpu" and len(t) == len(work)
+    assert int(np.count_nonzero(t.launch_start >= 0)) == sum(
+        1 for e in work if e["args"].get("correlation") in launched
+    )
+    trace, rep = convert_kineto_trace(k)
+    assert rep.cpu_ops == ops and not rep.warnings
+    assert rep.gpu_events == {"gpu_memcpy": len(dma), "kernel": len(work) - len(dma)}
+    assert sum(rep.sync_markers.values()) == len(marks)
+    assert rep.sync_marker_us == pytest.approx(sum(_ns(e["dur"]) for e in marks) / 1000, abs=1e-3)
+    assert rep.gpu_time is not None and rep.gpu_time.events == len(work)
+    kinds = {(r["kind"], r["count"]) for r in kernel_breakdown(JobTimeline({0: t})).tables["kinds_all"]}
+    assert kinds == {
+        (r["kind"], r["count"]) for r in kernel_breakdown(JobTimeline({0: from_chakra(trace, 0)})).tables["kinds_all"]
+    }
+    assert ("memory", len(dma)) in kinds and ("computation", len(work) - len(dma)) in kinds
 
 
 def test_metadata_first_file_analyzed_by_the_cli(capsys):

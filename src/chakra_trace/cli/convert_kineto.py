@@ -56,6 +56,11 @@ def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, no_
         )
         if rep.gpu_time is not None:
             con.print("  " + rep.gpu_time.summary())
+        if rep.sync_markers:  # (a stream waiting is not GPU time)
+            marks = ", ".join(f"{v:,} {k}" for k, v in rep.sync_markers.items())
+            con.print(
+                f"  device sync markers (not work, not in GPU time): {marks}; {rep.sync_marker_us / 1000:,.2f} ms"
+            )
         if rep.sizes_from:
             con.print("  message sizes from: " + ", ".join(f"{k} {v}" for k, v in rep.sizes_from.items()))
         if rep.comm_kernels:  # communication kernels: library, where the type and size came from

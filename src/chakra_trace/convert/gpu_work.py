@@ -13,6 +13,45 @@ from .conservation import AFTER, BEFORE, KEPT, UNTIMED, GpuTime, account
 from .host_rows import name_mask
 
 _JOIN_NS = 100_000  # a thread that resumes this soon after asynchronous work ends was waiting for it
+_CONCURRENT_NS = 1_000  # work that overlaps what ran before it on its stream by more ran beside it
+
+
+def concurrent_order(
+    key: np.ndarray, s: np.ndarray, e: np.ndarray, prev: np.ndarray, on: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stream order where work of one stream ran side by side (MTIA's ``dma_request``s of one
+    copy overlap on their stream; a CUDA stream runs one thing at a time): events (in start
+    order, `on` the streams; `prev` the one before each on its key) fall into runs that overlap
+    each other by more than `_CONCURRENT_NS`; each event of a run comes after the one of the
+    run before that ended last, and the run's first after every one of it. Returns (prev,
+    extra later events, the events they come after): no edge makes work wait for work that
+    ran beside it, and nothing is unordered. Streams without such overlap keep `prev`."""
+    prev = prev.copy()
+    ks = np.flatnonzero(on)
+    if ks.size < 2:
+        return prev, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    later: list[np.ndarray] = []
+    before: list[np.ndarray] = []
+    ks = ks[np.argsort(key[ks], kind="stable")]  # per stream, in start order
+    for g in np.split(ks, np.flatnonzero(np.diff(key[ks])) + 1):
+        reach = np.maximum.accumulate(e[g])
+        new = np.r_[True, s[g[1:]] + _CONCURRENT_NS >= reach[:-1]]
+        if new.all():
+            continue
+        run = np.cumsum(new) - 1
+        last = np.zeros(int(run[-1]) + 1, np.int64)  # the event of each run that ended last
+        by_end = np.lexsort((e[g], run))
+        last[run[by_end]] = g[by_end]
+        tail = run > 0
+        prev[g[tail]] = last[run[tail] - 1]
+        prev[g[~tail]] = prev[g[0]]  # (the first run: none of it waits for another)
+        first = g[new]
+        others = g[(run < run[-1]) & (g != last[run])]  # not the run's last: before the next run's first
+        later.append(first[run[np.isin(g, others)] + 1])
+        before.append(others)
+    if not later:
+        return prev, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return prev, np.concatenate(later), np.concatenate(before)
 
 
 class _ThreadIndex:

@@ -77,7 +77,7 @@ from ..io.cache import cached_trace
 from ..io.collect_folder import is_kineto_folder, kineto_files, rank_files, trace_rank
 from ..io.collective_names import SCALAR_TYPE_BYTES, TENSOR_TYPE_BYTES, classify, is_comm_op_name
 from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
-from ..io.kineto_formats import describe_contents, gpu_only_note, no_gpu_note
+from ..io.kineto_formats import SYNC_CATS, describe_contents, gpu_only_note, no_gpu_note
 from ..io.nesting import interval_parents
 from ..io.pytorch_host.model import HostTensors, NameColumn
 from ..io.workload import Progress, Workload, register_source, select_ranks
@@ -141,6 +141,8 @@ class KinetoRankReport:
     gpu_nodes: int = 0  # GPU events that became nodes (launched inside the recorded window)
     gpu_time: GpuTime | None = None  # GPU busy time per stream, in the file and kept (None: no GPU work)
     runtime_calls: int = 0
+    sync_markers: dict[str, int] = field(default_factory=dict)  # device-side sync markers by name: not work
+    sync_marker_us: float = 0.0  # their summed duration (a stream waiting), not GPU time
     stream_waits: int = 0  # stream-to-stream edges from recorded Stream Wait Events
     steps: int = 0
     nodes: int = 0
@@ -621,6 +623,10 @@ def convert_kineto_trace(
     rep.threads = int(np.unique(tid).size)
     rep.gpu_events = dict(Counter(kin.cats[c] for c in kin.cat[gpu].tolist()))
     rep.runtime_calls = int(np.count_nonzero(kin.mask(RUNTIME_CATS) & is_x))
+    sync = np.flatnonzero(kin.mask(SYNC_CATS) & is_x)  # (event_wait, event_record, ...: not work, not nodes)
+    codes, counts = np.unique(kin.name[sync], return_counts=True)
+    rep.sync_markers = {kin.names[c]: int(n) for c, n in zip(codes.tolist(), counts.tolist())}
+    rep.sync_marker_us = float(np.maximum(kin.dur[sync], 0).sum()) / 1000
     rep.with_shapes = bool(host.with_shapes.any())
     rep.sizes_from = dict(host.sizes_from)
 

@@ -42,7 +42,7 @@ from ..schema.wire import intern_bytes
 from . import sync
 from .dtypes import node_dtypes
 from .flops import needs_values, tensor_cost
-from .gpu_work import GpuWork, _ThreadIndex
+from .gpu_work import GpuWork, _ThreadIndex, concurrent_order
 from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_to_us, rows_on_device
 from .kernel_comm import KernelComm, kernel_codes
 from .report import ConversionReport
@@ -87,6 +87,7 @@ class _Timeline:
     tail: bool  # a `[host]` node from the last main-thread event to the window end
     n: int  # nodes in all
     host_pos: np.ndarray  # host row -> event position (-1: not a node)
+    side: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))  # (event, after event)
 
 
 @dataclass(eq=False)
@@ -395,6 +396,7 @@ class GraphBuilder(KernelComm):
         same = key[by_key[1:]] == key[by_key[:-1]]
         prev = np.full(E, -1, np.int64)
         prev[by_key[1:][same]] = by_key[:-1][same]
+        prev, side_k, side_p = concurrent_order(key, s, e, prev, is_gpu)  # (work of a stream side by side)
         host = ~is_gpu
         th = np.zeros(E, np.int64)
         th[host] = self.tid[src[host]]
@@ -432,6 +434,7 @@ class GraphBuilder(KernelComm):
             tail=tail,
             n=N,
             host_pos=host_pos,
+            side=(side_k, side_p),
         )
 
     def _node_columns(self, tl: _Timeline) -> _Nodes:
@@ -515,12 +518,14 @@ class GraphBuilder(KernelComm):
             ev_ids[gap],
             ev_ids[~gap & (prev >= 0)],
             np.array(resume_src, np.int64),
+            ev_ids[tl.side[0]],
         ]
         dep_dst = [
             ev_ids[prev[gap & (prev >= 0)]],
             tl.gap_ids,
             ev_ids[prev[~gap & (prev >= 0)]],
             np.array(resume_dst, np.int64),
+            ev_ids[tl.side[1]],
         ]
         if tl.n_gpu:
             assert tl.gpu is not None  # GPU work: self.gpu is set

@@ -14,7 +14,10 @@ Columns (all length n, one row per event, in file order):
 - ``ph``: uint8, the ASCII code of the phase (``ord("X")``, ``ord("M")``, ``ord("s")``, ...).
 - ``cat``: int16 code into ``cats`` (code 0 is ``""``: the event has no ``cat``). The categories
   of PyTorch 1.8/1.9 traces (``Operator``, ``Kernel``, ``Runtime``, ...) are renamed to today's
-  (`kineto_formats.LEGACY_CATS`); ``renamed_cats`` lists what was renamed.
+  (`kineto_formats.LEGACY_CATS`), and MTIA's device activity (``mtia_ccp_events``) is filed by
+  name as ``kernel`` / ``gpu_memcpy`` / ``mtia_sync`` (`kineto_formats.DEVICE_RULES`; its
+  ``stream`` is its track where args name none, its ``device`` its pid); ``renamed_cats``
+  lists what was renamed.
 - ``name``: int32 code into ``names``.
 - ``pid``, ``tid``: int64. Kineto writes most as numbers but some as strings (``"Spans"``,
   ``"PyTorch Profiler"``, ``""``). A string of decimal digits becomes that number; any other
@@ -64,7 +67,7 @@ from .._native import load as load_native
 from ..errors import TraceFormatError
 from ..table import Column, Table, Tabular, categorical
 from .json_text import CHUNK, Text, scanner
-from .kineto_formats import GPU_STEP_CATS, canonical_cats
+from .kineto_formats import GPU_STEP_CATS, canonical_cats, device_cats, link_by_flows
 from .stream import Limits, open_binary
 
 _native = load_native("chakra_trace.io._kineto")  # optional C kernels; None: the numpy/Python path
@@ -79,8 +82,8 @@ __all__ = [
 
 #: Host-side op categories that carry "Record function id" / "External id".
 CPU_CATS = ("cpu_op", "user_annotation")
-#: Host-side launch calls that carry ``correlation``.
-RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+#: Host-side launch calls that carry ``correlation`` (CUDA/HIP runtime, CUDA driver, MTIA runtime).
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "mtia_runtime")
 #: Device activity that runs the work launched by a runtime call.
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -625,25 +628,35 @@ class _Columns:
 
         args = {col: np_(a, np.int64) for col, a in zip(_ARG_COLUMNS, self.args)}
         cats, cat, renamed = canonical_cats(strs(self.cat_idx), np_(self.cat, np.int16))
-        return KinetoTrace(
+        names, name = strs(self.name_idx), np_(self.name, np.int32)
+        pid, tid = np_(self.pid, np.int64), np_(self.tid, np.int64)
+        cats, cat, filed, moved = device_cats(cats, cat, names, name)
+        if filed:  # (MTIA) the track is the stream where args name none; the pid is the device
+            renamed |= filed
+            for col, fill in (("stream", tid), ("device", pid)):
+                gap = moved & (args[col] < 0)
+                args[col][gap] = fill[gap]
+        k = KinetoTrace(
             path=path,
             ph=np_(self.ph, np.uint8),
             cat=cat,
-            name=np_(self.name, np.int32),
-            pid=np_(self.pid, np.int64),
-            tid=np_(self.tid, np.int64),
+            name=name,
+            pid=pid,
+            tid=tid,
             ts=np_(self.ts, np.int64),
             dur=np_(self.dur, np.int64),
             flow_id=np_(self.flow_id, np.int64),
             **args,
             cats=cats,
-            names=strs(self.name_idx),
+            names=names,
             labels=self.labels,
             metadata=metadata,
             meta_args=self.meta_args,
             args=self.kept,
             renamed_cats=renamed,
         )
+        link_by_flows(k, GPU_CATS, RUNTIME_CATS)  # work linked to its launch by an ac2g flow only
+        return k
 
 
 def _not_kineto(schema: Any) -> str:

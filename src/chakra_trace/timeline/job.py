@@ -42,6 +42,7 @@ from ..io.collect_folder import kineto_files, trace_rank
 from ..io.collective_names import is_backend_op_name, is_comm_op_name
 from ..io.comm_kernels import is_comm_kernel
 from ..io.kineto import CPU_CATS, GPU_CATS, RUNTIME_CATS, KinetoTrace, read_kineto
+from ..io.kineto_formats import MEMORY_NAME
 from ..io.nesting import interval_parents
 from ..schema.enums import NodeType
 from ..schema.resources import host_gap_mask
@@ -53,7 +54,7 @@ KINDS = ("computation", "communication", "memory")
 #: Where a timeline came from.
 SOURCES = ("kineto-gpu", "kineto-cpu", "recorded", "simulated")
 
-_MEMORY_KERNEL = re.compile(r"^(memcpy|memset)", re.IGNORECASE)
+_MEMORY_KERNEL = MEMORY_NAME  # (copies and sets by name, MTIA's dma_request included)
 _STEP = re.compile(r"^ProfilerStep#\d+$")
 
 
