@@ -212,10 +212,23 @@ def test_overlay_writes_gzip_atomically(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["o.json.gz"]  # no temporary file left
 
 
-def test_overlay_without_cpu_ops_says_why(tmp_path):
+def test_overlay_of_a_gpu_only_trace_marks_its_gpu_work(tmp_path):
+    """A trace of GPU work without CPU ops converts to that work (issue 30): its critical path is
+    the stream's kernels, marked on the file."""
     k = tmp_path / "gpu_only.json"
-    kernel = {"ph": "X", "cat": "kernel", "name": KERNEL, "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": {"stream": 7}}
-    k.write_text(json.dumps({"traceEvents": [kernel]}))
+    kernels = [
+        {"ph": "X", "cat": "kernel", "name": KERNEL, "pid": 0, "tid": 7, "ts": ts, "dur": 5, "args": {"stream": 7}}
+        for ts in (10, 20)
+    ]
+    k.write_text(json.dumps({"traceEvents": kernels}))
+    o = critical_path_overlay(k, tmp_path / "out.json")
+    assert o.unplaced == 0 and (tmp_path / "out.json").exists()
+
+
+def test_overlay_without_any_work_says_why(tmp_path):
+    k = tmp_path / "calls_only.json"
+    call = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 1, "ts": 10, "dur": 5}
+    k.write_text(json.dumps({"traceEvents": [call]}))
     with pytest.raises(ChakraError, match="Kineto-only conversion gives no critical path"):
         critical_path_overlay(k, tmp_path / "out.json")
     assert not (tmp_path / "out.json").exists()

@@ -97,7 +97,8 @@ def critical_path_overlay(
     path marked on it. The path comes from `workload` when given, else from `et_path` with this
     trace, else from this trace alone; `rank` is this trace's rank (default: its
     ``distributedInfo``, else ``rank<N>`` in the file name, else 0). Raises ChakraError when no
-    path can be had (a Kineto trace without CPU ops, a workload without recorded times)."""
+    path can be had (a Kineto trace with neither CPU ops nor GPU work, a workload without recorded
+    times)."""
     kineto_path, out_path = os.fspath(kineto_path), os.fspath(out_path)
     kin = read_kineto(kineto_path)
     if rank is None:
