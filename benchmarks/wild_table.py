@@ -9,8 +9,9 @@ not Kineto traces are listed as such) one row:
 
 - the device vendor (``deviceProperties`` names, else the runtime's names: ``hip*`` is AMD);
 - GPU time in the file: per stream (pid, stream) the union of its kernel / memcpy / memset
-  intervals, summed over streams, and the plain sum of durations; read from the raw JSON by the
-  few lines of `file_figures`, never by the code under test;
+  intervals, summed over streams, and the plain sum of durations (Meta MTIA's ``mtia_ccp_events``
+  too: ``event_*`` markers are no work, ``dma*`` are copies, the rest kernels); read from the raw
+  JSON by the few lines of `file_figures`, never by the code under test;
 - GPU time kept after conversion: the same union over the converted job's nodes that carry a
   ``stream`` (the GPU nodes), through `chakra_trace.intervals`;
 - the communication share of kernel time: in the file, kernels whose name matches `COMM_RE`;
@@ -141,6 +142,9 @@ def file_figures(path: str | os.PathLike) -> dict[str, Any]:
             continue
         cat = str(e.get("cat", "")).lower()
         dur = float(e.get("dur") or 0)
+        if cat == "mtia_ccp_events":  # Meta MTIA's device events: event_* are markers, dma* copies
+            name = str(e.get("name", ""))
+            cat = "" if name.startswith("event_") else "memcpy" if name.startswith("dma") else "kernel"
         if cat in GPU_CATS:
             args = e.get("args") or {}
             key = (e.get("pid"), args.get("stream", e.get("tid")))
