@@ -564,7 +564,7 @@ REVIEWER_INPUT = Path("/tmp/hostile/in/et/coll_100000_each_own_pg.et")
         ["analyze", "collectives"],
         ["analyze", "matrix"],
         ["to-json", "{o}/x.json"],
-        ["simulate", "--system", "recorded"],
+        ["simulate", "--system", "switch"],  # (its nodes carry no durations: `recorded` refuses them)
         ["report", "-o", "{o}/r.html"],
         ["timeline", "-o", "{o}/t.json"],
         ["merge", "-o", "{o}/m.et"],

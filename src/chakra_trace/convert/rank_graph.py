@@ -14,7 +14,9 @@ Dependencies are execution order, in `data_deps` (what every simulator resolves)
 thread in order; without recorded times, the threads in record order too (`convert.threads`:
 the thread that asked for the backward pass waits for it); a collective after the node that
 issued it; the issuing thread joins the collective at its first node that starts after the
-collective ends. Every edge goes from a node that ended to one that started later in the
+collective ends; an op that waited for the GPU inside a synchronizing call after the GPU work
+that had ended when the call returned, keeping only its time after that work ended
+(`sync.after_the_wait`). Every edge goes from a node that ended to one that started later in the
 measurement, so no dependency can make the converted trace slower than the run it came from.
 """
 
@@ -356,6 +358,10 @@ class GraphBuilder(KernelComm):
         if tl.n_gpu:
             self._sync_edges(tl, dep_src, dep_dst)
         data = self._dependency_csr(tl.n, dep_src, dep_dst)
+        if self.timed and tl.n_gpu:  # an op that waited for the GPU: its time after the wait
+            device = np.zeros(tl.n, bool)
+            device[tl.ids[tl.is_gpu]] = True
+            start, dur = sync.after_the_wait(start, dur, data[0], data[1], device)
         attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes, dtypes)
         self._process_group_node(nodes, attrs)
         names, name_codes = self._name_table(nodes.names, nodes.name_src)

@@ -201,3 +201,31 @@ def edges(tails: StreamTails, e: np.ndarray, k: np.ndarray, until: np.ndarray) -
     at = _first_at_least(until, i0, e[cand])
     ok = at < i1
     return at[ok], cand[ok]
+
+
+def after_the_wait(
+    start: np.ndarray, dur: np.ndarray, indptr: np.ndarray, preds: np.ndarray, device: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start and duration of each node once a host op that waited for the GPU keeps only the time
+    after its wait: a synchronizing op (``aten::item``, a blocking copy) depends on GPU work that
+    ended while it sat inside the call, so it starts when that work ended and runs to its recorded
+    end. With its whole recorded duration after the dependency the op would end late by the time
+    it waited, in the `recorded` replay and in every what-if (a faster GPU would not shorten it).
+
+    ``indptr``/``preds``: each node's predecessors (`data_deps` CSR); ``device``: which nodes are
+    GPU work. Times in the trace's unit; nodes that waited for nothing are unchanged."""
+    start, dur = np.asarray(start, np.int64), np.asarray(dur, np.int64)
+    n = start.size
+    preds = np.asarray(preds, np.int64)
+    if not preds.size:
+        return start, dur
+    node = np.repeat(np.arange(n), np.diff(indptr))
+    on_gpu = device[preds] & ~device[node]
+    if not on_gpu.any():
+        return start, dur
+    end = start + dur
+    ready = np.full(n, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(ready, node[on_gpu], end[preds[on_gpu]])
+    late = ready > start
+    new_start = np.where(late, np.minimum(ready, end), start)
+    return new_start, np.where(late, end - new_start, dur)
