@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from ..convert.dtypes import FLOATING_DTYPES, element_dtype
 from ..errors import ChakraError
 from ..io.workload import Workload
 from ..schema.builder import TraceBuilder
@@ -431,8 +432,21 @@ def build_trace(ops: list[CapturedOp], metadata: dict | None = None, rules: dict
             module_type=op.module_type or None,
             flops_source=op.flops_source,
             shape_rule=rules.get(op.id),
+            dtype=_first_floating(op.in_types) or _first_floating(op.out_types),
         )
     return b.build()
+
+
+def _first_floating(types: list) -> str | None:
+    """The element type (bf16, fp32, ...) of the first floating tensor among an op's recorded
+    input types (lists of tensors included): the type whose peak it runs at
+    (`schema.compute_types`), as `convert.dtypes` gives a converted op's."""
+    for t in types:
+        for x in t if isinstance(t, list) else (t,):
+            d = element_dtype(x) if isinstance(x, str) else None
+            if d in FLOATING_DTYPES:
+                return d
+    return None
 
 
 def _peak_rss_mib() -> float:

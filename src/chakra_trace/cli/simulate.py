@@ -64,6 +64,15 @@ from .systems import SYSTEM_HELP, preset_names
     help="With --device: the share of the device's roofs its kernels reach (e.g. 0.55: Megatron-LM's GPT on A100s).",
 )
 @click.option(
+    "--compute-model",
+    type=click.Choice(["roofline", "kernels"]),
+    default="roofline",
+    show_default=True,
+    help="With --device: roofline costs each node at the device's datasheet roofs (a lower bound); kernels "
+    "costs it as the device's kernels run it: achievable matmul rate with tile and wave fill, fused "
+    "attention, memory-bound ops at achievable HBM bandwidth, launch gaps (docs/device-model.md).",
+)
+@click.option(
     "--fp32-as",
     "fp32_as",
     type=click.Choice(["tf32", "fp32"]),
@@ -110,6 +119,7 @@ def simulate(
     aware,
     device_name,
     efficiency,
+    compute_model,
     fp32_as,
     energy_on,
     timeline,
@@ -139,8 +149,11 @@ def simulate(
         raise click.UsageError(f"missing --system: a preset ({preset_names()}) or a system JSON with --network")
     if fp32_as is not None and device_name is None:
         raise click.UsageError("--fp32-as says at which peak a --device runs FP32 work: give --device too")
+    kernels = compute_model == "kernels"
+    if kernels and device_name is None:
+        raise click.UsageError("--compute-model kernels is a device's kernel model: give --device too")
     preset = (
-        choose_system(system, network, device=device_name, efficiency=efficiency, fp32_as=fp32_as)
+        choose_system(system, network, device=device_name, efficiency=efficiency, fp32_as=fp32_as, kernels=kernels)
         if profile_path is None
         else None
     )
@@ -153,6 +166,7 @@ def simulate(
     label = preset.name
     if device_name is not None:
         label += f" with {device_name}" + (f" at {efficiency:g} of its roofline" if efficiency != 1 else "")
+        label += " (kernel model)" if kernels else ""
     with warnings.catch_warnings(), steps(f"simulating on {label}", None):
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
         res = simulate_on(wl, preset, **kw)

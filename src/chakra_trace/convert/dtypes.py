@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ELEMENT_DTYPES", "element_dtype", "node_dtypes", "op_dtypes"]
+__all__ = ["ELEMENT_DTYPES", "FLOATING_DTYPES", "element_dtype", "node_dtypes", "op_dtypes"]
 
 #: The trace's element type names (``Tensor(<name>)``; Kineto's "Input type") as dtype names.
 ELEMENT_DTYPES = {
@@ -51,7 +51,7 @@ ELEMENT_DTYPES = {
     "unsigned long": "uint64",
     "bool": "bool",
 }
-_FLOATING = frozenset({"fp64", "fp32", "fp16", "bf16", "fp8"})
+FLOATING_DTYPES = _FLOATING = frozenset({"fp64", "fp32", "fp16", "bf16", "fp8"})
 
 
 def element_dtype(type_string: str) -> str | None:

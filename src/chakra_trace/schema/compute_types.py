@@ -37,6 +37,7 @@ import numpy as np
 from ..errors import ChakraError
 from .codec import extra_attr_strings
 from .devices import _CANON, DeviceSpec
+from .kernel_models import KernelModel
 from .trace import Trace
 
 __all__ = [
@@ -220,12 +221,16 @@ def node_peaks(t: Trace, dev: DeviceSpec, fp32_as: str = "pytorch") -> NodePeaks
 
 @dataclass(frozen=True)
 class DeviceCompute:
-    """A device's per-type peaks times ``efficiency``, with the TF32 rule ``fp32_as``: what a
-    system set from a device (`simulate.devices.with_device`) costs compute nodes by."""
+    """A device's per-type peaks times ``efficiency``, with the TF32 rule ``fp32_as``, and
+    optionally its kernel model: what a system set from a device (`simulate.devices.with_device`)
+    costs compute nodes by."""
 
     device: DeviceSpec
     efficiency: float = 1.0
     fp32_as: str = "pytorch"
+    # the device's kernel model (`schema.kernel_models`): nodes cost as its kernels run them
+    # (`simulate.kernels`) instead of at the roofline; None: the roofline
+    kernels: KernelModel | None = None
 
     def __post_init__(self) -> None:
         _check(self.fp32_as)

@@ -16,6 +16,7 @@ from ..schema.compute_types import NodePeaks, node_peaks
 from ..schema.enums import Attr, NodeType
 from ..schema.trace import Trace
 from .config.values import MAX_NS
+from .kernels import kernel_ns
 from .network import ClockOverflow, as_ns
 from .rules import Rules
 
@@ -104,12 +105,18 @@ def durations(
         dur = np.where(costed, roof, dur)
         # a device op of a host-only trace that moves data but does no arithmetic (copies, fills)
         unknown = t.attr_array("duration_unknown")[1]
+        mem_only = np.zeros(len(t), bool)
         if unknown.any():
             has = t.has(Attr.NUM_OPS) & (ops > 0)
             if not rules.roofline_cpu_ops:
                 comp &= ~(t.has(Attr.IS_CPU_OP) & t.is_cpu_op)
             mem_only = unknown & comp & ~has & (size > 0) & (dur == 0)
             dur = np.where(mem_only, as_ns(np.floor(size / bw), "a memory-bound device time"), dur)
+        dc = getattr(s, "device_compute", None)
+        if dc is not None and dc.kernels is not None and peaks is not None:
+            rows = costed | mem_only
+            k = kernel_ns(t, rows, dc.kernels, dc.device, peaks, dc.efficiency)
+            dur = np.where(rows, as_ns(np.floor(k), "a kernel-model compute time"), dur)
     if comm != "network":
         return dur
     if rules.least_node_ns:

@@ -29,6 +29,7 @@ from ..errors import ChakraError
 from ..schema.compute_types import DeviceCompute
 from ..schema.devices import DEVICES, DeviceSpec, device_spec
 from ..schema.enums import Attr, NodeType
+from ..schema.kernel_models import KernelModel, kernel_model
 from .config import SystemConfig
 
 __all__ = ["LINK_LATENCY_NS", "Untimed", "recorded_answer", "untimed", "untimed_compute", "with_device"]
@@ -39,7 +40,12 @@ LINK_LATENCY_NS = 250.0
 
 
 def with_device(
-    system: SystemConfig, dev: str | DeviceSpec, efficiency: float = 1.0, *, fp32_as: str = "pytorch"
+    system: SystemConfig,
+    dev: str | DeviceSpec,
+    efficiency: float = 1.0,
+    *,
+    fp32_as: str = "pytorch",
+    kernels: bool | KernelModel = False,
 ) -> SystemConfig:
     """``system`` with the roofline model on, at the device's peak (TFLOPS) and memory
     bandwidth (GB/s) times `efficiency`: the share of both roofs real kernels reach (one figure
@@ -47,16 +53,25 @@ def with_device(
     `benchmarks/published.py`). ``peak_perf`` is the device's default type's peak (what an
     untyped node runs at); ``device_compute`` carries its per-type peaks, so that each node with
     a ``dtype`` runs at its type's (`schema.compute_types`; ``fp32_as``: which FP32 ops run as
-    TF32, "pytorch" for PyTorch's defaults). ASTRA-sim's rules use ``peak_perf`` for all."""
+    TF32, "pytorch" for PyTorch's defaults). ASTRA-sim's rules use ``peak_perf`` for all.
+    ``kernels``: cost nodes by the device's kernel model (`schema.kernel_models`, `simulate.kernels`:
+    achievable matmul rates with tile and wave fill, fused attention, memory-bound kernels at
+    achievable bandwidth, launch gaps) instead of the roofline; True: the preset's model."""
     if not 0 < efficiency <= 1:
         raise ChakraError(f"device efficiency must be in (0, 1], got {efficiency}")
     d = device_spec(dev)
+    km: KernelModel | None = None
+    if isinstance(kernels, KernelModel):
+        km = kernels
+    elif kernels:
+        key = dev if isinstance(dev, str) else next((k for k, v in DEVICES.items() if v == d), d.name)
+        km = kernel_model(str(key))
     return dataclasses.replace(
         system,
         roofline_enabled=True,
         peak_perf=d.peak_flops * efficiency / 1e12,
         local_mem_bw=d.mem_bw * efficiency / 1e9,
-        device_compute=DeviceCompute(d, efficiency, fp32_as),
+        device_compute=DeviceCompute(d, efficiency, fp32_as, km),
     )
 
 

@@ -215,12 +215,15 @@ def simulate_each(workload, systems, *, keep_going: bool = True, progress=None, 
     return done, failed
 
 
-def with_compute(p: SystemPreset, device, efficiency: float = 1.0, *, fp32_as: str = "pytorch") -> SystemPreset:
+def with_compute(
+    p: SystemPreset, device, efficiency: float = 1.0, *, fp32_as: str = "pytorch", kernels: bool = False
+) -> SystemPreset:
     """The preset with its compute costed at ``device``'s roofline times ``efficiency``, each
-    node at its type's peak (``fp32_as``: `schema.compute_types`; `devices.with_device`), on a
-    network or on the job's own ranks alike: what `chakra simulate --device`, the report's
-    costing of untimed compute and a sweep's ``device`` axis all mean."""
-    system = with_device(p.system, device, efficiency, fp32_as=fp32_as)
+    node at its type's peak (``fp32_as``: `schema.compute_types`; `devices.with_device`), or by
+    the device's kernel model (``kernels``: `simulate.kernels`), on a network or on the job's own
+    ranks alike: what `chakra simulate --device`, the report's costing of untimed compute and a
+    sweep's ``device`` axis all mean."""
+    system = with_device(p.system, device, efficiency, fp32_as=fp32_as, kernels=kernels)
     return dataclasses.replace(p, system=system, device=device_spec(device))
 
 
@@ -231,17 +234,20 @@ def choose_system(
     device=None,
     efficiency: float = 1.0,
     fp32_as: str | None = None,
+    kernels: bool = False,
 ) -> SystemPreset:
     """The one reading of "simulate on this system" (`chakra simulate`, the report, the analyses'
     --simulate): a preset name, "NETWORK.yaml,SYSTEM.json", or a system JSON with ``network``
     (ASTRA-sim's two files, the same as the comma form); with ``device``, its compute at that
     device's roofline times ``efficiency`` (`with_compute`; ``fp32_as``: which FP32 ops run as TF32,
-    None for PyTorch's defaults), and a device alone means the job's own ranks at their recorded
-    times ("recorded")."""
+    None for PyTorch's defaults; ``kernels``: by its kernel model instead of its roofline), and a
+    device alone means the job's own ranks at their recorded times ("recorded")."""
     if efficiency != 1.0 and device is None:
         raise ChakraError("an efficiency scales a device's roofline: give the device too")
     if fp32_as is not None and device is None:
         raise ChakraError("fp32_as says at which peak a device runs FP32 work: give the device too")
+    if kernels and device is None:
+        raise ChakraError("the kernel model is a device's: give the device too")
     if system is None and network is None and device is not None:
         system = "recorded"
     if system is None:
@@ -258,4 +264,4 @@ def choose_system(
         p = resolve(system)
     if device is None:
         return p
-    return with_compute(p, device, efficiency, fp32_as=fp32_as or "pytorch")
+    return with_compute(p, device, efficiency, fp32_as=fp32_as or "pytorch", kernels=kernels)

@@ -18,6 +18,7 @@ from ...schema.enums import CollectiveType, NodeType
 from ...schema.trace import Trace
 from ..scale import with_peers
 from .dp import Bucket, buckets, fsdp_units
+from .gemm import rank_dims
 from .layout import Layout
 from .master import BWD, FWD, OPT
 from .pp import interleaved, schedule
@@ -208,11 +209,14 @@ class StageBuilder:
                         deps.append(unit_gather[u])
             v_ops, v_bytes = m.num_ops[r], m.nbytes[r]
             dv = int(lay.div[r])
+            dims = m.gemm.get(r)
             if ph == OPT:
                 od = self.opt_div(r)
                 ops, nbytes = v_ops // dv // od, v_bytes // dv // od
             else:
                 ops, nbytes = _part(v_ops // dv, mb, M), _part(v_bytes // dv, mb, M)
+                if dims is not None:
+                    dims = rank_dims(dims, lay.tokens, M, dv)
             nid = b.add(
                 m.names[r],
                 NodeType.COMP_NODE,
@@ -225,6 +229,11 @@ class StageBuilder:
                 phase="recompute" if redo else ("forward", "backward", "optimizer")[ph],
                 module=m.module[r],
                 micro_batch=mb if ph != OPT else None,
+                gemm_batch=dims[0] if dims is not None and dims[0] > 1 else None,
+                gemm_m=dims[1] if dims is not None else None,
+                gemm_n=dims[2] if dims is not None else None,
+                gemm_k=dims[3] if dims is not None else None,
+                dtype=m.dtypes[r] if m.dtypes else None,
             )
             self.stats.flops += ops
             self.stats.bytes += nbytes

@@ -34,6 +34,7 @@ from ...io.documents import load_json, short
 from ...schema import proto as pb
 from ...schema.enums import NodeType
 from ...schema.trace import Trace
+from .gemm import master_dims
 
 PHASES = ("forward", "backward", "optimizer")
 FWD, BWD, OPT = 0, 1, 2
@@ -144,6 +145,8 @@ class Master:
     layers: int
     params: list[Param]
     outputs: list[tuple[str, str]] = field(default_factory=list)  # (shapes, types) JSON of each row's outputs
+    gemm: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)  # matmul rows' (batch, M, N, K)
+    dtypes: list[str | None] = field(default_factory=list)  # each row's element type (`dtype`), None unknown
     place: dict[str, str] = field(default_factory=dict)  # non-layer module -> "pre" / "post" / "root"
     module_types: dict[str, str] = field(default_factory=dict)  # module path -> its class name
     consumers: list[list[int]] = field(default_factory=list)
@@ -184,7 +187,7 @@ def read_master(trace: Trace) -> Master:
     n = len(trace)
     if np.any(trace.types != NodeType.COMP_NODE):
         raise ParallelizeError("a master trace holds compute nodes only (one logical device); this one communicates")
-    phases, module, ops, outputs, types = _node_fields(trace)
+    phases, module, ops, outputs, types, gemm, dtypes = _node_fields(trace)
     if n and (None in phases or None in module):
         raise ParallelizeError("the master trace's nodes lack `phase`/`module` (capture it with `chakra capture`)")
     code = {p: i for i, p in enumerate(PHASES)}
@@ -217,6 +220,8 @@ def read_master(trace: Trace) -> Master:
         names=[str(x) for x in names],
         ops=[o if o is not None else str(nm) for o, nm in zip(ops, names)],
         outputs=outputs,
+        gemm=gemm,
+        dtypes=dtypes,
         batch=int(about["batch"]),
         seq=int(about["seq"]),
         layers=int(layer.max()) + 1 if (layer >= 0).any() else 0,
@@ -228,14 +233,15 @@ def read_master(trace: Trace) -> Master:
     return m
 
 
-def _node_fields(trace: Trace) -> tuple[list, list, list, list, list]:
-    """(phase, module, op, (output shapes, types), module type) of every node, from its kept wire
-    bytes: one protobuf parse per node (decoding these string attributes column by column is far
-    slower)."""
+def _node_fields(trace: Trace) -> tuple[list, list, list, list, list, dict, list]:
+    """(phase, module, op, (output shapes, types), module type) of every node, the matmuls'
+    (batch, M, N, K) by row (`gemm.master_dims`) and every node's element type, from its kept wire bytes: one protobuf parse per
+    node (decoding these string attributes column by column is far slower)."""
     ex, ip = trace.extra.tobytes(), trace.extra_indptr.tolist()
     node = pb.Node.FromString
-    keys = ("phase", "module", "op", "module_type")
-    phases, modules, ops, outputs, types = [], [], [], [], []
+    keys = ("phase", "module", "op", "module_type", "dtype")
+    phases, modules, ops, outputs, types, dtypes = [], [], [], [], [], []
+    gemm: dict[int, tuple[int, int, int, int]] = {}
     for i in range(len(trace)):
         msg = node(ex[ip[i] : ip[i + 1]])
         a = {x.name: x.string_val for x in msg.attr if x.name in keys}
@@ -243,8 +249,12 @@ def _node_fields(trace: Trace) -> tuple[list, list, list, list, list]:
         modules.append(a.get("module"))
         ops.append(a.get("op"))
         types.append(a.get("module_type"))
+        dtypes.append(a.get("dtype"))
         outputs.append((msg.outputs.shapes, msg.outputs.types))
-    return phases, modules, ops, outputs, types
+        dims = master_dims(str(a.get("op") or msg.name), msg.inputs.shapes)
+        if dims is not None:
+            gemm[i] = dims
+    return phases, modules, ops, outputs, types, gemm, dtypes
 
 
 def _about(trace: Trace) -> dict:

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""Predict published large-scale training runs from their configuration alone, and compare.
+
+    python benchmarks/published_bench.py --table benchmarks/tables/megatron_sc21_table1.csv \\
+        [--only NAME ...] [--json OUT.json] [--jobs 1]
+
+Each row of a table (format: benchmarks/tables/README.md) is captured from
+`examples/models/gpt.py` (the row's model, with the kernels its framework ran: Megatron-LM's
+unfused attention and fused elementwise kernels for its GPT rows, flash attention otherwise),
+parallelized with the row's plan (TP x PP x DP, micro-batches, interleaved stages, recomputation,
+sequence parallelism, the distributed optimizer; `auto` resolved as the framework would, from the
+table's ``*.settings.json`` where its run scripts say, else by the rules in `resolve`), and
+simulated on the cluster preset of its GPU (`chakra systems`: selene for A100, dgx-h100 for H100)
+with that GPU's kernel model (`schema.kernel_models`: MAMF, achievable HBM bandwidth, launch gaps;
+docs/device-model.md). No parameter is fitted to any row: there is no efficiency knob.
+
+Per row: predicted and published TFLOP/s per GPU (the table's FLOPs convention over the predicted
+step), the error, the step and where its time goes on the slowest GPU (compute, exposed
+communication, pipeline bubble), and the wall time and peak memory of the row's own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import multiprocessing as mp
+import resource
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+GPT = ROOT / "examples" / "models" / "gpt.py"
+COLUMNS = (
+    "name,gpu,gpus,tp,pp,dp,cp,ep,layers,hidden,heads,kv_heads,ffn,vocab,seq,global_batch,micro_batch,"
+    "recompute,sp,virtual_stages,flops,published_tflops_per_gpu"
+).split(",")
+
+
+@dataclass
+class Row:
+    """One published run (the table's columns; `extra`: columns beyond the required ones)."""
+
+    name: str
+    gpu: str
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn: int
+    vocab: int
+    seq: int
+    global_batch: int
+    micro_batch: str
+    recompute: str
+    sp: bool
+    virtual_stages: str
+    flops: str
+    published: float
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        return self.extra.get("model_family") or "gpt"
+
+
+def read_table(path: Path) -> list[Row]:
+    """The rows of a table file; a clear error naming the file and line on a bad cell."""
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise SystemExit(f"{path}: missing columns {', '.join(missing)}")
+        for line, r in enumerate(reader, start=2):
+            try:
+                heads = int(r["heads"])
+                hidden = int(r["hidden"])
+                rows.append(
+                    Row(
+                        name=r["name"],
+                        gpu=r["gpu"].strip().lower(),
+                        gpus=int(r["gpus"]),
+                        tp=int(r["tp"]),
+                        pp=int(r["pp"]),
+                        dp=int(r["dp"]),
+                        cp=int(r["cp"] or 1),
+                        ep=int(r["ep"] or 1),
+                        layers=int(r["layers"]),
+                        hidden=hidden,
+                        heads=heads,
+                        kv_heads=int(r["kv_heads"]) if r["kv_heads"] else heads,
+                        ffn=int(r["ffn"]) if r["ffn"] else 4 * hidden,
+                        vocab=int(r["vocab"]),
+                        seq=int(r["seq"]),
+                        global_batch=int(r["global_batch"]),
+                        micro_batch=r["micro_batch"].strip(),
+                        recompute=r["recompute"].strip(),
+                        sp=r["sp"].strip() in ("1", "true", "True"),
+                        virtual_stages=r["virtual_stages"].strip(),
+                        flops=r["flops"].strip(),
+                        published=float(r["published_tflops_per_gpu"]),
+                        extra={k: v for k, v in r.items() if k not in COLUMNS and v not in (None, "")},
+                    )
+                )
+            except (TypeError, ValueError) as e:
+                raise SystemExit(f"{path}:{line}: {e}") from None
+    return rows
+
+
+def settings_of(table: Path) -> dict:
+    """The run settings a table's framework used, per row (``TABLE.settings.json`` beside it:
+    {"source": ..., "rows": {name: {"micro_batch": .., "virtual_stages": .., ...}}}), or {}."""
+    p = table.with_suffix(".settings.json")
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def resolve(row: Row, settings: dict) -> dict:
+    """The plan of a row with `auto` resolved: the table's run settings where they name the row,
+    else Megatron-LM's defaults (micro-batch 1; no interleaving; recomputation: selective with
+    sequence parallelism, else none; the distributed optimizer off)."""
+    own = settings.get("rows", {}).get(row.name, {})
+    per_replica = row.global_batch // row.dp
+    mb = own.get("micro_batch") if row.micro_batch == "auto" else int(row.micro_batch)
+    mb = int(mb or 1)
+    chunks = own.get("virtual_stages") if row.virtual_stages == "auto" else int(row.virtual_stages)
+    recompute = row.recompute
+    if recompute == "auto":
+        recompute = own.get("recompute") or ("selective" if row.sp else "none")
+    return {
+        "micro_batch": mb,
+        "micro_batches": per_replica // mb,
+        "virtual_stages": int(chunks or 1),
+        "recompute": recompute,
+        "zero": int(own.get("zero", 0)),
+        "model": own.get("model", {}),
+        "source": settings.get("source", "") if own else "defaults",
+    }
+
+
+def model_config(row: Row, plan: dict) -> dict:
+    """`examples/models/gpt.py` config of a row: a GPT of Megatron-LM (LayerNorm, GeLU MLP of 4h,
+    learned positions, biases, tied embeddings) or a Llama (RMSNorm, SwiGLU, rotary, GQA)."""
+    if row.family == "gpt":
+        cfg = dict(norm="layer", mlp="gelu", positions="learned", bias=True, tie=True, max_seq=row.seq)
+    else:
+        cfg = dict(norm="rms", mlp="swiglu", positions="rotary", bias=False, tie=False)
+    cfg.update(
+        layers=row.layers, hidden=row.hidden, heads=row.heads, kv_heads=row.kv_heads, ffn=row.ffn, vocab=row.vocab
+    )
+    cfg.update(plan["model"])
+    return cfg
+
+
+def step_flops(row: Row, recompute: str) -> float:
+    """FLOPs of one step by the table's convention: ``hardware`` (Megatron-LM's, Narayanan et al.
+    eq. 3: 96·B·s·l·h²·(1 + s/6h + V/16lh), which counts the recomputed forward) for GPT rows with
+    full recomputation, else 6·N·tokens plus attention's 6·l·s·h per token (causal: half of the
+    12·l·s·h of PaLM's convention), plus a recomputed forward's third for ``hardware``."""
+    b, s, L, h, V = row.global_batch, row.seq, row.layers, row.hidden, row.vocab
+    if row.flops == "hardware" and row.family == "gpt" and recompute == "full" and row.ffn == 4 * h:
+        return 96 * b * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
+    kv = row.kv_heads * (h // row.heads)
+    mlp = (3 if row.extra.get("mlp", "swiglu" if row.family != "gpt" else "gelu") == "swiglu" else 2) * h * row.ffn
+    n = L * (2 * h * h + 2 * h * kv + mlp) + V * h
+    tokens = b * s
+    model = 6 * n * tokens + 6 * L * s * h * tokens
+    if row.flops == "hardware" and recompute == "full":
+        model *= 4 / 3
+    return model
+
+
+def system_for(row: Row):
+    """(network, system, description): the cluster of a row's GPU with its kernel model."""
+    from chakra_trace.simulate.config import Network  # noqa: PLC0415
+    from chakra_trace.simulate.devices import with_device  # noqa: PLC0415
+    from chakra_trace.simulate.presets import preset_system  # noqa: PLC0415
+
+    nvlink, nic = {"a100": (300, 25), "h100": (450, 50)}[row.gpu]
+    if row.gpus <= 8:
+        net = Network.simple("Switch", row.gpus, nvlink, 250)
+    else:
+        net = Network.simple(["Switch", "Switch"], [8, row.gpus // 8], [nvlink, nic], [250, 2000])
+    system = with_device(preset_system(["ring"] * len(net.dims)), row.gpu, kernels=True)
+    return net, system, f"{row.gpu}: NVLink {nvlink} GB/s, NIC {nic} GB/s per GPU (interim)"
+
+
+def predict(row: Row, settings: dict) -> dict:
+    from chakra_trace.capture import capture, load_build  # noqa: PLC0415
+    from chakra_trace.simulate.simulator import simulate  # noqa: PLC0415
+    from chakra_trace.synthesize.parallel import Plan, parallelize_detailed  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    plan = resolve(row, settings)
+    if row.cp > 1:
+        return {"name": row.name, "skipped": "context parallelism is not modelled by `chakra parallelize` yet"}
+    cap = capture(
+        load_build(f"{GPT}:build"),
+        model_config(row, plan),
+        batch=row.global_batch // row.dp,
+        seq=row.seq,
+        dtype="float16" if row.gpu == "a100" else "bfloat16",
+        fold_views=True,
+    )
+    t1 = time.perf_counter()
+    par = parallelize_detailed(
+        cap.trace,
+        Plan(
+            tp=row.tp,
+            pp=row.pp,
+            dp=row.dp,
+            ep=row.ep,
+            sp=row.sp,
+            micro_batches=plan["micro_batches"],
+            recompute=plan["recompute"],
+            virtual_stages=plan["virtual_stages"],
+            zero=plan["zero"],
+        ),
+    )
+    t2 = time.perf_counter()
+    net, system, about = system_for(row)
+    res = simulate(par.workload, net, system)
+    t3 = time.perf_counter()
+    step = res.step_ns / 1e9
+    slow = int(max(range(len(res.finish_ns)), key=lambda i: res.finish_ns[i]))
+    predicted = step_flops(row, plan["recompute"]) / (step * row.gpus) / 1e12
+    return {
+        "name": row.name,
+        "gpus": row.gpus,
+        "predicted_tflops_per_gpu": predicted,
+        "published_tflops_per_gpu": row.published,
+        "error": predicted / row.published - 1,
+        "step_s": step,
+        "compute_s": float(res.compute_ns[slow]) / 1e9,
+        "exposed_comm_s": float(res.exposed_comm_ns[slow]) / 1e9,
+        "bubble_s": float(res.idle_ns[slow]) / 1e9,
+        "other_s": float(res.other_ns[slow]) / 1e9,
+        "plan": {k: v for k, v in plan.items() if k != "model"},
+        "system": about,
+        "capture_s": t1 - t0,
+        "parallelize_s": t2 - t1,
+        "simulate_s": t3 - t2,
+        "wall_s": t3 - t0,
+        "shortcuts": list(res.shortcuts),
+    }
+
+
+def _child(row: Row, settings: dict, q) -> None:
+    try:
+        out = predict(row, settings)
+    except Exception as e:  # noqa: BLE001 - a row that cannot run is reported, not fatal
+        out = {"name": row.name, "skipped": f"{type(e).__name__}: {e}"}
+    out["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    q.put(out)
+
+
+def run_row(row: Row, settings: dict) -> dict:
+    """One row in its own process, so its wall time and peak memory are its own."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(row, settings, q))
+    p.start()
+    out = q.get()
+    p.join()
+    return out
+
+
+def summary(results: list[dict]) -> dict:
+    errs = [abs(r["error"]) for r in results if "error" in r]
+    return {
+        "rows": results,
+        "median_abs_error": statistics.median(errs) if errs else None,
+        "max_abs_error": max(errs) if errs else None,
+        "within_10pct": sum(e <= 0.10 for e in errs),
+        "predicted": len(errs),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--table", type=Path, required=True, action="append", help="a table CSV (repeatable)")
+    ap.add_argument("--only", nargs="*", help="rows by name")
+    ap.add_argument("--json", type=Path, help="write the results here")
+    args = ap.parse_args(argv)
+    results = []
+    for table in args.table:
+        settings = settings_of(table)
+        for row in read_table(table):
+            if args.only and row.name not in args.only:
+                continue
+            r = {"table": table.name, **run_row(row, settings)}
+            results.append(r)
+            if "error" in r:
+                print(
+                    f"{r['name']:14s} {row.gpus:6d} GPUs  predicted {r['predicted_tflops_per_gpu']:6.1f}  published "
+                    f"{row.published:6.1f}  ({r['error']:+6.1%})  step {r['step_s']:7.2f} s = compute "
+                    f"{r['compute_s']:.2f} + exposed comm {r['exposed_comm_s']:.2f} + bubble {r['bubble_s']:.2f}  "
+                    f"[{r['wall_s']:.0f} s, {r['peak_rss_gb']:.1f} GB]",
+                    flush=True,
+                )
+            else:
+                print(f"{r['name']:14s} skipped: {r['skipped']}", flush=True)
+    out = summary(results)
+    if out["predicted"]:
+        print(
+            f"median |error| {out['median_abs_error']:.1%}, max {out['max_abs_error']:.1%}, "
+            f"{out['within_10pct']}/{out['predicted']} within 10%"
+        )
+    if args.json:
+        tmp = args.json.with_suffix(".tmp")
+        tmp.write_text(json.dumps(out, indent=1, default=lambda o: asdict(o)) + "\n")
+        tmp.replace(args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
