@@ -122,10 +122,49 @@ _SPEEDS_INTRA = {
     "blackwell": (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
 }
 _SPEEDS_INTER = {
-    "ampere": (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+    "ampere": (
+        48.0,
+        30.0,
+        28.0,
+        24.0,
+        20.0,
+        18.0,
+        15.0,
+        12.0,
+        10.0,
+        9.0,
+        7.0,
+        6.0,
+        5.0,
+        4.0,
+        3.0,
+        2.4,
+        1.2,
+        0.24,
+        0.12,
+    ),
     "hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
     "blackwell": (
-        96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12
+        96.0,
+        86.0,
+        80.0,
+        48.0,
+        45.1,
+        42.0,
+        40.0,
+        30.0,
+        24.0,
+        22.0,
+        20.0,
+        17.5,
+        15.0,
+        12.0,
+        6.0,
+        3.0,
+        2.4,
+        1.2,
+        0.24,
+        0.12,
     ),
 }
 _MAX_CHANNELS = 32  # init.cc:1177 (MAXCHANNELS / 2, device.h:91)
@@ -199,23 +238,35 @@ def _dup(speed: float, channels: int, arch: str) -> tuple[float, int]:
 
 def level_bandwidth(cluster: Cluster, nodes: int, ppn: int) -> tuple[float, int]:
     """(bus bandwidth GB/s, channels) of NCCL's ring/tree graph for a group of ``nodes`` nodes
-    with ``ppn`` ranks each. Our reading of the topology search (search.cc:1150-1180): the
-    fastest speed of the architecture's table that one path carries (a GPU's NVLink to its
-    NVSwitch; across nodes one NIC), and as many channels as the path's total holds: the
-    GPU's NVLink in one node; across nodes the NICs of the group's GPUs (one per GPU on a rail,
-    at least one), then channel duplication."""
+    with ``ppn`` ranks each. Our reading of the topology search (search.cc:1150-1290), which
+    tries the speeds of the architecture's table fastest first and keeps the solution of most
+    channels x speed: a speed is one path's (at most a GPU's NVLink to its NVSwitch; across
+    nodes at most one NIC); channels, as many as fit in the GPU's NVLink and, across nodes, in
+    the NICs of the group's GPUs (one per GPU on its rail, at least one; each NIC as many
+    channels as its bandwidth holds), at most 32; ties to the faster speed, and no speed half
+    or less of the best one's tried; then the channels
+    are duplicated where NCCL does (`_dup`)."""
+    nvlink = cluster.nvlink_bw
     if nodes <= 1:
-        total = path = cluster.nvlink_bw
-        speeds = _SPEEDS_INTRA[cluster.arch]
+        path, speeds, nics = nvlink, _SPEEDS_INTRA[cluster.arch], 0
     else:
         nics = max(1, min(cluster.nics_per_node, math.ceil(ppn * cluster.nics_per_node / cluster.gpus_per_node)))
-        path = min(cluster.nic_bw, cluster.nvlink_bw)
-        total = min(nics * cluster.nic_bw, cluster.nvlink_bw)
-        speeds = _SPEEDS_INTER[cluster.arch]
-    speed = next((s for s in speeds if s <= path), speeds[-1])
-    per_path = int(path // speed) if nodes > 1 else 1
-    channels = max(1, min(_MAX_CHANNELS, int(total // speed) if nodes <= 1 else nics * per_path))
-    speed, channels = _dup(speed, channels, cluster.arch)
+        path, speeds = min(cluster.nic_bw, nvlink), _SPEEDS_INTER[cluster.arch]
+    best = (0.0, 0.0, 0)
+    for sp in speeds:
+        if sp > path:
+            continue
+        if best[2] and sp / best[1] <= 0.49:  # search.cc:1245: no slower than half the speed found
+            break
+        ch = int(nvlink // sp)
+        if nodes > 1:
+            ch = min(ch, nics * int(cluster.nic_bw // sp))
+        ch = min(ch, _MAX_CHANNELS)
+        if ch * sp > best[0]:
+            best = (ch * sp, sp, ch)
+    if not best[2]:  # slower than the table's slowest speed: one channel at the path's bandwidth
+        best = (path, path, 1)
+    speed, channels = _dup(best[1], best[2], cluster.arch)
     return speed * channels, channels
 
 
@@ -287,7 +338,11 @@ def _raw(cluster: Cluster, op: str, sizes: np.ndarray, nranks: int, nnodes: int)
         t = la + sizes / (1000.0 * b)
         better = t < best
         best = np.where(better, t, best)
-        lat_best, bw_best, which = np.where(better, la, lat_best), np.where(better, b, bw_best), np.where(better, i, which)
+        lat_best, bw_best, which = (
+            np.where(better, la, lat_best),
+            np.where(better, b, bw_best),
+            np.where(better, i, which),
+        )
     return best, lat_best, bw_best, which, list(table)
 
 
@@ -313,7 +368,7 @@ def collective_time(cluster: Cluster, op: str, nbytes, nranks: int, nnodes: int)
         if t[pos[k + 1]] < t[k]:
             pos[k] = pos[k + 1]
     out = []
-    for s, j in zip(sizes.tolist(), pos[np.searchsorted(cand, sizes)].tolist()):
+    for j in pos[np.searchsorted(cand, sizes)].tolist():
         a, p = pairs[int(which[j])]
         out.append(Choice(a, p, float(lat[j]), float(bw[j]), float(t[j])))
     return out
@@ -325,7 +380,13 @@ def bus_bandwidth(op: str, nbytes: float, nranks: int, time_us: float) -> float:
     times 2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter, all-to-all), 1 otherwise."""
     alg = nbytes / (time_us * 1e3)
     n = nranks
-    factor = 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n if op in ("all_gather", "reduce_scatter", "all_to_all") else 1.0
+    factor = (
+        2 * (n - 1) / n
+        if op == "all_reduce"
+        else (n - 1) / n
+        if op in ("all_gather", "reduce_scatter", "all_to_all")
+        else 1.0
+    )
     return alg * factor
 
 
