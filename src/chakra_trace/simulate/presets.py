@@ -19,8 +19,10 @@ from ..errors import ChakraError
 from ..io.workload import read_comm_groups
 from ..schema.devices import DeviceSpec, device_spec
 from ..synthesize.scale import data_parallel
+from .clusters import CLUSTERS
 from .config import Network, SystemConfig
 from .devices import recorded_answer, with_device
+from .nccl import Cluster
 from .peers import job_groups, job_npus
 from .simulator import SimulationWarning, simulate
 
@@ -29,7 +31,9 @@ from .simulator import SimulationWarning, simulate
 class SystemPreset:
     """A named system. Without a network: the job's own ranks, every node at its recorded time,
     communication as recorded or free (``comm`` "recorded" or "ideal", `simulator.COMM_MODELS`),
-    or with ``link`` (GB/s, ns) on one switch of as many NPUs as the job has ranks."""
+    or with ``link`` (GB/s, ns) on one switch of as many NPUs as the job has ranks, or with
+    ``cluster`` on a real machine of as many nodes as the job fills, communication as NCCL
+    runs it there (comm "nccl", `nccl`, `clusters`)."""
 
     name: str
     description: str
@@ -38,6 +42,7 @@ class SystemPreset:
     comm: str = "network"
     link: tuple[float, float] | None = None
     device: DeviceSpec | None = None  # its compute's device (`with_compute`); its link costs untimed comm
+    cluster: Cluster | None = None  # a real machine (`clusters`): nodes, NVLink, NICs; comm "nccl"
 
     @property
     def npus(self) -> int | None:
@@ -132,8 +137,17 @@ def _presets() -> dict[str, SystemPreset]:
                 preset_system(["ring"]),
                 comm="ideal",
             ),
+            *(_machine(c) for c in CLUSTERS.values()),
         )
     }
+
+
+def _machine(c: Cluster) -> SystemPreset:
+    """A real machine (`clusters`) as a preset: its network as NCCL costs it, its GPU's
+    roofline for compute nodes (as `with_compute` sets it; --device replaces it)."""
+    assert c.device is not None
+    p = SystemPreset(c.name, c.fabric + "; communication as NCCL runs it", None, preset_system(["ring"]), comm="nccl")
+    return dataclasses.replace(p, system=with_device(p.system, c.device), device=device_spec(c.device), cluster=c)
 
 
 PRESETS = _presets()
@@ -182,7 +196,10 @@ def simulate_on(workload, system: str | SystemPreset, **kw):
     # the job's NPUs: its ranks and those its groups name (absent ones: symmetric copies, `peers`)
     n = job_npus(workload.traces, job_groups(workload, groups)) if len(workload) else 1
     if p.network is None:  # the job's own ranks
-        if p.link is not None:
+        if p.cluster is not None:  # on as many nodes of a real machine as they fill
+            net = Network.simple("FullyConnected", n, 1, 0)
+            res = simulate(workload, net, p.system, comm="nccl", cluster=p.cluster.sized(n), **kw)
+        elif p.link is not None:
             res = simulate(workload, Network.simple("Switch", n, *p.link), p.system, **kw)
         else:
             res = simulate(workload, Network.simple("FullyConnected", n, 1, 0), p.system, comm=p.comm, **kw)

@@ -32,6 +32,7 @@ from .costs import compute_type_notes, compute_types, durations, remote, typed_p
 from .engine import Engine
 from .inflight import Runner
 from .memory import MemoryPorts
+from .nccl import Cluster, collective_choice, p2p_ns
 from .network import link_count
 from .peers import describe, job_groups, named_ranks, symmetric_peers
 from .result import CollectiveRecord, SimResult
@@ -110,6 +111,7 @@ class Simulator:
         comm: str = "network",
         validate: bool = True,
         shortcuts: bool = True,
+        cluster: Cluster | None = None,
     ):
         if comm not in COMM_MODELS:
             raise ChakraError(f"unknown communication model {comm!r}; one of {', '.join(COMM_MODELS)}")
@@ -122,7 +124,12 @@ class Simulator:
         self.model: type[NetworkModel] = network_model if network_model is not None else Aware if aware else Unaware
         if comm != "network" and self.rules.astra_limits:
             raise ChakraError(f"ASTRA-sim compatibility mode costs communication on the network, not {comm!r}")
+        if (comm == "nccl") != (cluster is not None):
+            raise ChakraError('the "nccl" communication model and a cluster go together: give both or neither')
         self.comm = comm
+        # where each rank sits (the "nccl" model): as many nodes as the NPUs fill, unless the cluster says
+        self.cluster = None if cluster is None else cluster if cluster.nodes else cluster.sized(network.npus)
+        self._nccl: dict[tuple, tuple[int, str]] = {}  # a collective's time by (type, bytes, placement)
         self.system = system
         self.memory = memory
         self._remote = remote(memory)
@@ -239,8 +246,8 @@ class Simulator:
         if self.model.contended:
             return None
         period = replica_period(self.traces, self.groups, self.network)
-        if period is None:
-            return None
+        if period is None or (self.cluster is not None and period % self.cluster.gpus_per_node):
+            return None  # ("nccl": a replica must sit on nodes as the first one does)
         self._period = period
         return np.arange(self.npus, dtype=np.int64) % period
 
@@ -344,6 +351,11 @@ class Simulator:
             finish = np.maximum(start + took, int(start.max()))
             self._collective_done(pg, k, inst, ranks, start, self.comm, 1, finish)
             return
+        if self.comm == "nccl":  # NCCL's time for its size and placement, from when the last member is there
+            took_ns, how = self._nccl_time(inst.ctype, inst.bytes, ranks)
+            finish = np.full(ranks.size, int(start.max()) + took_ns, np.int64)
+            self._collective_done(pg, k, inst, ranks, start, f"nccl:{how}", 1, finish)
+            return
         if not self.coll.knows(inst.ctype):  # (validation rejects it first, unless switched off)
             r0 = int(ranks[0])
             node = int(self.state(r0).ids[issued[self.state(r0).rank][1]])
@@ -365,6 +377,17 @@ class Simulator:
             self._together.append((plan, ranks, start, done))
         else:  # every step priced when it is sent, with everything else in flight
             self.stepper.run(plan, ranks, start, policy, done)
+
+    def _nccl_time(self, ctype: int, nbytes: int, ranks: np.ndarray) -> tuple[int, str]:
+        """`nccl.collective_choice` of a collective over ``ranks``, once per type, size, rank
+        count and ranks per node (what its time depends on)."""
+        assert self.cluster is not None
+        nodes = np.unique(self.cluster.node_of(ranks), return_counts=True)[1]
+        key = (int(ctype), int(nbytes), int(ranks.size), nodes.size, int(nodes.max()))
+        hit = self._nccl.get(key)
+        if hit is None:
+            hit = self._nccl[key] = collective_choice(self.cluster, ctype, nbytes, ranks)
+        return hit
 
     def _collective_done(
         self,
@@ -441,6 +464,9 @@ class Simulator:
         models (a recorded send's own time includes waiting for its receiver, so it is not a
         transfer time: the receive takes its own recorded time instead)."""
         now = self.engine.now
+        if self.comm == "nccl":  # latency + bytes at the bandwidth of the level it crosses
+            assert self.cluster is not None
+            return now + p2p_ns(self.cluster, npu.rank, dst, size)
         if self.comm != "network":
             return now
         return int(self.fabric.send(np.array([npu.rank]), np.array([dst]), size, np.array([now]))[0])
@@ -584,8 +610,11 @@ class Simulator:
 #: How communication is costed: on the network model; as recorded (each member of a collective
 #: takes its recorded time, and none ends before the last member issues it; a send takes its
 #: recorded time; every node waits after its dependencies as long as it did in the recording,
-#: launch and queueing delays, and each rank starts when it did); or free (an ideal network).
-COMM_MODELS = ("network", "recorded", "ideal")
+#: launch and queueing delays, and each rank starts when it did); or free (an ideal network);
+#: or as NCCL runs it on a cluster of nodes (`nccl`: a collective takes NCCL's time for its size
+#: and its members' placement from when its last member issues it; a send latency + bytes at
+#: the bandwidth of the level it crosses; every other node its recorded or roofline time).
+COMM_MODELS = ("network", "recorded", "ideal", "nccl")
 
 _COMM_TYPE_BIT = 1 << COLUMN_BY_NAME[Attr.COMM_TYPE].bit
 
@@ -616,6 +645,7 @@ def simulate(
     comm: str = "network",
     validate: bool = True,
     shortcuts: bool = True,
+    cluster: Cluster | None = None,
 ) -> SimResult:
     """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
     `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
@@ -624,7 +654,8 @@ def simulate(
     (`aware.Aware`) instead of the unaware one, or any `backend.NetworkModel` class as
     ``network_model``. ``comm`` (`COMM_MODELS`): "recorded" or "ideal" cost
     communication as recorded or as free instead of on the network, and every node takes its
-    recorded time. Raises `SimulationBlocked` when nodes can never run, and `WorkloadInvalid`
+    recorded time; "nccl" costs it as NCCL does on ``cluster`` (a `nccl.Cluster`, whose nodes
+    hold consecutive ranks). Raises `SimulationBlocked` when nodes can never run, and `WorkloadInvalid`
     (before running) on what `validate_workload` rejects; ``validate=False`` skips that check.
     ``shortcuts`` (exact ones, listed in `SimResult.shortcuts` when used): one NPU simulated for
     all when every NPU runs one trace and every collective spans the machine and ends at one
@@ -657,4 +688,5 @@ def simulate(
         comm=comm,
         validate=validate,
         shortcuts=shortcuts,
+        cluster=cluster,
     ).run()
