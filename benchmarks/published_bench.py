@@ -138,13 +138,17 @@ def resolve(row: Row, settings: dict) -> dict:
     recompute = row.recompute
     if recompute == "auto":
         recompute = own.get("recompute") or ("selective" if row.sp else "none")
+    # Megatron-LM's "local" DDP all-reduces the whole gradient buffer once after the backward (no
+    # overlap): one bucket; torch DDP overlaps its 25 MiB buckets with the backward
+    bucket_mb = 1e9 if own.get("ddp") == "local" else None
     return {
+        "bucket_mb": bucket_mb,
         "micro_batch": mb,
         "micro_batches": per_replica // mb,
         "virtual_stages": int(chunks or 1),
         "recompute": recompute,
         "zero": int(own.get("zero", 0)),
-        "model": own.get("model", {}),
+        "model": {**settings.get("model", {}), **own.get("model", {})},
         "source": settings.get("source", "") if own else "defaults",
     }
 
@@ -181,24 +185,23 @@ def step_flops(row: Row, recompute: str) -> float:
     return model
 
 
-def system_for(row: Row):
-    """(network, system, description): the cluster of a row's GPU with its kernel model."""
-    from chakra_trace.simulate.config import Network  # noqa: PLC0415
-    from chakra_trace.simulate.devices import with_device  # noqa: PLC0415
-    from chakra_trace.simulate.presets import preset_system  # noqa: PLC0415
+#: The cluster preset of each GPU's published runs (`chakra simulate --system NAME`).
+CLUSTER_OF = {"a100": "selene", "h100": "dgx-h100", "b200": "dgx-b200"}
 
-    nvlink, nic = {"a100": (300, 25), "h100": (450, 50)}[row.gpu]
-    if row.gpus <= 8:
-        net = Network.simple("Switch", row.gpus, nvlink, 250)
-    else:
-        net = Network.simple(["Switch", "Switch"], [8, row.gpus // 8], [nvlink, nic], [250, 2000])
-    system = with_device(preset_system(["ring"] * len(net.dims)), row.gpu, kernels=True)
-    return net, system, f"{row.gpu}: NVLink {nvlink} GB/s, NIC {nic} GB/s per GPU (interim)"
+
+def system_for(row: Row):
+    """The real machine a row ran on (`simulate.clusters`): its network as NCCL runs it and its
+    GPU's kernel model."""
+    from chakra_trace.simulate.presets import preset  # noqa: PLC0415
+
+    if row.gpu not in CLUSTER_OF:
+        raise ValueError(f"no cluster preset for GPU {row.gpu!r} (have: {', '.join(CLUSTER_OF)})")
+    return preset(CLUSTER_OF[row.gpu])
 
 
 def predict(row: Row, settings: dict) -> dict:
     from chakra_trace.capture import capture, load_build  # noqa: PLC0415
-    from chakra_trace.simulate.simulator import simulate  # noqa: PLC0415
+    from chakra_trace.simulate.presets import simulate_on  # noqa: PLC0415
     from chakra_trace.synthesize.parallel import Plan, parallelize_detailed  # noqa: PLC0415
 
     t0 = time.perf_counter()
@@ -226,11 +229,12 @@ def predict(row: Row, settings: dict) -> dict:
             recompute=plan["recompute"],
             virtual_stages=plan["virtual_stages"],
             zero=plan["zero"],
+            **({"bucket_mb": plan["bucket_mb"]} if plan["bucket_mb"] else {}),
         ),
     )
     t2 = time.perf_counter()
-    net, system, about = system_for(row)
-    res = simulate(par.workload, net, system)
+    system = system_for(row)
+    res = simulate_on(par.workload, system)
     t3 = time.perf_counter()
     step = res.step_ns / 1e9
     slow = int(max(range(len(res.finish_ns)), key=lambda i: res.finish_ns[i]))
@@ -247,7 +251,7 @@ def predict(row: Row, settings: dict) -> dict:
         "bubble_s": float(res.idle_ns[slow]) / 1e9,
         "other_s": float(res.other_ns[slow]) / 1e9,
         "plan": {k: v for k, v in plan.items() if k != "model"},
-        "system": about,
+        "system": system.name,
         "capture_s": t1 - t0,
         "parallelize_s": t2 - t1,
         "simulate_s": t3 - t2,

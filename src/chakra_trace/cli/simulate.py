@@ -66,11 +66,11 @@ from .systems import SYSTEM_HELP, preset_names
 @click.option(
     "--compute-model",
     type=click.Choice(["roofline", "kernels"]),
-    default="roofline",
-    show_default=True,
+    default=None,
     help="With --device: roofline costs each node at the device's datasheet roofs (a lower bound); kernels "
     "costs it as the device's kernels run it: achievable matmul rate with tile and wave fill, fused "
-    "attention, memory-bound ops at achievable HBM bandwidth, launch gaps (docs/device-model.md).",
+    "attention, memory-bound ops at achievable HBM bandwidth, launch gaps (docs/device-model.md). "
+    "Default: kernels on a real machine's preset (selene, dgx-h100, ...), roofline elsewhere.",
 )
 @click.option(
     "--fp32-as",
@@ -149,9 +149,9 @@ def simulate(
         raise click.UsageError(f"missing --system: a preset ({preset_names()}) or a system JSON with --network")
     if fp32_as is not None and device_name is None:
         raise click.UsageError("--fp32-as says at which peak a --device runs FP32 work: give --device too")
-    kernels = compute_model == "kernels"
-    if kernels and device_name is None:
-        raise click.UsageError("--compute-model kernels is a device's kernel model: give --device too")
+    kernels = None if compute_model is None else compute_model == "kernels"
+    if compute_model is not None and device_name is None:
+        raise click.UsageError("--compute-model chooses how a --device costs compute: give --device too")
     preset = (
         choose_system(system, network, device=device_name, efficiency=efficiency, fp32_as=fp32_as, kernels=kernels)
         if profile_path is None
@@ -166,7 +166,8 @@ def simulate(
     label = preset.name
     if device_name is not None:
         label += f" with {device_name}" + (f" at {efficiency:g} of its roofline" if efficiency != 1 else "")
-        label += " (kernel model)" if kernels else ""
+        dc = preset.system.device_compute
+        label += " (kernel model)" if dc is not None and dc.kernels is not None else ""
     with warnings.catch_warnings(), steps(f"simulating on {label}", None):
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
         res = simulate_on(wl, preset, **kw)

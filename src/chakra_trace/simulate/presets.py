@@ -143,11 +143,13 @@ def _presets() -> dict[str, SystemPreset]:
 
 
 def _machine(c: Cluster) -> SystemPreset:
-    """A real machine (`clusters`) as a preset: its network as NCCL costs it, its GPU's
-    roofline for compute nodes (as `with_compute` sets it; --device replaces it)."""
+    """A real machine (`clusters`) as a preset: its network as NCCL costs it, its GPU's kernel
+    model for compute nodes (`simulate.kernels`, as `with_compute` sets it; --device replaces it)."""
     assert c.device is not None
-    p = SystemPreset(c.name, c.fabric + "; communication as NCCL runs it", None, preset_system(["ring"]), comm="nccl")
-    return dataclasses.replace(p, system=with_device(p.system, c.device), device=device_spec(c.device), cluster=c)
+    about = c.fabric + "; communication as NCCL runs it, compute by the GPU's kernel model"
+    p = SystemPreset(c.name, about, None, preset_system(["ring"]), comm="nccl")
+    system = with_device(p.system, c.device, kernels=True)
+    return dataclasses.replace(p, system=system, device=device_spec(c.device), cluster=c)
 
 
 PRESETS = _presets()
@@ -251,14 +253,15 @@ def choose_system(
     device=None,
     efficiency: float = 1.0,
     fp32_as: str | None = None,
-    kernels: bool = False,
+    kernels: bool | None = None,
 ) -> SystemPreset:
     """The one reading of "simulate on this system" (`chakra simulate`, the report, the analyses'
     --simulate): a preset name, "NETWORK.yaml,SYSTEM.json", or a system JSON with ``network``
     (ASTRA-sim's two files, the same as the comma form); with ``device``, its compute at that
     device's roofline times ``efficiency`` (`with_compute`; ``fp32_as``: which FP32 ops run as TF32,
-    None for PyTorch's defaults; ``kernels``: by its kernel model instead of its roofline), and a
-    device alone means the job's own ranks at their recorded times ("recorded")."""
+    None for PyTorch's defaults; ``kernels``: by its kernel model instead of its roofline, None:
+    on a real machine's preset (`clusters`) yes, elsewhere no), and a device alone means the job's
+    own ranks at their recorded times ("recorded")."""
     if efficiency != 1.0 and device is None:
         raise ChakraError("an efficiency scales a device's roofline: give the device too")
     if fp32_as is not None and device is None:
@@ -281,4 +284,6 @@ def choose_system(
         p = resolve(system)
     if device is None:
         return p
+    if kernels is None:
+        kernels = p.cluster is not None
     return with_compute(p, device, efficiency, fp32_as=fp32_as or "pytorch", kernels=kernels)
