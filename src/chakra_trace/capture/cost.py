@@ -5,7 +5,8 @@ convolutions, fused attention: the library PyTorch keeps in step with its ops), 
 rules (`convert.flops`: elementwise ops, reductions, norms, softmax, losses), else 0; every node
 says which (`flops_source`: "torch", "chakra" or "none"). Bytes are what the op reads plus what
 it writes (tensor inputs + outputs, lists included), 0 for ops that only make views or query
-metadata. The same functions cost a recorded op from its shapes (`recorded_cost`), which is how
+metadata; a GEMM that adds its input times beta = 0 (`baddbmm(buffer, a, b, beta=0)`, Megatron's
+attention scores) does not read that input (cuBLAS ignores C when beta is 0). The same functions cost a recorded op from its shapes (`recorded_cost`), which is how
 the capture is checked against a recording.
 """
 
@@ -22,6 +23,8 @@ TORCH, CHAKRA, NONE = "torch", "chakra", "none"
 # they do the same work as `scaled_dot_product_attention`, so they take torch's SDPA formulas.
 _SDPA_FORWARD = {"aten::_scaled_dot_product_flash_attention_for_cpu"}
 _SDPA_BACKWARD = {"aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
+# GEMMs computing beta * input + alpha * (a @ b): with beta 0 the input is not read
+_BETA_GEMMS = {"aten::addmm", "aten::baddbmm", "aten::addbmm", "aten::addmv"}
 
 
 def op_name(func: Any) -> str:
@@ -66,12 +69,16 @@ def cost(
     if view or name in rules._FREE:
         return 0, 0, NONE
     moved = rules.tensor_cost(name, ins, outs, singles, values)
+    nbytes = moved.bytes
+    if name in _BETA_GEMMS and kwargs.get("beta") == 0 and ins:
+        shape, itemsize = ins[0]
+        nbytes -= rules._numel(shape) * itemsize
     flops = torch_flops(name, packet, args, kwargs, out)
     if flops is not None:
-        return flops, moved.bytes, TORCH
+        return flops, nbytes, TORCH
     if moved.flops is not None:
-        return int(moved.flops), moved.bytes, CHAKRA
-    return 0, moved.bytes, NONE
+        return int(moved.flops), nbytes, CHAKRA
+    return 0, nbytes, NONE
 
 
 def recorded_cost(

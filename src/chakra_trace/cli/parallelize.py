@@ -53,7 +53,9 @@ from .common import console, json_option, print_json, show, steps
     type=click.Choice(RECOMPUTE),
     default="none",
     show_default=True,
-    help="full: every layer's forward runs again before its micro-batch's backward (activation recomputation).",
+    help="full: every layer's forward runs again before its micro-batch's backward (activation recomputation); "
+    "selective: only its core attention (a module named core_attention; nothing for fused SDPA attention, whose "
+    "backward recomputes its scores already).",
 )
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket cap (MiB).")
 @click.option("-o", "--output", "prefix", default=None, help="Write PREFIX.<rank>.et and PREFIX.comm_groups.json.")

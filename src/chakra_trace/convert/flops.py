@@ -181,6 +181,18 @@ _ELEMENTWISE = {
     "aten::erf": 4,
 }
 
+# Fused kernels recorded as one op (Megatron-LM's, as examples/models/megatron_kernels.py
+# defines them): FLOPs per element of the FIRST output, the sum of the rules above for the
+# unfused ops each one replaces (a mask output is not counted again).
+_FUSED = {
+    "megatron::bias_gelu": 9,  # add 1 + gelu 8
+    "megatron::bias_gelu_backward": 11,  # add 1 + gelu_backward 10
+    "megatron::bias_dropout_add": 4,  # add 1 + dropout 2 + add 1
+    "megatron::bias_dropout_add_backward": 1,  # native_dropout_backward 1
+    "megatron::scaled_upper_triang_masked_softmax": 7,  # scale 1 + mask 1 + softmax 5
+    "megatron::scaled_upper_triang_masked_softmax_backward": 5,  # softmax backward 4 + scale 1
+}
+
 # FLOPs per INPUT element of reductions and normalizations.
 _REDUCTION = {
     "aten::sum": 1,
@@ -313,6 +325,8 @@ def tensor_cost(
     if name in _ELEMENTWISE:
         elems = out_elems or max((_numel(s) for s, _ in ins), default=0)
         return Cost(_ELEMENTWISE[name] * elems, moved)
+    if name in _FUSED:
+        return Cost(_FUSED[name] * (_numel(outs[0][0]) if outs else 0), moved)
     if name in _REDUCTION:
         elems = _numel(ins[0][0]) if ins else 0
         if name.endswith("_backward") or name.endswith("_backward_data"):

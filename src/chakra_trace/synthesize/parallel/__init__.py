@@ -20,8 +20,10 @@ tensor parallelism divides them (`layout`), pipeline schedules (`pp`), DDP bucke
 - EP all-to-all (a mixture of experts' token dispatch and combine, and their gradients): see
   `layout`;
 - DP: see `dp`;
-- full activation recomputation (`Plan.recompute`): before each micro-batch's backward, the
-  stage's layer ops run again (phase "recompute", their TP/EP collectives with them), and the
+- activation recomputation (`Plan.recompute`): before each micro-batch's backward of a layer,
+  its forward ops run again ("full") or only its core attention ("selective": the ops of a
+  module named `core_attention`, none where that is a fused attention op, which recomputes
+  inside its own backward) -- phase "recompute", their TP/EP collectives with them -- and the
   backward reads their results; their FLOPs are counted apart (`recompute_flops`).
 
 Durations are left to the simulator's device model: every compute node keeps num_ops and

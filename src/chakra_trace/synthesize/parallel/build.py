@@ -64,10 +64,11 @@ class StageBuilder:
                 chunk = min(v // pp for v in lay.vstages[r] if v % pp == stage)
                 self.chunk_rows.setdefault((ph, chunk), []).append(r)
         self.maps: dict[tuple[int, int], dict[int, int]] = {}
-        # full activation recomputation: each layer's forward again before the layer's backward
+        # activation recomputation: each layer's forward (full) or core attention (selective)
+        # again before the layer's backward
         self.recompute_rows: dict[int, list[int]] = {}
-        for r in self.rows[FWD] if self.plan.recompute == "full" else []:
-            if m.layer[r] >= 0:
+        for r in self.rows[FWD]:
+            if lay.recomputed[r]:
                 self.recompute_rows.setdefault(int(m.layer[r]), []).append(r)
         M = self.plan.m
         self.M = M

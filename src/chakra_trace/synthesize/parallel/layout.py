@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...schema.compute_types import ATTENTION_OPS
 from .master import (
     ATTENTION,
     BWD,
     COLUMN,
+    CORE_ATTENTION,
     EXPERTS,
     FWD,
     OPT,
@@ -49,6 +51,7 @@ from .master import (
     ParallelizeError,
     Param,
     expert_region,
+    in_core_attention,
     layer_of,
     layer_path,
     leaf,
@@ -89,6 +92,7 @@ class Layout:
     redundant_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     expert: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # rows inside a mixture's experts
     ep_after: dict[int, list[tuple[int, str]]] = field(default_factory=dict)  # row -> all-to-alls (bytes, name)
+    recomputed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # forward rows run again
 
     def is_expert_param(self, p: Param) -> bool:
         return expert_region(p.module) is not None
@@ -208,7 +212,35 @@ def layout(m: Master, plan: Plan) -> Layout:
         redundant_rows=redundant,
         expert=np.array([x is not None for x in region], bool),
         ep_after=_expert_exchanges(m, region) if plan.ep > 1 else {},
+        recomputed=_recomputed(m, plan),
     )
+
+
+def _recomputed(m: Master, plan: Plan) -> np.ndarray:
+    """The forward rows activation recomputation runs again before their layer's backward:
+    every layer op ("full"), or each layer's core attention ("selective", Korthikanti et al.
+    2022: the ops between the QKV projection's output and the output projection's input, in a
+    module named `core_attention`). A core attention holding a fused attention op (SDPA, flash)
+    is not run again: the fused kernel keeps no scores for backward and recomputes them inside its
+    own backward, which the capture holds already; so selective recomputation of such a layer
+    adds nothing."""
+    layer_rows = (m.phase == FWD) & (m.layer >= 0)
+    if plan.recompute == "full":
+        return layer_rows
+    if plan.recompute != "selective":
+        return np.zeros(len(m), bool)
+    inside = {mod: in_core_attention(mod) for mod in set(m.module)}
+    core = layer_rows & np.array([inside[mod] for mod in m.module], bool)
+    if not core.any():
+        raise ParallelizeError(
+            f"selective recomputation runs each layer's core attention again: no module of the master trace is "
+            f"named {' or '.join(sorted(CORE_ATTENTION))} (Megatron-LM's name; examples/models/gpt.py has one)"
+        )
+    rows = np.flatnonzero(core)
+    fused = {int(m.layer[r]) for r in rows if m.ops[r].split(".")[0] in ATTENTION_OPS}
+    if fused:
+        core &= ~np.isin(m.layer, sorted(fused))
+    return core
 
 
 def _crossings(m: Master, region: list[str | None]) -> list[int]:

@@ -18,7 +18,9 @@ derives, once per master trace:
   `nn.MultiheadAttention` applies its packed in-projection and its `out_proj` weight itself), by
   their module type: the whole module is a tensor-parallel region;
 - a mixture of experts by its module name: a module called `experts` holds every expert's
-  weights, and what runs inside it runs on the tokens routed to them.
+  weights, and what runs inside it runs on the tokens routed to them;
+- a layer's core attention by its module name (`core_attention`, Megatron-LM's): what
+  selective activation recomputation runs again.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ ROW = frozenset({"o_proj", "down_proj", "out_proj", "c_proj", "wo", "w2", "fc2",
 
 #: module types that hold column- and row-parallel projections but call no linear submodule
 ATTENTION = frozenset({"MultiheadAttention"})
+
+#: module names of a layer's core attention (Megatron-LM's `core_attention`: Q·Kᵀ, softmax, dropout,
+#: ·V), what selective activation recomputation runs again
+CORE_ATTENTION = frozenset({"core_attention"})
 
 #: module names holding a mixture's experts (their parameters split over expert-parallel ranks)
 EXPERTS = frozenset({"experts"})
@@ -101,6 +107,11 @@ def expert_region(module: str) -> str | None:
         if part in EXPERTS:
             return ".".join(parts[: i + 1])
     return None
+
+
+def in_core_attention(module: str) -> bool:
+    """Whether a module path is inside a core-attention module (`layers.3.attn.core_attention`)."""
+    return any(part in CORE_ATTENTION for part in module.split("."))
 
 
 def leaf(module: str) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from .master import ParallelizeError
 
 SCHEDULES = ("1f1b", "gpipe")
-RECOMPUTE = ("none", "full")
+RECOMPUTE = ("none", "full", "selective")
 DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB), with the default cap
 DDP_BUCKET_MB = 25.0  # DistributedDataParallel's default bucket_cap_mb
 
@@ -41,8 +41,10 @@ class Plan:
     when `bucket_mb` is DDP's default 25, else `bucket_mb`, as DDP does); `ep`: expert-parallel
     ranks (a divisor of dp; the master trace must hold a mixture of experts); `recompute`: "full"
     runs every layer's forward again before its micro-batch's backward (Megatron-LM's full
-    activation recomputation; the attention's own recomputation, what its selective
-    recomputation does, is in the captured backward of fused attention already); `virtual_stages`:
+    activation recomputation), "selective" only each layer's core attention (Korthikanti et al.
+    2022: Q·Kᵀ, softmax, dropout, ·V; a module named `core_attention`); a fused attention op
+    (SDPA) recomputes its scores inside its captured backward already, so selective recomputation
+    adds nothing there (`layout._recomputed`); `virtual_stages`:
     chunks of layers per pipeline stage for Megatron-LM's interleaved 1F1B schedule (`pp`;
     micro-batches a multiple of pp)."""
 
