@@ -107,7 +107,7 @@ def read_table(path: Path) -> list[Row]:
                         global_batch=int(r["global_batch"]),
                         micro_batch=r["micro_batch"].strip(),
                         recompute=r["recompute"].strip(),
-                        sp=r["sp"].strip() in ("1", "true", "True"),
+                        sp=_sp(r["sp"], int(r["tp"])),
                         virtual_stages=r["virtual_stages"].strip(),
                         flops=r["flops"].strip(),
                         published=float(r["published_tflops_per_gpu"]),
@@ -117,6 +117,17 @@ def read_table(path: Path) -> list[Row]:
             except (TypeError, ValueError) as e:
                 raise SystemExit(f"{path}:{line}: {e}") from None
     return rows
+
+
+def _sp(cell: str, tp: int) -> bool:
+    """Sequence parallelism: 0/1, or `auto`: on wherever TP > 1 (Megatron-Core's and NeMo's
+    recommended setting, benchmarks/tables/SOURCES.md)."""
+    cell = cell.strip()
+    if cell == "auto":
+        return tp > 1
+    if cell not in ("0", "1"):
+        raise ValueError(f"sp {cell!r}: expected 0, 1 or auto")
+    return cell == "1"
 
 
 def settings_of(table: Path) -> dict:
@@ -158,8 +169,12 @@ def model_config(row: Row, plan: dict) -> dict:
     learned positions, biases, tied embeddings) or a Llama (RMSNorm, SwiGLU, rotary, GQA)."""
     if row.family == "gpt":
         cfg = dict(norm="layer", mlp="gelu", positions="learned", bias=True, tie=True, max_seq=row.seq)
+    elif row.family == "nemotron":  # LayerNorm(1p), squared ReLU, RoPE, no biases, untied embeddings
+        cfg = dict(norm="layer", mlp="squared_relu", positions="rope", bias=False, tie=False)
     else:
-        cfg = dict(norm="rms", mlp="swiglu", positions="rotary", bias=False, tie=False)
+        cfg = dict(norm="rms", mlp="swiglu", positions="rope", bias=False, tie=False)
+    if row.extra.get("mlp"):
+        cfg["mlp"] = row.extra["mlp"]
     cfg.update(
         layers=row.layers, hidden=row.hidden, heads=row.heads, kv_heads=row.kv_heads, ffn=row.ffn, vocab=row.vocab
     )
@@ -170,16 +185,17 @@ def model_config(row: Row, plan: dict) -> dict:
 def step_flops(row: Row, recompute: str) -> float:
     """FLOPs of one step by the table's convention: ``hardware`` (Megatron-LM's, Narayanan et al.
     eq. 3: 96·B·s·l·h²·(1 + s/6h + V/16lh), which counts the recomputed forward) for GPT rows with
-    full recomputation, else 6·N·tokens plus attention's 6·l·s·h per token (causal: half of the
-    12·l·s·h of PaLM's convention), plus a recomputed forward's third for ``hardware``."""
+    full recomputation, else 6·N·tokens plus attention's 12·l·s·h per token (PaLM's and NeMo's
+    convention, no causal halving: it reproduces every NeMo and Nemotron row's TFLOP/s from its
+    tokens/s, benchmarks/tables/SOURCES.md), plus a recomputed forward's third for ``hardware``."""
     b, s, L, h, V = row.global_batch, row.seq, row.layers, row.hidden, row.vocab
     if row.flops == "hardware" and row.family == "gpt" and recompute == "full" and row.ffn == 4 * h:
         return 96 * b * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
     kv = row.kv_heads * (h // row.heads)
-    mlp = (3 if row.extra.get("mlp", "swiglu" if row.family != "gpt" else "gelu") == "swiglu" else 2) * h * row.ffn
+    mlp = (3 if row.extra.get("mlp", "gelu" if row.family == "gpt" else "swiglu") == "swiglu" else 2) * h * row.ffn
     n = L * (2 * h * h + 2 * h * kv + mlp) + V * h
     tokens = b * s
-    model = 6 * n * tokens + 6 * L * s * h * tokens
+    model = 6 * n * tokens + 12 * L * s * h * tokens
     if row.flops == "hardware" and recompute == "full":
         model *= 4 / 3
     return model
@@ -197,6 +213,30 @@ def system_for(row: Row):
     if row.gpu not in CLUSTER_OF:
         raise ValueError(f"no cluster preset for GPU {row.gpu!r} (have: {', '.join(CLUSTER_OF)})")
     return preset(CLUSTER_OF[row.gpu])
+
+
+def compute_by_class(trace, system) -> dict:
+    """Seconds of a rank's compute nodes by kernel class (matmul, fused attention, other), and of
+    those the memory-bound share (the kernel model's time is its bytes'), as the simulator costs
+    them."""
+    import numpy as np  # noqa: PLC0415
+
+    from chakra_trace.simulate.costs import durations, typed_peaks  # noqa: PLC0415
+    from chakra_trace.simulate.kernels import ATTENTION, GEMM, op_classes  # noqa: PLC0415
+    from chakra_trace.simulate.rules import DEFAULT  # noqa: PLC0415
+
+    peaks = typed_peaks(trace, system, DEFAULT)
+    ns = durations(trace, system, None, comm="recorded", rules=DEFAULT, warn=lambda m: None, peaks=peaks)
+    cls = op_classes(trace)
+    dc = system.device_compute
+    bound = trace.tensor_size / (dc.device.mem_bw * dc.kernels.mem) * 1e9 + dc.kernels.launch_ns >= ns - 1
+    out = {}
+    for name, c in (("matmul", GEMM), ("attention", ATTENTION), ("other", 0)):
+        m = cls == c
+        out[name] = float(ns[m].sum()) / 1e9
+        out[name + "_memory_bound"] = float(ns[m & bound].sum()) / 1e9
+    out["kernels"] = int(np.count_nonzero(ns))
+    return out
 
 
 def predict(row: Row, settings: dict) -> dict:
@@ -229,6 +269,7 @@ def predict(row: Row, settings: dict) -> dict:
             recompute=plan["recompute"],
             virtual_stages=plan["virtual_stages"],
             zero=plan["zero"],
+            fp8=row.extra.get("fp8") in ("1", "true", "True"),
             **({"bucket_mb": plan["bucket_mb"]} if plan["bucket_mb"] else {}),
         ),
     )
@@ -239,6 +280,7 @@ def predict(row: Row, settings: dict) -> dict:
     step = res.step_ns / 1e9
     slow = int(max(range(len(res.finish_ns)), key=lambda i: res.finish_ns[i]))
     predicted = step_flops(row, plan["recompute"]) / (step * row.gpus) / 1e12
+    by_class = compute_by_class(par.workload.traces[slow], system.system)
     return {
         "name": row.name,
         "gpus": row.gpus,
@@ -250,6 +292,7 @@ def predict(row: Row, settings: dict) -> dict:
         "exposed_comm_s": float(res.exposed_comm_ns[slow]) / 1e9,
         "bubble_s": float(res.idle_ns[slow]) / 1e9,
         "other_s": float(res.other_ns[slow]) / 1e9,
+        "compute_by_class_s": by_class,
         "plan": {k: v for k, v in plan.items() if k != "model"},
         "system": system.name,
         "capture_s": t1 - t0,

@@ -5,7 +5,7 @@
 
 Token embedding, `layers` pre-norm blocks (RMSNorm or LayerNorm; causal self-attention with
 `heads` query heads and `kv_heads` key/value heads (grouped-query attention), rotary or learned
-positions; a SwiGLU or GELU MLP), a final norm and the LM head. The blocks run in a Python loop,
+positions; a SwiGLU, GELU or squared-ReLU (Nemotron-4) MLP), a final norm and the LM head. The blocks run in a Python loop,
 so a captured step grows by the same nodes per layer. `build` follows the capture protocol: it
 returns (model, inputs, loss).
 
@@ -235,8 +235,8 @@ class MLP(nn.Module):
         self.kind, self.fused = kind, fused
         if kind == "swiglu":
             self.gate_proj = nn.Linear(hidden, ffn, bias=bias)
-        elif kind != "gelu":
-            raise ValueError(f"mlp {kind!r}: expected swiglu or gelu")
+        elif kind not in ("gelu", "squared_relu"):
+            raise ValueError(f"mlp {kind!r}: expected swiglu, gelu or squared_relu")
         linear = SkipBiasLinear if fused else nn.Linear
         self.up_proj = linear(hidden, ffn, bias=bias)
         self.down_proj = linear(ffn, hidden, bias=bias)
@@ -246,6 +246,8 @@ class MLP(nn.Module):
         bias-dropout-add kernel)."""
         if self.kind == "swiglu":
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.kind == "squared_relu":  # Nemotron-4 (Primer's squared ReLU): two matrices, as GeLU's
+            return self.down_proj(torch.square(F.relu(self.up_proj(x))))
         if self.fused:
             return self.down_proj(mk.bias_gelu(self.up_proj(x), self.up_proj.bias))
         return self.down_proj(F.gelu(self.up_proj(x)))

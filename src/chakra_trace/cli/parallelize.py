@@ -58,10 +58,15 @@ from .common import console, json_option, print_json, show, steps
     "backward recomputes its scores already).",
 )
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket cap (MiB).")
+@click.option(
+    "--fp8",
+    is_flag=True,
+    help="The linear layers' matmuls in FP8 (Transformer Engine): a device costs them at its FP8 rate.",
+)
 @click.option("-o", "--output", "prefix", default=None, help="Write PREFIX.<rank>.et and PREFIX.comm_groups.json.")
 @json_option
 def parallelize(
-    master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, virtual_stages, recompute, bucket_mb, prefix, as_json
+    master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, virtual_stages, recompute, bucket_mb, fp8, prefix, as_json
 ) -> None:
     """Make the per-rank traces of a parallelism plan from a master trace (`chakra capture`):
     Megatron-style tensor parallelism (column/row-parallel linears, vocab-parallel embedding, LM head
@@ -90,6 +95,7 @@ def parallelize(
         recompute=recompute,
         virtual_stages=virtual_stages,
         bucket_mb=bucket_mb,
+        fp8=fp8,
     )
     with steps("reading the master trace", None):
         trace = read_trace(master)

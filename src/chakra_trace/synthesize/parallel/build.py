@@ -234,7 +234,7 @@ class StageBuilder:
                 gemm_m=dims[1] if dims is not None else None,
                 gemm_n=dims[2] if dims is not None else None,
                 gemm_k=dims[3] if dims is not None else None,
-                dtype=m.dtypes[r] if m.dtypes else None,
+                dtype="fp8" if self._fp8(r, dims) else (m.dtypes[r] if m.dtypes else None),
             )
             self.stats.flops += ops
             self.stats.bytes += nbytes
@@ -259,6 +259,11 @@ class StageBuilder:
                 g = self.coll(RS, units.size[u], DP, "fsdp_reduce_scatter", prods)
                 self.rs_ids.setdefault(u, []).append(g)
         return tail, last_id
+
+    def _fp8(self, r: int, dims) -> bool:
+        """Whether row ``r`` runs in FP8 under the plan: a transformer layer's linear (a matmul of
+        one batch), as Transformer Engine's FP8 recipe runs them (the LM head stays in BF16)."""
+        return bool(self.plan.fp8 and dims is not None and dims[0] == 1 and self.m.layer[r] >= 0)
 
     def opt_div(self, r: int) -> int:
         """What divides an optimizer op's work: its experts' share (1 / ep) and under ZeRO the

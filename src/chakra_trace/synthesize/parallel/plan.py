@@ -46,7 +46,10 @@ class Plan:
     (SDPA) recomputes its scores inside its captured backward already, so selective recomputation
     adds nothing there (`layout._recomputed`); `virtual_stages`:
     chunks of layers per pipeline stage for Megatron-LM's interleaved 1F1B schedule (`pp`;
-    micro-batches a multiple of pp)."""
+    micro-batches a multiple of pp); `fp8`: the linear layers' matrix multiplies (forward, input and
+    weight gradients) in FP8, as Transformer Engine runs them (their nodes' ``dtype`` is "fp8", so a
+    device costs them at its FP8 rate; attention's batched matmuls, norms and the rest keep the
+    captured type; bytes stay the captured ones)."""
 
     tp: int = 1
     pp: int = 1
@@ -60,6 +63,7 @@ class Plan:
     first_bucket_mb: float | None = None
     recompute: str = "none"
     virtual_stages: int = 1
+    fp8: bool = False
 
     def __post_init__(self) -> None:
         for k in ("tp", "pp", "dp", "ep"):
@@ -167,6 +171,8 @@ class Plan:
                 parts.append(f"interleaved x {self.virtual_stages} chunks")
         if self.recompute != "none":
             parts.append(f"{self.recompute} recompute")
+        if self.fp8:
+            parts.append("FP8 linears")
         parts.append(
             "FSDP"
             if self.zero == 3
