@@ -141,7 +141,7 @@ def resolve(row: Row, settings: dict) -> dict:
     """The plan of a row with `auto` resolved: the table's run settings where they name the row,
     else Megatron-LM's defaults (micro-batch 1; no interleaving; recomputation: selective with
     sequence parallelism, else none; the distributed optimizer off)."""
-    own = settings.get("rows", {}).get(row.name, {})
+    own = {**settings.get("defaults", {}), **settings.get("rows", {}).get(row.name, {})}
     per_replica = row.global_batch // row.dp
     mb = own.get("micro_batch") if row.micro_batch == "auto" else int(row.micro_batch)
     mb = int(mb or 1)

@@ -66,7 +66,21 @@ from .common import console, json_option, print_json, show, steps
 @click.option("-o", "--output", "prefix", default=None, help="Write PREFIX.<rank>.et and PREFIX.comm_groups.json.")
 @json_option
 def parallelize(
-    master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, virtual_stages, recompute, bucket_mb, fp8, prefix, as_json
+    master,
+    tp,
+    pp,
+    dp,
+    ep,
+    sp,
+    schedule,
+    micro_batches,
+    zero,
+    virtual_stages,
+    recompute,
+    bucket_mb,
+    fp8,
+    prefix,
+    as_json,
 ) -> None:
     """Make the per-rank traces of a parallelism plan from a master trace (`chakra capture`):
     Megatron-style tensor parallelism (column/row-parallel linears, vocab-parallel embedding, LM head
