@@ -24,7 +24,7 @@ from ..schema.devices import DeviceSpec
 from ..schema.kernel_models import KernelModel, gemm_quantization
 from ..schema.trace import Trace
 
-__all__ = ["GEMM", "ATTENTION", "OTHER", "op_classes", "kernel_ns"]
+__all__ = ["GEMM", "ATTENTION", "OTHER", "kernel_ns", "op_classes", "op_ns"]
 
 OTHER, GEMM, ATTENTION = 0, 1, 2
 _ATTENTION_WORDS = ("scaled_dot_product", "flash_attention", "efficient_attention", "flash_attn", "fused_attention")
@@ -49,31 +49,70 @@ def _fill(t: Trace, km: KernelModel) -> np.ndarray:
     """Tile and wave fill of each GEMM node with recorded dimensions, 1 elsewhere."""
     m, has_m = t.attr_array("gemm_m", np.int64)
     n, has_n = t.attr_array("gemm_n", np.int64)
+    k, has_k = t.attr_array("gemm_k", np.int64)
     b, has_b = t.attr_array("gemm_batch", np.int64)
     q = np.ones(len(t))
     rows = np.flatnonzero(has_m & has_n)
     if not rows.size:
         return q
     batch = np.where(has_b, b, 1)
-    key = np.stack([m[rows], n[rows], batch[rows]], axis=1)
+    depth = np.where(has_k, k, 0)
+    key = np.stack([m[rows], n[rows], batch[rows], depth[rows]], axis=1)
     uniq, inv = np.unique(key, axis=0, return_inverse=True)
-    vals = np.array([gemm_quantization(int(x), int(y), int(z), km.sms, km.tile) for x, y, z in uniq.tolist()])
+    vals = np.array(
+        [gemm_quantization(int(x), int(y), int(z), km.sms, km.tile, int(w)) for x, y, z, w in uniq.tolist()]
+    )
     q[rows] = vals[inv.reshape(-1)]
     return q
+
+
+def op_ns(
+    cls: np.ndarray,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    fill: np.ndarray,
+    dtypes: np.ndarray,
+    type_peak: np.ndarray,
+    km: KernelModel,
+    dev: DeviceSpec,
+    efficiency: float = 1.0,
+) -> np.ndarray:
+    """Time (ns, float) of ops given as arrays: class (`op_classes`), FLOPs, bytes, tile and wave
+    fill of GEMMs (1 where unknown), element type names and their datasheet peaks (FLOP/s): the
+    module docstring's model, for traces (`kernel_ns`) and for ops read from anywhere else (a
+    profiler trace's recorded shapes, `benchmarks/kernel_check.py`)."""
+    ops = np.asarray(flops, float)
+    size = np.asarray(nbytes, float)
+    # achievable matmul rate at the best shape, per type (a type without its own MAMF: its peak
+    # times the BF16 MAMF's share of the BF16 peak)
+    best = gemm_quantization(km.gemm_shape[0], km.gemm_shape[1], 1, km.sms, km.tile, km.gemm_shape[2])
+    bf16_share = km.gemm_rate("bf16") / dev.peak_for("bf16")[0]
+    own = dict(km.gemm)
+    rate = np.empty(len(ops))
+    for ty in set(np.asarray(dtypes, object).tolist()):
+        m = dtypes == ty
+        rate[m] = own[ty] if ty in own else type_peak[m] * bf16_share
+    per_sm_rate = rate / best * efficiency
+    with np.errstate(divide="ignore", invalid="ignore"):
+        compute = np.where(
+            cls == GEMM,
+            ops / (per_sm_rate * fill),
+            np.where(cls == ATTENTION, ops / (type_peak * km.attention * efficiency), ops / (km.vector * efficiency)),
+        )
+    memory = size / (dev.mem_bw * km.mem * efficiency)
+    busy = (ops > 0) | (size > 0)
+    return np.where(busy, np.maximum(np.nan_to_num(compute), memory) * 1e9 + km.launch_ns, 0.0)
 
 
 def kernel_ns(
     t: Trace, rows: np.ndarray, km: KernelModel, dev: DeviceSpec, peaks: NodePeaks | None, efficiency: float = 1.0
 ) -> np.ndarray:
-    """Time (ns, float) of each node of ``t`` where ``rows`` (bool) holds, 0 elsewhere: see the
-    module docstring. ``peaks`` (`schema.compute_types.node_peaks`): each node's compute type
-    (None: the device's default type for all)."""
+    """Time (ns, float) of each node of ``t`` where ``rows`` (bool) holds, 0 elsewhere (`op_ns`).
+    ``peaks`` (`schema.compute_types.node_peaks`): each node's compute type (None: the device's
+    default type for all)."""
     out = np.zeros(len(t))
     if not rows.any():
         return out
-    ops = t.num_ops.astype(float)
-    size = t.tensor_size.astype(float)
-    cls = op_classes(t)
     # each node's type: the name of the peak it runs at (bf16, fp16, tf32, fp8, fp32, ...)
     if peaks is not None:
         type_of = np.asarray(peaks.names, object)[peaks.peak]
@@ -82,25 +121,16 @@ def kernel_ns(
         d = dev.default_dtype
         type_of = np.full(len(t), d, object)
         type_peak = np.full(len(t), dev.peak_for(d)[0])
-    # achievable matmul rate at the best shape, per type (a type without its own MAMF: its peak
-    # times the BF16 MAMF's share of the BF16 peak)
-    best = gemm_quantization(km.gemm_shape[0], km.gemm_shape[1], 1, km.sms, km.tile)
-    bf16_share = km.gemm_rate("bf16") / dev.peak_for("bf16")[0]
-    own = dict(km.gemm)
-    rate = np.empty(len(t))
-    for ty in set(type_of[rows].tolist()):
-        m = type_of == ty
-        rate[m] = own[ty] if ty in own else type_peak[m] * bf16_share
-    per_sm_rate = rate / best * efficiency
-    gemm = cls == GEMM
-    attn = cls == ATTENTION
-    compute = np.where(
-        gemm,
-        ops / (per_sm_rate * _fill(t, km)),
-        np.where(attn, ops / (type_peak * km.attention * efficiency), ops / (km.vector * efficiency)),
+    r = np.flatnonzero(rows)
+    out[r] = op_ns(
+        op_classes(t)[r],
+        t.num_ops[r],
+        t.tensor_size[r],
+        _fill(t, km)[r],
+        type_of[r],
+        type_peak[r],
+        km,
+        dev,
+        efficiency,
     )
-    memory = size / (dev.mem_bw * km.mem * efficiency)
-    busy = (ops > 0) | (size > 0)
-    t_ns = np.where(busy, np.maximum(compute, memory) * 1e9 + km.launch_ns, 0.0)
-    out[rows] = t_ns[rows]
     return out
