@@ -171,8 +171,7 @@ def _check_adam(r):
     assert by_module == Counter(name.rpartition(".")[0] for name in params)
     assert sorted(op.bytes for op in opt) == sorted(n * (BF + 3 * FP + 3 * FP + BF) for n in params.values())
     assert sorted(op.flops for op in opt) == sorted(11 * n for n in params.values())
-    assert {op.name.split(".")[0] for op in r.ops if op.phase == "optimizer"} <= {"te::fused_adam", "aten::set_"}
-    assert all(op.bytes == 0 for op in r.ops if op.phase == "optimizer" and op.name.startswith("aten::set_"))
+    assert len([op for op in r.ops if op.phase == "optimizer"]) == len(opt)  # nothing else: no copies
 
 
 def test_fused_adam_by_class_and_by_name(te, build):

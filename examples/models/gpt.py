@@ -33,6 +33,13 @@ Megatron-LM's GPT layer (Narayanan et al. SC21, Korthikanti et al. 2022), kernel
 - `fused_qkv`: one `qkv_proj` linear for Q, K and V (Megatron's `query_key_value`), needs
   kv_heads == heads.
 
+Megatron-Core with Transformer Engine (NeMo 24.07's Llama, Nemotron, GPT-3 runs): `"fused": "te"`
+runs its kernels, one op each (`te_kernels.py`): TE's RMSNorm / LayerNorm, TE's fused RoPE (one
+per q and k, on fp32 angles), Megatron-Core's fused SwiGLU and squared ReLU, its fused
+cross-entropy; attention stays SDPA (TE runs cuDNN's flash attention). The distributed
+optimizer's fused Adam is `te_kernels.DistributedFusedAdam` (capture's `optimizer`), e.g.
+`{"preset": "llama2-7b", "fused": "te"}` with `--optimizer examples/models/te_kernels.py:DistributedFusedAdam`.
+
 The preset "megatron-sc21" is all of it (LayerNorm, GeLU, learned positions, biases, tied
 embeddings, vocabulary 51,200, positions for 2,048 tokens, unfused attention, dropout 0.1, the
 fused kernels, one QKV linear) at the 1.7B size of SC21's Table 1 (24 layers, hidden 2304, 24

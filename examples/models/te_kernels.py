@@ -409,7 +409,7 @@ class DistributedFusedAdam(torch.optim.Optimizer):
                     state["step"],
                 )
                 state["main"], state["exp_avg"], state["exp_avg_sq"] = main, m, v
-                p.set_(param)  # (the kernel wrote the model's weight: no copy)
+                p.data = param  # (the kernel wrote the model's weight: no copy, no op)
         return None
 
 
