@@ -33,6 +33,13 @@ Megatron-LM's GPT layer (Narayanan et al. SC21, Korthikanti et al. 2022), kernel
 - `fused_qkv`: one `qkv_proj` linear for Q, K and V (Megatron's `query_key_value`), needs
   kv_heads == heads.
 
+Megatron-Core with Transformer Engine (NeMo 24.07's Llama, Nemotron, GPT-3 runs): `"fused": "te"`
+runs its kernels, one op each (`te_kernels.py`): TE's RMSNorm / LayerNorm, TE's fused RoPE (one
+per q and k, on fp32 angles), Megatron-Core's fused SwiGLU and squared ReLU, its fused
+cross-entropy; attention stays SDPA (TE runs cuDNN's flash attention). The distributed
+optimizer's fused Adam is `te_kernels.DistributedFusedAdam` (capture's `optimizer`), e.g.
+`{"preset": "llama2-7b", "fused": "te"}` with `--optimizer examples/models/te_kernels.py:DistributedFusedAdam`.
+
 The preset "megatron-sc21" is all of it (LayerNorm, GeLU, learned positions, biases, tied
 embeddings, vocabulary 51,200, positions for 2,048 tokens, unfused attention, dropout 0.1, the
 fused kernels, one QKV linear) at the 1.7B size of SC21's Table 1 (24 layers, hidden 2304, 24
@@ -44,6 +51,7 @@ from __future__ import annotations
 import math
 
 import megatron_kernels as mk  # (this file's folder is on sys.path while `chakra capture` loads it)
+import te_kernels as tk
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -114,7 +122,7 @@ class RMSNorm(nn.Module):
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary position embedding of x by the (seq, head_dim) tables, broadcast over x's other
-    dimensions (cos, sin already shaped for x's layout)."""
+    dimensions (cos, sin already shaped for x's layout): cat, neg, two muls and an add."""
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos + rotated * sin
@@ -182,8 +190,10 @@ class Attention(nn.Module):
         p: float = 0.0,
         fused: bool = False,
         fused_qkv: bool = False,
+        te: bool = False,
     ) -> None:
         super().__init__()
+        self.te = te
         if hidden % heads or heads % kv_heads:
             raise ValueError(f"hidden {hidden} must divide by heads {heads}, heads by kv_heads {kv_heads}")
         if kind not in ("sdpa", "unfused"):
@@ -203,10 +213,11 @@ class Attention(nn.Module):
         self.o_proj = (SkipBiasLinear if fused else nn.Linear)(heads * d, hidden, bias=bias)
 
     def forward(
-        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None = None
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, ...] | None, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """x: (batch, seq, hidden), or (seq, batch, hidden) for unfused attention; the output
-        projection's result in the same layout (without its bias when `fused`)."""
+        projection's result in the same layout (without its bias when `fused`). `rope`: the
+        (cos, sin) tables, or with `te` the fp32 angles alone (TE's fused RoPE)."""
         lead, d = x.shape[:2], self.head_dim
         if hasattr(self, "qkv_proj"):  # Megatron's layout: per head [q k v]
             q, k, v = self.qkv_proj(x).view(*lead, self.heads, 3 * d).split(d, dim=-1)
@@ -217,7 +228,9 @@ class Attention(nn.Module):
         if not self.seq_first:  # (b, s, heads, d) -> (b, heads, s, d)
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         head_dim = 2 if self.seq_first else 1
-        if rope is not None:
+        if rope is not None and self.te:
+            q, k = tk.rope(q, rope[0], self.seq_first), tk.rope(k, rope[0], self.seq_first)
+        elif rope is not None:
             cos, sin = rope
             if self.seq_first:  # tables (s, d) over (s, b, heads, d)
                 cos, sin = cos[:, None, None, :], sin[:, None, None, :]
@@ -230,9 +243,9 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, ffn: int, kind: str, bias: bool, fused: bool = False) -> None:
+    def __init__(self, hidden: int, ffn: int, kind: str, bias: bool, fused: bool = False, te: bool = False) -> None:
         super().__init__()
-        self.kind, self.fused = kind, fused
+        self.kind, self.fused, self.te = kind, fused, te
         if kind == "swiglu":
             self.gate_proj = nn.Linear(hidden, ffn, bias=bias)
         elif kind not in ("gelu", "squared_relu"):
@@ -244,8 +257,12 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The MLP's output (without down_proj's bias when `fused`: Megatron adds it in the
         bias-dropout-add kernel)."""
+        if self.kind == "swiglu" and self.te:
+            return self.down_proj(tk.swiglu(self.gate_proj(x), self.up_proj(x)))
         if self.kind == "swiglu":
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.kind == "squared_relu" and self.te:
+            return self.down_proj(tk.squared_relu(self.up_proj(x)))
         if self.kind == "squared_relu":  # Nemotron-4 (Primer's squared ReLU): two matrices, as GeLU's
             return self.down_proj(torch.square(F.relu(self.up_proj(x))))
         if self.fused:
@@ -270,9 +287,9 @@ class Experts(nn.Module):
     """Every expert's MLP at once: the linears keep the dense MLP's names (gate/up/down_proj), so a
     parallelization splits them as it splits an MLP."""
 
-    def __init__(self, experts: int, hidden: int, ffn: int, kind: str) -> None:
+    def __init__(self, experts: int, hidden: int, ffn: int, kind: str, te: bool = False) -> None:
         super().__init__()
-        self.kind = kind
+        self.kind, self.te = kind, te
         if kind == "swiglu":
             self.gate_proj = ExpertLinear(experts, hidden, ffn)
         elif kind != "gelu":
@@ -281,6 +298,8 @@ class Experts(nn.Module):
         self.down_proj = ExpertLinear(experts, ffn, hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kind == "swiglu" and self.te:
+            return self.down_proj(tk.swiglu(self.gate_proj(x), self.up_proj(x)))
         if self.kind == "swiglu":
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
         return self.down_proj(F.gelu(self.up_proj(x)))
@@ -293,13 +312,13 @@ class MoE(nn.Module):
     token copies are sorted by expert (`dispatch`), run through the experts, put back in token
     order and summed with the router's weights (`combine`)."""
 
-    def __init__(self, hidden: int, ffn: int, experts: int, top_k: int, kind: str) -> None:
+    def __init__(self, hidden: int, ffn: int, experts: int, top_k: int, kind: str, te: bool = False) -> None:
         super().__init__()
         if not 1 <= top_k <= experts:
             raise ValueError(f"top_k {top_k} must be in 1..experts ({experts})")
         self.experts_n, self.top_k = experts, top_k
         self.router = nn.Linear(hidden, experts, bias=False)
-        self.experts = Experts(experts, hidden, ffn, kind)
+        self.experts = Experts(experts, hidden, ffn, kind, te)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, h = x.shape
@@ -316,11 +335,11 @@ class MoE(nn.Module):
         return (combined * weight.unsqueeze(-1).to(combined.dtype)).sum(dim=1).view(b, s, h)
 
 
-def _norm(kind: str, dim: int) -> nn.Module:
+def _norm(kind: str, dim: int, te: bool = False) -> nn.Module:
     if kind == "rms":
-        return RMSNorm(dim)
+        return tk.RMSNorm(dim) if te else RMSNorm(dim)
     if kind == "layer":
-        return nn.LayerNorm(dim)
+        return tk.LayerNorm(dim) if te else nn.LayerNorm(dim)
     raise ValueError(f"norm {kind!r}: expected rms or layer")
 
 
@@ -340,19 +359,20 @@ class Block(nn.Module):
         p: float = 0.0,
         fused: bool = False,
         fused_qkv: bool = False,
+        te: bool = False,
     ) -> None:
         super().__init__()
         self.p, self.fused = p, fused
-        self.attn_norm = _norm(norm, hidden)
-        self.attn = Attention(hidden, heads, kv_heads, bias, attention, p, fused, fused_qkv)
-        self.mlp_norm = _norm(norm, hidden)
+        self.attn_norm = _norm(norm, hidden, te)
+        self.attn = Attention(hidden, heads, kv_heads, bias, attention, p, fused, fused_qkv, te)
+        self.mlp_norm = _norm(norm, hidden, te)
         if experts:
-            self.moe = MoE(hidden, ffn, experts, top_k, mlp)
+            self.moe = MoE(hidden, ffn, experts, top_k, mlp, te)
         else:
-            self.mlp = MLP(hidden, ffn, mlp, bias, fused)
+            self.mlp = MLP(hidden, ffn, mlp, bias, fused, te)
 
     def forward(
-        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None = None
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, ...] | None, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         x = self._residual(self.attn(self.attn_norm(x), rope, mask), self.attn.o_proj, x)
         if hasattr(self, "moe"):
@@ -393,8 +413,8 @@ class GPT(nn.Module):
         super().__init__()
         kv_heads = kv_heads or heads
         ffn = ffn or 4 * hidden
-        if fused not in ("none", "megatron"):
-            raise ValueError(f"fused {fused!r}: expected none or megatron")
+        if fused not in ("none", "megatron", "te"):
+            raise ValueError(f"fused {fused!r}: expected none, megatron or te")
         if fused == "megatron" and (not bias or mlp != "gelu" or experts):
             raise ValueError(
                 "fused megatron kernels (bias + GeLU, bias + dropout + add) need bias, the gelu MLP, no experts"
@@ -406,6 +426,7 @@ class GPT(nn.Module):
         self.rope_base = rope_base
         self.head_dim = hidden // heads
         self.p = dropout
+        self.te = fused == "te"
         self.seq_first = attention == "unfused"  # Megatron's [s, b, h]: heads split by views
         self.masked = attention == "unfused" and fused != "megatron"  # a causal mask tensor for masked_fill
         if positions == "learned":
@@ -427,18 +448,23 @@ class GPT(nn.Module):
                 dropout,
                 fused == "megatron",
                 fused_qkv,
+                self.te,
             )  # fmt: skip
             for _ in range(layers)
         )
-        self.norm = _norm(norm, hidden)
+        self.norm = _norm(norm, hidden, self.te)
         self.lm_head = nn.Linear(hidden, vocab, bias=False)
         if tie:
             self.lm_head.weight = self.embed.weight
 
-    def _rope(self, seq: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    def _rope(self, seq: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+        """(cos, sin) tables (seq, head_dim) in the model's dtype, or with TE's fused RoPE the fp32
+        angles alone (Megatron's rotary embedding; the kernel takes their sin and cos)."""
         inv = 1.0 / self.rope_base ** (torch.arange(0, self.head_dim, 2, device=device) / self.head_dim)
         angles = torch.outer(torch.arange(seq, device=device, dtype=inv.dtype), inv)
         angles = torch.cat((angles, angles), dim=-1)
+        if self.te:
+            return (angles,)
         dtype = self.embed.weight.dtype
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
@@ -504,6 +530,8 @@ def build(preset: str | None = None, **config) -> tuple[nn.Module, object, objec
     def loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         if model.seq_first:  # logits (s, b, vocab): the targets transposed, as Megatron's loss does
             targets = targets.transpose(0, 1)
+        if model.te:  # Megatron-Core's fused cross-entropy
+            return tk.cross_entropy(logits, targets)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
     return model, inputs, loss

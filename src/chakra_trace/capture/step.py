@@ -37,6 +37,7 @@ from ..schema.enums import NodeType
 from ..schema.node import IOInfo
 from ..schema.trace import Trace
 from . import rules
+from .loader import load_build
 from .recorder import CapturedOp, label_autograd, make_recorder
 
 PHASES = ("forward", "backward", "optimizer")
@@ -129,11 +130,19 @@ class CaptureResult:
 _OPTIMIZERS = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD", "adagrad": "Adagrad", "rmsprop": "RMSprop"}
 
 
-def _optimizer(name: str | None, params: list, options: dict) -> Any:
+def _optimizer(name: Any, params: list, options: dict) -> Any:
+    """The optimizer `name` says: a torch.optim name, "none", an optimizer class, or one named
+    `FILE.py:NAME` / `MODULE:NAME` (a model's own, e.g. a fused distributed optimizer's kernels)."""
     import torch
 
-    if name is None or name.lower() == "none":
+    if name is None or (isinstance(name, str) and name.lower() == "none"):
         return None
+    if isinstance(name, str) and ":" in name:
+        name = load_build(name)
+    if isinstance(name, type):
+        if not issubclass(name, torch.optim.Optimizer):
+            raise CaptureError(f"optimizer {name.__name__}: not a torch.optim.Optimizer subclass")
+        return name(params, **{"lr": 1e-3, **options})
     cls = getattr(torch.optim, _OPTIMIZERS.get(name.lower(), name), None)
     if cls is None or not isinstance(cls, type):
         raise CaptureError(f"unknown optimizer {name!r}; expected one of {sorted(_OPTIMIZERS)} or none")
@@ -160,7 +169,7 @@ def capture(
     *,
     batch: int = 1,
     seq: int = 128,
-    optimizer: str | None = "adamw",
+    optimizer: Any = "adamw",
     optimizer_options: dict | None = None,
     dtype: str | None = None,
     fold_views: bool = False,
@@ -190,7 +199,7 @@ def capture(
         "config": config,
         "batch": batch,
         "seq": seq,
-        "optimizer": optimizer,
+        "optimizer": optimizer if optimizer is None or isinstance(optimizer, str) else optimizer.__name__,
         "dtype": dtype,
         "params": params_n,
         "parameters": grads,
@@ -246,7 +255,7 @@ def _record_step(
     batch: int,
     seq: int,
     *,
-    optimizer: str | None,
+    optimizer: Any,
     optimizer_options: dict | None,
     dtype: str | None,
     fold_views: bool,

@@ -35,7 +35,8 @@ def _json_dict(text: str | None, what: str) -> dict:
     "--optimizer",
     default="adamw",
     show_default=True,
-    help="adamw, adam, sgd, adagrad, rmsprop (or any torch.optim class name), or none.",
+    help="adamw, adam, sgd, adagrad, rmsprop (or any torch.optim class name), none, or an optimizer "
+    "class as FILE.py:CLASS (e.g. examples/models/te_kernels.py:DistributedFusedAdam).",
 )
 @click.option("--optimizer-options", default=None, help="Its keyword arguments as JSON, e.g. '{\"foreach\": true}'.")
 @click.option("--dtype", default=None, help="Default dtype while the model is built, e.g. bfloat16.")

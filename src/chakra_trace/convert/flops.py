@@ -181,8 +181,8 @@ _ELEMENTWISE = {
     "aten::erf": 4,
 }
 
-# Fused kernels recorded as one op (Megatron-LM's, as examples/models/megatron_kernels.py
-# defines them): FLOPs per element of the FIRST output, the sum of the rules above for the
+# Fused kernels recorded as one op (Megatron-LM's and Transformer Engine's, as
+# examples/models/megatron_kernels.py and te_kernels.py define them): FLOPs per element of the FIRST output, the sum of the rules above for the
 # unfused ops each one replaces (a mask output is not counted again).
 _FUSED = {
     "megatron::bias_gelu": 9,  # add 1 + gelu 8
@@ -191,6 +191,22 @@ _FUSED = {
     "megatron::bias_dropout_add_backward": 1,  # native_dropout_backward 1
     "megatron::scaled_upper_triang_masked_softmax": 7,  # scale 1 + mask 1 + softmax 5
     "megatron::scaled_upper_triang_masked_softmax_backward": 5,  # softmax backward 4 + scale 1
+    # Megatron-Core with Transformer Engine (examples/models/te_kernels.py)
+    "te::rmsnorm_fwd": 4,  # rms_norm 4
+    "te::rmsnorm_bwd": 10,  # layer-norm backward 14 less its 4 for the mean
+    "te::layernorm_fwd": 8,  # native_layer_norm 8
+    "te::layernorm_bwd": 14,  # native_layer_norm_backward 14
+    "te::fused_rope_fwd": 4,  # neg 1 + mul 1 + mul 1 + add 1 (cat moves)
+    "te::fused_rope_bwd": 4,  # the same, transposed
+    "te::swiglu": 6,  # silu 5 + mul 1
+    "te::swiglu_bwd": 9,  # silu_backward 7 + two muls
+    "te::squared_relu": 2,  # relu 1 + square 1
+    "te::squared_relu_bwd": 3,  # square's backward 2 + threshold_backward 1
+    "te::ce_logits_max": 1,  # max 1 (the fp32 copy moves)
+    "te::ce_exp_sum": 3,  # sub 1 + exp 1 + sum 1
+    "te::ce_softmax_loss": 1,  # div 1 (the log is per token)
+    "te::ce_bwd": 2,  # sub 1 (at the target) + mul 1
+    "te::fused_adam": 11,  # AdamW's foreach rules: lerp 2, mul 1 + addcmul 2, sqrt 1, div 1, add 1, addcdiv 2, decay 1
 }
 
 # FLOPs per INPUT element of reductions and normalizations.
