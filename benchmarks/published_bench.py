@@ -160,6 +160,8 @@ def resolve(row: Row, settings: dict) -> dict:
         "recompute": recompute,
         "zero": int(own.get("zero", 0)),
         "model": {**settings.get("model", {}), **own.get("model", {})},
+        # the optimizer the framework ran: a torch.optim name or FILE.py:CLASS under the repository
+        "optimizer": own.get("optimizer") or settings.get("optimizer") or "adamw",
         "source": settings.get("source", "") if own else "defaults",
     }
 
@@ -255,6 +257,7 @@ def predict(row: Row, settings: dict) -> dict:
         seq=row.seq,
         dtype="float16" if row.gpu == "a100" else "bfloat16",
         fold_views=True,
+        optimizer=plan["optimizer"] if ":" not in plan["optimizer"] else str(ROOT / plan["optimizer"]),
     )
     t1 = time.perf_counter()
     par = parallelize_detailed(
@@ -294,6 +297,7 @@ def predict(row: Row, settings: dict) -> dict:
         "other_s": float(res.other_ns[slow]) / 1e9,
         "compute_by_class_s": by_class,
         "plan": {k: v for k, v in plan.items() if k != "model"},
+        "model": model_config(row, plan),
         "system": system.name,
         "capture_s": t1 - t0,
         "parallelize_s": t2 - t1,
