@@ -1,4 +1,4 @@
-"""`chakra parallelize`: a captured master trace as the per-rank traces of a TP x PP x DP plan."""
+"""`chakra parallelize`: a captured master trace as the per-rank traces of a TP x CP x PP x DP plan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..io.et import read_trace
-from ..synthesize.parallel import RECOMPUTE, SCHEDULES, ParallelizeError, Plan, parallelize_detailed
+from ..synthesize.parallel import CP_COMM, RECOMPUTE, SCHEDULES, ParallelizeError, Plan, parallelize_detailed
 from ..table import Column, Table
 from .common import console, json_option, print_json, show, steps
 
@@ -24,6 +24,22 @@ from .common import console, json_option, print_json, show, steps
     default=1,
     show_default=True,
     help="Expert-parallel ranks (a divisor of --dp): a mixture's experts split over them, tokens exchanged by all-to-all.",
+)
+@click.option(
+    "--cp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Context-parallel ranks: each holds seq / cp tokens of every sequence (seq a multiple of 2 x cp); "
+    "attention exchanges K and V among them.",
+)
+@click.option(
+    "--cp-comm",
+    type=click.Choice(CP_COMM),
+    default="p2p",
+    show_default=True,
+    help="How CP ranks exchange K and V: p2p, Transformer Engine's ring of sends (overlapping attention's steps); "
+    "all-gather, Llama 3's all-gather of K and V (reduce-scatter of their gradients).",
 )
 @click.option("--sp", is_flag=True, help="Sequence parallelism: TP all-reduces become reduce-scatter + all-gather.")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default="1f1b", show_default=True)
@@ -61,7 +77,22 @@ from .common import console, json_option, print_json, show, steps
 @click.option("-o", "--output", "prefix", default=None, help="Write PREFIX.<rank>.et and PREFIX.comm_groups.json.")
 @json_option
 def parallelize(
-    master, tp, pp, dp, ep, sp, schedule, micro_batches, zero, virtual_stages, recompute, bucket_mb, prefix, as_json
+    master,
+    tp,
+    pp,
+    dp,
+    ep,
+    cp,
+    cp_comm,
+    sp,
+    schedule,
+    micro_batches,
+    zero,
+    virtual_stages,
+    recompute,
+    bucket_mb,
+    prefix,
+    as_json,
 ) -> None:
     """Make the per-rank traces of a parallelism plan from a master trace (`chakra capture`):
     Megatron-style tensor parallelism (column/row-parallel linears, vocab-parallel embedding, LM head
@@ -74,8 +105,8 @@ def parallelize(
       chakra parallelize gpt70b.master.et --tp 8 --pp 8 --dp 16 -o out/gpt70b
       chakra simulate out/gpt70b --system dgx-8x128 --device h100
 
-    Ranks are Megatron-ordered: rank = t + tp * (p + pp * d); an expert group is ep consecutive
-    replicas d.
+    Ranks are ordered TP, CP, PP, DP (innermost first, Llama 3's order): rank = t + tp * (c + cp * (p
+    + pp * d)); an expert group is ep consecutive replicas d.
     """
     t0 = time.perf_counter()
     plan = Plan(
@@ -83,6 +114,8 @@ def parallelize(
         pp=pp,
         dp=dp,
         ep=ep,
+        cp=cp,
+        cp_comm=cp_comm,
         sp=sp,
         schedule=schedule,
         micro_batches=micro_batches,
