@@ -155,7 +155,15 @@ def parallelize(
                 ", ".join(f"{k} {v['count']} ({v['bytes']:.3g} B)" for k, v in s["collectives"].items()) or "-"
                 for s in stages
             ],
-            "send/recv": [f"{s['p2p'].get('sends', 0)}/{s['p2p'].get('recvs', 0)}" for s in stages],
+            "send/recv": [
+                f"{s['p2p'].get('sends', 0)}/{s['p2p'].get('recvs', 0)}"
+                + (
+                    f", CP ring {s['p2p']['cp_sends']} ({s['p2p']['cp_send_bytes']:.3g} B)"
+                    if "cp_sends" in s["p2p"]
+                    else ""
+                )
+                for s in stages
+            ],
         },
         title="per rank, by pipeline stage",
         spec={"FLOPs": g4, "bytes": g4, "send/recv": Column(align="right")},
