@@ -47,7 +47,14 @@ MEMORY = {
     "aten::tanh", "aten::neg", "aten::rsqrt", "aten::pow", "ScaledUpperTriangMaskedSoftmax",
     "FusedLayerNormAffineFunction", "aten::native_dropout_backward", "aten::threshold_backward",
 }  # fmt: skip
-DEVICE_OF = (("A100", "a100"), ("H100", "h100"), ("H200", "h200"), ("H800", "h100"), ("B200", "b200"), ("MI300X", "mi300x"))
+DEVICE_OF = (
+    ("A100", "a100"),
+    ("H100", "h100"),
+    ("H200", "h200"),
+    ("H800", "h100"),
+    ("B200", "b200"),
+    ("MI300X", "mi300x"),
+)
 
 
 def load(path: Path) -> dict:
@@ -76,7 +83,9 @@ def measured_ops(doc: dict) -> list[tuple[dict, float]]:
         v.sort(key=lambda e: e["ts"])
         starts[k] = [e["ts"] for e in v]
     launch = {
-        e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+        e["args"]["correlation"]: e
+        for e in ev
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
     }
     gpu: dict[int, float] = defaultdict(float)
     for k in ev:
@@ -208,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         for f in sorted(p.glob("*.json*")) if p.is_dir() else [p]:
             rows.extend(check(f, args.device))
     table = summarize(rows)
-    print(f"{'trace':42s} {'device':7s} {'class':13s} {'ops':>5s} {'measured ms':>12s} {'model ms':>9s} {'model/meas':>10s} {'median >=20us':>13s}  achieved")
+    print(
+        f"{'trace':42s} {'device':7s} {'class':13s} {'ops':>5s} {'measured ms':>12s} {'model ms':>9s} {'model/meas':>10s} {'median >=20us':>13s}  achieved"
+    )
     for t in table:
         med = t["median_ratio_ops_20us"]
         print(
@@ -217,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
     shares = vendor_shares(table)
     for vendor, (share, n) in shares.items():
-        print(f"memory-bound kernels, {vendor}: median over {n} traces of each trace's median bandwidth share: {share:.3f}")
+        print(
+            f"memory-bound kernels, {vendor}: median over {n} traces of each trace's median bandwidth share: {share:.3f}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"summary": table, "bandwidth_share": shares}, indent=1) + "\n")
     return 0

@@ -1,4 +1,4 @@
-"""`chakra parallelize`: a captured master trace as the per-rank traces of a TP x PP x DP plan."""
+"""`chakra parallelize`: a captured master trace as the per-rank traces of a TP x CP x PP x DP plan."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..io.et import read_trace
-from ..synthesize.parallel import RECOMPUTE, SCHEDULES, ParallelizeError, Plan, parallelize_detailed
+from ..synthesize.parallel import CP_COMM, RECOMPUTE, SCHEDULES, ParallelizeError, Plan, parallelize_detailed
 from ..table import Column, Table
 from .common import console, json_option, print_json, show, steps
 
@@ -24,6 +24,22 @@ from .common import console, json_option, print_json, show, steps
     default=1,
     show_default=True,
     help="Expert-parallel ranks (a divisor of --dp): a mixture's experts split over them, tokens exchanged by all-to-all.",
+)
+@click.option(
+    "--cp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Context-parallel ranks: each holds seq / cp tokens of every sequence (seq a multiple of 2 x cp); "
+    "attention exchanges K and V among them.",
+)
+@click.option(
+    "--cp-comm",
+    type=click.Choice(CP_COMM),
+    default="p2p",
+    show_default=True,
+    help="How CP ranks exchange K and V: p2p, Transformer Engine's ring of sends (overlapping attention's steps); "
+    "all-gather, Llama 3's all-gather of K and V (reduce-scatter of their gradients).",
 )
 @click.option("--sp", is_flag=True, help="Sequence parallelism: TP all-reduces become reduce-scatter + all-gather.")
 @click.option("--schedule", type=click.Choice(SCHEDULES), default="1f1b", show_default=True)
@@ -71,6 +87,8 @@ def parallelize(
     pp,
     dp,
     ep,
+    cp,
+    cp_comm,
     sp,
     schedule,
     micro_batches,
@@ -93,8 +111,8 @@ def parallelize(
       chakra parallelize gpt70b.master.et --tp 8 --pp 8 --dp 16 -o out/gpt70b
       chakra simulate out/gpt70b --system dgx-8x128 --device h100
 
-    Ranks are Megatron-ordered: rank = t + tp * (p + pp * d); an expert group is ep consecutive
-    replicas d.
+    Ranks are ordered TP, CP, PP, DP (innermost first, Llama 3's order): rank = t + tp * (c + cp * (p
+    + pp * d)); an expert group is ep consecutive replicas d.
     """
     t0 = time.perf_counter()
     plan = Plan(
@@ -102,6 +120,8 @@ def parallelize(
         pp=pp,
         dp=dp,
         ep=ep,
+        cp=cp,
+        cp_comm=cp_comm,
         sp=sp,
         schedule=schedule,
         micro_batches=micro_batches,
@@ -142,7 +162,15 @@ def parallelize(
                 ", ".join(f"{k} {v['count']} ({v['bytes']:.3g} B)" for k, v in s["collectives"].items()) or "-"
                 for s in stages
             ],
-            "send/recv": [f"{s['p2p'].get('sends', 0)}/{s['p2p'].get('recvs', 0)}" for s in stages],
+            "send/recv": [
+                f"{s['p2p'].get('sends', 0)}/{s['p2p'].get('recvs', 0)}"
+                + (
+                    f", CP ring {s['p2p']['cp_sends']} ({s['p2p']['cp_send_bytes']:.3g} B)"
+                    if "cp_sends" in s["p2p"]
+                    else ""
+                )
+                for s in stages
+            ],
         },
         title="per rank, by pipeline stage",
         spec={"FLOPs": g4, "bytes": g4, "send/recv": Column(align="right")},

@@ -1,5 +1,5 @@
 """Parallelization: a captured master trace (one logical device) -> one trace per rank of a
-TP x PP x DP (x EP) plan, with communicator groups (`parallelize`).
+TP x CP x PP x DP (x EP) plan, with communicator groups (`parallelize`).
 
 The rules, each in its module: rank order and groups (`plan`), which ops run where and how
 tensor parallelism divides them (`layout`), pipeline schedules (`pp`), DDP buckets and FSDP units
@@ -19,6 +19,9 @@ tensor parallelism divides them (`layout`), pipeline schedules (`pp`), DDP bucke
   parallelism), tag m in forward and M + m in backward for micro-batch m;
 - EP all-to-all (a mixture of experts' token dispatch and combine, and their gradients): see
   `layout`;
+- CP (context parallelism): every rank holds seq / cp tokens of each sequence, so the sizes above
+  and the work divide by cp; attention's K/V exchange (Transformer Engine's ring, or Llama 3's
+  all-gather): see `cp`;
 - DP: see `dp`;
 - activation recomputation (`Plan.recompute`): before each micro-batch's backward of a layer,
   its forward ops run again ("full") or only its core attention ("selective": the ops of a
@@ -28,7 +31,7 @@ tensor parallelism divides them (`layout`), pipeline schedules (`pp`), DDP bucke
 
 Durations are left to the simulator's device model: every compute node keeps num_ops and
 tensor_size and says duration_unknown; node shapes are dropped (they describe the unsplit op).
-Ranks that differ only by their TP rank or DP replica run one program: their traces share every
+Ranks that differ only by their TP rank, CP rank or DP replica run one program: their traces share every
 column but their communicator ids and peers.
 """
 
@@ -40,9 +43,11 @@ from dataclasses import asdict, dataclass, field
 from ...io.workload import Workload
 from ...schema.trace import Trace
 from .build import DP, EDP, EP, TP, StageBuilder, StageStats, rank_trace
+from .cp import CP
+from .cp import rank_trace as cp_rank_trace
 from .layout import layout
 from .master import FWD, OPT, ParallelizeError, read_master
-from .plan import RECOMPUTE, SCHEDULES, Plan
+from .plan import CP_COMM, RECOMPUTE, SCHEDULES, Plan
 
 SCHEMA = "chakra-trace parallelize 1"
 
@@ -64,20 +69,21 @@ class Parallelized:
     @property
     def total_flops(self) -> int:
         """FLOPs over every rank."""
-        return sum(s.flops for s in self.stages) * self.plan.tp * self.plan.dp
+        return sum(s.flops for s in self.stages) * self.plan.tp * self.plan.dp_cp
 
     @property
     def recompute_flops(self) -> int:
         """Of total_flops, the recomputed forwards'."""
-        return sum(s.recompute_flops for s in self.stages) * self.plan.tp * self.plan.dp
+        return sum(s.recompute_flops for s in self.stages) * self.plan.tp * self.plan.dp_cp
 
     def to_dict(self) -> dict:
         plan = self.plan
         fb = self.master_flops - self.master_flops_by_phase.get("optimizer", 0)
         opt = self.master_flops_by_phase.get("optimizer", 0) - self.master_expert_optimizer_flops
         expert_opt = self.master_expert_optimizer_flops
-        # the optimizer once per replica (experts': per expert-DP replica), or once in all under ZeRO/FSDP
-        expected = plan.dp * fb + (opt + expert_opt if plan.zero else plan.dp * opt + plan.edp * expert_opt)
+        # the optimizer once per replica and CP rank (experts': per expert-DP replica), or once in all
+        # under ZeRO/FSDP
+        expected = plan.dp * fb + (opt + expert_opt if plan.zero else plan.dp_cp * opt + plan.edp * expert_opt)
         return {
             "plan": {**asdict(plan), "micro_batches": plan.m, "ranks": plan.ranks},
             "ranks": plan.ranks,
@@ -90,7 +96,9 @@ class Parallelized:
             "stages": [
                 {
                     "stage": p,
-                    "ranks": [plan.rank(t, p, d) for d in range(plan.dp) for t in range(plan.tp)],
+                    "ranks": [
+                        plan.rank(t, p, d, c) for d in range(plan.dp) for c in range(plan.cp) for t in range(plan.tp)
+                    ],
                     **asdict(s),
                 }
                 for p, s in enumerate(self.stages)
@@ -105,7 +113,7 @@ def parallelize(master: Trace, plan: Plan) -> Workload:
 
 def parallelize_detailed(master: Trace, plan: Plan) -> Parallelized:
     m = read_master(master)
-    if plan.dp > 1 and not m.params:
+    if plan.dp_cp > 1 and not m.params:
         raise ParallelizeError(
             "data parallelism needs the master trace's parameters (sizes, gradient producers), which this "
             "trace does not list: capture it again with this version of `chakra capture`"
@@ -113,7 +121,7 @@ def parallelize_detailed(master: Trace, plan: Plan) -> Parallelized:
     if m.batch % plan.m:
         raise ParallelizeError(f"the batch of {m.batch} does not split into {plan.m} micro-batches")
     lay = layout(m, plan)
-    about = {"schema": SCHEMA, "plan": json.dumps({**asdict(plan), "micro_batches": plan.m}, sort_keys=True)}
+    about = {"schema": SCHEMA, "plan": json.dumps({**plan.fields(), "micro_batches": plan.m}, sort_keys=True)}
     for a in master.metadata.attr:
         if a.name == "capture":
             about["capture"] = a.string_val
@@ -126,14 +134,19 @@ def parallelize_detailed(master: Trace, plan: Plan) -> Parallelized:
     traces: dict[int, Trace] = {}
     for d in range(plan.dp):
         for p in range(plan.pp):
-            for t in range(plan.tp):
-                names = {
-                    TP: plan.tp_group(p, d),
-                    DP: plan.dp_group(t, p),
-                    EP: plan.ep_group(t, p, d),
-                    EDP: plan.edp_group(t, p, d),
-                }
-                traces[plan.rank(t, p, d)] = rank_trace(templates[p], names, t + plan.tp * plan.pp * d, plan.tp)
+            for c in range(plan.cp):
+                for t in range(plan.tp):
+                    names = {
+                        TP: plan.tp_group(p, d, c),
+                        DP: plan.dp_group(t, p),
+                        EP: plan.ep_group(t, p, d),
+                        EDP: plan.edp_group(t, p, d),
+                    }
+                    if plan.cp == 1:
+                        traces[plan.rank(t, p, d)] = rank_trace(templates[p], names, t + plan.tp * plan.pp * d, plan.tp)
+                    else:
+                        names[CP] = plan.cp_group(t, p, d)
+                        traces[plan.rank(t, p, d, c)] = cp_rank_trace(templates[p], names, plan, t, p, d, c)
     by_phase = {"forward": 0, "backward": 0, "optimizer": 0}
     expert_opt = 0
     for ph, v, ex in zip(m.phase.tolist(), m.num_ops, lay.expert.tolist()):
@@ -157,6 +170,7 @@ __all__ = [
     "ParallelizeError",
     "SCHEDULES",
     "RECOMPUTE",
+    "CP_COMM",
     "FWD",
     "OPT",
 ]

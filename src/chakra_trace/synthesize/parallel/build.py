@@ -17,6 +17,8 @@ from ...schema.builder import TraceBuilder
 from ...schema.enums import CollectiveType, NodeType
 from ...schema.trace import Trace
 from ..scale import with_peers
+from .cp import CP
+from .cp import emit as cp_emit
 from .dp import Bucket, buckets, fsdp_units
 from .gemm import rank_dims
 from .layout import Layout
@@ -24,7 +26,7 @@ from .master import BWD, FWD, OPT
 from .pp import interleaved, schedule
 
 TP, DP, EP, EDP = "__tp__", "__dp__", "__ep__", "__edp__"
-_LABEL = {TP: "TP", DP: "DP", EP: "EP", EDP: "EDP"}
+_LABEL = {TP: "TP", DP: "DP", EP: "EP", EDP: "EDP", CP: "CP"}
 AR, RS, AG = CollectiveType.ALL_REDUCE, CollectiveType.REDUCE_SCATTER, CollectiveType.ALL_GATHER
 A2A = CollectiveType.ALL_TO_ALL
 RECOMPUTE = 3  # key of a recomputed forward's ids (next to FWD, BWD, OPT)
@@ -74,7 +76,7 @@ class StageBuilder:
         self.M = M
         act = lay.master_act_bytes
         self.act = act // M // (self.plan.tp if self.plan.sp else 1)
-        self.tp_on, self.dp_on = self.plan.tp > 1, self.plan.dp > 1
+        self.tp_on, self.dp_on = self.plan.tp > 1, self.plan.dp_cp > 1
         self.fwd_after: dict[int, list[tuple[CollectiveType, int, str, str]]] = {}
         self.bwd_after: dict[int, list[tuple[CollectiveType, int, str, str]]] = {}
         if self.tp_on:
@@ -113,7 +115,7 @@ class StageBuilder:
         for r, size in lay.vocab_bwd_after:
             self.bwd_after.setdefault(r, []).extend(self._pair(size // M, "tp_head_bwd"))
         if lay.loss_after is not None:
-            per = lay.tokens // M * LOSS_BYTES
+            per = lay.tokens // self.plan.cp // M * LOSS_BYTES
             self.fwd_after.setdefault(lay.loss_after, []).extend(
                 (AR, per, f"tp_loss_all_reduce{i}", TP) for i in range(LOSS_REDUCTIONS)
             )
@@ -217,14 +219,9 @@ class StageBuilder:
             else:
                 ops, nbytes = _part(v_ops // dv, mb, M), _part(v_bytes // dv, mb, M)
                 if dims is not None:
-                    dims = rank_dims(dims, lay.tokens, M, dv)
-            nid = b.add(
-                m.names[r],
-                NodeType.COMP_NODE,
-                data_deps=dict.fromkeys(deps),
-                is_cpu_op=False,
-                num_ops=ops,
-                tensor_size=nbytes,
+                    c = int(lay.cp_div[r])
+                    dims = rank_dims(dims, lay.tokens, M, dv // c, c)
+            attrs: dict = dict(
                 duration_unknown=True,
                 op=m.ops[r],
                 phase="recompute" if redo else ("forward", "backward", "optimizer")[ph],
@@ -236,6 +233,19 @@ class StageBuilder:
                 gemm_k=dims[3] if dims is not None else None,
                 dtype="fp8" if self._fp8(r, dims) else (m.dtypes[r] if m.dtypes else None),
             )
+            kv = lay.cp_kv.get(r)
+            if kv is None:
+                nid = b.add(
+                    m.names[r],
+                    NodeType.COMP_NODE,
+                    data_deps=dict.fromkeys(deps),
+                    is_cpu_op=False,
+                    num_ops=ops,
+                    tensor_size=nbytes,
+                    **attrs,
+                )
+            else:  # context parallelism: attention with its K/V exchange
+                nid = cp_emit(self, r, ph, deps, ops, nbytes, _part(kv, mb, M), m.names[r], attrs)
             self.stats.flops += ops
             self.stats.bytes += nbytes
             if redo:
@@ -272,7 +282,7 @@ class StageBuilder:
         zero = self.dp_on and plan.zero > 0
         if self.lay.expert[r]:
             return plan.ep * (plan.edp if zero else 1)
-        return plan.dp if zero else 1
+        return plan.dp_cp if zero else 1
 
     def opt_waits(self, r: int) -> list[int]:
         """What an optimizer op waits for beyond its data: its parameters' gradient buckets'
@@ -314,7 +324,7 @@ class StageBuilder:
             prev_tail = last_id if last_id is not None else prev_tail
         zero = plan.zero if self.buckets or self.expert_buckets else 0
         # (group, its size, name infix, buckets): the buckets of DDP / ZeRO, then the experts'
-        synced = [(DP, plan.dp, "", self.buckets), (EDP, plan.edp, "expert_", self.expert_buckets)]
+        synced = [(DP, plan.dp_cp, "", self.buckets), (EDP, plan.edp, "expert_", self.expert_buckets)]
         # one collective per bucket once the last micro-batch wrote its gradients
         last_bwd = self.maps.get((BWD, self.order[-1][1]), {})
         for group, _, infix, bks in synced:
@@ -372,4 +382,4 @@ def rank_trace(template: Trace, groups: dict[str, str], peer_base: int, peer_str
     return with_peers(template, peer_base, peer_stride, [groups.get(g, g) for g in template.groups])
 
 
-__all__ = ["StageBuilder", "StageStats", "rank_trace", "TP", "DP", "EP", "EDP"]
+__all__ = ["StageBuilder", "StageStats", "rank_trace", "TP", "DP", "EP", "EDP", "CP"]

@@ -113,7 +113,7 @@ def fsdp_units(lay: Layout, stage: int) -> Units:
     rs_after: dict[int, list[str]] = {}
     for u, prods in producers.items():
         rs_after.setdefault(max(prods), []).append(u)
-    return Units(of_row, size, lay.plan.dp, producers, rs_after)
+    return Units(of_row, size, lay.plan.dp_cp, producers, rs_after)
 
 
 __all__ = ["Bucket", "buckets", "fsdp_units", "Units"]

@@ -6,7 +6,8 @@ one micro-batch and its tensor-parallel share. A batched matmul (attention's, ba
 its batch divided by both. Otherwise the dimension that holds the tokens (batch x seq: M of a
 forward linear, K of a weight gradient) is divided by the micro-batches, and tensor parallelism
 divides the largest other dimension (a column-parallel linear's outputs, a row-parallel one's inputs,
-the vocabulary). Divisions round up; a GEMM with no such dimension keeps its own.
+the vocabulary). Context parallelism divides the token dimension too (a batched matmul's M: the
+queries' rows). Divisions round up; a GEMM with no such dimension keeps its own.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def _prod(xs: list[int]) -> int:
 
 
 def rank_dims(
-    dims: tuple[int, int, int, int], tokens: int, micro_batches: int, tp_div: int
+    dims: tuple[int, int, int, int], tokens: int, micro_batches: int, tp_div: int, cp: int = 1
 ) -> tuple[int, int, int, int]:
     """``dims`` of the master's op as one rank runs it (module docstring)."""
     bt, m, n, k = dims
@@ -66,12 +67,12 @@ def rank_dims(
         return max(1, -(-x // d))
 
     if bt > 1:  # batched (attention): batch x heads split by micro-batches and TP heads
-        return down(bt, micro_batches * tp_div), m, n, k
+        return down(bt, micro_batches * tp_div), down(m, cp), n, k
     tok = next((i for i, x in enumerate(mn) if x == tokens), None)
     if tok is None:
         tok = next((i for i, x in enumerate(mn) if tokens and x % tokens == 0), None)
-    if micro_batches > 1 and tok is not None:
-        mn[tok] = down(mn[tok], micro_batches)
+    if micro_batches * cp > 1 and tok is not None:
+        mn[tok] = down(mn[tok], micro_batches * cp)
     if tp_div > 1:
         i = max((j for j in range(3) if j != tok), key=lambda j: mn[j])
         mn[i] = down(mn[i], tp_div)

@@ -29,6 +29,8 @@ every op outside it whose result an op inside reads, and after every op inside w
 op outside reads, in forward (dispatch, combine) and in backward (their gradients); comm_size is
 that result's bytes per micro-batch (tokens x top_k x hidden x dtype: all a rank sends, 1/ep of
 it to itself).
+Context parallelism divides every forward and backward op further (by cp, but for the model's
+own ops) and the activations that TP, PP and the loss move; attention's K/V exchange: `cp`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...schema.compute_types import ATTENTION_OPS
+from .cp import apply as cp_apply
 from .master import (
     ATTENTION,
     BWD,
@@ -93,6 +96,8 @@ class Layout:
     expert: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # rows inside a mixture's experts
     ep_after: dict[int, list[tuple[int, str]]] = field(default_factory=dict)  # row -> all-to-alls (bytes, name)
     recomputed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # forward rows run again
+    cp_div: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # of div: context parallelism's
+    cp_kv: dict[int, int] = field(default_factory=dict)  # attention row -> its K and V bytes per rank (whole batch)
 
     def is_expert_param(self, p: Param) -> bool:
         return expert_region(p.module) is not None
@@ -195,7 +200,7 @@ def layout(m: Master, plan: Plan) -> Layout:
             f"expert parallelism (ep {plan.ep}) needs a mixture of experts: no module of the master trace is "
             f"named {' or '.join(sorted(EXPERTS))}"
         )
-    return Layout(
+    lay = Layout(
         master=m,
         plan=plan,
         stages=stages,
@@ -214,6 +219,7 @@ def layout(m: Master, plan: Plan) -> Layout:
         ep_after=_expert_exchanges(m, region) if plan.ep > 1 else {},
         recomputed=_recomputed(m, plan),
     )
+    return cp_apply(lay)  # context parallelism's shares (cp.py)
 
 
 def _recomputed(m: Master, plan: Plan) -> np.ndarray:

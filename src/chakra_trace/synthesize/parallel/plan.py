@@ -1,9 +1,15 @@
 """A parallelism plan and the ranks and communicator groups it makes.
 
-Ranks are numbered in Megatron-LM's order: tensor-parallel ranks are consecutive (so a TP group
-sits inside one node of a DGX-like system), then pipeline stages, then data-parallel replicas:
+Ranks are numbered with tensor-parallel ranks consecutive (so a TP group sits inside one node of
+a DGX-like system), then context-parallel ranks, then pipeline stages, then data-parallel
+replicas:
 
-    rank = t + tp * (p + pp * d)        (t: TP rank, p: pipeline stage, d: DP replica)
+    rank = t + tp * (c + cp * (p + pp * d))    (t: TP rank, c: CP rank, p: stage, d: DP replica)
+
+This is the order of the Llama 3 paper (§3.3.2: "[TP, CP, PP, DP]", innermost first). Megatron
+Core's default (`parallel_state.initialize_model_parallel(order="tp-cp-ep-dp-pp")`, innermost
+first) agrees on tp then cp but puts the pipeline stages outermost; with cp = 1 the numbering is
+this module's earlier t + tp * (p + pp * d), unchanged.
 
 Expert parallelism splits the data-parallel replicas into expert groups of `ep` consecutive
 replicas, d = e + ep * j (e: expert rank): the replicas of one expert group hold different
@@ -11,21 +17,26 @@ experts and exchange tokens by all-to-all; those with the same e hold the same e
 synchronize their gradients (the expert-data-parallel group, dp / ep replicas; Megatron-LM's
 `expert_data_parallel` group).
 
-Groups (ASTRA-sim's communicator-group file, ids from 1): one TP group per (p, d) -- ranks
-t = 0..tp-1 --, then one DP group per (t, p) -- replicas d = 0..dp-1 --, then with ep > 1 one
+Groups (ASTRA-sim's communicator-group file, ids from 1): one TP group per (c, p, d) -- ranks
+t = 0..tp-1 --, then one DP group per (t, p) -- replicas d = 0..dp-1, and with context
+parallelism every CP rank c of them: Megatron's `data_parallel_group_with_context_parallel`, over
+which gradients are reduced, since CP ranks hold the same parameters --, then with ep > 1 one
 EP group per (t, p, j) -- e = 0..ep-1 -- and, with dp / ep > 1, one expert-DP group per (t, p, e)
--- j = 0..dp/ep-1. Pipeline stages talk by send/receive between (t, p, d) and (t, p +- 1, d), so
-they need no group.
+-- j = 0..dp/ep-1 --, then with cp > 1 and K/V all-gathered one CP group per (t, p, d) -- c =
+0..cp-1, the ranks that exchange K and V (`cp`). Pipeline stages talk by send/receive between
+(t, c, p, d) and (t, c, p +- 1, d), and so does Transformer Engine's K/V ring between (t, c, p,
+d) and (t, c +- 1, p, d): they need no group.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from .master import ParallelizeError
 
 SCHEDULES = ("1f1b", "gpipe")
 RECOMPUTE = ("none", "full", "selective")
+CP_COMM = ("p2p", "all-gather")  # Transformer Engine's cp_comm_type "p2p" and "all_gather"
 DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB), with the default cap
 DDP_BUCKET_MB = 25.0  # DistributedDataParallel's default bucket_cap_mb
 
@@ -46,7 +57,9 @@ class Plan:
     (SDPA) recomputes its scores inside its captured backward already, so selective recomputation
     adds nothing there (`layout._recomputed`); `virtual_stages`:
     chunks of layers per pipeline stage for Megatron-LM's interleaved 1F1B schedule (`pp`;
-    micro-batches a multiple of pp); `fp8`: the linear layers' matrix multiplies (forward, input and
+    micro-batches a multiple of pp); `cp`: context-parallel ranks, each holding seq / cp tokens
+    of every sequence, K and V exchanged as `cp_comm` says ("p2p": Transformer Engine's ring,
+    "all-gather": Llama 3's; see `cp`); `fp8`: the linear layers' matrix multiplies (forward, input and
     weight gradients) in FP8, as Transformer Engine runs them (their nodes' ``dtype`` is "fp8", so a
     device costs them at its FP8 rate; attention's batched matmuls, norms and the rest keep the
     captured type; bytes stay the captured ones)."""
@@ -63,10 +76,12 @@ class Plan:
     first_bucket_mb: float | None = None
     recompute: str = "none"
     virtual_stages: int = 1
+    cp: int = 1
+    cp_comm: str = "p2p"
     fp8: bool = False
 
     def __post_init__(self) -> None:
-        for k in ("tp", "pp", "dp", "ep"):
+        for k in ("tp", "pp", "dp", "ep", "cp"):
             if getattr(self, k) < 1:
                 raise ParallelizeError(f"{k} must be at least 1 (got {getattr(self, k)})")
         if self.schedule not in SCHEDULES:
@@ -92,10 +107,30 @@ class Plan:
             raise ParallelizeError(f"ep {self.ep} must divide dp {self.dp} (expert groups are made of replicas)")
         if self.ep > 1 and self.zero == 3:
             raise ParallelizeError("expert parallelism with FSDP (zero 3) is not modelled: use zero 0, 1 or 2")
+        if self.cp_comm not in CP_COMM:
+            raise ParallelizeError(f"cp_comm {self.cp_comm!r}: expected one of {', '.join(CP_COMM)}")
+        if self.cp > 1 and self.ep > 1:
+            raise ParallelizeError("context parallelism with expert parallelism is not modelled: use ep 1 with cp > 1")
 
     @property
     def ranks(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def dp_cp(self) -> int:
+        """Ranks that hold the same parameter shard: dp x cp (Megatron's data-parallel group with
+        context parallelism), over which gradients are reduced and ZeRO / FSDP shard."""
+        return self.dp * self.cp
+
+    def fields(self) -> dict:
+        """The plan's fields, without the context-parallel ones when cp is 1 and without fp8 when
+        off (so a trace's plan metadata is what it was before they existed)."""
+        d = asdict(self)
+        if self.cp == 1:
+            del d["cp"], d["cp_comm"]
+        if not self.fp8:
+            del d["fp8"]
+        return d
 
     @property
     def edp(self) -> int:
@@ -117,18 +152,27 @@ class Plan:
             return int(self.first_bucket_mb * (1 << 20))
         return int((DDP_FIRST_BUCKET_MB if self.bucket_mb == DDP_BUCKET_MB else self.bucket_mb) * (1 << 20))
 
-    def rank(self, t: int, p: int, d: int) -> int:
-        return t + self.tp * (p + self.pp * d)
+    def rank(self, t: int, p: int, d: int, c: int = 0) -> int:
+        return t + self.tp * (c + self.cp * (p + self.pp * d))
 
     def coords(self, rank: int) -> tuple[int, int, int]:
-        """(t, p, d) of a rank."""
-        return rank % self.tp, (rank // self.tp) % self.pp, rank // (self.tp * self.pp)
+        """(t, p, d) of a rank (its CP rank: `cp_rank`)."""
+        tc = self.tp * self.cp
+        return rank % self.tp, (rank // tc) % self.pp, rank // (tc * self.pp)
 
-    def tp_group(self, p: int, d: int) -> str:
-        return str(1 + p + self.pp * d)
+    def cp_rank(self, rank: int) -> int:
+        return (rank // self.tp) % self.cp
+
+    def tp_group(self, p: int, d: int, c: int = 0) -> str:
+        return str(1 + c + self.cp * (p + self.pp * d))
 
     def dp_group(self, t: int, p: int) -> str:
-        return str(1 + self.pp * self.dp + t + self.tp * p)
+        """The data-parallel group (with cp > 1: with context parallelism, dp x cp ranks)."""
+        return str(1 + self.cp * self.pp * self.dp + t + self.tp * p)
+
+    def cp_group(self, t: int, p: int, d: int) -> str:
+        base = 1 + self.cp * self.pp * self.dp + self.tp * self.pp
+        return str(base + t + self.tp * (p + self.pp * d))
 
     def ep_group(self, t: int, p: int, d: int) -> str:
         return str(1 + self.pp * self.dp + self.tp * self.pp + t + self.tp * (p + self.pp * (d // self.ep)))
@@ -139,16 +183,19 @@ class Plan:
 
     def groups(self) -> dict[str, list[int]]:
         """Communicator groups (id -> ranks) the plan's collectives use: TP groups when tp > 1, DP
-        groups when dp > 1, EP groups when ep > 1, expert-DP groups when ep > 1 and dp / ep > 1."""
+        groups when dp x cp > 1, EP groups when ep > 1, expert-DP groups when ep > 1 and dp / ep >
+        1, CP groups when cp > 1 and cp_comm is "all-gather"."""
         out: dict[str, list[int]] = {}
+        cps = range(self.cp)
         if self.tp > 1:
             for d in range(self.dp):
                 for p in range(self.pp):
-                    out[self.tp_group(p, d)] = [self.rank(t, p, d) for t in range(self.tp)]
-        if self.dp > 1:
+                    for c in cps:
+                        out[self.tp_group(p, d, c)] = [self.rank(t, p, d, c) for t in range(self.tp)]
+        if self.dp_cp > 1:
             for p in range(self.pp):
                 for t in range(self.tp):
-                    out[self.dp_group(t, p)] = [self.rank(t, p, d) for d in range(self.dp)]
+                    out[self.dp_group(t, p)] = [self.rank(t, p, d, c) for d in range(self.dp) for c in cps]
         if self.ep > 1:
             for d in range(0, self.dp, self.ep):
                 for p in range(self.pp):
@@ -159,10 +206,17 @@ class Plan:
                     for p in range(self.pp):
                         for t in range(self.tp):
                             out[self.edp_group(t, p, e)] = [self.rank(t, p, e + self.ep * j) for j in range(self.edp)]
+        if self.cp > 1 and self.cp_comm == "all-gather":
+            for d in range(self.dp):
+                for p in range(self.pp):
+                    for t in range(self.tp):
+                        out[self.cp_group(t, p, d)] = [self.rank(t, p, d, c) for c in cps]
         return out
 
     def describe(self) -> str:
         parts = [f"TP {self.tp}", f"PP {self.pp}", f"DP {self.dp}"] + ([f"EP {self.ep}"] if self.ep > 1 else [])
+        if self.cp > 1:
+            parts.insert(1, f"CP {self.cp} ({self.cp_comm})")
         if self.sp:
             parts.append("SP")
         if self.pp > 1:
@@ -181,4 +235,4 @@ class Plan:
         return ", ".join(parts)
 
 
-__all__ = ["Plan", "SCHEDULES", "RECOMPUTE"]
+__all__ = ["Plan", "SCHEDULES", "RECOMPUTE", "CP_COMM"]
