@@ -42,8 +42,8 @@ DEVICES = ("h100", "a100")
 
 def cases() -> list[dict]:
     """Each workload on each system and device. The corpus job records FLOPs and bytes, so its
-    compute is timed at each device's roofline (`simulate.devices.with_device`, at Megatron-LM's
-    0.55 of the roofs: `benchmarks/published.py`): there the device changes speed and power. The
+    compute is timed at each device's roofline (`simulate.devices.with_device`, at 0.55 of the
+    roofs, the share Megatron-LM's 22B run on A100s reached): there the device changes speed and power. The
     synthetic step has no FLOPs: its compute stays as given and the device changes the power only."""
     workloads = {"train-dp": from_spec(TRAIN, 64), "corpus-ddp": Workload.open(ROOT / "tests/data/corpus/ddp")}
     rows = []

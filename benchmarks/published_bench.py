@@ -25,6 +25,7 @@ import argparse
 import csv
 import json
 import multiprocessing as mp
+import os
 import resource
 import statistics
 import sys
@@ -159,6 +160,7 @@ def resolve(row: Row, settings: dict) -> dict:
         "virtual_stages": int(chunks or 1),
         "recompute": recompute,
         "zero": int(own.get("zero", 0)),
+        "cp_comm": own.get("cp_comm", "p2p"),
         "model": {**settings.get("model", {}), **own.get("model", {})},
         # the optimizer the framework ran: a torch.optim name or FILE.py:CLASS under the repository
         "optimizer": own.get("optimizer") or settings.get("optimizer") or "adamw",
@@ -248,8 +250,6 @@ def predict(row: Row, settings: dict) -> dict:
 
     t0 = time.perf_counter()
     plan = resolve(row, settings)
-    if row.cp > 1:
-        return {"name": row.name, "skipped": "context parallelism is not modelled by `chakra parallelize` yet"}
     cap = capture(
         load_build(f"{GPT}:build"),
         model_config(row, plan),
@@ -267,6 +267,8 @@ def predict(row: Row, settings: dict) -> dict:
             pp=row.pp,
             dp=row.dp,
             ep=row.ep,
+            cp=row.cp,
+            cp_comm=plan["cp_comm"],
             sp=row.sp,
             micro_batches=plan["micro_batches"],
             recompute=plan["recompute"],
@@ -307,7 +309,10 @@ def predict(row: Row, settings: dict) -> dict:
     }
 
 
-def _child(row: Row, settings: dict, q) -> None:
+def _child(row: Row, settings: dict, q, parent: int) -> None:
+    from chakra_trace.io.workers import die_with_parent  # noqa: PLC0415
+
+    die_with_parent(parent)  # a row's process ends with the run (Ctrl-C, kill)
     try:
         out = predict(row, settings)
     except Exception as e:  # noqa: BLE001 - a row that cannot run is reported, not fatal
@@ -320,9 +325,18 @@ def run_row(row: Row, settings: dict) -> dict:
     """One row in its own process, so its wall time and peak memory are its own."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_child, args=(row, settings, q))
+    p = ctx.Process(target=_child, args=(row, settings, q, os.getpid()), daemon=True)
     p.start()
-    out = q.get()
+    import queue  # noqa: PLC0415
+
+    while True:  # a row whose process dies (killed for memory) is reported, not waited for
+        try:
+            out = q.get(timeout=5)
+            break
+        except queue.Empty:
+            if not p.is_alive():
+                out = {"name": row.name, "skipped": f"its process ended with exit code {p.exitcode}", "peak_rss_gb": 0}
+                break
     p.join()
     return out
 
@@ -338,11 +352,53 @@ def summary(results: list[dict]) -> dict:
     }
 
 
+def figure(results: list[dict], path: Path) -> None:
+    """Predicted against published TFLOP/s per GPU, one marker per row, a colour per table, with
+    the line of equality and the +-10% band."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    rows = [r for r in results if "error" in r]
+    fig, ax = plt.subplots(figsize=(6.4, 5.2))
+    top = max(max(r["published_tflops_per_gpu"], r["predicted_tflops_per_gpu"]) for r in rows) * 1.1
+    xs = [0, top]
+    ax.plot(xs, xs, color="black", lw=1, label="predicted = published")
+    ax.fill_between(xs, [0.9 * x for x in xs], [1.1 * x for x in xs], color="0.85", label="within 10%")
+    for i, table in enumerate(sorted({r["table"] for r in rows})):
+        these = [r for r in rows if r["table"] == table]
+        ax.scatter(
+            [r["published_tflops_per_gpu"] for r in these],
+            [r["predicted_tflops_per_gpu"] for r in these],
+            s=28,
+            marker="os^Dv<>"[i % 7],
+            label=table.removesuffix(".csv"),
+            zorder=3,
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    lo = min(r["published_tflops_per_gpu"] for r in rows) * 0.8
+    ax.set_xlim(lo, top)
+    ax.set_ylim(lo, top)
+    ax.set_xlabel("published TFLOP/s per GPU")
+    ax.set_ylabel("predicted TFLOP/s per GPU (capture, parallelize, simulate)")
+    ax.set_title("Published training runs predicted from their configuration")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=120)
+    tmp.replace(path)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--table", type=Path, required=True, action="append", help="a table CSV (repeatable)")
     ap.add_argument("--only", nargs="*", help="rows by name")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--figure", type=Path, help="a PNG of predicted against published (needs matplotlib)")
+    ap.add_argument("--merge", type=Path, help="a JSON of an earlier run: its rows that this run did not redo are kept")
     args = ap.parse_args(argv)
     results = []
     for table in args.table:
@@ -362,7 +418,14 @@ def main(argv: list[str] | None = None) -> int:
                 )
             else:
                 print(f"{r['name']:14s} skipped: {r['skipped']}", flush=True)
+    if args.merge and args.merge.exists():
+        done = {(r["table"], r["name"]) for r in results}
+        results = [
+            r for r in json.loads(args.merge.read_text())["rows"] if (r["table"], r["name"]) not in done
+        ] + results
     out = summary(results)
+    if args.figure and out["predicted"]:
+        figure(results, args.figure)
     if out["predicted"]:
         print(
             f"median |error| {out['median_abs_error']:.1%}, max {out['max_abs_error']:.1%}, "

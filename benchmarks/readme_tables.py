@@ -265,36 +265,57 @@ def device_figures(r: dict) -> str:
     return table(["traces", "analysis", "figure", "HTA 0.5", "ours", ""], "lllrrl", rows)
 
 
-# --------------------------------------------------------------------------- published.json
+# --------------------------------------------------------------------------- published_bench.json
+
+
+def _plan_words(x: dict) -> str:
+    p = x["plan"]
+    words = [f"mb {p['micro_batch']}"]
+    if p.get("virtual_stages", 1) > 1:
+        words.append(f"{p['virtual_stages']} chunks")
+    if p.get("recompute", "none") != "none":
+        words.append(p["recompute"])
+    if p.get("zero"):
+        words.append("dist. opt.")
+    return ", ".join(words)
 
 
 def published_table(r: dict) -> str:
     rows = []
     for x in r["rows"]:
-        plan = f"TP {x['tp']} x PP {x['pp']} x DP {x['dp']}"
-        m = x["global_batch"] // x["dp"] // x["micro_batch"]
-        extras = [f"{m} micro-batch{'es' if m > 1 else ''}"]
-        if x["interleave"] > 1:
-            extras.append(f"{x['interleave']} chunks")
-        extras.append("SP" if x["sp"] else "no SP")
-        if x["recompute"] != "none":
-            extras.append(f"{x['recompute']} recompute")
+        if "error" not in x:
+            rows.append(
+                [x["table"].removesuffix(".csv"), x["name"], "", "", "", "", "", "", "", "", "skipped: " + x["skipped"]]
+            )
+            continue
+        t = x["compute_s"] + x["exposed_comm_s"] + x["bubble_s"] + x["other_s"]
         rows.append(
             [
-                x["name"] + (" (fit)" if x["fit"] else ""),
+                x["table"].removesuffix(".csv"),
+                x["name"],
                 f"{x['gpus']:,}",
-                f"{plan}; {', '.join(extras)}",
-                f"{x['published_s']:.2f}" + (" (derived)" if x["derived"] else ""),
+                _plan_words(x),
+                f"{x['published_tflops_per_gpu']:.0f}",
+                f"{x['predicted_tflops_per_gpu']:.0f}",
+                f"{x['error']:+.1%}",
                 f"{x['step_s']:.2f}",
-                "fitted" if x["fit"] else f"{x['error']:+.1%}",
-                f"{x['published_mfu']:.1%} / {x['mfu']:.1%}",
-                x["source"],
+                f"{x['compute_s'] / t:.0%} / {x['exposed_comm_s'] / t:.0%} / {(x['bubble_s'] + x['other_s']) / t:.0%}",
+                f"{x['wall_s']:.0f} s, {x['peak_rss_gb']:.1f} GB",
+                x["system"],
             ]
         )
     return table(
-        ["model", "A100s", "plan", "published s", "ours s", "error", "MFU published / ours", "source"],
-        "lrlrrrrl",
+        ["table", "row", "GPUs", "plan", "published TFLOP/s", "predicted", "error", "step s",
+         "compute / exposed comm / idle", "wall, memory", "system"],
+        "llrlrrrrrll",
         rows,
+    )  # fmt: skip
+
+
+def published_errors(r: dict) -> str:
+    return (
+        f"median |error| {r['median_abs_error']:.1%}, worst {r['max_abs_error']:.1%}, "
+        f"{r['within_10pct']} of {r['predicted']} rows within 10%"
     )
 
 
@@ -490,9 +511,9 @@ GENERATED = {
     "analyze_recorded": ("analyze_bench", analyze_recorded),
     "analyze_simulated": ("analyze_bench", analyze_simulated),
     "replay_coverage": ("replay_coverage", replay_table),
-    "published": ("published", published_table),
+    "published": ("published_bench", published_table),
+    "published_errors": ("published_bench", published_errors),
     "obfuscate": ("obfuscate_bench", obfuscate_table),
-    "published_efficiency": ("published", lambda r: f"{r['efficiency']:.3f}"),
     "sweep": ("sweep", sweep_table),
     "sweep_kill": (
         "sweep",

@@ -61,7 +61,8 @@ from .systems import SYSTEM_HELP, preset_names
     type=float,
     default=1.0,
     show_default=True,
-    help="With --device: the share of the device's roofs its kernels reach (e.g. 0.55: Megatron-LM's GPT on A100s).",
+    help="With --device: the share of the device's roofs its kernels reach (a guess; --compute-model kernels "
+    "needs none).",
 )
 @click.option(
     "--compute-model",

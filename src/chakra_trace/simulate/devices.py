@@ -49,8 +49,7 @@ def with_device(
 ) -> SystemConfig:
     """``system`` with the roofline model on, at the device's peak (TFLOPS) and memory
     bandwidth (GB/s) times `efficiency`: the share of both roofs real kernels reach (one figure
-    for every op; e.g. 0.55 puts Megatron-LM's published 22B step on A100s within 0.1%,
-    `benchmarks/published.py`). ``peak_perf`` is the device's default type's peak (what an
+    for every op, a guess; the kernel model, ``kernels``, needs none). ``peak_perf`` is the device's default type's peak (what an
     untyped node runs at); ``device_compute`` carries its per-type peaks, so that each node with
     a ``dtype`` runs at its type's (`schema.compute_types`; ``fp32_as``: which FP32 ops run as
     TF32, "pytorch" for PyTorch's defaults). ASTRA-sim's rules use ``peak_perf`` for all.
