@@ -178,3 +178,12 @@ def test_cli_compute_model(job, tmp_path, capsys):
     assert math.isfinite(steps["kernels"]) and steps["kernels"] > steps["roofline"]
     assert main(["simulate", str(prefix), "--system", "switch", "--compute-model", "kernels"]) == 2
     assert "give --device too" in capsys.readouterr().err
+
+
+def test_a_gemm_without_dimensions_runs_at_the_measured_rate():
+    b = TraceBuilder()
+    b.add("aten::mm", num_ops=2 * 8192**3, tensor_size=3 * 2 * 8192**2, duration_unknown=True, is_cpu_op=False)
+    t = b.build()
+    km = KERNEL_MODELS["h100"]
+    (ns,) = kernel_ns(t, np.array([True]), km, device_spec("h100"), None)
+    assert ns - km.launch_ns == pytest.approx(2 * 8192**3 / km.gemm_rate("bf16") * 1e9, rel=1e-9)

@@ -46,12 +46,13 @@ def op_classes(t: Trace) -> np.ndarray:
 
 
 def _fill(t: Trace, km: KernelModel) -> np.ndarray:
-    """Tile and wave fill of each GEMM node with recorded dimensions, 1 elsewhere."""
+    """Tile and wave fill of each GEMM node with recorded dimensions, NaN elsewhere (`op_ns`: the
+    best shape's)."""
     m, has_m = t.attr_array("gemm_m", np.int64)
     n, has_n = t.attr_array("gemm_n", np.int64)
     k, has_k = t.attr_array("gemm_k", np.int64)
     b, has_b = t.attr_array("gemm_batch", np.int64)
-    q = np.ones(len(t))
+    q = np.full(len(t), np.nan)
     rows = np.flatnonzero(has_m & has_n)
     if not rows.size:
         return q
@@ -78,7 +79,7 @@ def op_ns(
     efficiency: float = 1.0,
 ) -> np.ndarray:
     """Time (ns, float) of ops given as arrays: class (`op_classes`), FLOPs, bytes, tile and wave
-    fill of GEMMs (1 where unknown), element type names and their datasheet peaks (FLOP/s): the
+    fill of GEMMs (NaN where unknown: the benchmark's best shape's, i.e. its measured rate), element type names and their datasheet peaks (FLOP/s): the
     module docstring's model, for traces (`kernel_ns`) and for ops read from anywhere else (a
     profiler trace's recorded shapes, `benchmarks/kernel_check.py`)."""
     ops = np.asarray(flops, float)
@@ -93,6 +94,7 @@ def op_ns(
         m = dtypes == ty
         rate[m] = own[ty] if ty in own else type_peak[m] * bf16_share
     per_sm_rate = rate / best * efficiency
+    fill = np.where(np.isnan(fill), best, fill)
     with np.errstate(divide="ignore", invalid="ignore"):
         compute = np.where(
             cls == GEMM,
