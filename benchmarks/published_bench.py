@@ -151,8 +151,12 @@ def resolve(row: Row, settings: dict) -> dict:
     if recompute == "auto":
         recompute = own.get("recompute") or ("selective" if row.sp else "none")
     # Megatron-LM's "local" DDP all-reduces the whole gradient buffer once after the backward (no
-    # overlap): one bucket; torch DDP overlaps its 25 MiB buckets with the backward
+    # overlap): one bucket; torch DDP overlaps its 25 MiB buckets with the backward; Megatron-Core
+    # ("mcore") buckets max(40M, 1M x dp x cp) parameters (megatron/core/distributed
+    # distributed_data_parallel.py: "larger DP sizes need larger buckets"), gradients in BF16
     bucket_mb = 1e9 if own.get("ddp") == "local" else None
+    if own.get("ddp") == "mcore":  # Megatron-Core's default bucket: max(40M, 1M x dp x cp) parameters
+        bucket_mb = max(40_000_000, 1_000_000 * row.dp * row.cp) * int(own.get("grad_bytes", 2)) / 2**20
     return {
         "bucket_mb": bucket_mb,
         "micro_batch": mb,
@@ -161,6 +165,7 @@ def resolve(row: Row, settings: dict) -> dict:
         "recompute": recompute,
         "zero": int(own.get("zero", 0)),
         "cp_comm": own.get("cp_comm", "p2p"),
+        "overlap_param_gather": bool(own.get("overlap_param_gather", False)),
         "model": {**settings.get("model", {}), **own.get("model", {})},
         # the optimizer the framework ran: a torch.optim name or FILE.py:CLASS under the repository
         "optimizer": own.get("optimizer") or settings.get("optimizer") or "adamw",
@@ -275,6 +280,7 @@ def predict(row: Row, settings: dict) -> dict:
             virtual_stages=plan["virtual_stages"],
             zero=plan["zero"],
             fp8=row.extra.get("fp8") in ("1", "true", "True"),
+            overlap_param_gather=plan["overlap_param_gather"],
             **({"bucket_mb": plan["bucket_mb"]} if plan["bucket_mb"] else {}),
         ),
     )

@@ -403,6 +403,43 @@ def test_zero_shards_the_optimizer_and_gathers_each_bucket(tiny, zero):
         assert {phase[int(d)] for d in t.data_deps(r)} == {"optimizer"}
 
 
+@pytest.mark.parametrize("zero", [1, 2])
+def test_overlapped_parameter_gathers_come_before_each_modules_first_forward(tiny, zero):
+    """Megatron-Core's --overlap-param-gather in its steady state: the same gathers (sizes, in
+    forward order: the reverse of the buckets'), issued at the step's start, one after the other;
+    every first-micro-batch forward op of a bucket's module waits for its gather; the optimizer is
+    followed by none; and the step is never longer than with the gathers after the optimizer."""
+    dp = 4
+    after = parallelize(tiny.trace, Plan(dp=dp, zero=zero)).traces[0]
+    early = parallelize(tiny.trace, Plan(dp=dp, zero=zero, overlap_param_gather=True)).traces[0]
+    ag_after = _colls(after, CollectiveType.ALL_GATHER)
+    ag_early = _colls(early, CollectiveType.ALL_GATHER)
+    assert [s for _, s in ag_early] == [s for _, s in reversed(ag_after)]
+    coll = np.flatnonzero(early.types == NodeType.COMM_COLL_NODE)
+    gathers = coll[early.comm_type[coll] == CollectiveType.ALL_GATHER].tolist()
+    ids = early.ids.tolist()
+    for prev, g in zip(gathers, gathers[1:]):  # a chain, nothing else before them
+        assert set(early.data_deps(g)) == {ids[prev]}
+    assert not len(early.data_deps(gathers[0]))
+    phase = _attrs(early, "phase")
+    waiting = {ids[g]: 0 for g in gathers}
+    for r in range(len(early)):
+        for d in early.data_deps(r):
+            if int(d) in waiting:
+                assert phase[r] == "forward"
+                waiting[int(d)] += 1
+    assert all(waiting.values())  # every gather is waited for by a forward op
+    net = Network.simple("Switch", dp, 50, 500)
+    steps = [
+        simulate(Workload({r: parallelize(tiny.trace, plan).traces[r] for r in range(dp)}, plan.groups()), net,
+                 with_device(resolve("switch").system, "a100")).step_ns
+        for plan in (Plan(dp=dp, zero=zero), Plan(dp=dp, zero=zero, overlap_param_gather=True))
+    ]  # fmt: skip
+    assert steps[1] <= steps[0]
+    with pytest.raises(ParallelizeError, match="ZeRO 1 or 2"):
+        Plan(dp=dp, overlap_param_gather=True)
+
+
 def test_refusals(tiny):
     with pytest.raises(ParallelizeError, match="micro-batches"):
         parallelize(tiny.trace, Plan(pp=2, micro_batches=3))

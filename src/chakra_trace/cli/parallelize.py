@@ -75,6 +75,12 @@ from .common import console, json_option, print_json, show, steps
 )
 @click.option("--bucket-mb", type=float, default=25.0, show_default=True, help="DDP gradient bucket cap (MiB).")
 @click.option(
+    "--overlap-param-gather",
+    is_flag=True,
+    help="With --zero 1/2: each bucket's parameter all-gather before its modules' first forward, overlapping the "
+    "forward (Megatron-Core's --overlap-param-gather, in its steady state), not after the optimizer.",
+)
+@click.option(
     "--fp8",
     is_flag=True,
     help="The linear layers' matmuls in FP8 (Transformer Engine): a device costs them at its FP8 rate.",
@@ -96,6 +102,7 @@ def parallelize(
     virtual_stages,
     recompute,
     bucket_mb,
+    overlap_param_gather,
     fp8,
     prefix,
     as_json,
@@ -130,6 +137,7 @@ def parallelize(
         virtual_stages=virtual_stages,
         bucket_mb=bucket_mb,
         fp8=fp8,
+        overlap_param_gather=overlap_param_gather,
     )
     with steps("reading the master trace", None):
         trace = read_trace(master)

@@ -77,6 +77,7 @@ class StageBuilder:
         act = lay.master_act_bytes
         self.act = act // M // (self.plan.tp if self.plan.sp else 1)
         self.tp_on, self.dp_on = self.plan.tp > 1, self.plan.dp_cp > 1
+        self.param_gather: dict[str, int] = {}  # module -> its bucket's early all-gather (`_early_param_gathers`)
         self.fwd_after: dict[int, list[tuple[CollectiveType, int, str, str]]] = {}
         self.bwd_after: dict[int, list[tuple[CollectiveType, int, str, str]]] = {}
         if self.tp_on:
@@ -194,6 +195,10 @@ class StageBuilder:
                 deps.extend(head)
                 if ph == OPT:
                     deps.extend(self.opt_waits(r))
+            if ph == FWD and mb == 0 and not redo and self.param_gather:
+                g = self.param_gather.get(m.module[r])
+                if g is not None:  # its parameters, gathered (the step before's optimizer updated them)
+                    deps.append(g)
             if units is not None and ph != OPT:
                 u = units.unit_of(r)
                 if u is not None:
@@ -306,6 +311,7 @@ class StageBuilder:
             config = [{"pg_name": g, "ranks": members} for g, members in groups.items()]
             b.add("process_groups", NodeType.METADATA_NODE, pg_config=json.dumps(config, separators=(",", ":")))
         prev_tail: int | None = None
+        self.param_gather = self._early_param_gathers()
         P, last_v = plan.pp, plan.pp * plan.virtual_stages - 1
         for ph, mb, chunk in self.order:
             v = chunk * P + self.stage  # this step's virtual stage; its neighbours v - 1 and v + 1
@@ -339,7 +345,7 @@ class StageBuilder:
                     self.bucket_of_module.setdefault(mod, []).append(ar)
         head = [] if prev_tail is None else [prev_tail]
         self.block(OPT, -1, head)
-        if zero in (1, 2):  # each bucket's updated parameters, from the rank that owns each shard
+        if zero in (1, 2) and not plan.overlap_param_gather:  # each bucket's updated parameters, from their owners
             opt = self.maps[(OPT, -1)]
             for group, size, infix, bks in synced:
                 for i, bk in enumerate(bks):
@@ -348,6 +354,31 @@ class StageBuilder:
         trace = b.build()
         self.stats.nodes = len(trace)
         return trace
+
+    def _early_param_gathers(self) -> dict[str, int]:
+        """With ZeRO 1/2 and `Plan.overlap_param_gather` (Megatron-Core's --overlap-param-gather):
+        each bucket's parameter all-gather at the start of the step, in forward order, one after
+        the other, and {module: its gather} so that the module's first forward waits for it -- the
+        steady state, where the gathers of the step's updated parameters overlap the next step's
+        forward. {} otherwise."""
+        plan = self.plan
+        if plan.zero not in (1, 2) or not plan.overlap_param_gather or not self.dp_on:
+            return {}
+        out: dict[str, int] = {}
+        for group, size, infix, bks in (
+            (DP, plan.dp_cp, "", self.buckets),
+            (EDP, plan.edp, "expert_", self.expert_buckets),
+        ):
+            prev: list[int] = []
+            for i in reversed(range(len(bks))):  # buckets fill in backward order: forward needs the last first
+                bk = bks[i]
+                g = self.coll(
+                    AG, -(-bk.nbytes // size), group, f"zero{plan.zero}_{infix}param_all_gather", prev, bucket=i
+                )
+                prev = [g]
+                for mod in bk.modules:
+                    out.setdefault(mod, g)
+        return out
 
     def _tag(self, mb: int, chunk: int, ph: int) -> int:
         """A send's tag, from the micro-batch, the receiving chunk and the direction: unique

@@ -62,7 +62,10 @@ class Plan:
     "all-gather": Llama 3's; see `cp`); `fp8`: the linear layers' matrix multiplies (forward, input and
     weight gradients) in FP8, as Transformer Engine runs them (their nodes' ``dtype`` is "fp8", so a
     device costs them at its FP8 rate; attention's batched matmuls, norms and the rest keep the
-    captured type; bytes stay the captured ones)."""
+    captured type; bytes stay the captured ones); `overlap_param_gather` (ZeRO 1/2): each bucket's
+    parameter all-gather at the start of the step before its modules' first forward instead of
+    after the optimizer -- Megatron-Core's --overlap-param-gather in its steady state, where the
+    gathers overlap the next step's forward."""
 
     tp: int = 1
     pp: int = 1
@@ -79,6 +82,7 @@ class Plan:
     cp: int = 1
     cp_comm: str = "p2p"
     fp8: bool = False
+    overlap_param_gather: bool = False
 
     def __post_init__(self) -> None:
         for k in ("tp", "pp", "dp", "ep", "cp"):
@@ -92,6 +96,8 @@ class Plan:
             raise ParallelizeError(f"zero {self.zero}: expected 0 (DDP), 1, 2 (ZeRO stages) or 3 (FSDP)")
         if self.micro_batches is not None and self.micro_batches < 1:
             raise ParallelizeError(f"micro_batches must be at least 1 (got {self.micro_batches})")
+        if self.overlap_param_gather and self.zero not in (1, 2):
+            raise ParallelizeError("overlapping the parameter all-gather needs ZeRO 1 or 2 (the distributed optimizer)")
         if self.virtual_stages < 1:
             raise ParallelizeError(f"virtual_stages must be at least 1 (got {self.virtual_stages})")
         if self.virtual_stages > 1:
@@ -130,6 +136,8 @@ class Plan:
             del d["cp"], d["cp_comm"]
         if not self.fp8:
             del d["fp8"]
+        if not self.overlap_param_gather:
+            del d["overlap_param_gather"]
         return d
 
     @property
@@ -227,6 +235,8 @@ class Plan:
             parts.append(f"{self.recompute} recompute")
         if self.fp8:
             parts.append("FP8 linears")
+        if self.overlap_param_gather:
+            parts.append("parameter gathers overlapping the forward")
         parts.append(
             "FSDP"
             if self.zero == 3
