@@ -636,3 +636,35 @@ def test_expert_parallel_shortcut_equals_the_full_run(tiny_moe):
 def test_expert_parallelism_needs_experts(tiny):
     with pytest.raises(ParallelizeError, match="mixture of experts"):
         parallelize(tiny.trace, Plan(dp=2, ep=2))
+
+
+def test_fp8_linears_run_at_fp8_with_transformer_engines_casts():
+    """Plan.fp8: the layers' linears (not the LM head, not attention's batched matmuls) carry
+    dtype fp8; before each forward linear not fed by a norm, and each backward input-gradient GEMM,
+    a cast-transpose of 4 bytes per element of the GEMM's token-rows input; nothing without fp8."""
+    cfg = {"layers": 2, "hidden": 64, "heads": 4, "ffn": 172, "vocab": 512, "fused": "te"}
+    master = capture(load_build(f"{GPT}:build"), cfg, batch=BATCH, seq=SEQ, dtype="bfloat16", fold_views=True).trace
+    plain = parallelize(master, Plan(tp=2, micro_batches=2)).traces[0]
+    fp8 = parallelize(master, Plan(tp=2, micro_batches=2, fp8=True)).traces[0]
+    assert "fp8_cast_transpose" not in set(map(str, plain.name_array))
+    names = [str(x) for x in fp8.name_array]
+    dtype = _attrs(fp8, "dtype")
+    module = _attrs(fp8, "module")
+    m = fp8.attr_array("gemm_m", np.int64)[0]
+    k = fp8.attr_array("gemm_k", np.int64)[0]
+    ids = fp8.ids.tolist()
+    row = {i: r for r, i in enumerate(ids)}
+    casts = [r for r, n in enumerate(names) if n == "fp8_cast_transpose"]
+    assert casts
+    for r in range(len(fp8)):
+        if dtype[r] == "fp8":
+            assert module[r].startswith("layers.") and names[r] in ("aten::mm", "aten::addmm")
+    for c in casts:  # each feeds one FP8 GEMM whose rows are tokens, of its input's size
+        users = [r for r in range(len(fp8)) if ids[c] in set(fp8.data_deps(r).tolist())]
+        assert len(users) == 1 and dtype[users[0]] == "fp8"
+        g = users[0]
+        assert int(fp8.tensor_size[c]) == 4 * int(m[g]) * int(k[g])
+    assert {module[c].rsplit(".", 1)[-1] for c in casts if _attrs(fp8, "phase")[c] == "forward"} == {
+        "o_proj",
+        "down_proj",
+    }

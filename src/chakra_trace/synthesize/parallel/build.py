@@ -238,6 +238,23 @@ class StageBuilder:
                 gemm_k=dims[3] if dims is not None else None,
                 dtype="fp8" if self._fp8(r, dims) else (m.dtypes[r] if m.dtypes else None),
             )
+            cast = self._fp8_cast_bytes(r, ph, dims)
+            if cast:  # Transformer Engine's cast(-transpose) of the GEMM's input to FP8: a kernel of its own
+                deps = [
+                    b.add(
+                        "fp8_cast_transpose",
+                        NodeType.COMP_NODE,
+                        data_deps=dict.fromkeys(deps),
+                        is_cpu_op=False,
+                        tensor_size=cast,
+                        duration_unknown=True,
+                        op="te::cast_transpose",
+                        phase=attrs["phase"],
+                        module=m.module[r],
+                        micro_batch=mb,
+                    )
+                ]
+                self.stats.bytes += cast
             kv = lay.cp_kv.get(r)
             if kv is None:
                 nid = b.add(
@@ -279,6 +296,23 @@ class StageBuilder:
         """Whether row ``r`` runs in FP8 under the plan: a transformer layer's linear (a matmul of
         one batch), as Transformer Engine's FP8 recipe runs them (the LM head stays in BF16)."""
         return bool(self.plan.fp8 and dims is not None and dims[0] == 1 and self.m.layer[r] >= 0)
+
+    def _fp8_cast_bytes(self, r: int, ph: int, dims) -> int:
+        """Bytes of the FP8 cast-transpose Transformer Engine runs before an FP8 GEMM whose rows are
+        the tokens (a forward linear: its input; a backward input-gradient GEMM: the output
+        gradient, cast once for it and the weight gradient): 2 read + 1 written + 1 transposed per
+        element. None where the input arrives in FP8 already (a forward linear after a norm: TE's
+        LayerNormLinear casts in the norm's kernel) and for the other GEMMs (weight gradients
+        reuse the cast)."""
+        m = self.m
+        if ph == OPT or not self._fp8(r, dims):
+            return 0
+        master = m.gemm[r]
+        if master[1] != self.lay.tokens:  # the token dimension is not the rows: a weight gradient
+            return 0
+        if ph == FWD and any(_is_norm_op(m.ops[d]) for d in m.deps[r]):
+            return 0
+        return 4 * dims[1] * dims[3]
 
     def opt_div(self, r: int) -> int:
         """What divides an optimizer op's work: its experts' share (1 / ep) and under ZeRO the
@@ -400,6 +434,10 @@ class StageBuilder:
         d = self.stats.p2p
         d[f"{kind}s"] = d.get(f"{kind}s", 0) + 1
         d[f"{kind}_bytes"] = d.get(f"{kind}_bytes", 0) + self.act
+
+
+def _is_norm_op(op: str) -> bool:
+    return "norm" in op.lower()
 
 
 def _part(v: int, mb: int, M: int) -> int:

@@ -62,7 +62,8 @@ class Plan:
     "all-gather": Llama 3's; see `cp`); `fp8`: the linear layers' matrix multiplies (forward, input and
     weight gradients) in FP8, as Transformer Engine runs them (their nodes' ``dtype`` is "fp8", so a
     device costs them at its FP8 rate; attention's batched matmuls, norms and the rest keep the
-    captured type; bytes stay the captured ones); `overlap_param_gather` (ZeRO 1/2): each bucket's
+    captured type; bytes stay the captured ones), each forward linear not fed by a norm and each
+    input-gradient GEMM preceded by Transformer Engine's cast-transpose of its input to FP8; `overlap_param_gather` (ZeRO 1/2): each bucket's
     parameter all-gather at the start of the step before its modules' first forward instead of
     after the optimizer -- Megatron-Core's --overlap-param-gather in its steady state, where the
     gathers overlap the next step's forward."""
