@@ -653,7 +653,6 @@ def test_fp8_linears_run_at_fp8_with_transformer_engines_casts():
     m = fp8.attr_array("gemm_m", np.int64)[0]
     k = fp8.attr_array("gemm_k", np.int64)[0]
     ids = fp8.ids.tolist()
-    row = {i: r for r, i in enumerate(ids)}
     casts = [r for r, n in enumerate(names) if n == "fp8_cast_transpose"]
     assert casts
     for r in range(len(fp8)):
