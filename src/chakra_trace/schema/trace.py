@@ -260,6 +260,12 @@ class Trace:
         self._derived[key] = (arrays, value)
         return value
 
+    def share_derived(self, other: Trace) -> None:
+        """Share `cached` values with `other`, a trace sharing some of this one's columns: a value
+        derived from columns both hold is computed once for both (each value still checks that
+        its source columns are its caller's)."""
+        self._derived = other._derived
+
     def index_of(self, ids) -> np.ndarray:
         """Row index of each id (-1 where the id is not in the trace). Duplicates: first row."""
         return rows_of(self.cached("index", ("ids",), lambda: id_index(self.ids)), ids)
@@ -317,6 +323,8 @@ class Trace:
     def attr_column(self, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:
         """`attr_array`, decoded once while the trace's attributes stay the same (for checks that
         ask per communicator group: hundreds of groups on a 1,024-rank job). Read-only arrays."""
+        if name in COLUMN_BY_NAME:  # (a column: nothing to decode, and its values are not among the sources)
+            return self.attr_array(name, dtype)
         return self.cached(
             ("attr_array", name, dtype), ("extra", "extra_indptr", "present"), lambda: self.attr_array(name, dtype)
         )
