@@ -19,7 +19,7 @@ from . import codec
 from . import proto as pb
 from .enums import ATTR_MEMBER, STEP_BOUNDS, TIME_ORIGIN, Attr, NodeType, collective_name, node_type_name
 from .graph import DepGraph
-from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_to_pb, pb_to_node
+from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_bytes, pb_to_node
 from .wire import I64, Rows, ranges
 
 
@@ -481,10 +481,8 @@ class Trace:
     @classmethod
     def from_nodes(cls, nodes: Iterable[Node], metadata=None) -> Trace:
         """Build a trace from `Node` objects (or protobuf Node messages)."""
-        payloads = [
-            n.SerializeToString() if hasattr(n, "SerializeToString") else node_to_pb(n).SerializeToString()
-            for n in nodes
-        ]
+        cache: dict = {}  # (each distinct attribute serialized once: `node_bytes`)
+        payloads = [n.SerializeToString() if hasattr(n, "SerializeToString") else node_bytes(n, cache) for n in nodes]
         return cls.from_messages(payloads, metadata=metadata)
 
     @classmethod
