@@ -280,7 +280,9 @@ class Simulator:
             if members is None:
                 return []
             arr = np.asarray(members, np.int64)
-            if self._turn is None and int(arr.max()) >= self._period:  # (a group spanning the replicas)
+            if (
+                self._turn is None and self._period is not None and int(arr.max()) >= self._period
+            ):  # (a group spanning the replicas)
                 return []
             named = {group}
             found = []
