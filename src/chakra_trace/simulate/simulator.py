@@ -342,7 +342,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ node starts
     def begin(self, npu: Npu, r: int) -> None:
-        typ = int(npu.t.types[r])
+        typ = npu.types[r]
         if typ == NodeType.COMM_COLL_NODE:
             ctype = int(npu.t.comm_type[r]) if npu.t.present[r] & _COMM_TYPE_BIT else -1  # (one row, not a mask)
             if ctype < 0:
