@@ -12,7 +12,9 @@ peak RSS (the process's VmHWM, restarted as the stage starts: what earlier stage
 counts, as it does in the pipeline; the master trace is dropped before simulating). The budget
 (issue 31): 60 s and 8 GB per stage and row. Results, to show that a change leaves them alone:
 the simulated step (ns), the nodes per stage's program, and a digest of every rank's trace
-columns, groups and names (`digest`).
+columns, groups and names (`digest`), and of the run's per-NPU times, node times and
+collective records (`result`). benchmarks/results/row_cost.json also holds each row's `before`:
+the same measurement at commit c190e7d (the 529.6B row ran out of memory there).
 
 Rows (NVIDIA's examples/sc21/run_table_1.sh: GPT with vocabulary 51,200, sequence 2,048, fp16,
 full recomputation, no sequence parallelism; the script's layers per virtual stage as chunks
