@@ -302,6 +302,29 @@ def test_interleaved_pipeline_chunks_sends_and_bubble(tiny4):
         parallelize(tiny4.trace, Plan(pp=4, micro_batches=4, virtual_stages=2))
 
 
+@pytest.mark.parametrize("sizes,dp", [([2, 4], 2), ([2, 2], 1)])
+def test_symmetric_ranks_simulate_as_every_rank(tiny4, sizes, dp):
+    """TP ranks of a stage (and DP replicas) run one program on their own groups and peers: one NPU
+    per node of a replica is simulated for all, and every result is the full run's (the records
+    of the groups it did not run included); the ranks share their derived tables (validated
+    once) without sharing their peers."""
+    plan = Plan(tp=2, pp=2, dp=dp, micro_batches=4, virtual_stages=2, recompute="full")
+    w = parallelize(tiny4.trace, plan)
+    net = Network.simple(["Switch", "Switch"], sizes, [300, 25], [250, 2000])
+    system = resolve("dgx-8x8").system
+    fast = simulate(w, net, system)
+    full = simulate(w, net, system, shortcuts=False)
+    assert "turned by 1 in every block of 2 NPUs" in fast.shortcuts[0], fast.shortcuts
+    assert fast.events * 2 * dp == full.events
+    for f in ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns", "other_ns", "idle_ns"):
+        assert getattr(fast, f).tolist() == getattr(full, f).tolist(), f
+    key = lambda c: (c.group, c.index)  # noqa: E731
+    assert sorted(fast.collectives, key=key) == sorted(full.collectives, key=key)
+    assert fast.compute_types == full.compute_types
+    t0, t1 = w.traces[0], w.traces[1]
+    assert t0.graph() is t1.graph() and not np.array_equal(t0.comm_dst, w.traces[2].comm_dst)
+
+
 def test_micro_batch_shares_sum_exactly(tiny):
     w = parallelize(tiny.trace, Plan(pp=1, micro_batches=4))
     assert _flops(w) == tiny.flops

@@ -162,11 +162,13 @@ def test_no_stand_in_for_subgroups_or_p2p():
     assert not any(s.startswith("symmetric") for s in res.shortcuts) and res.events > 4
 
 
-def _replicated(net: Network, tp: int, pp: int, dp: int, size: int, *, skew: int = 0) -> Workload:
+def _replicated(
+    net: Network, tp: int, pp: int, dp: int, size: int, *, skew: int = 0, tp_alike: bool = False
+) -> Workload:
     """TP x PP x DP in Megatron order (rank = t + tp * (p + pp * d)): per rank a forward whose
-    length depends on its TP rank and stage, a TP all-reduce, the activation sent to the next
-    stage, a backward, and the DP all-reduce over the replicas. ``skew``: replica 1's first NPU
-    computes that much longer (no longer a replica)."""
+    length depends on its TP rank (unless ``tp_alike``) and stage, a TP all-reduce, the
+    activation sent to the next stage, a backward, and the DP all-reduce over the replicas.
+    ``skew``: replica 1's first NPU computes that much longer (no longer a replica)."""
     groups: dict[str, list[int]] = {}
 
     def rank(t, p, d):
@@ -185,7 +187,9 @@ def _replicated(net: Network, tp: int, pp: int, dp: int, size: int, *, skew: int
                 if p > 0:
                     last = b.recv(rank(t, p - 1, d), size, tag=7)
                 fwd = b.comp(
-                    "fwd", 5 + 3 * t + 7 * p + (skew if (d, p, t) == (1, 0, 0) else 0), deps=[last] if last else []
+                    "fwd",
+                    5 + 3 * t * (not tp_alike) + 7 * p + (skew if (d, p, t) == (1, 0, 0) else 0),
+                    deps=[last] if last else [],
                 )
                 ar = b.collective("ALL_REDUCE", size // 4, deps=[fwd], pg_name=tpg)
                 if p + 1 < pp:
@@ -226,6 +230,49 @@ def test_replicas_stand_for_each_other_with_peers_and_groups(topo, sizes, tp, pp
     assert fast.events * dp == slow.events
     key = lambda c: (c.group, c.index)  # noqa: E731  (records of replicas follow their own: order aside, the same)
     assert sorted(fast.collectives, key=key) == sorted(slow.collectives, key=key)
+
+
+TURN_NETS = [
+    (["Switch", "Switch"], [4, 8], 4, 2, 4, 1),  # TP 4 fills a node: one NPU per node stands for it
+    (["Ring", "Switch"], [4, 6], 4, 3, 2, 1),  # a ring of 4 turned
+    (["Ring", "Ring"], [2, 8], 2, 2, 4, 1),  # TP 2 on a ring of 2
+    (["FullyConnected", "Switch"], [8, 2], 8, 2, 1, 1),  # no replicas: the turn alone
+]
+
+
+@pytest.mark.parametrize("topo,sizes,tp,pp,dp,turn", TURN_NETS)
+def test_tensor_parallel_ranks_stand_for_each_other(topo, sizes, tp, pp, dp, turn):
+    """TP ranks of a stage that run one program on their own groups and peers: the lowest
+    dimension turned maps the job onto itself, so the first NPUs of each block stand for it;
+    every result is the full run's, the records of groups not simulated (DP groups of the other
+    TP ranks) included."""
+    net = Network.simple(topo, sizes, [100.0] * len(sizes), [100] * len(sizes))
+    system = SystemConfig.from_dict(
+        {"all-reduce-implementation": ["ring"] * len(sizes), "preferred-dataset-splits": 2, "endpoint-delay": 10}
+    )
+    job = _replicated(net, tp, pp, dp, 65536, tp_alike=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = simulate(job, net, system, comm_groups=job.groups)
+        slow = simulate(job, net, system, comm_groups=job.groups, shortcuts=False)
+    for f in FIELDS:
+        assert getattr(fast, f).tolist() == getattr(slow, f).tolist(), f
+    assert f"turned by {turn} in every block of {sizes[0]} NPUs" in fast.shortcuts[0], fast.shortcuts
+    stand = net.npus // sizes[0] * turn // dp  # the first `turn` NPUs of each block of one replica
+    assert f"so {stand} NPUs were simulated" in fast.shortcuts[0]
+    assert fast.events * net.npus == slow.events * stand
+    key = lambda c: (c.group, c.index)  # noqa: E731
+    assert sorted(fast.collectives, key=key) == sorted(slow.collectives, key=key)
+
+
+def test_no_turn_where_tensor_parallel_ranks_differ():
+    net = Network.simple(["Switch", "Switch"], [4, 8], [100, 50], [100, 500])
+    system = SystemConfig.from_dict({"all-reduce-implementation": ["ring", "ring"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        job = _replicated(net, 4, 2, 4, 4096)
+        res = simulate(job, net, system, comm_groups=job.groups)
+    assert not any("in every block of" in s for s in res.shortcuts)
 
 
 def test_no_replicas_where_one_differs_or_the_network_is_aware():

@@ -182,8 +182,18 @@ class NodePeaks:
 
 def node_peaks(t: Trace, dev: DeviceSpec, fp32_as: str = "pytorch") -> NodePeaks:
     """The peak of every node of ``t`` on ``dev`` (`NodePeaks`): the ``dtype`` attribute read once
-    as an array, Python only per distinct (type, op class) pair."""
+    as an array, Python only per distinct (type, op class) pair. Computed once while the trace's
+    attributes and names stay the same (ranks sharing a program share it: read-only)."""
     _check(fp32_as)
+    try:
+        key = ("node_peaks", dev, fp32_as)
+        hash(key)
+    except TypeError:
+        return _node_peaks(t, dev, fp32_as)
+    return t.cached(key, ("extra", "extra_indptr", "name_codes"), lambda: _node_peaks(t, dev, fp32_as))
+
+
+def _node_peaks(t: Trace, dev: DeviceSpec, fp32_as: str) -> NodePeaks:
     n = len(t)
     codes, dnames, has = extra_attr_strings(t, "dtype")
     # op class only where it can matter: FP32 nodes, by distinct name code

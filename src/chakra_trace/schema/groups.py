@@ -135,6 +135,16 @@ def pg_entries(t: Trace) -> Iterable[tuple[str, list[int] | None]]:
     """The process groups a trace's METADATA nodes declare (the PyTorch converter's `pg_config`):
     (name, sorted ranks), ranks None where the entry lists none (the all-ranks group). Hostile
     text, and entries whose ranks are not integers, declare nothing."""
+    return iter(_pg_entries(t))
+
+
+def _pg_entries(t: Trace) -> list[tuple[str, list[int] | None]]:
+    """`pg_entries` as a list, parsed once while the trace's nodes stay the same (every rank of a
+    parallelized job declares the same groups: parsed once for all that share a program)."""
+    return t.cached("pg_entries", ("types", "extra", "extra_indptr"), lambda: list(_parse_pg_entries(t)))
+
+
+def _parse_pg_entries(t: Trace) -> Iterable[tuple[str, list[int] | None]]:
     for r in np.flatnonzero(t.types == NodeType.METADATA_NODE).tolist():
         raw = t.attr(r, "pg_config")
         if not raw:
@@ -157,10 +167,15 @@ def declared_groups(traces: Iterable[Trace]) -> dict[str, list[int]]:
     """Process groups declared by METADATA nodes (the PyTorch converter's `pg_config`) that list
     their ranks."""
     out: dict[str, list[int]] = {}
+    seen: set[int] = set()
     for t in {id(t): t for t in traces}.values():  # (one trace may run on many ranks)
-        for name, ranks in pg_entries(t):
+        entries = _pg_entries(t)
+        if id(entries) in seen:  # (traces sharing a program declare the same groups)
+            continue
+        seen.add(id(entries))
+        for name, ranks in entries:
             if ranks is not None:
-                out.setdefault(name, ranks)
+                out.setdefault(name, list(ranks))
     return out
 
 

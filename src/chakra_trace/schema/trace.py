@@ -19,7 +19,7 @@ from . import codec
 from . import proto as pb
 from .enums import ATTR_MEMBER, STEP_BOUNDS, TIME_ORIGIN, Attr, NodeType, collective_name, node_type_name
 from .graph import DepGraph
-from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_to_pb, pb_to_node
+from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_bytes, pb_to_node
 from .wire import I64, Rows, ranges
 
 
@@ -260,6 +260,12 @@ class Trace:
         self._derived[key] = (arrays, value)
         return value
 
+    def share_derived(self, other: Trace) -> None:
+        """Share `cached` values with `other`, a trace sharing some of this one's columns: a value
+        derived from columns both hold is computed once for both (each value still checks that
+        its source columns are its caller's)."""
+        self._derived = other._derived
+
     def index_of(self, ids) -> np.ndarray:
         """Row index of each id (-1 where the id is not in the trace). Duplicates: first row."""
         return rows_of(self.cached("index", ("ids",), lambda: id_index(self.ids)), ids)
@@ -317,6 +323,8 @@ class Trace:
     def attr_column(self, name: str, dtype=None) -> tuple[np.ndarray, np.ndarray]:
         """`attr_array`, decoded once while the trace's attributes stay the same (for checks that
         ask per communicator group: hundreds of groups on a 1,024-rank job). Read-only arrays."""
+        if name in COLUMN_BY_NAME:  # (a column: nothing to decode, and its values are not among the sources)
+            return self.attr_array(name, dtype)
         return self.cached(
             ("attr_array", name, dtype), ("extra", "extra_indptr", "present"), lambda: self.attr_array(name, dtype)
         )
@@ -473,10 +481,8 @@ class Trace:
     @classmethod
     def from_nodes(cls, nodes: Iterable[Node], metadata=None) -> Trace:
         """Build a trace from `Node` objects (or protobuf Node messages)."""
-        payloads = [
-            n.SerializeToString() if hasattr(n, "SerializeToString") else node_to_pb(n).SerializeToString()
-            for n in nodes
-        ]
+        cache: dict = {}  # (each distinct attribute serialized once: `node_bytes`)
+        payloads = [n.SerializeToString() if hasattr(n, "SerializeToString") else node_bytes(n, cache) for n in nodes]
         return cls.from_messages(payloads, metadata=metadata)
 
     @classmethod

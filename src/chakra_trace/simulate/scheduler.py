@@ -73,6 +73,15 @@ class Static:
         ]
         for heap in self.roots:
             heapq.heapify(heap)
+        # the columns read per event as Python lists (a numpy scalar read costs several list reads;
+        # millions of events on a 1,000-stage pipeline)
+        self.slot_list: list[int] = self.slot.tolist()
+        self.key_list: list[int] = np.asarray(self.key, np.int64).tolist()
+        self.waiting_list: list[int] = np.asarray(self.waiting).tolist()
+        self.type_list: list[int] = trace.types.tolist()
+        ptr = np.asarray(self.child_ptr, np.int64)
+        kids = np.asarray(self.children, np.int64).tolist()
+        self.kids: list[list[int]] = [kids[a:b] for a, b in zip(ptr[:-1].tolist(), ptr[1:].tolist())]
 
 
 def _by_slot(slot: np.ndarray, rows: np.ndarray, slots: int) -> list[np.ndarray]:
@@ -94,7 +103,9 @@ class Npu:
         self.limits = static.limits
         self.next = [0] * len(self.limits)  # in-order slots: position of the next row to run
         self.children, self.child_ptr = static.children, static.child_ptr
-        self.waiting = static.waiting.copy()
+        self.waiting = static.waiting_list.copy()  # (a list: `Static.slot_list`)
+        self._slot, self._key, self._kids = static.slot_list, static.key_list, static.kids
+        self.types = static.type_list
         self.missing = static.missing
         self.ready: list[list] = [list(h) for h in static.roots]
         self.slack = static.slack
@@ -132,20 +143,21 @@ class Npu:
 
     def complete(self, r: int) -> None:
         self.end[r] = self.sim.engine.now
-        self.busy[self.slot[r]] -= 1
+        slot, waiting = self._slot, self.waiting
+        self.busy[slot[r]] -= 1
         self.done += 1
-        for c in self.children[self.child_ptr[r] : self.child_ptr[r + 1]].tolist():
-            self.waiting[c] -= 1
-            if self.waiting[c] == 0:
+        for c in self._kids[r]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
                 if self.slack is not None and self.slack[c] > 0:
                     self.sim.engine.after(int(self.slack[c]), self.release, c)
                 else:
-                    heapq.heappush(self.ready[self.slot[c]], (int(self.key[c]), c))
+                    heapq.heappush(self.ready[slot[c]], (self._key[c], c))
         self.issue()
 
     def release(self, r: int) -> None:
         """Row r is ready (after the wait it had in the recording)."""
-        heapq.heappush(self.ready[self.slot[r]], (int(self.key[r]), r))
+        heapq.heappush(self.ready[self._slot[r]], (self._key[r], r))
         self.issue()
 
 

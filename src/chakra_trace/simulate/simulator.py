@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 import warnings
-from dataclasses import replace
 from typing import cast
 
 import numpy as np
@@ -38,7 +38,7 @@ from .peers import describe, job_groups, named_ranks, symmetric_peers
 from .result import CollectiveRecord, SimResult
 from .rules import ASTRA_SIM, DEFAULT, Rules
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
-from .symmetry import replica_period, used_groups
+from .symmetry import lowest_turn, replica_period, turn_within, used_groups
 from .unaware import Unaware
 
 
@@ -170,6 +170,7 @@ class Simulator:
         self.offsets = self._recorded_offsets(traces) if comm == "recorded" else {}
         self.shortcuts_used: list[str] = []
         self._period: int | None = None  # replicas: rank r stands for r + k * period (`_replica_classes`)
+        self._turn: int | None = None  # and rank r for r + j * turn within its block of the lowest dimension
         self._build(self._classes() if shortcuts or self.peers else None)
 
     def _build(self, classes: np.ndarray | None) -> None:
@@ -241,30 +242,85 @@ class Simulator:
 
     def _replica_classes(self) -> np.ndarray | None:
         """Replicas (`symmetry.replica_period`): rank r stands for r + k * period, the first
-        period ranks are simulated. Uncontended models only: the replicas' messages would share
+        period ranks are simulated; and within them, a turn of the lowest dimension
+        (`symmetry.lowest_turn`, tensor-parallel ranks): the first c of each block of its w
+        NPUs stand for the block. Uncontended models only: the replicas' messages would share
         links on a contended one."""
         if self.model.contended:
             return None
         period = replica_period(self.traces, self.groups, self.network)
-        if period is None or (self.cluster is not None and period % self.cluster.gpus_per_node):
-            return None  # ("nccl": a replica must sit on nodes as the first one does)
-        self._period = period
-        return np.arange(self.npus, dtype=np.int64) % period
+        if self.cluster is not None and period is not None and period % self.cluster.gpus_per_node:
+            period = None  # ("nccl": a replica must sit on nodes as the first one does)
+        reps = self.npus if period is None else period
+        turn = lowest_turn(self.traces, self.groups, self._symmetry_network(), reps)
+        if period is None and turn is None:
+            return None
+        self._period, self._turn = period, turn
+        r = np.arange(self.npus, dtype=np.int64) % reps
+        if turn is not None:
+            w = self._symmetry_network().dims[0].npus
+            r = r - r % w + r % w % turn
+        return np.unique(r, return_inverse=True)[1].astype(np.int64)  # (classes numbered 0..k-1)
 
-    def _mirrored(self, records: list[CollectiveRecord], period: int) -> list[CollectiveRecord]:
-        """With replicas, the collectives of a group inside the first replica ran, at the same
-        times, in the matching group of every other replica: their records, each after its own."""
+    def _symmetry_network(self) -> Network:
+        """The network whose lowest dimension a turn may rotate: the simulated one, or with a
+        cluster ("nccl") its GPUs per node by its nodes -- a turn inside each node keeps every
+        GPU on its node, so NCCL costs the turned job alike."""
+        c, n = self.cluster, self.npus
+        if c is None or n % c.gpus_per_node or n <= c.gpus_per_node:
+            return self.network if c is None else Network.simple("Switch", n, 1, 0)
+        return Network.simple(["Switch", "Switch"], [c.gpus_per_node, n // c.gpus_per_node], [1, 1], [0, 0])
+
+    def _images(self) -> list[np.ndarray]:
+        """The NPU permutations other than the identity under which the job maps onto itself
+        (`_replica_classes`): every replica shift composed with every turn of the lowest
+        dimension."""
+        n = self.npus
+        shifts = [np.arange(n, dtype=np.int64)]
+        if self._period is not None:
+            shifts += [(np.arange(n, dtype=np.int64) + k * self._period) % n for k in range(1, n // self._period)]
+        turns = [np.arange(n, dtype=np.int64)]
+        if self._turn is not None:
+            w = self._symmetry_network().dims[0].npus
+            turns += [turn_within(n, w, j * self._turn) for j in range(1, w // self._turn)]
+        return [s[t] for t in turns for s in shifts][1:]
+
+    def _mirrored(self, records: list[CollectiveRecord]) -> list[CollectiveRecord]:
+        """With replicas (or turns), the collectives of a group the simulated NPUs ran, at the
+        same times, in each group it maps onto (`_images`) that is another group: their records,
+        each after its own."""
         by_members = {tuple(m): name for name, m in self.groups.items()}
+        images = self._images()
+        onto: dict[str, list[str]] = {}  # group -> the other groups it maps onto, in order
+
+        def others(group: str) -> list[str]:
+            members = self.groups.get(group)
+            if members is None:
+                return []
+            arr = np.asarray(members, np.int64)
+            if (
+                self._turn is None and self._period is not None and int(arr.max()) >= self._period
+            ):  # (a group spanning the replicas)
+                return []
+            named = {group}
+            found = []
+            for sigma in images:
+                name = by_members.get(tuple(sigma[arr].tolist()))
+                if name is not None and name not in named:
+                    named.add(name)
+                    found.append(name)
+            return found
+
         out = []
         for rec in records:
             out.append(rec)
-            members = self.groups.get(rec.group)
-            if members is None or max(members) >= period:
-                continue
-            for k in range(1, self.npus // period):
-                name = by_members.get(tuple(m + k * period for m in members))
-                if name is not None:
-                    out.append(replace(rec, group=name))
+            names = onto.get(rec.group)
+            if names is None:
+                names = onto[rec.group] = others(rec.group)
+            for name in names:  # (a copy with its group changed: 500,000 of them on a 1,536-NPU job)
+                image = object.__new__(CollectiveRecord)
+                image.__dict__.update(rec.__dict__, group=name)
+                out.append(image)
         return out
 
     def _prepared(self, t: Trace) -> tuple[Trace, Static]:
@@ -304,7 +360,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ node starts
     def begin(self, npu: Npu, r: int) -> None:
-        typ = int(npu.t.types[r])
+        typ = npu.types[r]
         if typ == NodeType.COMM_COLL_NODE:
             ctype = int(npu.t.comm_type[r]) if npu.t.present[r] & _COMM_TYPE_BIT else -1  # (one row, not a mask)
             if ctype < 0:
@@ -496,14 +552,42 @@ class Simulator:
         try:
             self._events()
         except _Asymmetric as e:
-            self.shortcuts_used.append(
-                f"symmetric NPUs tried and dropped at {self.engine.now:,} ns ({e}): every NPU simulated"
-            )
-            self._build(None)
-            self._events()
+            if self._turn is not None:  # the turns dropped first: the replicas alone, or every NPU
+                self.shortcuts_used.append(
+                    f"symmetric NPUs within the lowest dimension tried and dropped at {self.engine.now:,} ns ({e})"
+                )
+                self._turn = None
+                classes = None
+                if self._period is not None:
+                    classes = np.arange(self.npus, dtype=np.int64) % self._period
+                self._build(classes)
+            else:
+                self._build(None)
+            try:
+                self._events()
+            except _Asymmetric as e2:
+                self.shortcuts_used.append(
+                    f"symmetric NPUs tried and dropped at {self.engine.now:,} ns ({e2}): every NPU simulated"
+                )
+                self._build(None)
+                self._events()
+            else:
+                if self.cls is None:
+                    self.shortcuts_used.append(
+                        f"symmetric NPUs tried and dropped at {self.engine.now:,} ns ({e}): every NPU simulated"
+                    )
         if self.cls is not None and not self.peers:
             k = len(self.members)
-            if self._period is not None:
+            if self._turn is not None:
+                w = self._symmetry_network().dims[0].npus
+                what = (
+                    f"symmetric NPUs: the {self.npus:,} NPUs map onto themselves turned by {self._turn} in every block of "
+                    f"{w} NPUs of the lowest dimension"
+                    + (f" and shifted by replicas of {self._period} NPUs" if self._period is not None else "")
+                    + " (traces, peers and groups mapped with them), and every collective ended at one time on the NPUs "
+                    f"of each class, so {k} NPUs were simulated for all"
+                )
+            elif self._period is not None:
                 what = (
                     f"symmetric NPUs: the {self.npus:,} NPUs are {self.npus // k} replicas of NPUs 0-{k - 1} (traces, "
                     "peers and groups shifted by the period, the network's top dimension turned by it), and every "
@@ -522,8 +606,8 @@ class Simulator:
                 "member started and ended at one time were added without simulating each"
             )
         self.records.sort(key=lambda r: self._issue_order[(r.group, r.index)])
-        if self.cls is not None and self._period is not None:
-            self.records = self._mirrored(self.records, self._period)
+        if self.cls is not None and (self._period is not None or self._turn is not None):
+            self.records = self._mirrored(self.records)
         result = self._result(time.perf_counter() - t0)
         blocked = self.matcher.blocked()
         for npu in self.npus_state:
@@ -597,14 +681,21 @@ class Simulator:
     def _compute_types(self) -> dict:
         """`costs.compute_types` over every NPU: each distinct trace once, times the NPUs running it."""
         runs: dict[int, list] = {}
+        alike: dict[tuple, list] = {}  # traces that share their program's columns and peaks (ranks of one stage)
         for t in self.traces.values():
             if id(t) in runs:
                 runs[id(t)][2] += 1
                 continue
             fixed = self._prepared_traces.get(id(t), (t,))[0]
             peaks = self._peaks[id(t)] if id(t) in self._peaks else typed_peaks(fixed, self.system, self.rules)
-            runs[id(t)] = [fixed, peaks, 1]
-        return compute_types(self.system, self.rules, [tuple(r) for r in runs.values()])
+            key = (id(peaks), *(id(getattr(fixed, c)) for c in _COSTED_BY))
+            run = alike.get(key)
+            if run is not None and run[1] is peaks and all(getattr(run[0], c) is getattr(fixed, c) for c in _COSTED_BY):
+                run[2] += 1
+                runs[id(t)] = run
+                continue
+            runs[id(t)] = alike[key] = [fixed, peaks, 1]
+        return compute_types(self.system, self.rules, [tuple(r) for r in {id(r): r for r in runs.values()}.values()])
 
 
 #: How communication is costed: on the network model; as recorded (each member of a collective
@@ -617,6 +708,8 @@ class Simulator:
 COMM_MODELS = ("network", "recorded", "ideal", "nccl")
 
 _COMM_TYPE_BIT = 1 << COLUMN_BY_NAME[Attr.COMM_TYPE].bit
+#: The columns `costs.compute_types` reads of a trace (with its peaks)
+_COSTED_BY = ("types", "present", "is_cpu_op", "num_ops")
 
 _ASTRA_TYPES = {
     CollectiveType.ALL_REDUCE,
@@ -675,18 +768,24 @@ def simulate(
         memory = MemoryConfig.from_json(memory)
     if isinstance(comm_groups, (str, os.PathLike)):
         comm_groups = read_comm_groups(comm_groups)
-    return Simulator(
-        workload,
-        network,
-        system,
-        memory=memory,
-        compat=compat,
-        aware=aware,
-        rules=rules,
-        network_model=network_model,
-        comm_groups=comm_groups,
-        comm=comm,
-        validate=validate,
-        shortcuts=shortcuts,
-        cluster=cluster,
-    ).run()
+    enabled = gc.isenabled()
+    gc.disable()  # events, records and tables by the million: collections would only rescan them
+    try:
+        return Simulator(
+            workload,
+            network,
+            system,
+            memory=memory,
+            compat=compat,
+            aware=aware,
+            rules=rules,
+            network_model=network_model,
+            comm_groups=comm_groups,
+            comm=comm,
+            validate=validate,
+            shortcuts=shortcuts,
+            cluster=cluster,
+        ).run()
+    finally:
+        if enabled:
+            gc.enable()

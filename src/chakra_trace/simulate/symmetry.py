@@ -46,6 +46,33 @@ def replica_period(traces: dict, groups: dict[str, list[int]], network) -> int |
     return None
 
 
+def turn_within(n: int, width: int, c: int) -> np.ndarray:
+    """The NPU permutation that turns every block of `width` consecutive NPUs by c positions."""
+    r = np.arange(n, dtype=np.int64)
+    return r - r % width + (r % width + c) % width
+
+
+def lowest_turn(traces: dict, groups: dict[str, list[int]], network, reps: int) -> int | None:
+    """The smallest turn c < w of the lowest dimension's w positions (c dividing w) that maps the
+    job onto itself: every NPU's trace onto that of the NPU c positions further in its block of
+    w (tensor-parallel ranks of one stage run one program on their own groups and peers), the
+    NPUs that stand for the others (the first c of each block among the first `reps`) sending
+    only among themselves. The lowest dimension is a Ring, Switch or FullyConnected: turning it
+    in every block at once maps the network onto itself. None when there is none."""
+    n = network.npus
+    w = network.dims[0].npus
+    if len(network.dims) < 2 or w < 2:
+        return None
+    for c in range(1, w):
+        if w % c:
+            continue
+        sigma = turn_within(n, w, c)
+        stand = (np.arange(n) < reps) & (np.arange(n) % w < c)
+        if _maps_onto(traces, groups, n, sigma, np.arange(n), stand):
+            return c
+    return None
+
+
 def _members(groups: dict[str, list[int]], name: str) -> list[int] | None:
     """A group's members in order (None: every NPU)."""
     if name in ALL_RANKS_GROUPS or name not in groups:
@@ -54,48 +81,70 @@ def _members(groups: dict[str, list[int]], name: str) -> list[int] | None:
 
 
 def _repeats(traces: dict, groups: dict[str, list[int]], n: int, period: int) -> bool:
-    for r in range(period):  # the NPUs that stand for the others send only among themselves
+    sigma = (np.arange(n, dtype=np.int64) + period) % n
+    return _maps_onto(traces, groups, n, sigma, np.arange(n - period), np.arange(n) < period)
+
+
+def _maps_onto(
+    traces: dict, groups: dict[str, list[int]], n: int, sigma: np.ndarray, ranks: np.ndarray, stand: np.ndarray
+) -> bool:
+    """Whether the NPU permutation `sigma` maps the trace of each NPU r of `ranks` onto that of
+    sigma[r] (the same columns, peers and groups mapped by sigma), the NPUs of `stand` (those
+    simulated for the others) sending and receiving only among themselves."""
+    for r in np.flatnonzero(stand).tolist():
         t = traces[r]
         p2p = np.isin(t.types, _P2P)
         if p2p.any():
             peers = np.concatenate([t.comm_dst[p2p & t.has(Attr.COMM_DST)], t.comm_src[p2p & t.has(Attr.COMM_SRC)]])
-            if peers.size and int(peers.max()) >= period:
+            peers = peers.astype(np.int64)
+            if ((peers < 0) | (peers >= n)).any() or not stand[peers].all():
                 return False
     mapped: dict[tuple[str, str], bool] = {}
-    for r in range(period, n):
-        t, u = traces[r], traces[r - period]
+    codes: dict[tuple[int, int, int], list] = {}  # pairs of group codes, per pair of columns (shared by ranks)
+    for x in ranks.tolist():
+        t, u = traces[int(sigma[x])], traces[x]
         if len(t) != len(u) or t.names != u.names:
             return False
-        if not all(np.array_equal(getattr(t, c), getattr(u, c)) for c in _SAME):
+        if not all((a := getattr(t, c)) is (b := getattr(u, c)) or np.array_equal(a, b) for c in _SAME):
             return False
         for attr, col in ((Attr.COMM_SRC, "comm_src"), (Attr.COMM_DST, "comm_dst")):
             has = t.has(attr)
-            if has.any() and not np.array_equal(
-                getattr(t, col)[has].astype(np.int64), (getattr(u, col)[has].astype(np.int64) + period) % n
-            ):
-                return False
-        has = t.has(Attr.PG_NAME)
-        if has.any():
-            pairs = np.unique(np.stack([t.pg_name[has], u.pg_name[has]]), axis=1)
-            for a, b in pairs.T.tolist():
+            if has.any():
+                theirs = getattr(u, col)[has].astype(np.int64)
+                if ((theirs < 0) | (theirs >= n)).any():
+                    return False
+                if not np.array_equal(getattr(t, col)[has].astype(np.int64), sigma[theirs]):
+                    return False
+        ckey = (id(t.pg_name), id(u.pg_name), id(t.present))
+        pairs = codes.get(ckey)
+        if pairs is None:
+            has = t.has(Attr.PG_NAME)
+            pairs = codes[ckey] = (
+                np.unique(np.stack([t.pg_name[has], u.pg_name[has]]), axis=1).T.tolist() if has.any() else []
+            )
+        if pairs:
+            for a, b in pairs:
                 key = (t.groups[a], u.groups[b])
                 if key not in mapped:
-                    mapped[key] = _maps(groups, *key, n, period)
+                    mapped[key] = _maps(groups, *key, sigma)
                 if not mapped[key]:
                     return False
     return True
 
 
-def _maps(groups: dict[str, list[int]], mine: str, before: str, n: int, period: int) -> bool:
-    """Whether group `mine` is group `before` turned by the period: its members shifted back are
-    `before`'s in order, or (a group spanning the replicas) it is `before` and they are a rotation."""
+def _maps(groups: dict[str, list[int]], mine: str, before: str, sigma: np.ndarray) -> bool:
+    """Whether group `mine` is group `before` mapped by sigma: `before`'s members mapped are
+    `mine`'s in order, or (a group mapped onto itself) it is `before` and they are a rotation."""
     a, b = _members(groups, mine), _members(groups, before)
     if a is None or b is None:
         return a is None and b is None
-    back = [(m - period) % n for m in a]
-    if back == b:
-        return True
-    if mine != before or len(a) != len(b) or not b or back[0] not in b:
+    n = sigma.size
+    if any(not 0 <= m < n for m in a + b):
         return False
-    k = b.index(back[0])
-    return back == b[k:] + b[:k]
+    there = sigma[np.asarray(b, np.int64)].tolist()
+    if there == a:
+        return True
+    if mine != before or len(a) != len(b) or not a or there[0] not in a:
+        return False
+    k = a.index(there[0])
+    return there == a[k:] + a[:k]

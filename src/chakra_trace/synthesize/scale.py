@@ -79,4 +79,6 @@ def with_peers(t: Trace, base: int, stride: int = 1, groups: list[str] | None = 
         m = p2p & t.has(attr)
         cols[attr] = np.where(m, base + stride * col.astype(np.int64), col).astype(col.dtype)
     names = t.groups if groups is None else groups
-    return Trace(len(t), metadata=t.metadata, names=t.names, groups=names, placed=t.placed, **cols)
+    out = Trace(len(t), metadata=t.metadata, names=t.names, groups=names, placed=t.placed, **cols)
+    out.share_derived(t)  # (what is derived from the shared columns is computed once for every rank)
+    return out

@@ -7,7 +7,7 @@ algorithm).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,8 @@ class _Checker:
     def __init__(self, trace: Trace, rank: int | None):
         self.t = trace
         self.rank = rank
-        self.issues: list[Issue] = []
+        self.issues: list = []  # Issue, or where deferred (`_unranked`) what `_check_peers` checks
+        self.defer_peers = False
 
     def add(
         self, severity: str, code: str, count: int, message: str, node_ids=(), *, fixable: bool = False, **details: Any
@@ -81,9 +82,28 @@ def host_collectives(trace: Trace, has_type: np.ndarray, has_size: np.ndarray) -
     return (trace.types == NodeType.COMM_COLL_NODE) & ~has_type & ~has_size & cpu
 
 
+#: The columns the checks read but the peers' values: what they find there is found once for the
+#: ranks of a parallelized job that share a program (their traces share every other column)
+_SOURCES = tuple(k for k in Trace.ARRAYS if k not in (Attr.COMM_SRC, Attr.COMM_DST))
+
+
 def validate_trace(trace: Trace, rank: int | None = None) -> ValidationReport:
     """Check one rank's trace: ids, dependencies, cycles, node types and attributes."""
+    found = trace.cached(("validate",), _SOURCES, lambda: _unranked(trace))
     c = _Checker(trace, rank)
+    for item in found:
+        if isinstance(item, Issue):
+            c.issues.append(replace(item, rank=rank, node_ids=list(item.node_ids), details=dict(item.details)))
+        else:
+            _check_peers(c, *item)
+    return ValidationReport(c.issues, nodes=len(trace), ranks=[] if rank is None else [rank]).sort()
+
+
+def _unranked(trace: Trace) -> list:
+    """The issues of `validate_trace` but their rank, in order, with a placeholder where the
+    peers' values are checked (`_check_peers`)."""
+    c = _Checker(trace, None)
+    c.defer_peers = True
     t = trace
     kinds = {"data": edges(t, "data"), "ctrl": edges(t, "ctrl")}
     _check_ids(c)
@@ -94,7 +114,7 @@ def validate_trace(trace: Trace, rank: int | None = None) -> ValidationReport:
     _check_noncanonical(c, extra)
     _check_comm(c, extra)
     _check_sizes(c)
-    return ValidationReport(c.issues, nodes=len(t), ranks=[] if rank is None else [rank]).sort()
+    return c.issues
 
 
 def _check_ids(c: _Checker) -> None:
@@ -287,14 +307,33 @@ def _check_comm(c: _Checker, extra: ExtraAttrs) -> None:
         (NodeType.COMM_RECV_NODE, Attr.COMM_SRC, "COMM_RECV"),
     ):
         is_t = t.types == node_type
-        for code, sev, m, what in (
-            ("p2p-missing-peer", ERROR, is_t & ~has(attr), f"no {attr}; other tools read rank 0"),
-            ("invalid-peer", ERROR, is_t & t.has(attr) & (getattr(t, attr) < 0), f"a negative {attr}"),
-            ("p2p-missing-size", WARNING, is_t & ~has(Attr.COMM_SIZE), "no comm_size; simulators move 0 bytes"),
-        ):
-            if m.any():
-                k = int(m.sum())
-                c.add(sev, code, k, f"{count_noun(k, word + ' node', 'have')} {what}", t.ids[m], attr=attr)
+        m = is_t & ~has(attr)
+        if m.any():
+            k = int(m.sum())
+            what = f"no {attr}; other tools read rank 0"
+            c.add(ERROR, "p2p-missing-peer", k, f"{count_noun(k, word + ' node', 'have')} {what}", t.ids[m], attr=attr)
+        if c.defer_peers:
+            c.issues.append((node_type, attr, word))
+        else:
+            _check_peers(c, node_type, attr, word)
+        m = is_t & ~has(Attr.COMM_SIZE)
+        if m.any():
+            k = int(m.sum())
+            what = "no comm_size; simulators move 0 bytes"
+            c.add(
+                WARNING, "p2p-missing-size", k, f"{count_noun(k, word + ' node', 'have')} {what}", t.ids[m], attr=attr
+            )
+
+
+def _check_peers(c: _Checker, node_type: int, attr: str, word: str) -> None:
+    """Sends and receives naming a negative peer (the one check of a peer's value)."""
+    t = c.t
+    m = (t.types == node_type) & t.has(attr) & (getattr(t, attr) < 0)
+    if m.any():
+        k = int(m.sum())
+        c.add(
+            ERROR, "invalid-peer", k, f"{count_noun(k, word + ' node', 'have')} a negative {attr}", t.ids[m], attr=attr
+        )
 
 
 def _check_sizes(c: _Checker) -> None:
