@@ -56,45 +56,22 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+#: GPT-2/3's block as Megatron-LM builds it: LayerNorm, GeLU MLP, learned positions, biases, tied embeddings.
+_GPT_BLOCK = dict(norm="layer", mlp="gelu", positions="learned", bias=True, tie=True)
+
 PRESETS = {
     "tiny": dict(layers=2, hidden=64, heads=4, kv_heads=2, ffn=172, vocab=512),
-    "gpt2-small": dict(
-        layers=12,
-        hidden=768,
-        heads=12,
-        ffn=3072,
-        vocab=50257,
-        norm="layer",
-        mlp="gelu",
-        positions="learned",
-        bias=True,
-        tie=True,
-    ),
+    "gpt2-small": dict(layers=12, hidden=768, heads=12, ffn=3072, vocab=50257, **_GPT_BLOCK),
     # GPT-3 175B as Megatron-LM trains it (vocabulary padded to 51,200; sequence 2,048)
-    "gpt3-175b": dict(
-        layers=96,
-        hidden=12288,
-        heads=96,
-        vocab=51200,
-        norm="layer",
-        mlp="gelu",
-        positions="learned",
-        bias=True,
-        tie=True,
-        max_seq=2048,
-    ),
+    "gpt3-175b": dict(layers=96, hidden=12288, heads=96, vocab=51200, max_seq=2048, **_GPT_BLOCK),
     # Megatron-LM's GPT layer as SC21 / Korthikanti et al. ran it, at SC21 Table 1's 1.7B size
     "megatron-sc21": dict(
         layers=24,
         hidden=2304,
         heads=24,
         vocab=51200,
-        norm="layer",
-        mlp="gelu",
-        positions="learned",
-        bias=True,
-        tie=True,
         max_seq=2048,
+        **_GPT_BLOCK,
         attention="unfused",
         dropout=0.1,
         fused="megatron",

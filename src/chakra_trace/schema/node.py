@@ -206,13 +206,8 @@ _ATTR_TAG = bytes([(10 << 3) | 2])  # Node.attr: field 10, length-delimited (the
 _CACHEABLE = (str, int, float, bool, type(None))
 
 
-def node_bytes(node: Node, cache: dict) -> bytes:
-    """``node_to_pb(node).SerializeToString()``, each attribute serialized once per distinct
-    (name, doc, member, value) in `cache`: the attributes are a Node's last field, so the node
-    is its other fields' bytes then its attributes' (a builder's million nodes repeat a few
-    hundred attributes: three quarters of the time went to them)."""
-    if node.unknown_fields:
-        return node_to_pb(node).SerializeToString()
+def _head_pb(node: Node):
+    """A Node message of everything but the attributes (and unknown fields)."""
     m = pb.Node(
         id=int(node.id),
         name=node.name,
@@ -226,6 +221,17 @@ def node_bytes(node: Node, cache: dict) -> bytes:
         io = getattr(node, key)
         if io is not None:
             getattr(m, key).CopyFrom(pb.IOInfo(values=io.values, shapes=io.shapes, types=io.types))
+    return m
+
+
+def node_bytes(node: Node, cache: dict) -> bytes:
+    """``node_to_pb(node).SerializeToString()``, each attribute serialized once per distinct
+    (name, doc, member, value) in `cache`: the attributes are a Node's last field, so the node
+    is its other fields' bytes then its attributes' (a builder's million nodes repeat a few
+    hundred attributes: three quarters of the time went to them)."""
+    if node.unknown_fields:
+        return node_to_pb(node).SerializeToString()
+    m = _head_pb(node)
     parts = [m.SerializeToString()]
     for a in node.attrs:
         if not isinstance(a, Attribute):
@@ -254,19 +260,7 @@ def _varint(n: int) -> bytes:
 
 
 def node_to_pb(node: Node):
-    m = pb.Node(
-        id=int(node.id),
-        name=node.name,
-        type=parse_node_type(node.type),
-        start_time_micros=int(node.start_time_micros),
-        duration_micros=int(node.duration_micros),
-    )
-    m.ctrl_deps.extend(int(x) for x in node.ctrl_deps)
-    m.data_deps.extend(int(x) for x in node.data_deps)
-    for key in ("inputs", "outputs"):
-        io = getattr(node, key)
-        if io is not None:
-            getattr(m, key).CopyFrom(pb.IOInfo(values=io.values, shapes=io.shapes, types=io.types))
+    m = _head_pb(node)
     for a in node.attrs:
         if not isinstance(a, Attribute):
             a = Attribute(*a) if isinstance(a, tuple) else a

@@ -20,9 +20,24 @@ with their sources (docs/clusters.md lists them too):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .nccl import Cluster
 
 __all__ = ["CLUSTERS"]
+
+_DGX_H100 = Cluster(
+    "dgx-h100",
+    "hopper",
+    gpus_per_node=8,
+    nvlinks=18,
+    nic_gbps=400,
+    nics_per_node=8,
+    cpu="intel",
+    device="h100",
+    fabric="DGX H100 SuperPOD: 8 H100 SXM5 per node on NVSwitch (NVLink 4, 18 links, 450 GB/s per "
+    "direction), 8 x NDR 400 Gb/s InfiniBand per node, one per GPU, rail-optimized 3-level fat tree",
+)
 
 CLUSTERS: dict[str, Cluster] = {
     c.name: c
@@ -39,27 +54,10 @@ CLUSTERS: dict[str, Cluster] = {
             fabric="DGX A100 SuperPOD (Selene): 8 A100-SXM4-80GB per node on NVSwitch (NVLink 3, 12 links, "
             "300 GB/s per direction), 8 x HDR 200 Gb/s InfiniBand per node, one per GPU, rail-optimized fat tree",
         ),
-        Cluster(
-            "dgx-h100",
-            "hopper",
-            gpus_per_node=8,
-            nvlinks=18,
-            nic_gbps=400,
-            nics_per_node=8,
-            cpu="intel",
-            device="h100",
-            fabric="DGX H100 SuperPOD: 8 H100 SXM5 per node on NVSwitch (NVLink 4, 18 links, 450 GB/s per "
-            "direction), 8 x NDR 400 Gb/s InfiniBand per node, one per GPU, rail-optimized 3-level fat tree",
-        ),
-        Cluster(
-            "h100-roce",
-            "hopper",
-            gpus_per_node=8,
-            nvlinks=18,
-            nic_gbps=400,
-            nics_per_node=8,
-            cpu="intel",
-            device="h100",
+        _DGX_H100,
+        replace(
+            _DGX_H100,
+            name="h100-roce",
             fabric="H100 nodes as dgx-h100 on 400 Gb/s RoCE, one NIC per GPU (Llama 3's clusters)",
         ),
         Cluster(
