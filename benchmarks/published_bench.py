@@ -414,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             r = {"table": table.name, **run_row(row, settings)}
             results.append(r)
+            if args.json:  # after every row: an interrupted run keeps what it measured
+                _write_json(args.json, summary(results))
             if "error" in r:
                 print(
                     f"{r['name']:14s} {row.gpus:6d} GPUs  predicted {r['predicted_tflops_per_gpu']:6.1f}  published "
@@ -438,10 +440,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{out['within_10pct']}/{out['predicted']} within 10%"
         )
     if args.json:
-        tmp = args.json.with_suffix(".tmp")
-        tmp.write_text(json.dumps(out, indent=1, default=lambda o: asdict(o)) + "\n")
-        tmp.replace(args.json)
+        _write_json(args.json, out)
     return 0
+
+
+def _write_json(path: Path, out: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1, default=lambda o: asdict(o)) + "\n")
+    tmp.replace(path)
 
 
 if __name__ == "__main__":
