@@ -166,6 +166,8 @@ def resolve(row: Row, settings: dict) -> dict:
         "zero": int(own.get("zero", 0)),
         "cp_comm": own.get("cp_comm", "p2p"),
         "overlap_param_gather": bool(own.get("overlap_param_gather", False)),
+        "p2p_blocking": bool(own.get("p2p_blocking", False)),
+        "scatter_gather": bool(own.get("scatter_gather", False)),
         "model": {**settings.get("model", {}), **own.get("model", {})},
         # the optimizer the framework ran: a torch.optim name or FILE.py:CLASS under the repository
         "optimizer": own.get("optimizer") or settings.get("optimizer") or "adamw",
@@ -281,6 +283,8 @@ def predict(row: Row, settings: dict) -> dict:
             zero=plan["zero"],
             fp8=row.extra.get("fp8") in ("1", "true", "True"),
             overlap_param_gather=plan["overlap_param_gather"],
+            p2p_blocking=plan["p2p_blocking"],
+            scatter_gather=plan["scatter_gather"],
             **({"bucket_mb": plan["bucket_mb"]} if plan["bucket_mb"] else {}),
         ),
     )

@@ -690,3 +690,30 @@ def test_fp8_linears_run_at_fp8_with_transformer_engines_casts():
         "o_proj",
         "down_proj",
     }
+
+
+def test_blocking_scatter_gather_pipeline_messages(tiny):
+    """Megatron-LM's 2021 pipeline messages: with scatter/gather each TP rank sends 1/tp of the
+    activation and the receiver all-gathers it over its TP group before using it; with blocking
+    sends the next schedule step waits for them; blocking is never faster."""
+    base = Plan(tp=2, pp=2, micro_batches=4)
+    plain = parallelize(tiny.trace, base)
+    sg = parallelize(tiny.trace, dataclasses.replace(base, scatter_gather=True, p2p_blocking=True))
+    for r in (0, 2):  # a rank of each stage
+        a, b = plain.traces[r], sg.traces[r]
+        sa = a.comm_size[(a.types == NodeType.COMM_SEND_NODE) | (a.types == NodeType.COMM_RECV_NODE)]
+        sb = b.comm_size[(b.types == NodeType.COMM_SEND_NODE) | (b.types == NodeType.COMM_RECV_NODE)]
+        assert len(sa) == len(sb) and (sb * 2 == sa).all()
+        names = [str(x) for x in b.name_array]
+        ids = b.ids.tolist()
+        for i in np.flatnonzero(b.types == NodeType.COMM_RECV_NODE).tolist():
+            users = [j for j in range(len(b)) if ids[i] in set(b.data_deps(j).tolist())]
+            assert [names[j] for j in users] in (["pp_gather_activation"], ["pp_gather_gradient"])
+        for i in np.flatnonzero(b.types == NodeType.COMM_SEND_NODE).tolist():  # a later step waits for it
+            assert any(ids[i] in set(b.data_deps(j).tolist()) for j in range(len(b))) or i == max(
+                np.flatnonzero(b.types == NodeType.COMM_SEND_NODE).tolist()
+            )
+    net = Network.simple(["Switch", "Switch"], [2, 2], [100, 10], [500, 2000])
+    system = with_device(resolve("switch").system, "a100")
+    blocking = parallelize(tiny.trace, dataclasses.replace(base, p2p_blocking=True))
+    assert simulate(blocking, net, system).step_ns >= simulate(plain, net, system).step_ns

@@ -81,6 +81,17 @@ from .common import console, json_option, print_json, show, steps
     "forward (Megatron-Core's --overlap-param-gather, in its steady state), not after the optimizer.",
 )
 @click.option(
+    "--p2p-blocking",
+    is_flag=True,
+    help="Each schedule step waits for its pipeline sends (Megatron-LM until 2023) instead of overlapping them.",
+)
+@click.option(
+    "--scatter-gather",
+    is_flag=True,
+    help="With TP and no SP: pipeline messages sent as 1/tp per TP rank and all-gathered by the receivers "
+    "(Megatron-LM's scatter/gather optimization).",
+)
+@click.option(
     "--fp8",
     is_flag=True,
     help="The linear layers' matmuls in FP8 (Transformer Engine): a device costs them at its FP8 rate.",
@@ -103,6 +114,8 @@ def parallelize(
     recompute,
     bucket_mb,
     overlap_param_gather,
+    p2p_blocking,
+    scatter_gather,
     fp8,
     prefix,
     as_json,
@@ -138,6 +151,8 @@ def parallelize(
         bucket_mb=bucket_mb,
         fp8=fp8,
         overlap_param_gather=overlap_param_gather,
+        p2p_blocking=p2p_blocking,
+        scatter_gather=scatter_gather,
     )
     with steps("reading the master trace", None):
         trace = read_trace(master)

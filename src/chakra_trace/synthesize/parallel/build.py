@@ -347,9 +347,11 @@ class StageBuilder:
         prev_tail: int | None = None
         self.param_gather = self._early_param_gathers()
         P, last_v = plan.pp, plan.pp * plan.virtual_stages - 1
+        sent: list[int] = []  # with blocking sends: the step's sends the next step waits for
         for ph, mb, chunk in self.order:
             v = chunk * P + self.stage  # this step's virtual stage; its neighbours v - 1 and v + 1
-            head = [] if prev_tail is None else [prev_tail]
+            head = ([] if prev_tail is None else [prev_tail]) + sent
+            sent = []
             if ph == FWD and v > 0:
                 head.append(self._recv(v - 1, mb, chunk, FWD, "pp_recv_activation"))
             if ph == BWD and v < last_v:
@@ -358,9 +360,11 @@ class StageBuilder:
             end = tail if tail is not None else last_id
             out = [] if end is None else [end]
             if ph == FWD and v < last_v:
-                self._send(v + 1, mb, FWD, "pp_send_activation", out)
+                sent.append(self._send(v + 1, mb, FWD, "pp_send_activation", out))
             if ph == BWD and v > 0:
-                self._send(v - 1, mb, BWD, "pp_send_gradient", out)
+                sent.append(self._send(v - 1, mb, BWD, "pp_send_gradient", out))
+            if not plan.p2p_blocking:
+                sent = []
             prev_tail = last_id if last_id is not None else prev_tail
         zero = plan.zero if self.buckets or self.expert_buckets else 0
         # (group, its size, name infix, buckets): the buckets of DDP / ZeRO, then the experts'
@@ -419,21 +423,36 @@ class StageBuilder:
         between two stages (with one chunk: mb forward, M + mb backward)."""
         return mb + self.M * (2 * chunk + (ph == BWD))
 
-    def _recv(self, peer_v: int, mb: int, chunk: int, ph: int, name: str) -> int:
-        self._p2p("recv")
-        P = self.plan.pp
-        return self.b.recv(peer_v % P, self.act, tag=self._tag(mb, chunk, ph), name=name, micro_batch=mb)
+    def _scattered(self) -> bool:
+        """Megatron-LM's scatter/gather of pipeline messages (Narayanan et al. 2021, section 4.1):
+        each TP rank sends 1/tp of the activation (which every TP rank holds whole without
+        sequence parallelism) and the receivers all-gather it over NVLink."""
+        plan = self.plan
+        return plan.scatter_gather and plan.tp > 1 and not plan.sp
 
-    def _send(self, peer_v: int, mb: int, ph: int, name: str, deps: list[int]) -> None:
-        self._p2p("send")
+    def _p2p_size(self) -> int:
+        return self.act // self.plan.tp if self._scattered() else self.act
+
+    def _recv(self, peer_v: int, mb: int, chunk: int, ph: int, name: str) -> int:
+        size = self._p2p_size()
+        self._p2p("recv", size)
+        P = self.plan.pp
+        rid = self.b.recv(peer_v % P, size, tag=self._tag(mb, chunk, ph), name=name, micro_batch=mb)
+        if self._scattered():  # the pieces of the TP ranks, gathered
+            rid = self.coll(AG, size, TP, "pp_gather_" + name.removeprefix("pp_recv_"), [rid], micro_batch=mb)
+        return rid
+
+    def _send(self, peer_v: int, mb: int, ph: int, name: str, deps: list[int]) -> int:
+        size = self._p2p_size()
+        self._p2p("send", size)
         P = self.plan.pp
         tag = self._tag(mb, peer_v // P, ph)
-        self.b.send(peer_v % P, self.act, tag=tag, name=name, deps=deps, micro_batch=mb)
+        return self.b.send(peer_v % P, size, tag=tag, name=name, deps=deps, micro_batch=mb)
 
-    def _p2p(self, kind: str) -> None:
+    def _p2p(self, kind: str, size: int) -> None:
         d = self.stats.p2p
         d[f"{kind}s"] = d.get(f"{kind}s", 0) + 1
-        d[f"{kind}_bytes"] = d.get(f"{kind}_bytes", 0) + self.act
+        d[f"{kind}_bytes"] = d.get(f"{kind}_bytes", 0) + size
 
 
 def _is_norm_op(op: str) -> bool:

@@ -66,7 +66,11 @@ class Plan:
     input-gradient GEMM preceded by Transformer Engine's cast-transpose of its input to FP8; `overlap_param_gather` (ZeRO 1/2): each bucket's
     parameter all-gather at the start of the step before its modules' first forward instead of
     after the optimizer -- Megatron-Core's --overlap-param-gather in its steady state, where the
-    gathers overlap the next step's forward."""
+    gathers overlap the next step's forward; `p2p_blocking`: each schedule step waits for its
+    pipeline sends to complete before the next one starts (Megatron-LM until 2023: its
+    `_communicate` waits on every request of a `batch_isend_irecv`); `scatter_gather` (TP without
+    SP): each TP rank sends 1/tp of a pipeline message and the receivers all-gather it over the TP
+    group (Narayanan et al. 2021, section 4.1)."""
 
     tp: int = 1
     pp: int = 1
@@ -84,6 +88,8 @@ class Plan:
     cp_comm: str = "p2p"
     fp8: bool = False
     overlap_param_gather: bool = False
+    p2p_blocking: bool = False
+    scatter_gather: bool = False
 
     def __post_init__(self) -> None:
         for k in ("tp", "pp", "dp", "ep", "cp"):
@@ -137,8 +143,9 @@ class Plan:
             del d["cp"], d["cp_comm"]
         if not self.fp8:
             del d["fp8"]
-        if not self.overlap_param_gather:
-            del d["overlap_param_gather"]
+        for k in ("overlap_param_gather", "p2p_blocking", "scatter_gather"):
+            if not d[k]:
+                del d[k]
         return d
 
     @property
@@ -238,6 +245,10 @@ class Plan:
             parts.append("FP8 linears")
         if self.overlap_param_gather:
             parts.append("parameter gathers overlapping the forward")
+        if self.p2p_blocking:
+            parts.append("blocking pipeline sends")
+        if self.scatter_gather and self.tp > 1 and not self.sp:
+            parts.append("scatter/gather pipeline messages")
         parts.append(
             "FSDP"
             if self.zero == 3
