@@ -233,14 +233,14 @@ def compute_by_class(trace, system) -> dict:
     import numpy as np  # noqa: PLC0415
 
     from chakra_trace.simulate.costs import durations, typed_peaks  # noqa: PLC0415
-    from chakra_trace.simulate.kernels import ATTENTION, GEMM, op_classes  # noqa: PLC0415
+    from chakra_trace.simulate.kernels import ATTENTION, GEMM, memory_ns, op_classes  # noqa: PLC0415
     from chakra_trace.simulate.rules import DEFAULT  # noqa: PLC0415
 
     peaks = typed_peaks(trace, system, DEFAULT)
     ns = durations(trace, system, None, comm="recorded", rules=DEFAULT, warn=lambda m: None, peaks=peaks)
     cls = op_classes(trace)
     dc = system.device_compute
-    bound = trace.tensor_size / (dc.device.mem_bw * dc.kernels.mem) * 1e9 + dc.kernels.launch_ns >= ns - 1
+    bound = memory_ns(trace.tensor_size, dc.kernels, dc.device, dc.efficiency) + dc.kernels.launch_ns >= ns - 1
     out = {}
     for name, c in (("matmul", GEMM), ("attention", ATTENTION), ("other", 0)):
         m = cls == c

@@ -92,11 +92,6 @@ class KernelModel:
                 return table[d]
         return min(table.values())
 
-    def quantization(self, m: int, n: int, k: int = 0, batch: int = 1) -> float:
-        """Share of the SMs' peak an M x N (x batch) GEMM of depth K gets with this model's tiles
-        (`gemm_quantization`)."""
-        return gemm_quantization(m, n, batch, self.sms, self.tile, k)
-
     def to_dict(self) -> dict:
         return {
             "device": self.device,

@@ -24,7 +24,7 @@ from ..schema.devices import DeviceSpec
 from ..schema.kernel_models import KernelModel, gemm_quantization
 from ..schema.trace import Trace
 
-__all__ = ["GEMM", "ATTENTION", "OTHER", "kernel_ns", "op_classes", "op_ns"]
+__all__ = ["GEMM", "ATTENTION", "OTHER", "kernel_ns", "memory_ns", "op_classes", "op_ns"]
 
 OTHER, GEMM, ATTENTION = 0, 1, 2
 _ATTENTION_WORDS = ("scaled_dot_product", "flash_attention", "efficient_attention", "flash_attn", "fused_attention")
@@ -101,9 +101,16 @@ def op_ns(
             ops / (per_sm_rate * fill),
             np.where(cls == ATTENTION, ops / (type_peak * km.attention * efficiency), ops / (km.vector * efficiency)),
         )
-    memory = size / (dev.mem_bw * km.mem * efficiency)
     busy = (ops > 0) | (size > 0)
-    return np.where(busy, np.maximum(np.nan_to_num(compute), memory) * 1e9 + km.launch_ns, 0.0)
+    return np.where(
+        busy, np.maximum(np.nan_to_num(compute) * 1e9, memory_ns(size, km, dev, efficiency)) + km.launch_ns, 0.0
+    )
+
+
+def memory_ns(nbytes, km: KernelModel, dev: DeviceSpec, efficiency: float = 1.0) -> np.ndarray:
+    """Time (ns) of moving ``nbytes`` at the bandwidth memory-bound kernels reach (without the
+    launch gap): the memory roof of `op_ns`."""
+    return np.asarray(nbytes, float) / (dev.mem_bw * km.mem * efficiency) * 1e9
 
 
 def kernel_ns(

@@ -13,6 +13,7 @@ queries' rows). Divisions round up; a GEMM with no such dimension keeps its own.
 from __future__ import annotations
 
 import json
+import math
 
 #: Ops whose inputs give (batch, M, N, K), by where their two matrices are in the input list.
 _OPERANDS = {
@@ -42,18 +43,9 @@ def master_dims(op: str, in_shapes_json: str) -> tuple[int, int, int, int] | Non
         return None
     if op == "aten::linear":
         b = b[::-1]
-    batch = 1
-    for x in a[:-2] if len(b) > 2 else ():
-        batch *= x
-    m = a[-2] if len(b) > 2 else _prod(a[:-1])
-    return batch, m, b[-1], a[-1]
-
-
-def _prod(xs: list[int]) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
+    if len(b) > 2:  # batched: (batch..., M, K) x (batch..., K, N)
+        return math.prod(a[:-2]), a[-2], b[-1], a[-1]
+    return 1, math.prod(a[:-1]), b[-1], a[-1]  # a linear's leading dimensions are its rows
 
 
 def rank_dims(
