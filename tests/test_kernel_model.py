@@ -187,3 +187,19 @@ def test_a_gemm_without_dimensions_runs_at_the_measured_rate():
     km = KERNEL_MODELS["h100"]
     (ns,) = kernel_ns(t, np.array([True]), km, device_spec("h100"), None)
     assert ns - km.launch_ns == pytest.approx(2 * 8192**3 / km.gemm_rate("bf16") * 1e9, rel=1e-9)
+
+
+def test_backward_autograd_nodes_are_costed_as_their_forwards_kernels():
+    """A converted PyTorch trace names a backward by its autograd node: a matmul's gradient runs
+    matmuls, attention's runs attention, not elementwise kernels on the vector units."""
+    b = TraceBuilder()
+    for name in (
+        "autograd::engine::evaluate_function: MmBackward0",
+        "autograd::engine::evaluate_function: ConvolutionBackward0",
+        "autograd::engine::evaluate_function: ScaledDotProductFlashAttentionBackward0",
+        "autograd::engine::evaluate_function: AddBackward0",
+        "aten::addmm",
+        "aten::_scaled_dot_product_flash_attention_backward",
+    ):
+        b.add(name, num_ops=1, duration_unknown=True, is_cpu_op=False)
+    assert op_classes(b.build()).tolist() == [GEMM, GEMM, ATTENTION, OTHER, GEMM, ATTENTION]

@@ -49,6 +49,7 @@ __all__ = [
     "NodePeaks",
     "fp32_as_rule",
     "node_peaks",
+    "op_kind",
 ]
 
 #: The ``fp32_as`` choices (module docstring); the first is the default.
@@ -122,15 +123,30 @@ _AUTOGRAD_CONV = re.compile(r"(Cudnn|Mkldnn|Miopen|Slow|Thnn)?Conv\w*Backward")
 _AUTOGRAD_MATMUL = re.compile(r"(Mm|Addmm|Bmm|Baddbmm|Addbmm|Mv|Addmv|Dot|Vdot|ScaledMm|ScaledDotProduct\w*)Backward")
 
 
-def _op_class(name: str) -> int:
+_AUTOGRAD_ATTENTION = re.compile(r"ScaledDotProduct\w*Backward")
+
+
+def op_kind(name: str) -> str:
+    """ "conv", "attention", "matmul" or "other": the kind of kernel an op (or the autograd node of
+    its backward) runs, by name. Attention is a batched matmul (TF32 with the matmul switch) that
+    a device model costs apart (`simulate.kernels`)."""
     if name in CONV_OPS:
-        return _CONV
-    if name in MATMUL_OPS or name in ATTENTION_OPS:
-        return _MATMUL
+        return "conv"
+    if name in ATTENTION_OPS:
+        return "attention"
+    if name in MATMUL_OPS:
+        return "matmul"
     node = name.removeprefix(_AUTOGRAD_PREFIX)
     if _AUTOGRAD_CONV.match(node):
-        return _CONV
-    return _MATMUL if _AUTOGRAD_MATMUL.match(node) else _OTHER
+        return "conv"
+    if _AUTOGRAD_ATTENTION.match(node):
+        return "attention"
+    return "matmul" if _AUTOGRAD_MATMUL.match(node) else "other"
+
+
+def _op_class(name: str) -> int:
+    kind = op_kind(name)
+    return _CONV if kind == "conv" else _MATMUL if kind in ("matmul", "attention") else _OTHER
 
 
 def _check(fp32_as: str) -> str:

@@ -3,7 +3,8 @@
 The roofline (`costs`) charges a node max(FLOPs / peak, bytes / bandwidth): a lower bound real
 kernels miss by 1.5-2x on a training step. The kernel model (`schema.kernel_models`) charges
 
-- a matrix multiply (``MATMUL_OPS``, convolutions) its FLOPs at the device's achievable matmul
+- a matrix multiply (``MATMUL_OPS``, convolutions, and their autograd backward nodes:
+  `schema.compute_types.op_kind`) its FLOPs at the device's achievable matmul
   rate (MAMF) scaled by how its output tiles fill the SMs (``gemm_m``/``gemm_n``/``gemm_batch``
   attributes, written by `chakra parallelize`; without them the best shape's fill);
 - fused attention (``ATTENTION_OPS`` and their backward) its FLOPs at the FlashAttention share of
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schema.compute_types import ATTENTION_OPS, CONV_OPS, MATMUL_OPS, NodePeaks
+from ..schema.compute_types import NodePeaks, op_kind
 from ..schema.devices import DeviceSpec
 from ..schema.kernel_models import KernelModel, gemm_quantization
 from ..schema.trace import Trace
@@ -32,11 +33,10 @@ _ATTENTION_WORDS = ("scaled_dot_product", "flash_attention", "efficient_attentio
 
 def _class_of(name: str) -> int:
     base = name.split(".")[0]
-    if base in ATTENTION_OPS or any(w in base for w in _ATTENTION_WORDS):
+    kind = op_kind(base)  # (autograd backward nodes of converted traces by their forward's kind)
+    if kind == "attention" or any(w in base for w in _ATTENTION_WORDS):
         return ATTENTION
-    if base in MATMUL_OPS or base in CONV_OPS:
-        return GEMM
-    return OTHER
+    return GEMM if kind in ("matmul", "conv") else OTHER
 
 
 def op_classes(t: Trace) -> np.ndarray:
