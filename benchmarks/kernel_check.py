@@ -142,6 +142,12 @@ def check(path: Path, device: str | None) -> list[dict]:
     doc = load(path)
     dev_key = device or device_of(doc)
     if dev_key is None or dev_key not in KERNEL_MODELS:
+        names = sorted({str(p.get("name")) for p in (doc.get("deviceProperties") or [])}) or ["no deviceProperties"]
+        print(
+            f"{path.name}: skipped, its GPU ({', '.join(names)}) has no kernel model "
+            f"(have: {', '.join(KERNEL_MODELS)}; --device names one)",
+            file=sys.stderr,
+        )
         return []
     km, dev = KERNEL_MODELS[dev_key], device_spec(dev_key)
     rows = []
