@@ -221,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for p in args.traces:
         for f in sorted(p.glob("*.json*")) if p.is_dir() else [p]:
-            rows.extend(check(f, args.device))
+            try:
+                rows.extend(check(f, args.device))
+            except (OSError, EOFError, ValueError, TypeError, KeyError, AttributeError) as e:
+                print(f"{f}: skipped, not a readable Kineto trace ({type(e).__name__}: {e})", file=sys.stderr)
     table = summarize(rows)
     print(
         f"{'trace':42s} {'device':7s} {'class':13s} {'ops':>5s} {'measured ms':>12s} {'model ms':>9s} {'model/meas':>10s} {'median >=20us':>13s}  achieved"
