@@ -58,3 +58,30 @@ def busy(start: np.ndarray, end: np.ndarray, compute: np.ndarray, comm: np.ndarr
         "idle": hi - lo - length(allu),
         "compute_sum": int((end[ran & compute] - start[ran & compute]).sum()),
     }
+
+
+def transfer_split(
+    start: np.ndarray, end: np.ndarray, ready: np.ndarray, compute: np.ndarray, comm: np.ndarray
+) -> dict[str, int]:
+    """Communication time of one rank split into transfer and waiting for peers. ``ready``: per
+    row, when the last peer of a communication row arrived (a collective's last member to
+    issue it, a receive's sender; -1 or before the start: none to wait for); a row waits from
+    its start to then and transfers after. Transfer is the union of the transfer parts; waiting
+    is communication time with no transfer going on, so transfer + waiting = comm and exposed
+    transfer + exposed waiting = exposed comm (`busy`)."""
+    ran = (end >= start) & comm
+    s, e = start[ran], end[ran]
+    a = np.clip(np.maximum(ready[ran], s), s, e)
+    tu = union(a, e)
+    cu = union(start[(end >= start) & compute], end[(end >= start) & compute])
+    mu = union(s, e)
+    t = length(tu)
+    exposed_t = t - overlap(tu, cu)
+    comm_t = length(mu)
+    exposed = comm_t - overlap(mu, cu)
+    return {
+        "transfer": t,
+        "peer_wait": comm_t - t,
+        "exposed_transfer": exposed_t,
+        "exposed_peer_wait": exposed - exposed_t,
+    }

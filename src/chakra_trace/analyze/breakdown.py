@@ -14,8 +14,11 @@ from ..io.workload import Workload
 from ..schema.resources import comm_mask, compute_mask
 from ..schema.trace import Trace
 from ..table import Table, Tabular
+from .arrivals import comm_split
 
 COLUMNS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "other_us", "idle_us")
+#: comm = transfer + peer wait; exposed comm = exposed transfer + exposed peer wait (`arrivals`)
+SPLIT_COLUMNS = ("transfer_us", "peer_wait_us", "exposed_transfer_us", "exposed_peer_wait_us")
 
 
 @dataclass
@@ -24,7 +27,11 @@ class Breakdown(Tabular):
     exposed comm (comm not hidden behind compute), other (busy with neither: host work while
     the accelerator waits, memory nodes), idle (nothing running); compute + exposed comm +
     other + idle = span. Compute is the accelerator's COMP nodes when the trace has any (GPU
-    traces), else every COMP node (`schema.resources.compute_mask`), recorded and simulated alike."""
+    traces), else every COMP node (`schema.resources.compute_mask`), recorded and simulated alike.
+    Communication splits into transfer (after the last peer arrived: what a faster network
+    shortens) and peer wait (waiting for a late peer: arrival skew, which it does not), and
+    so does the exposed part: comm = transfer + peer wait, exposed comm = exposed transfer +
+    exposed peer wait (recorded: `arrivals.comm_split`, ranks on the job's clock)."""
 
     rows: list[dict] = field(default_factory=list)
 
@@ -43,13 +50,22 @@ class Breakdown(Tabular):
             result.other_ns,
             result.idle_ns,
         )
+        split = zip(result.transfer_ns, result.peer_wait_ns, result.exposed_transfer_ns, result.exposed_peer_wait_ns)
         return cls(
-            [{"rank": npu, **{k: float(v) / 1000 for k, v in zip(COLUMNS, vals)}} for npu, vals in enumerate(cols)]
+            [
+                {
+                    "rank": npu,
+                    **{k: float(v) / 1000 for k, v in zip(COLUMNS, vals)},
+                    **{k: float(v) / 1000 for k, v in zip(SPLIT_COLUMNS, parts)},
+                }
+                for npu, (vals, parts) in enumerate(zip(cols, split))
+            ]
         )
 
     def to_table(self) -> Table:
         """One row per rank (the index)."""
-        return Table.from_records(self.rows, ["rank", *COLUMNS], title="per-rank breakdown (µs)", index="rank")
+        keys = ["rank", *COLUMNS, *(k for k in SPLIT_COLUMNS if self.rows and k in self.rows[0])]
+        return Table.from_records(self.rows, keys, title="per-rank breakdown (µs)", index="rank")
 
 
 def rank_breakdown(trace: Trace) -> dict[str, int]:
@@ -76,4 +92,14 @@ def breakdown(workload: Workload | Trace) -> Breakdown:
             "the workload has no recorded start times (all 0): simulate it (`--simulate SYSTEM`; "
             "in Python, Breakdown.from_simulation(result))"
         )
-    return Breakdown([{"rank": r, **rank_breakdown(workload.traces[r])} for r in workload.ranks])
+    split = comm_split(workload)
+    return Breakdown(
+        [
+            {
+                "rank": r,
+                **rank_breakdown(workload.traces[r]),
+                **{f"{k}_us": v / 1000 for k, v in split[r].items()},
+            }
+            for r in workload.ranks
+        ]
+    )

@@ -97,6 +97,12 @@ class JobCriticalPath(Tabular):
     launch gaps, latencies) and via (what it waited for: "dependency", "resource"; "start"
     for the first). ``length_ns`` = the sum of both times = last end − first start.
     ``segments`` gives the same as one dict per operation.
+
+    The rest of the step is named, so that length + start skew + lead gap = ``step_ns``:
+    ``start_skew_ns``, how much later the path's first rank started than the job's first
+    rank (``first_rank``: ranks whose clocks or launches differ); ``lead_gap_ns``, the time
+    on the path's first rank before its first operation (nothing recorded explains it). On a
+    simulation that starts every NPU at 0 both are 0 and the length is the simulated step.
     """
 
     source: str  # "recorded" or "simulated"
@@ -104,6 +110,29 @@ class JobCriticalPath(Tabular):
     step_ns: int  # the job's span: latest end minus earliest start over every rank
     last_rank: int  # the rank whose operation ends last
     columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    start_skew_ns: int = 0
+    lead_gap_ns: int = 0
+    first_rank: int = -1  # the rank that started first (-1: no operation ran)
+    start_rank: int = -1  # the rank the path starts on
+
+    @property
+    def accounted_ns(self) -> int:
+        """Length + start skew + lead gap: the whole step (`step_ns`)."""
+        return self.length_ns + self.start_skew_ns + self.lead_gap_ns
+
+    def start_line(self) -> str:
+        """The start skew and lead gap in words ("" when there is neither)."""
+        parts = []
+        if self.start_skew_ns:
+            parts.append(
+                f"start skew {self.start_skew_ns / 1e6:,.3f} ms (rank {self.start_rank} started later than "
+                f"rank {self.first_rank})"
+            )
+        if self.lead_gap_ns:
+            parts.append(
+                f"gap before the path's first operation on rank {self.start_rank} {self.lead_gap_ns / 1e6:,.3f} ms"
+            )
+        return "; ".join(parts)
 
     def __len__(self) -> int:
         return len(self.columns.get("rank", ()))
@@ -148,6 +177,10 @@ class JobCriticalPath(Tabular):
             "step_ns": self.step_ns,
             "last_rank": self.last_rank,
             "wait_ns": self.wait_ns,
+            "start_skew_ns": self.start_skew_ns,
+            "lead_gap_ns": self.lead_gap_ns,
+            "first_rank": self.first_rank,
+            "start_rank": self.start_rank,
             "by_rank": self.by_rank(),
             "by_kind": self.by_kind(),
             "segments": self.segments,
@@ -289,6 +322,8 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
     # start from the operation that ends last (lowest rank on a tie)
     last_rank, v, frontier = -1, -1, -1
     first: int | None = None
+    first_rank = -1
+    rank_start: dict[int, int] = {}
     for r in sorted(ranks):
         rt = ranks[r]
         ran = rt.end >= 0
@@ -297,8 +332,9 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
         i = int(np.argmax(rt.end))
         if rt.end[i] > frontier:
             last_rank, v, frontier = r, i, int(rt.end[i])
-        lo = int(rt.start[ran].min())
-        first = lo if first is None else min(first, lo)
+        lo = rank_start[r] = int(rt.start[ran].min())
+        if first is None or lo < first:
+            first, first_rank = lo, r
     if last_rank < 0:
         return JobCriticalPath(source, 0, 0, -1, _columns([], ranks))
     steps: list[tuple] = []  # (rank, row, path start, frontier, gate rank, via, wait), last first
@@ -331,7 +367,12 @@ def job_critical_path(workload, result=None, *, align: str = "auto") -> JobCriti
     cols = _columns(steps[::-1], ranks)
     length = int(cols["time_ns"].sum() + cols["wait_ns"].sum())
     step = int(max(int(x.end.max()) for x in ranks.values()) - (first or 0))
-    return JobCriticalPath(source, length, step, last_rank, cols)
+    # the path starts where its first operation's last member arrived (its gate's rank, if any)
+    start_rank = int(cols["gated_by_rank"][0]) if cols["gated_by_rank"][0] >= 0 else int(cols["rank"][0])
+    at = int(cols["path_start_ns"][0])
+    base = rank_start.get(start_rank, at)
+    skew = base - (first or 0)
+    return JobCriticalPath(source, length, step, last_rank, cols, skew, at - base, first_rank, start_rank)
 
 
 def _columns(steps: list[tuple], ranks: dict[int, _RankTimes]) -> dict[str, np.ndarray]:

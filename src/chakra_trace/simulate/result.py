@@ -18,16 +18,24 @@ PER_NPU = {
     "comm_ns": "comm",
     "overlap_ns": "overlap",
     "exposed_comm_ns": "exposed comm",
+    "exposed_transfer_ns": "exposed transfer",
+    "exposed_peer_wait_ns": "exposed peer wait",
     "other_ns": "other",
     "idle_ns": "idle",
 }
+
+#: Communication split into transfer and waiting for peers (ns per NPU), as `SimResult` holds it.
+SPLIT = ("transfer_ns", "peer_wait_ns", "exposed_transfer_ns", "exposed_peer_wait_ns")
 
 
 @dataclass
 class CollectiveRecord:
     """One collective instance as it ran: its group and index in that group, type, bytes per
     member, members, the algorithm of each phase, chunks, and when its first member issued
-    it and its last member finished."""
+    it (``start_ns``), its last member issued it (``ready_ns``: every member waits for the
+    last one until then) and its last member finished (``end_ns``). ``transfer_ns`` (end minus
+    ready) is the time bandwidth figures divide by; ``peer_wait_ns`` (ready minus start) is
+    arrival skew, which no network removes."""
 
     group: str  # "all" for the whole machine
     index: int
@@ -38,9 +46,20 @@ class CollectiveRecord:
     chunks: int
     start_ns: int
     end_ns: int
+    ready_ns: int = -1  # (-1: unknown, taken as start_ns)
+
+    @property
+    def transfer_ns(self) -> int:
+        """From the last member's arrival to the last finish: the collective's own time."""
+        return self.end_ns - max(self.ready_ns, self.start_ns)
+
+    @property
+    def peer_wait_ns(self) -> int:
+        """From the first member's arrival to the last one's: time spent waiting for peers."""
+        return max(self.ready_ns, self.start_ns) - self.start_ns
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "transfer_ns": self.transfer_ns, "peer_wait_ns": self.peer_wait_ns}
 
 
 @dataclass
@@ -49,7 +68,11 @@ class SimResult(Tabular):
     time: accelerator compute, or every COMP node of a CPU-only trace, as
     `schema.resources.compute_mask`); ``comm_ns`` (time with a collective, send or receive in
     flight); ``overlap_ns`` (both at once); ``exposed_comm_ns``; ``other_ns`` (busy with
-    neither); ``idle_ns`` (nothing running); compute + comm - overlap + other + idle = finish. In ASTRA-sim compatibility mode ``exposed_comm_ns`` is what ASTRA-sim
+    neither); ``idle_ns`` (nothing running); compute + comm - overlap + other + idle = finish.
+    Communication splits into ``transfer_ns`` (a message or collective moving: after its last
+    peer arrived) and ``peer_wait_ns`` (waiting for a late peer: arrival skew, which a faster
+    network does not remove); ``exposed_transfer_ns`` + ``exposed_peer_wait_ns`` = exposed
+    comm (`intervals.transfer_split`). In ASTRA-sim compatibility mode ``exposed_comm_ns`` is what ASTRA-sim
     prints: finish minus the sum of compute durations; otherwise communication time not
     hidden behind compute.
 
@@ -69,6 +92,10 @@ class SimResult(Tabular):
     other_ns: np.ndarray
     idle_ns: np.ndarray
     collectives: list[CollectiveRecord] = field(default_factory=list)
+    transfer_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    peer_wait_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    exposed_transfer_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    exposed_peer_wait_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     nodes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     names: dict[int, np.ndarray] = field(default_factory=dict)
     traces: dict = field(default_factory=dict, repr=False)  # the trace each NPU ran (after repairs), shared
@@ -87,6 +114,12 @@ class SimResult(Tabular):
     # (``dtype_unknown``) or at a wider type's peak (``dtype_fallback``), nodes and FLOPs per
     # peak type (``by_peak``); empty without a roofline
     compute_types: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.transfer_ns) != len(self.comm_ns):  # (built without the split: no waits known)
+            self.transfer_ns, self.peer_wait_ns = np.asarray(self.comm_ns), np.zeros_like(self.comm_ns)
+            self.exposed_transfer_ns = np.asarray(self.exposed_comm_ns)
+            self.exposed_peer_wait_ns = np.zeros_like(self.exposed_comm_ns)
 
     @property
     def assumption(self) -> str:
@@ -115,7 +148,16 @@ class SimResult(Tabular):
     def to_dict(self) -> dict[str, Any]:
         out = {
             k: getattr(self, k).tolist()
-            for k in ("finish_ns", "exposed_comm_ns", "compute_ns", "comm_ns", "overlap_ns", "other_ns", "idle_ns")
+            for k in (
+                "finish_ns",
+                "exposed_comm_ns",
+                "compute_ns",
+                "comm_ns",
+                "overlap_ns",
+                "other_ns",
+                "idle_ns",
+                *SPLIT,
+            )
         }
         out.update(
             step_ns=self.step_ns,

@@ -121,6 +121,9 @@ class Npu:
         n = len(trace)
         self.start = np.full(n, -1, np.int64)
         self.end = np.full(n, -1, np.int64)
+        # when the last peer of a communication row arrived (a collective's last member to issue
+        # it, a receive's sender; -1: none waited for): waiting before it, transfer after
+        self.peer_at = np.full(n, -1, np.int64)
         self.done = 0
 
     def issue(self) -> None:
@@ -257,6 +260,7 @@ class Matchmaker:
         waiting = self.recvs.get(key)
         if waiting:
             peer, pr, posted = waiting.popleft()
+            peer.peer_at[pr] = self.sim.engine.now  # (the receive waited from `posted` for this send)
             self.sim.engine.at(max(arrival, posted + self.sim.own_time(peer, pr)), peer.complete, pr)
         else:
             self.sends.setdefault(key, deque()).append(arrival)

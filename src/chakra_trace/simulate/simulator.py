@@ -11,7 +11,7 @@ from typing import cast
 import numpy as np
 
 from ..errors import ChakraError
-from ..intervals import busy
+from ..intervals import busy, transfer_split
 from ..io.memory import available_bytes
 from ..io.workload import Workload, read_comm_groups
 from ..schema.compute_types import NodePeaks
@@ -40,6 +40,8 @@ from .rules import ASTRA_SIM, DEFAULT, Rules
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
 from .symmetry import lowest_turn, replica_period, turn_within, used_groups
 from .unaware import Unaware
+
+_SPLIT = ("transfer", "peer_wait", "exposed_transfer", "exposed_peer_wait")
 
 
 class SimulationWarning(UserWarning):
@@ -462,6 +464,9 @@ class Simulator:
         # ASTRA-sim's plans running fewer dimensions than the network has) is done when the collective runs
         done = np.maximum(finish, start.max())
         issued = inst.issued
+        last = int(start.max())  # the last member's arrival: each member waits for it, then transfers
+        for rank, (_when, row) in issued.items():
+            self._state[rank].peer_at[row] = last
         if self.peers:  # each rank present ends when it ends there (its copies are not simulated)
             at = {r: i for i, r in enumerate(ranks.tolist())}
             for rank, (_when, row) in issued.items():
@@ -491,6 +496,7 @@ class Simulator:
                 chunks=chunks,
                 start_ns=int(start.min()),
                 end_ns=int(finish.max()),
+                ready_ns=last,
             )
         )
 
@@ -631,7 +637,7 @@ class Simulator:
         n = self.npus
         cols = {
             k: np.zeros(n, np.int64)
-            for k in ("finish", "compute", "comm", "overlap", "exposed", "other", "idle", "compute_sum")
+            for k in ("finish", "compute", "comm", "overlap", "exposed", "other", "idle", "compute_sum", *_SPLIT)
         }
         nodes, names = {}, {}
         per_trace: dict[int, tuple] = {}  # NPUs running one trace share its masks and names
@@ -643,6 +649,7 @@ class Simulator:
             compute, comm, names[npu.rank] = per_trace[id(t)]
             tot = busy(npu.start, np.where(npu.end >= 0, npu.end, npu.start - 1), compute, comm)
             tot["idle"] += tot["start"]  # a simulated step starts at 0
+            tot |= transfer_split(npu.start, np.where(npu.end >= 0, npu.end, npu.start - 1), npu.peer_at, compute, comm)
             for k in cols:
                 cols[k][npu.rank] = tot[k]
             nodes[npu.rank] = (npu.start, npu.end, npu.kind)
@@ -652,6 +659,8 @@ class Simulator:
             nodes = {r: nodes[f] for r, f in enumerate(self.first.tolist())}
             names = {r: names[f] for r, f in enumerate(self.first.tolist())}
         exposed = cols["finish"] - cols["compute_sum"] if self.rules.astra_breakdown else cols["exposed"]
+        # (ASTRA-sim's exposed comm is not a union of intervals: its transfer part is capped by it)
+        exposed_transfer = np.minimum(cols["exposed_transfer"], np.maximum(exposed, 0))
         typed = self._compute_types()
         for note in compute_type_notes(typed):
             self.warn(note)
@@ -664,6 +673,10 @@ class Simulator:
             other_ns=cols["other"],
             idle_ns=cols["idle"],
             collectives=self.records,
+            transfer_ns=cols["transfer"],
+            peer_wait_ns=cols["peer_wait"],
+            exposed_transfer_ns=exposed_transfer,
+            exposed_peer_wait_ns=exposed - exposed_transfer,
             nodes=nodes,
             names=names,
             traces={r: self._prepared_traces.get(id(t), (t,))[0] for r, t in sorted(self.traces.items())},
