@@ -19,6 +19,7 @@ from ..schema.enums import Attr, CollectiveType, NodeType, collective_name
 from ..schema.groups import collective_instances
 from ..schema.trace import Trace
 from ..table import Column, Table, Tabular
+from .arrivals import job_clock, last_arrivals
 
 # bus bandwidth = algorithm bandwidth x factor(n), as NCCL's tests report it
 _BUS_FACTOR = {
@@ -38,7 +39,10 @@ def bus_factor(ctype: str, n: int) -> float:
 @dataclass
 class CollectiveStats(Tabular):
     """One record per (collective instance, rank): group, index, type, rank, bytes,
-    duration_us, node_id, group_size. ``summary()`` aggregates per group, type and rank."""
+    duration_us, wait_us (from this rank's arrival to the last member's, on the job's clock:
+    waiting for peers), transfer_us (the rest: duration = wait + transfer), node_id,
+    group_size. ``summary()`` aggregates per group, type and rank; its bandwidths divide the
+    bytes by the transfer time only (waiting for a late peer is no measure of the network)."""
 
     records: list[dict] = field(default_factory=list)
 
@@ -55,14 +59,18 @@ class CollectiveStats(Tabular):
                     "count": 0,
                     "bytes": 0,
                     "time_us": 0,
+                    "transfer_us": 0.0,
+                    "wait_us": 0.0,
                     "group_size": r["group_size"],
                 },
             )
             s["count"] += 1
             s["bytes"] += r["bytes"]
             s["time_us"] += r["duration_us"]
+            s["transfer_us"] += r.get("transfer_us", r["duration_us"])
+            s["wait_us"] += r.get("wait_us", 0.0)
         for s in out.values():
-            secs = s["time_us"] / 1e6
+            secs = s["transfer_us"] / 1e6
             s["algbw_GBps"] = s["bytes"] / secs / 1e9 if secs > 0 else None
             factor = _BUS_FACTOR.get(s["type"], lambda n: 1.0)(max(s["group_size"], 1))
             # a group of one (a lone rank's file: its peers are unknown) has no bus bandwidth
@@ -80,7 +88,10 @@ class CollectiveStats(Tabular):
     def summary_table(self) -> Table:
         """`summary()`: one row per group, type and rank (group "" is every rank: shown as "all")."""
         return Table.from_records(
-            self.summary(), _SUMMARY_COLUMNS, title="collectives", spec={"group": Column(format=_group)}
+            self.summary(),
+            _SUMMARY_COLUMNS,
+            title="collectives",
+            spec={"group": Column(format=_group), "transfer_us": _TENTHS, "wait_us": _TENTHS},
         )
 
     def summary_frame(self):
@@ -88,7 +99,22 @@ class CollectiveStats(Tabular):
         return self.summary_table().to_pandas()
 
 
-_SUMMARY_COLUMNS = ("group", "type", "rank", "count", "bytes", "time_us", "group_size", "algbw_GBps", "busbw_GBps")
+_SUMMARY_COLUMNS = (
+    "group",
+    "type",
+    "rank",
+    "count",
+    "bytes",
+    "time_us",
+    "transfer_us",
+    "wait_us",
+    "group_size",
+    "algbw_GBps",
+    "busbw_GBps",
+)
+
+
+_TENTHS = Column(format=",.1f")
 
 
 def _group(name: str) -> str:
@@ -180,10 +206,12 @@ def collective_stats(workload) -> CollectiveStats:
     members = workload.all_groups()
     instances = _instances(workload, members)
     sized = {id(t): t.has(Attr.COMM_SIZE) for t in workload.traces.values()}
+    waits = _waits_ns(workload)
     for (g, k), rows in sorted(instances.items()):
         size = len(members[g])
         for rank, row in sorted(rows.items()):
             t = workload.traces[rank]
+            wait_us = float(waits[rank][row]) / 1000 if waits is not None else 0.0
             records.append(
                 {
                     "group": g,
@@ -192,11 +220,23 @@ def collective_stats(workload) -> CollectiveStats:
                     "rank": rank,
                     "bytes": int(t.comm_size[row]) if sized[id(t)][row] else 0,
                     "duration_us": int(t.duration[row]),
+                    "wait_us": wait_us,
+                    "transfer_us": int(t.duration[row]) - wait_us,
                     "node_id": int(t.ids[row]),
                     "group_size": size,
                 }
             )
     return CollectiveStats(records)
+
+
+def _waits_ns(workload) -> dict[int, np.ndarray] | None:
+    """Per rank and row: how long a collective waited for its last member (ns, within its
+    duration; `arrivals`), None for a job without recorded times."""
+    if not any(t.timed for t in workload.traces.values()):
+        return None
+    clock = job_clock(workload)
+    ready = last_arrivals(workload.traces, {r: s for r, (s, _e) in clock.items()})
+    return {r: np.clip(ready[r], s, e) - s for r, (s, e) in clock.items()}
 
 
 def _peer_bytes(t: Trace, row: int) -> list[float] | None:

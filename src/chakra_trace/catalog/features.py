@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analyze.arrivals import comm_split
 from ..analyze.breakdown import COLUMNS as BREAKDOWN_COLUMNS
 from ..analyze.breakdown import rank_breakdown
 from ..analyze.collectives import imbalance
@@ -247,9 +248,12 @@ def extract(name: str, w: Workload, source: str = "") -> JobFeatures:
     if any(t.timed for t in distinct.values()):  # as analyze.breakdown decides
         bd = {k: rank_breakdown(t) for k, t in distinct.items()}
         rows = [bd[id(w.traces[r])] for r in ranks]
-        tables["breakdowns"] = {"rank": np.array(ranks, np.int64)} | {
-            c: np.array([int(b[c]) for b in rows], np.int64) for c in BREAKDOWN_COLUMNS
-        }
+        split = comm_split(w)  # (on the job's clock: every rank's own, not one per distinct trace)
+        tables["breakdowns"] = (
+            {"rank": np.array(ranks, np.int64)}
+            | {c: np.array([int(b[c]) for b in rows], np.int64) for c in BREAKDOWN_COLUMNS}
+            | {f"{k}_us": np.array([round(split[r][k] / 1000) for r in ranks], np.int64) for k in split[ranks[0]]}
+        )
         span = int(tables["breakdowns"]["span_us"].max()) if ranks else None
     job = {
         "ranks": len(ranks),

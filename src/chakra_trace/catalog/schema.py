@@ -84,7 +84,19 @@ TABLES: dict[str, list[tuple[str, str]]] = {
         ("exposed_comm_us", "BIGINT"),
         ("other_us", "BIGINT"),
         ("idle_us", "BIGINT"),
+        # comm = transfer + peer wait, exposed comm = exposed transfer + exposed peer wait
+        # (`analyze.arrivals`; NULL in rows of a catalog made before they were added)
+        ("transfer_us", "BIGINT"),
+        ("peer_wait_us", "BIGINT"),
+        ("exposed_transfer_us", "BIGINT"),
+        ("exposed_peer_wait_us", "BIGINT"),
     ],
+}
+
+#: columns added after a table was first released: an older catalog gets them (ALTER TABLE) when
+#: opened for writing
+ADDED: dict[str, list[str]] = {
+    "breakdowns": ["transfer_us", "peer_wait_us", "exposed_transfer_us", "exposed_peer_wait_us"],
 }
 
 
@@ -95,6 +107,9 @@ def ddl() -> list[str]:
         body = ", ".join(f'"{c}" {t}' for c, t in cols)
         key = ", PRIMARY KEY (job_id)" if name == "jobs" else ""
         out.append(f"CREATE TABLE IF NOT EXISTS {name} ({body}{key})")
+    for name, added in ADDED.items():
+        types = dict(TABLES[name])
+        out += [f'ALTER TABLE {name} ADD COLUMN IF NOT EXISTS "{c}" {types[c]}' for c in added]
     return out
 
 

@@ -41,7 +41,8 @@ def analyze() -> None:
 @simulate_one_option
 @json_option
 def breakdown(workload: str, comm_groups, as_json: bool, system) -> None:
-    """Per rank: span, compute, communication, overlap, exposed communication, idle (µs)."""
+    """Per rank: span, compute, communication, overlap, exposed communication, idle (µs), and
+    communication split into transfer and waiting for peers (exposed part too)."""
     a = _analysis(workload, comm_groups, system)
     res = a.breakdown()
     if as_json:
@@ -59,12 +60,16 @@ def breakdown(workload: str, comm_groups, as_json: bool, system) -> None:
 @comm_groups_option
 @json_option
 def collectives(workload: str, comm_groups, as_json: bool) -> None:
-    """Count, bytes, time, algorithm and bus bandwidth per group, type and rank."""
+    """Count, bytes, time (transfer and waiting for peers), and bus bandwidth from the transfer
+    time per group, type and rank."""
     res = _analysis(workload, comm_groups).collective_stats()
     if as_json:
         print_json(res.to_dict())
         return
-    show(res.summary_table().select(["group", "type", "rank", "count", "bytes", "time_us", "algbw_GBps", "busbw_GBps"]))
+    cols = ["group", "type", "rank", "count", "bytes", "time_us", "transfer_us", "wait_us", "algbw_GBps", "busbw_GBps"]
+    show(
+        res.summary_table().select(cols), title="collectives (bandwidths from transfer time: waits for peers left out)"
+    )
 
 
 @analyze.command()
@@ -292,6 +297,8 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
         f"{p.step_ns / 1000:,.1f} µs step; {len(p)} operations; unexplained waits "
         f"{p.wait_ns / 1000:,.1f} µs; the last operation ends on rank {p.last_rank}"
     )
+    if p.start_line():  # the rest of the step, named: path + start skew + gap = step
+        con.print(f"before the path: {p.start_line()}; path + these = {p.accounted_ns / 1000:,.1f} µs", highlight=False)
     length = max(p.length_ns, 1)
     con.print(
         "time on the path per rank: "

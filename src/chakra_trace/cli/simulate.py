@@ -183,6 +183,20 @@ def simulate(
         console().print(report.summary(), markup=False, highlight=False)
 
 
+def comm_split_line(res) -> str:
+    """The NPU that ends last: its communication as transfer and waiting for peers."""
+    i = int(np.argmax(res.finish_ns))
+
+    def ms(a) -> str:
+        return f"{int(a[i]) / 1e6:,.3f} ms"
+
+    return (
+        f"NPU {i} (ends last): comm {ms(res.comm_ns)} = transfer {ms(res.transfer_ns)} + waiting for peers "
+        f"{ms(res.peer_wait_ns)}; exposed comm {ms(res.exposed_comm_ns)} = transfer {ms(res.exposed_transfer_ns)} "
+        f"+ waiting for peers {ms(res.exposed_peer_wait_ns)} (arrival skew: a faster network does not remove it)"
+    )
+
+
 def _print(res, timeline) -> None:
 
     con = console()
@@ -198,8 +212,10 @@ def _print(res, timeline) -> None:
         spec = {**per_npu.spec, "npu": Column(label="", align="right")}
         per_npu = Table(stats, title="per NPU (ns): min / median / max", spec=spec)
     show(per_npu, limit=None)
+    if f.size and int(res.comm_ns.max()) > 0:
+        con.print(comm_split_line(res), markup=False)
     if res.collectives:
-        cols = ["group", "index", "type", "bytes", "algorithm", "start_ns", "end_ns"]
+        cols = ["group", "index", "type", "bytes", "algorithm", "start_ns", "end_ns", "transfer_ns"]
         show(res.collectives_table().select(cols).head(20), limit=None)
         if len(res.collectives) > 20:
             con.print(f"... {len(res.collectives) - 20} more (use --json)")

@@ -207,7 +207,7 @@ class SimResult(Tabular):
         spec = {"index": Column(label="#"), "start_ns": Column(label="start"), "end_ns": Column(label="end")}
         return Table.from_records(
             (c.to_dict() for c in self.collectives),
-            [f.name for f in fields(CollectiveRecord)],
+            [*(f.name for f in fields(CollectiveRecord)), "transfer_ns", "peer_wait_ns"],
             title=f"collectives ({len(self.collectives)})",
             spec=spec,
         )

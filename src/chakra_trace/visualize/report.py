@@ -189,6 +189,7 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
         base = path.step_ns if path is not None else None
         for label, res in sims.items():
             b = np.asarray(res.exposed_comm_ns)
+            worst = int(np.argmax(b)) if b.size else 0  # (the NPU with most exposed comm: its split)
             rows.append(
                 {
                     "system": label,
@@ -196,6 +197,8 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
                     "step_us": res.step_ns / 1000,
                     "vs_recorded": res.step_ns / base if base else None,
                     "exposed_comm_us": float(b.max()) / 1000 if b.size else 0.0,
+                    "exposed_transfer_us": float(res.exposed_transfer_ns[worst]) / 1000 if b.size else 0.0,
+                    "exposed_peer_wait_us": float(res.exposed_peer_wait_ns[worst]) / 1000 if b.size else 0.0,
                     "collectives": len(res.collectives),
                     "mode": res.mode,
                 }
@@ -209,6 +212,8 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
                     ("step_us", "whole recording", "us"),
                     ("vs_recorded", "vs recorded", "float"),
                     ("exposed_comm_us", "max exposed comm", "us"),
+                    ("exposed_transfer_us", "of it: transfer", "us"),
+                    ("exposed_peer_wait_us", "of it: waiting for peers", "us"),
                     ("collectives", "collectives", "int"),
                     ("mode", "model", "str"),
                 ],
@@ -225,17 +230,19 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
 
 
 _BD_KEYS = ("span_us", "compute_us", "comm_us", "overlap_us", "exposed_comm_us", "other_us", "idle_us")
+_SPLIT_KEYS = ("transfer_us", "peer_wait_us", "exposed_transfer_us", "exposed_peer_wait_us")
 
 
 def _breakdown_section(sid: str, title: str, bd) -> dict:
     """Stacked bars and a table per rank; ranks whose figures agree within 0.1% are one row
     with their count (a scaled-out job's 64 identical ranks are one or two rows)."""
-    groups = group_ranks(bd.rows, _BD_KEYS)
+    keys = _BD_KEYS + (_SPLIT_KEYS if bd.rows and all(k in bd.rows[0] for k in _SPLIT_KEYS) else ())
+    groups = group_ranks(bd.rows, keys)
     note = f"{len(bd.rows)} ranks"
     if len(groups) > 64:  # thousands of distinct ranks: the distribution, not one bar each
-        arr = {k: np.array([r[k] for r in bd.rows], float) for k in _BD_KEYS}
+        arr = {k: np.array([r[k] for r in bd.rows], float) for k in keys}
         shown: list[dict] = [
-            {"label": label, "ranks": label, "count": len(bd.rows), **{k: float(fn(arr[k])) for k in _BD_KEYS}}
+            {"label": label, "ranks": label, "count": len(bd.rows), **{k: float(fn(arr[k])) for k in keys}}
             for label, fn in (("min", np.min), ("median", np.median), ("max", np.max))
         ]
         note += f" in {len(groups)} distinct groups: their min, median and max"
@@ -246,14 +253,21 @@ def _breakdown_section(sid: str, title: str, bd) -> dict:
     series = [
         ("compute only", [r["compute_us"] - r["overlap_us"] for r in shown]),
         ("compute + comm", [r["overlap_us"] for r in shown]),
-        ("exposed comm", [r["exposed_comm_us"] for r in shown]),
+        *(
+            [
+                ("exposed comm: transfer", [r["exposed_transfer_us"] for r in shown]),
+                ("exposed comm: waiting for peers", [r["exposed_peer_wait_us"] for r in shown]),
+            ]
+            if "exposed_peer_wait_us" in keys
+            else [("exposed comm", [r["exposed_comm_us"] for r in shown])]
+        ),
         ("other (busy, neither)", [r["other_us"] for r in shown]),
         ("idle", [r["idle_us"] for r in shown]),
     ]
     cols = [
         ("ranks", "ranks", "str"),
         ("count", "count", "int"),
-    ] + [(k, k.replace("_us", "").replace("_", " "), "us") for k in _BD_KEYS]
+    ] + [(k, k.replace("_us", "").replace("peer_wait", "waiting for peers").replace("_", " "), "us") for k in keys]
     return {
         "id": sid,
         "title": title,
@@ -262,7 +276,8 @@ def _breakdown_section(sid: str, title: str, bd) -> dict:
                 "type": "text",
                 "text": f"{note}. Over the whole recording: compute + comm - overlap + other + idle = span; "
                 '"other" is time busy with neither compute nor communication (host work, memory '
-                "nodes). Each cell carries its own unit.",
+                "nodes). Communication is transfer (after the last peer arrived) plus waiting for peers (arrival "
+                "skew, which no faster network removes); so is exposed comm. Each cell carries its own unit.",
             },
             {
                 "type": "bars",
@@ -288,6 +303,12 @@ def _path_section(sid: str, title: str, a: Analysis) -> dict:
         ["length", _us(path.length_ns / 1000)],
         ["job span (whole recording)", _us(path.step_ns / 1000)],
         ["unexplained waits", _us(path.wait_ns / 1000)],
+        [
+            "before the path: start skew",
+            f"{_us(path.start_skew_ns / 1000)} (rank {path.start_rank} vs rank {path.first_rank})",
+        ],
+        ["before the path: gap on its first rank", _us(path.lead_gap_ns / 1000)],
+        ["length + start skew + gap", _us(path.accounted_ns / 1000)],
         ["operations on the path", len(path)],
         ["rank that finishes last", path.last_rank],
         ["ranks on the path", ", ".join(f"{r}: {v / length:.0%}" for r, v in list(by_rank.items())[:8])],
@@ -395,8 +416,10 @@ def _collectives_section(a: Analysis) -> dict:
                 ("count", "count", "int"),
                 ("bytes", "bytes", "bytes"),
                 ("time_us", "time", "us"),
-                ("algbw_GBps", "algbw GB/s", "float"),
-                ("busbw_GBps", "busbw GB/s", "float"),
+                ("transfer_us", "transfer", "us"),
+                ("wait_us", "waiting for peers", "us"),
+                ("algbw_GBps", "algbw GB/s (transfer)", "float"),
+                ("busbw_GBps", "busbw GB/s (transfer)", "float"),
             ],
             [dict(s, group=s["group"] or "all") for s in stats.summary()],
             max_rows=24,
