@@ -17,7 +17,7 @@ import numpy as np
 
 from . import codec
 from . import proto as pb
-from .enums import ATTR_MEMBER, STEP_BOUNDS, TIME_ORIGIN, Attr, NodeType, collective_name, node_type_name
+from .enums import ATTR_MEMBER, STEP_BOUNDS, TIME_ORIGIN, TRANSFORMED, Attr, NodeType, collective_name, node_type_name
 from .graph import DepGraph
 from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_bytes, pb_to_node
 from .wire import I64, Rows, ranges
@@ -226,6 +226,20 @@ class Trace:
             if a.name == STEP_BOUNDS:
                 return np.asarray(a.int64_list.values, np.int64)
         return None
+
+    @property
+    def transformed(self) -> list[str]:
+        """The what-if transforms applied since the recording (`TRANSFORMED` metadata, in
+        order; `synthesize.transforms`), [] for a trace as recorded."""
+        return [str(v) for a in self.metadata.attr if a.name == TRANSFORMED for v in a.string_list.values]
+
+    def mark_transformed(self, what: str) -> None:
+        """Add `what` to `transformed` (in place: call it on a copy)."""
+        for a in self.metadata.attr:
+            if a.name == TRANSFORMED:
+                a.string_list.values.append(what)
+                return
+        self.metadata.attr.add(name=TRANSFORMED).string_list.values.append(what)
 
     @property
     def timed(self) -> bool:
