@@ -228,6 +228,18 @@ class Trace:
         return None
 
     @property
+    def recorded_steps(self) -> int | None:
+        """How many training steps the trace recorded: its profiler step windows
+        (`step_bounds_us`), else its distinct ProfilerStep# annotations; None when it has neither."""
+        bounds = self.step_bounds_us
+        if bounds is not None and bounds.size >= 2:
+            return int(bounds.size - 1)
+        marked = {n for n in self.names if n.startswith("ProfilerStep#")}
+        used = set(np.unique(self.name_codes).tolist()) if marked else set()
+        k = sum(1 for i, n in enumerate(self.names) if n in marked and i in used)
+        return k or None
+
+    @property
     def transformed(self) -> list[str]:
         """The what-if transforms applied since the recording (`TRANSFORMED` metadata, in
         order; `synthesize.transforms`), [] for a trace as recorded."""
