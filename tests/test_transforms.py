@@ -21,6 +21,7 @@ from chakra_trace.schema.enums import NodeType
 from chakra_trace.simulate import simulate
 from chakra_trace.synthesize import transforms as tf
 from chakra_trace.validate import validate_workload
+from conftest import run_cli
 
 DDP = Path(__file__).parent / "data" / "corpus" / "ddp"
 
@@ -192,3 +193,29 @@ def test_cli(tmp_path):
     assert len(Workload.open(tmp_path / "j")) == 4
     bad = CliRunner().invoke(cli, ["transform", str(DDP), "-o", str(tmp_path / "k")])
     assert bad.exit_code == 2 and "nothing to do" in bad.output
+
+
+def test_recorded_refuses_a_transformed_job_with_the_reason(ddp, tmp_path, capsys):
+    """`recorded` keeps each node's recorded wait after its dependencies; a transform changes the
+    nodes but not their recorded starts, so a 2x faster compute became idle there (-1.2% instead
+    of the halving `ideal` shows). The transform marks what it changed, through the saved files,
+    and `recorded` refuses it naming the change; every other system still runs it."""
+    from chakra_trace.simulate.presets import simulate_on
+
+    assert all(not t.transformed for t in ddp.traces.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        simulate_on(ddp, "recorded")  # the job as recorded: no refusal
+        fast = tf.remove_ops(tf.speed_up_compute(ddp, 2), "no such op")
+        assert all(
+            t.transformed == ["compute 2x faster", "removed ops matching 'no such op'"] for t in fast.traces.values()
+        )
+        fast.save(str(tmp_path / "fast"))
+        again = Workload.open(str(tmp_path / "fast"))
+        assert all(t.transformed == fast.traces[0].transformed for t in again.traces.values())
+        with pytest.raises(ChakraError, match=r"compute 2x faster.*'recorded' system.*'ideal'"):
+            simulate_on(again, "recorded")
+        assert simulate_on(again, "ideal").step_ns < simulate_on(ddp, "ideal").step_ns
+    capsys.readouterr()
+    rc, out, err = run_cli(["simulate", str(tmp_path / "fast"), "--system", "recorded"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "changed after the recording (compute 2x faster" in err

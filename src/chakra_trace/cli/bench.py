@@ -10,6 +10,7 @@ from ..errors import ChakraError
 from ..replay.bench_report import bench_report
 from ..replay.comparison import MIN_RUNS, THRESHOLD, compare_runs
 from ..replay.measure import Measurement, format_time, load_measurements, unit_for
+from ..replay.units import comparable
 from ..table import Column, Table
 from .common import echo_warning, json_option, print_json, safe_text, show
 
@@ -112,26 +113,30 @@ def compare(
     unreadable files): this reports, it does not gate.
     """
     a, b = _sides(files, a_opt, b_opt)
-    results = [
-        (k, compare_runs(xa, xb, alpha=alpha, min_runs=min_runs, threshold=threshold, name=k))
-        for k, xa, xb in _pairs(a, b)
-    ]
+    results, units = [], []
+    for k, xa, xb in _pairs(a, b):
+        try:
+            xa, xb, unit, converted = comparable(xa, xb)
+        except ChakraError as e:
+            raise ChakraError(f"{', '.join(a)} vs {', '.join(b)} ({k}): {e}") from None
+        results.append((k, compare_runs(xa, xb, alpha=alpha, min_runs=min_runs, threshold=threshold, name=k)))
+        units.append((unit, converted))
     if as_json:
-        print_json([c.to_dict() for _, c in results])
+        print_json([{**c.to_dict(), "unit": u, "converted": v} for (_, c), (u, v) in zip(results, units)])
         return
 
     cs = [c for _, c in results]
-    units = [unit_for(c.a_center) if c.a_center == c.a_center else "s" for c in cs]  # (B in A's unit)
+    shown = [unit_for(c.a_center) if c.a_center == c.a_center else "s" for c in cs]  # (B in A's unit)
     spread, right = Column(format=".1%"), Column(align="right")
     level = f"{100 * (1 - alpha):g}%"
     t = Table(
         {
             "name": [k for k, _ in results],
             "A runs": [c.a_runs for c in cs],
-            "A": [format_time(c.a_center, u) for c, u in zip(cs, units)],
+            "A": [format_time(c.a_center, u) for c, u in zip(cs, shown)],
             "A spread": [c.a_between_run_sd for c in cs],
             "B runs": [c.b_runs for c in cs],
-            "B": [format_time(c.b_center, u) for c, u in zip(cs, units)],
+            "B": [format_time(c.b_center, u) for c, u in zip(cs, shown)],
             "B spread": [c.b_between_run_sd for c in cs],
             "B/A": [c.ratio for c in cs],
             "ci": [None if c.ratio_ci is None else f"{c.ratio_ci[0]:.3f}–{c.ratio_ci[1]:.3f}" for c in cs],
@@ -155,6 +160,8 @@ def compare(
         row_styles=["bold" if c.meaningful else "" for c in cs],
         caption="A, B: geometric mean of the run medians; spread: between-run sd (log)",
     )
+    for unit, converted in dict.fromkeys(units):  # (on stdout: part of the result)
+        click.echo(f"unit: {unit}" + (f" ({converted})" if converted else ""))
 
 
 @bench.command("show")

@@ -202,7 +202,7 @@ def _print(res, timeline) -> None:
     con = console()
     f = res.finish_ns
     con.print(
-        f"[bold]step[/bold] {res.step_ns:,} ns on {f.size} NPUs ({res.mode}); "
+        f"[bold]{res.span_line}[/bold] on {f.size} NPUs ({res.mode}); "
         f"simulated in {res.wall_s:.3f} s ({res.events:,} events)"
     )
     per_npu = res.to_table()

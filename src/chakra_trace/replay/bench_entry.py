@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .measure import Measurement, json_number
+from .units import unit_of
 
 __all__ = ["BenchEntry"]
 
@@ -87,9 +88,7 @@ class BenchEntry:
             )
         elif c.get("mode") in ("duration", "flops"):
             parts.append(f"calibrated kernels ({c['mode']}) and real collectives of one pass")
-        unit = m.extra.get("unit") or c.get("unit")
-        if unit:
-            parts.append(f"reported as {unit}")
+        parts.append(f"reported as {unit_of(m)}")
         steps = m.extra.get("steps") or c.get("steps")
         if steps:
             parts.append(f"recorded steps {steps}")
@@ -118,6 +117,7 @@ class BenchEntry:
             "note": self.measurement.note,
             "division": div,
             "division_note": why,
+            "unit": str(unit_of(self.measurement)),
             "timed_region": self.timed_region(),
             "energy": self.energy(),
             "env": self.measurement.env,

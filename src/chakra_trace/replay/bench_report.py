@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from .bench_report_html import render_html
 from .bench_report_text import render_markdown
 from .comparison import MIN_RUNS, THRESHOLD, RunComparison, compare_runs
 from .measure import Measurement, _read_json, json_number, json_pair, load_measurements
+from .units import comparable
 
 __all__ = ["BenchEntry", "BenchReport", "bench_report"]
 
@@ -55,6 +56,7 @@ class BenchReport:
     flags: list[str]
     scaling: list[dict]
     generated: str = ""
+    units: dict[str, tuple[str, str]] = field(default_factory=dict)  # result label -> (unit compared in, converted)
 
     def to_dict(self) -> dict:
         return {
@@ -65,7 +67,14 @@ class BenchReport:
             "results": [e.to_dict() for e in self.results],
             "baselines": [e.to_dict() for e in self.baselines],
             "comparisons": [
-                {"result": k, "baseline": b, **speedup(c), "comparison": c.to_dict()}
+                {
+                    "result": k,
+                    "baseline": b,
+                    **speedup(c),
+                    "unit": self.units.get(k, ("", ""))[0],
+                    "converted": self.units.get(k, ("", ""))[1],
+                    "comparison": c.to_dict(),
+                }
                 for k, (b, c) in self.comparisons.items()
             ],
             "scaling": self.scaling,
@@ -258,14 +267,22 @@ def bench_report(
     if not results:
         raise ChakraError("bench report: no result files")
     by_label = {b.label: b for b in baselines}
-    comparisons = {}
+    comparisons, units = {}, {}
     for e in results:
         b = by_label.get(e.label) or (baselines[0] if len(baselines) == 1 else None)
         if b is not None:
-            c = compare_runs(b.measurement, e.measurement, alpha=alpha, min_runs=min_runs, threshold=threshold,
-                             name=e.label)  # fmt: skip
+            try:  # (one unit, as `chakra bench compare` puts them: the same answer from both)
+                (mb,), (me,), unit, converted = comparable(
+                    [b.measurement], [e.measurement], names=("baseline", "result")
+                )
+            except ChakraError as err:
+                raise ChakraError(f"{e.label} vs baseline {b.label}: {err}") from None
+            c = compare_runs(mb, me, alpha=alpha, min_runs=min_runs, threshold=threshold, name=e.label,
+                             labels=("baseline", "result"))  # fmt: skip
             comparisons[e.label] = (b.label, c)
+            units[e.label] = (unit, converted)
     systems, flags = _systems(results + baselines)
+    flags += [f"{k} vs its baseline compared in {u}: {v}" for k, (u, v) in units.items() if v]
     return BenchReport(
         title=title or "Benchmark report",
         results=results,
@@ -275,4 +292,5 @@ def bench_report(
         flags=flags,
         scaling=_scaling(results, scaling),
         generated=generated if generated is not None else datetime.datetime.now().isoformat(timespec="seconds"),
+        units=units,
     )

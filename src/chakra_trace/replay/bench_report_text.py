@@ -120,7 +120,7 @@ def sections(d: dict) -> list[dict]:
     rows = []
     for e in entries:
         st = e["stats"]
-        unit = e["extra"].get("unit") or e["context"].get("unit") or "seconds per sample"
+        unit = e.get("unit") or e["extra"].get("unit") or e["context"].get("unit") or "seconds per sample"
         reasons = [STOP.get(r, r) for r in (e["stop_reason"] or "").split(",") if r] or [NOT_RECORDED]
         rows.append([
             e["label"], e["role"], f"time ({unit})", f"{e['division']}: {e['division_note']}",

@@ -228,6 +228,7 @@ def compare_runs(
     resamples: int = 2000,
     seed: int = 0,
     name: str = "",
+    labels: tuple[str, str] = ("A", "B"),
 ) -> RunComparison:
     """Whether B's time differs from A's, with runs (separate processes) as the unit of replication.
 
@@ -242,11 +243,13 @@ def compare_runs(
     on normality, and the run bootstrap has only 3 distinct resamples. `threshold` (default 1%): a
     significant difference smaller than this is "no meaningful difference" (machines drift by about
     that much; such a gap rarely matters and rarely reproduces). `resamples` = 0 skips the bootstrap CI.
+    `labels`: what the verdict calls the two sides (e.g. ("baseline", "result")).
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if min_runs < 2:
         raise ValueError(f"min_runs must be at least 2 (a t-test needs a variance per side), got {min_runs}")
+    la_, lb_ = labels
     ra, rb = as_runs(a_runs), as_runs(b_runs)
     ka, kb = len(ra), len(rb)
     base: dict[str, Any] = {
@@ -286,7 +289,7 @@ def compare_runs(
         return RunComparison(
             ratio_ci=None, ratio_ci_bootstrap=None, p_value=nan, t_stat=nan, df=nan, significant=False,
             status="not_enough_evidence",
-            verdict=f"not enough evidence ({runs_s}; need ≥ {min_runs} per side): B/A = {ratio:.3f}",
+            verdict=f"not enough evidence ({runs_s}; need ≥ {min_runs} per side): {lb_}/{la_} = {ratio:.3f}",
             **extra,
         )  # fmt: skip
     t, df, p = welch_t_test(la, lb)
@@ -308,16 +311,18 @@ def compare_runs(
     within = ci[0] >= 1 - threshold and ci[1] <= 1 + threshold
     if significant and abs(ratio - 1) >= threshold:
         status = "slower" if ratio > 1 else "faster"
-        verdict = f"B is {100 * abs(ratio - 1):.1f}% {status} than A ({ci_s}, {_p_str(p)}, {runs_s}): significant"
+        verdict = (
+            f"{lb_} is {100 * abs(ratio - 1):.1f}% {status} than {la_} ({ci_s}, {_p_str(p)}, {runs_s}): significant"
+        )
     elif significant or within:
         status = "no_meaningful_difference"
         verdict = (
-            f"no meaningful difference: B/A = {ratio:.3f} ({ci_s}, {_p_str(p)}, {runs_s}; "
+            f"no meaningful difference: {lb_}/{la_} = {ratio:.3f} ({ci_s}, {_p_str(p)}, {runs_s}; "
             f"{'within' if within else 'smaller than'} the {100 * threshold:g}% threshold)"
         )
     else:
         status = "no_significant_difference"
-        verdict = f"no significant difference: B/A = {ratio:.3f} ({ci_s}, {_p_str(p)}, {runs_s})"
+        verdict = f"no significant difference: {lb_}/{la_} = {ratio:.3f} ({ci_s}, {_p_str(p)}, {runs_s})"
     return RunComparison(
         ratio_ci=ci, ratio_ci_bootstrap=boot, p_value=p, t_stat=t, df=df, significant=significant,
         status=status, verdict=verdict, **extra,

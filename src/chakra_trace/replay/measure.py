@@ -37,6 +37,7 @@ from .statistics import (
     t_ppf,
     tukey_outliers,
 )
+from .units import replay_unit
 
 __all__ = ["Measurement", "format_time", "load_measurements", "measure", "save_measurements"]
 
@@ -565,6 +566,10 @@ def load_measurements(path: str | os.PathLike) -> dict[str, Measurement]:
             raise ChakraError(f"{src}: 'per_rank' must be an object of measurements by rank")
         for r, d in obj["per_rank"].items():
             out[f"rank {r}"] = Measurement.from_dict(d, source=f"{src} (rank {r if r.isdigit() else short(r)})")
+        unit = replay_unit(obj)  # (files of before the step carried its unit: from the replay's mode)
+        for m in out.values():
+            if "unit" not in m.extra:
+                m.extra.update(unit)
         return out
     if isinstance(obj, list):
         for i, d in enumerate(obj):

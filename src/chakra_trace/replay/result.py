@@ -14,6 +14,7 @@ import numpy as np
 from ..io.et import atomic_output
 from ..table import Table, Tabular
 from .measure import Measurement
+from .units import PER_STEP
 
 
 class ReplayWarning(UserWarning):
@@ -65,7 +66,7 @@ class ReplayResult(Tabular):
             m.samples = [s / o["steps_per_run"] for s in m.samples]  # per recorded step
             if m.energy is not None:
                 m.extra["energy_j"] = (m.energy / o["steps_per_run"]).tolist()
-            m.extra.update(unit="seconds per recorded step", steps=o["steps"])
+            m.extra.update(unit=PER_STEP, steps_per_sample=1, steps=o["steps"])
             per_rank[r] = m
         recorded = {r: float(np.mean(o["recorded_step_s"])) * 1e6 for r, o in enumerate(outs) if o["recorded_step_s"]}
         return cls(
@@ -148,9 +149,16 @@ def step_measurement(per_rank: dict[int, Any]):
         warmup=first.warmup,
         stop_reason=first.stop_reason,
         env=dict(first.env),
-        extra={"aggregate": "per-sample max over ranks", "ranks": len(ms), **step_energy(ms, n)},
+        extra={"aggregate": "per-sample max over ranks", "ranks": len(ms), **_unit(ms), **step_energy(ms, n)},
         note=first.note,
     )
+
+
+def _unit(ms: list) -> dict:
+    """The ranks' unit (`units`: per recorded step, or per recording of K steps) when they agree."""
+    keys = ("unit", "steps_per_sample")
+    got = {tuple(m.extra.get(k) for k in keys) for m in ms}
+    return {k: v for k, v in zip(keys, next(iter(got))) if v is not None} if len(got) == 1 else {}
 
 
 def step_energy(ms: list, n: int) -> dict:

@@ -58,6 +58,7 @@ from .launch import progress_reporter, run_ranks, stop_together
 from .measure import Measurement, measure
 from .process_groups import build_process_groups
 from .result import ReplayResult, ReplayWarning, step_measurement
+from .units import PER_RECORDING
 
 MODES = ("duration", "flops")
 
@@ -450,6 +451,15 @@ def recorded_time_us(trace) -> tuple[float, str]:
     return float(trace.duration[comp].astype(np.float64).sum()), "compute_sum"
 
 
+def recorded_steps(trace) -> int | None:
+    """How many training steps the trace recorded (`analyze.steps.find_steps`: the profiler's
+    windows, ProfilerStep annotations or whole repeats), None when it cannot tell."""
+    if not trace.timed:
+        return None
+    found = find_steps(trace)
+    return len(found) if len(found) and not found.method.startswith(("one window", "no recorded")) else None
+
+
 def _rank_file(source: str, rank: int) -> Path:
     """The trace rank `rank` replays: a lone file serves every rank."""
     p = Path(source)
@@ -566,6 +576,8 @@ def replay_rank(
         }
     )
     rec, basis = recorded_time_us(trace)
+    k = recorded_steps(trace)  # a sample is one pass over the recording (`units`)
+    m.extra.update(unit=PER_RECORDING, **({"steps_per_sample": k} if k else {}))
     cal = {"device": replay.kernel.cal.to_dict()}
     if cuda:
         cal["host"] = replay.kernel.cpu_cal.to_dict()

@@ -45,6 +45,9 @@ TIME_ORIGIN = "time_origin_ns"
 # global-metadata attribute: the recorded steps (profiler step windows) as k + 1 cut points in µs on
 # the trace's time line (step i is [b[i], b[i+1])): the converter keeps them, analyses split by them
 STEP_BOUNDS = "step_bounds_us"
+# global-metadata attribute: the what-if transforms that changed the trace after it was recorded
+# (`synthesize.transforms`), in order: its node times or sizes are no longer the recorded ones
+TRANSFORMED = "transformed"
 
 
 class Attr:

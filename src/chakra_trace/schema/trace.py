@@ -17,7 +17,7 @@ import numpy as np
 
 from . import codec
 from . import proto as pb
-from .enums import ATTR_MEMBER, STEP_BOUNDS, TIME_ORIGIN, Attr, NodeType, collective_name, node_type_name
+from .enums import ATTR_MEMBER, STEP_BOUNDS, TIME_ORIGIN, TRANSFORMED, Attr, NodeType, collective_name, node_type_name
 from .graph import DepGraph
 from .node import COLUMN_ATTRS, COLUMN_BY_NAME, Node, node_bytes, pb_to_node
 from .wire import I64, Rows, ranges
@@ -226,6 +226,32 @@ class Trace:
             if a.name == STEP_BOUNDS:
                 return np.asarray(a.int64_list.values, np.int64)
         return None
+
+    @property
+    def recorded_steps(self) -> int | None:
+        """How many training steps the trace recorded: its profiler step windows
+        (`step_bounds_us`), else its distinct ProfilerStep# annotations; None when it has neither."""
+        bounds = self.step_bounds_us
+        if bounds is not None and bounds.size >= 2:
+            return int(bounds.size - 1)
+        marked = {n for n in self.names if n.startswith("ProfilerStep#")}
+        used = set(np.unique(self.name_codes).tolist()) if marked else set()
+        k = sum(1 for i, n in enumerate(self.names) if n in marked and i in used)
+        return k or None
+
+    @property
+    def transformed(self) -> list[str]:
+        """The what-if transforms applied since the recording (`TRANSFORMED` metadata, in
+        order; `synthesize.transforms`), [] for a trace as recorded."""
+        return [str(v) for a in self.metadata.attr if a.name == TRANSFORMED for v in a.string_list.values]
+
+    def mark_transformed(self, what: str) -> None:
+        """Add `what` to `transformed` (in place: call it on a copy)."""
+        for a in self.metadata.attr:
+            if a.name == TRANSFORMED:
+                a.string_list.values.append(what)
+                return
+        self.metadata.attr.add(name=TRANSFORMED).string_list.values.append(what)
 
     @property
     def timed(self) -> bool:

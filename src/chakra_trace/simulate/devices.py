@@ -123,6 +123,22 @@ def untimed(workload) -> Untimed:
     return Untimed(n, timed, comm, comm_timed, comm_bytes, uncosted)
 
 
+def _refuse_transformed(workload, preset) -> None:
+    """ "recorded" keeps every node's recorded wait after its dependencies and each rank's
+    recorded start; a job whose node times or sizes a what-if transform changed
+    (`Trace.transformed`) no longer matches its recorded start times, so the waits would grow by
+    whatever the transform took away (a 2x faster compute shows as idle): refused, with why."""
+    if not (preset.network is None and preset.link is None and preset.comm == "recorded"):
+        return
+    for rank, t in sorted(workload.traces.items()):
+        if t.transformed and t.timed:
+            raise ChakraError(
+                f"rank {rank} was changed after the recording ({'; '.join(t.transformed)}), so its recorded "
+                f"start times no longer match its nodes: the {preset.name!r} system keeps recorded waits and "
+                "would turn the change into idle time; simulate it on 'ideal', 'switch' or a network preset"
+            )
+
+
 def recorded_answer(workload, preset):
     """``preset`` (a `presets.SystemPreset`) as it can answer for ``workload``, and notes saying
     what its answer leaves out; raises ChakraError where the answer would be a 0 standing for
@@ -133,8 +149,10 @@ def recorded_answer(workload, preset):
     - "recorded" with a device, on a job whose communication has no recorded time: costed from
       its sizes on one switch of the job's ranks at the device's interconnect bandwidth
       (`DeviceSpec.link_bw`), or refused when the device table has none;
+    - "recorded" on a job a what-if transform changed (`_refuse_transformed`) is refused;
     - what stays 0 is said: communication "recorded" without a time, compute nodes neither
       timed nor costable, collectives on a single NPU."""
+    _refuse_transformed(workload, preset)
     u = untimed(workload)
     notes: list[str] = []
     if not u.nodes:

@@ -1,4 +1,7 @@
-"""What a simulation tells: per-NPU times, totals, every collective, the timeline, links."""
+"""What a simulation tells: per-NPU times, totals, every collective, the timeline, links.
+
+A simulation runs the whole recording a job holds (often several profiler steps): its span is
+``recording_ns``; ``steps`` says how many training steps that is, ``per_step_ns`` one of them."""
 
 from __future__ import annotations
 
@@ -114,6 +117,9 @@ class SimResult(Tabular):
     # (``dtype_unknown``) or at a wider type's peak (``dtype_fallback``), nodes and FLOPs per
     # peak type (``by_peak``); empty without a roofline
     compute_types: dict = field(default_factory=dict)
+    # training steps the simulated recording holds (`job_steps`: the ranks' profiler step
+    # windows); None when the job does not say (a captured or synthesized step, a bare trace)
+    steps: int | None = None
 
     def __post_init__(self) -> None:
         if len(self.transfer_ns) != len(self.comm_ns):  # (built without the split: no waits known)
@@ -142,8 +148,31 @@ class SimResult(Tabular):
         )
 
     @property
-    def step_ns(self) -> int:
+    def recording_ns(self) -> int:
+        """The simulated span of the whole recording: the last NPU's finish (all start at 0)."""
         return int(self.finish_ns.max()) if self.finish_ns.size else 0
+
+    @property
+    def per_step_ns(self) -> float | None:
+        """`recording_ns` per training step of the recording (`steps`), None when unknown."""
+        return self.recording_ns / self.steps if self.steps else None
+
+    @property
+    def step_ns(self) -> int:
+        """Deprecated alias of `recording_ns` (the whole recording, however many steps it holds);
+        use `recording_ns`, or `per_step_ns` for one step."""
+        return self.recording_ns
+
+    @property
+    def span_line(self) -> str:
+        """'recording 171,686,335 ns (2 steps: 85,843,168 ns per step)', or '(steps unknown)'."""
+        per = self.per_step_ns
+        how = (
+            f"{self.steps} step{'s' * (self.steps != 1)}: {per:,.0f} ns per step"
+            if per is not None
+            else "steps unknown"
+        )
+        return f"recording {self.recording_ns:,} ns ({how})"
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -159,8 +188,12 @@ class SimResult(Tabular):
                 *SPLIT,
             )
         }
+        per = self.per_step_ns
         out.update(
-            step_ns=self.step_ns,
+            recording_ns=self.recording_ns,
+            steps=self.steps,
+            per_step_ns=None if per is None else round(per, 3),
+            step_ns=self.recording_ns,  # deprecated: the recording (recording_ns); per step: per_step_ns
             mode=self.mode,
             events=self.events,
             wall_s=round(self.wall_s, 4),
@@ -182,7 +215,7 @@ class SimResult(Tabular):
         used = np.flatnonzero(self.link_busy_ns > 0)
         used = used[np.argsort(-self.link_busy_ns[used], kind="stable")][:top]
         info = self.describe_links(used)
-        step = max(self.step_ns, 1)
+        step = max(self.recording_ns, 1)
         return [
             {
                 "link": int(i),
@@ -215,3 +248,9 @@ class SimResult(Tabular):
     def collectives_frame(self):
         """`collectives_table` as a pandas DataFrame."""
         return self.collectives_table().to_pandas()
+
+
+def job_steps(traces) -> int | None:
+    """The training steps a job's recording holds (`Trace.recorded_steps`), when its ranks agree."""
+    got = {t.recorded_steps for t in {id(t): t for t in traces}.values()}
+    return got.pop() if len(got) == 1 else None

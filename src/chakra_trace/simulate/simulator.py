@@ -35,7 +35,7 @@ from .memory import MemoryPorts
 from .nccl import Cluster, collective_choice, p2p_ns
 from .network import link_count
 from .peers import describe, job_groups, named_ranks, symmetric_peers
-from .result import CollectiveRecord, SimResult
+from .result import CollectiveRecord, SimResult, job_steps
 from .rules import ASTRA_SIM, DEFAULT, Rules
 from .scheduler import CollectiveInstance, Matchmaker, Npu, Static
 from .symmetry import lowest_turn, replica_period, turn_within, used_groups
@@ -689,6 +689,7 @@ class Simulator:
             shortcuts=self.shortcuts_used,
             assumed_symmetric_ranks=dict(self.peers),
             compute_types=typed,
+            steps=job_steps(self.traces.values()),
         )
 
     def _compute_types(self) -> dict:

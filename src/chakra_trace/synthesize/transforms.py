@@ -28,11 +28,16 @@ from .rescale import rescale_trace
 Transform = Callable[[Workload], Workload]
 
 
-def _per_trace(w: Workload, fn: Callable[[Trace], Trace]) -> Workload:
+def _per_trace(w: Workload, fn: Callable[[Trace], Trace], what: str) -> Workload:
+    """`fn` on each distinct trace, each result marked as changed by `what` (`Trace.transformed`):
+    its times or sizes are no longer the recorded ones, which the `recorded` system needs."""
     done: dict[int, Trace] = {}
     for t in w.traces.values():
         if id(t) not in done:
-            done[id(t)] = fn(t)
+            out = fn(t)
+            out = out.copy() if out is t else out
+            out.mark_transformed(what)
+            done[id(t)] = out
     return Workload({r: done[id(t)] for r, t in w.traces.items()}, dict(w.groups))
 
 
@@ -66,7 +71,7 @@ def speed_up_compute(w: Workload, factor: float, match: str | None = None) -> Wo
         out.duration[rows] = np.where(t.duration[rows] > 0, np.maximum(np.rint(d), 1), 0).astype(t.duration.dtype)
         return out
 
-    return _per_trace(w, fn)
+    return _per_trace(w, fn, f"compute {factor:g}x faster" + (f" (ops matching {match!r})" if match else ""))
 
 
 def on_device(w: Workload, device: str, efficiency: float = 1.0, *, fp32_as: str = "pytorch") -> Workload:
@@ -90,7 +95,7 @@ def on_device(w: Workload, device: str, efficiency: float = 1.0, *, fp32_as: str
         out.duration[rows] = np.maximum(np.ceil(us), 1).astype(t.duration.dtype)
         return out
 
-    return _per_trace(w, fn)
+    return _per_trace(w, fn, f"compute on {device} at {efficiency:g} of its roofline")
 
 
 def scale_collectives(w: Workload, factor: float, types: Iterable[str] | None = None) -> Workload:
@@ -100,6 +105,7 @@ def scale_collectives(w: Workload, factor: float, types: Iterable[str] | None = 
     Preserves the graph, compute and the collectives' types, groups and order."""
     if not factor > 0:
         raise ChakraError(f"scale_collectives: factor must be > 0, got {factor}")
+    types = None if types is None else [str(x) for x in types]
     wanted = None if types is None else {int(parse_collective(x)) for x in types}
 
     def fn(t: Trace) -> Trace:
@@ -114,14 +120,14 @@ def scale_collectives(w: Workload, factor: float, types: Iterable[str] | None = 
         out.comm_size[rows] = np.where(t.comm_size[rows] > 0, np.maximum(np.rint(size), 1), 0).astype(t.comm_size.dtype)
         return out
 
-    return _per_trace(w, fn)
+    return _per_trace(w, fn, f"communication bytes x {factor:g}" + (f" ({', '.join(types)})" if types else ""))
 
 
 def remove_ops(w: Workload, match: str) -> Workload:
     """Compute nodes whose name matches `match` removed; what depended on one depends on its
     dependencies instead (`schema.edit.drop_nodes`), so no ordering between kept nodes is lost.
     Communication nodes are never removed (every member of a collective must still reach it)."""
-    return _per_trace(w, lambda t: drop_nodes(t, _compute(t) & _matching(t, match)))
+    return _per_trace(w, lambda t: drop_nodes(t, _compute(t) & _matching(t, match)), f"removed ops matching {match!r}")
 
 
 def _sum_by(t: Trace, group: np.ndarray, col: str) -> np.ndarray:
@@ -145,7 +151,7 @@ def fuse_ops(w: Workload, match: str) -> Workload:
     summed, named "<first> (+N fused)"; what followed the last follows the fused node. A
     fused kernel reads and writes what the chain did: bytes are an upper bound."""
 
-    return _per_trace(w, lambda t: fuse_chains(t, _compute(t) & _matching(t, match)))
+    return _per_trace(w, lambda t: fuse_chains(t, _compute(t) & _matching(t, match)), f"fused ops matching {match!r}")
 
 
 def fuse_chains(t: Trace, hit: np.ndarray) -> Trace:
@@ -196,7 +202,8 @@ def rescale(w: Workload | Trace, batch: int | None = None, seq: int | None = Non
     cleared. See `synthesize.rescale` for what it keeps and refuses."""
     if isinstance(w, Trace):
         return rescale_trace(w, batch, seq)
-    return _per_trace(w, lambda t: rescale_trace(t, batch, seq))
+    point = ", ".join(f"{k} {v}" for k, v in (("batch", batch), ("seq", seq)) if v)
+    return _per_trace(w, lambda t: rescale_trace(t, batch, seq), f"rescaled to {point}")
 
 
 def apply(w: Workload, transforms: Iterable[Transform]) -> Workload:

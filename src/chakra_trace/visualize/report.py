@@ -176,8 +176,8 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
     if path is not None:
         n = rec.steps().steps
         items.append([f"recorded time ({n} step{'s' * (n != 1)}, whole job)", _us(path.step_ns / 1000)])
-        if n > 1:
-            items.append(["recorded time per step", _us(path.step_ns / 1000 / n)])
+        if n > 1:  # (the whole job's span over its steps: the ranks' start skew is in it)
+            items.append(["recorded time per step (whole job / steps)", _us(path.step_ns / 1000 / n)])
         top = next(iter(path.by_rank().items()), None)
         if top:
             items.append(["rank most on the critical path", f"{top[0]} ({top[1] / max(path.length_ns, 1):.0%})"])
