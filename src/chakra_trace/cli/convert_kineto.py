@@ -56,6 +56,8 @@ def convert_kineto_cmd(inputs: tuple[str, ...], output: str, compress: bool, no_
         )
         if rep.gpu_time is not None:
             con.print("  " + rep.gpu_time.summary())
+        if rep.waits.summary():
+            con.print("  " + rep.waits.summary())
         if rep.sync_markers:  # (a stream waiting is not GPU time)
             marks = ", ".join(f"{v:,} {k}" for k, v in rep.sync_markers.items())
             con.print(

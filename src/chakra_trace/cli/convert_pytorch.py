@@ -63,6 +63,7 @@ def convert_pytorch_cmd(
                     "link": rep.link_summary(),
                     "span_us": rep.span_us,
                     "gpu_time": rep.gpu_time.to_dict() if rep.gpu_time is not None else None,
+                    "waits": rep.waits.to_dict(),
                     "warnings": rep.warnings,
                 }
                 for r, rep in reports.items()
@@ -85,5 +86,7 @@ def convert_pytorch_cmd(
         con.print(f"  collectives {len(rep.collectives)}: {by_type}")
         if rep.gpu_time is not None:
             con.print("  " + rep.gpu_time.summary())
+        if rep.waits.summary():
+            con.print("  " + rep.waits.summary())
         for w in rep.warnings:
             con.print(f"  [yellow]warning:[/yellow] {w}")

@@ -91,7 +91,7 @@ from .host_rows import ns_to_us
 from .link import link
 from .pytorch import converter_stamp
 from .rank_graph import GraphBuilder
-from .report import ConversionReport, ConversionWarning
+from .report import ConversionReport, ConversionWarning, WaitTime
 
 __all__ = [
     "KinetoJobReport",
@@ -140,6 +140,7 @@ class KinetoRankReport:
     gpu_events: dict[str, int] = field(default_factory=dict)  # by category (kernel, gpu_memcpy, ...)
     gpu_nodes: int = 0  # GPU events that became nodes (launched inside the recorded window)
     gpu_time: GpuTime | None = None  # GPU busy time per stream, in the file and kept (None: no GPU work)
+    waits: WaitTime = field(default_factory=WaitTime)  # blocked time converted as dependencies
     runtime_calls: int = 0
     sync_markers: dict[str, int] = field(default_factory=dict)  # device-side sync markers by name: not work
     sync_marker_us: float = 0.0  # their summed duration (a stream waiting), not GPU time
@@ -162,6 +163,7 @@ class KinetoRankReport:
         d = dataclasses.asdict(self)
         d["collective_sizes"] = [list(x) for x in self.collective_sizes]
         d["gpu_time"] = self.gpu_time.to_dict() if self.gpu_time is not None else None
+        d["waits"] = self.waits.to_dict()
         return d
 
 
@@ -675,6 +677,7 @@ def convert_kineto_trace(
     rep.comm_kernels = dict(conv_report.comm_kernels)
     rep.p2p = {k: v for k, v in rep.node_types.items() if k in ("COMM_SEND_NODE", "COMM_RECV_NODE")}
     rep.gpu_time = conv_report.gpu_time
+    rep.waits = conv_report.waits
     rep.span_us = conv_report.span_us
     rep.steps_us = conv_report.steps_us
     return trace, rep

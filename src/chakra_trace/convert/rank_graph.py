@@ -8,7 +8,8 @@ any op whose subtree holds communication, so that a collective is never hidden i
 compute node. An op that becomes a node folds its children: their FLOPs and bytes add up on
 it, their time is already inside its duration. Time on the step's main thread that no op
 covers (Python, the framework) becomes explicit `[host]` COMP nodes, so idle gaps stay
-visible and the critical path of the result reproduces the measured step.
+visible and the critical path of the result reproduces the measured step; the part of a gap the
+thread spent blocked in a collective it queued is a dependency on it instead (`convert.waits`).
 
 Dependencies are execution order, in `data_deps` (what every simulator resolves): nodes of a
 thread in order; without recorded times, the threads in record order too (`convert.threads`:
@@ -49,6 +50,7 @@ from .host_rows import _SIG_CHUNK, _Cycle, _levels, _signatures, name_mask, ns_t
 from .kernel_comm import KernelComm, kernel_codes
 from .report import ConversionReport
 from .threads import record_order_edges
+from .waits import Waits, collective_waits
 
 # Ranges that only label time; record_param_comms only wraps the op that does the communication.
 _ANNOTATION_PREFIXES = (
@@ -82,6 +84,9 @@ class _Timeline:
     main: int  # the thread of the training loop
     main_ev: np.ndarray  # events on the main thread
     gap: np.ndarray  # a `[host]` node comes right before the event
+    busy_from: np.ndarray  # where the gap before each event starts (after any wait: `convert.waits`)
+    tail_from: int  # where the tail gap starts
+    waits: tuple[np.ndarray, np.ndarray]  # (event that waited, -1: the tail; the collective's event)
     ids: np.ndarray  # node id of each event
     gap_ids: np.ndarray  # node id of each `[host]` gap before an event
     gaps: np.ndarray  # every `[host]` node (with the tail)
@@ -361,7 +366,10 @@ class GraphBuilder(KernelComm):
         if self.timed and tl.n_gpu:  # an op that waited for the GPU: its time after the wait
             device = np.zeros(tl.n, bool)
             device[tl.ids[tl.is_gpu]] = True
+            before = dur
             start, dur = sync.after_the_wait(start, dur, data[0], data[1], device)
+            cut = before - dur  # (counted as waiting, not lost)
+            self.r.waits.gpu_syncs, self.r.waits.gpu_us = int((cut > 0).sum()), float(cut.sum())
         attrs = self._attributes(tl, nodes, comm_attr, flops, known, nbytes, dtypes)
         self._process_group_node(nodes, attrs)
         names, name_codes = self._name_table(nodes.names, nodes.name_src)
@@ -408,14 +416,17 @@ class GraphBuilder(KernelComm):
         th[host] = self.tid[src[host]]
         main = self._main_thread(node_rows)
         prev_end = np.where(prev >= 0, e[np.maximum(prev, 0)], lo)
-        gap = host & (th == main) & (s > prev_end) if timed else np.zeros(E, bool)
-        nid = np.cumsum(1 + gap.astype(np.int64)) - 1  # a gap node takes the id before its event
-        n_ids = int(nid[-1]) + 1 if E else 0
         main_ev = np.flatnonzero(host & (th == main))
-        tail = timed and main_ev.size > 0 and e[main_ev[-1]] < hi
-        N = n_ids + int(tail) + int(bool(h.process_groups))
         host_pos = np.full(len(h), -1, np.int64)  # host row -> event position
         host_pos[src[host]] = np.flatnonzero(host)
+        w = self._waits(s, e, prev, prev_end, main_ev, main, host_pos) if timed else None
+        busy_from = w.busy_from if w is not None else prev_end  # a gap starts where the thread stopped waiting
+        gap = host & (th == main) & (s > busy_from) if timed else np.zeros(E, bool)
+        nid = np.cumsum(1 + gap.astype(np.int64)) - 1  # a gap node takes the id before its event
+        n_ids = int(nid[-1]) + 1 if E else 0
+        tail_from = w.tail_from if w is not None else hi
+        tail = timed and main_ev.size > 0 and tail_from < hi
+        N = n_ids + int(tail) + int(bool(h.process_groups))
         gap_ids = nid[gap] - 1
         gaps = np.r_[gap_ids, [n_ids] if tail else []].astype(np.int64)  # every `[host]` node
         return _Timeline(
@@ -433,6 +444,9 @@ class GraphBuilder(KernelComm):
             main=main,
             main_ev=main_ev,
             gap=gap,
+            busy_from=busy_from,
+            tail_from=tail_from,
+            waits=(w.waiter, w.on) if w is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64)),
             ids=nid,
             gap_ids=gap_ids,
             gaps=gaps,
@@ -442,6 +456,19 @@ class GraphBuilder(KernelComm):
             host_pos=host_pos,
             side=(side_k, side_p),
         )
+
+    def _waits(self, s, e, prev, prev_end, main_ev, main: int, host_pos) -> Waits:
+        """Where the main thread blocked in a collective it queued (`convert.waits`), counted in the report."""
+        coll = [(c, i, int(self.end[i])) for i, c in self.issued_by.items() if self.tid[c] == main]
+        coll += [(c, c, t) for c, (th, t) in self.detached.items() if th == main]  # (its own lane now)
+        # (collectives only: a send/recv's recorded time includes its wait for the peer already)
+        coll = [x for x in coll if host_pos[x[1]] >= 0 and classify(self.names[x[1]]).collective is not None]
+        issue = np.array([self.start[c] for c, _, _ in coll], np.int64)
+        done = np.array([t for _, _, t in coll], np.int64)
+        pos = np.array([host_pos[i] for _, i, _ in coll], np.int64)
+        w = collective_waits(s, e, prev, prev_end, main_ev, self.window[1], issue, done, pos)
+        self.r.waits.collectives, self.r.waits.collective_us = w.count, w.waited_ns / 1000
+        return w
 
     def _node_columns(self, tl: _Timeline) -> _Nodes:
         """Each node's type (COMP until `_comm_nodes`), name, host row and thread, and flags."""
@@ -495,11 +522,11 @@ class GraphBuilder(KernelComm):
         if self.timed:
             start[ev_ids] = ns_to_us(s) - ns_to_us(lo)  # (not ns_to_us(s - lo): a node ends where the next starts)
             dur[ev_ids] = ns_to_us(e) - ns_to_us(s)
-            start[gap_ids] = ns_to_us(tl.prev_end[gap]) - ns_to_us(lo)
-            dur[gap_ids] = ns_to_us(s[gap]) - ns_to_us(tl.prev_end[gap])
+            start[gap_ids] = ns_to_us(tl.busy_from[gap]) - ns_to_us(lo)
+            dur[gap_ids] = ns_to_us(s[gap]) - ns_to_us(tl.busy_from[gap])
             if tl.tail:
-                last_end = e[tl.main_ev[-1]]
-                start[tl.n_ids], dur[tl.n_ids] = ns_to_us(last_end) - ns_to_us(lo), ns_to_us(hi) - ns_to_us(last_end)
+                t0 = tl.tail_from
+                start[tl.n_ids], dur[tl.n_ids] = ns_to_us(t0) - ns_to_us(lo), ns_to_us(hi) - ns_to_us(t0)
         return start, dur
 
     def _order_edges(self, tl: _Timeline, folded_into) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -559,6 +586,11 @@ class GraphBuilder(KernelComm):
         if tl.tail:
             dep_src.append(np.array([tl.n_ids]))
             dep_dst.append(ev_ids[tl.main_ev[-1:]])
+        waiter, on = tl.waits  # after a wait, the gap (or the op) depends on the collective
+        k, keep = np.maximum(waiter, 0), (waiter >= 0) | tl.tail
+        node = np.where(waiter < 0, tl.n_ids, np.where(gap[k], ev_ids[k] - 1, ev_ids[k]))
+        dep_src.append(node[keep])
+        dep_dst.append(ev_ids[on][keep])
         return dep_src, dep_dst
 
     @staticmethod

@@ -16,6 +16,30 @@ class ConversionWarning(UserWarning):
 
 
 @dataclass
+class WaitTime:
+    """Time a thread sat blocked, converted as a dependency on what it waited for, not as host
+    work: in a collective it queued (`convert.waits`), or for GPU work inside a synchronizing
+    call (`convert.sync.after_the_wait`). Host busy time in the trace + this = the recorded time."""
+
+    collectives: int = 0  # collectives a thread blocked in
+    collective_us: float = 0.0
+    gpu_syncs: int = 0  # host ops that waited for the GPU
+    gpu_us: float = 0.0
+
+    def summary(self) -> str:
+        """One line ("" when no thread waited)."""
+        parts = []
+        if self.collectives:
+            parts.append(f"{self.collective_us / 1000:,.3f} ms blocked in {self.collectives:,} collectives")
+        if self.gpu_syncs:
+            parts.append(f"{self.gpu_us / 1000:,.3f} ms waiting for the GPU in {self.gpu_syncs:,} ops")
+        return ("waits: " + ", ".join(parts) + " (dependencies, not host time)") if parts else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass
 class ConversionReport:
     """What a conversion did, for logs and tests."""
 
@@ -30,6 +54,7 @@ class ConversionReport:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was inferred across ranks
     gpu_time: GpuTime | None = None  # GPU time per stream in the Kineto trace and kept (None: no GPU work)
+    waits: WaitTime = field(default_factory=WaitTime)  # blocked time converted as dependencies
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)

@@ -23,7 +23,8 @@ from ..validate import validate_workload
 HOST_NOTE = (
     f"{HOST_GAP}: time the host spent between recorded ops, outside any of them (Python, the "
     "data loader, framework overhead); the converter keeps these gaps as nodes so that the "
-    "step adds up."
+    "step adds up. Time a thread sat blocked in a collective is not in them: it is a dependency "
+    "on the collective."
 )
 _TOL = 1e-3  # ranks whose every figure agrees within 0.1% are shown as one row
 
