@@ -163,7 +163,8 @@ def fit_cmd(jobs, output, step_mode, max_period, as_json) -> None:
 def sample_cmd(
     model_file, prefix, like, layers_scale, layers, batch_scale, ranks, seed, jitter, baseline, as_json
 ) -> None:
-    """Sample a new job from MODEL and write its traces."""
+    """Sample a new job from MODEL and write its traces, once it validates across ranks (else
+    nothing is written: one line naming the failed check, exit 2)."""
     t0 = time.perf_counter()
     model = read_model(model_file)
     if baseline:
@@ -196,8 +197,13 @@ def sample_cmd(
         return
     console().print(
         f"{d['generator']} sample like {d['like']}: {d['ranks']} ranks, {d['nodes_per_rank']:,} nodes per rank, "
-        f"{d['groups']} groups -> {prefix}.<rank>.et"
+        f"{d['groups']} groups -> {prefix}.<rank>.et (validated across ranks)"
     )
+    if d.get("shared"):
+        console().print(
+            f"note: rank(s) {', '.join(map(str, d['shared']))} of {d['like']} run the sampled structure of their "
+            f"communicator's first member: their own programs would issue other collectives at {d['layers']} layers"
+        )
 
 
 @generate.command("eval")
