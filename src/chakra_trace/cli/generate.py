@@ -101,7 +101,6 @@ def fit_cmd(jobs, output, step_mode, max_period, as_json) -> None:
         corpus = open_jobs(jobs, step_mode)
     with steps(f"fitting on {len(corpus)} job(s)", None):
         model = fit(corpus, max_period=max_period)
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
     write_model(model, output)
     d = model.summary() | {
         "output": output,
@@ -182,7 +181,6 @@ def sample_cmd(
             jitter=jitter,
         )
         d = info.to_dict()
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     with steps(f"writing {len(w)} traces", None):
         w.save(prefix, groups=w.groups or None)
     d |= {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import click
 
@@ -164,7 +163,6 @@ def parallelize(
     d = result.to_dict()
     if prefix:
         with steps(f"writing {plan.ranks} traces", None):
-            Path(prefix).parent.mkdir(parents=True, exist_ok=True)
             result.workload.save(prefix, groups=result.workload.groups)
         d["output"] = prefix
     d["wall_s"] = round(time.perf_counter() - t0, 3)
