@@ -26,7 +26,7 @@ from ..synthesize.generate import (
     write_model,
 )
 from ..table import Column, Table
-from .common import console, json_option, open_workload, print_json, show, steps
+from .common import console, counts, json_option, open_workload, print_json, show, steps
 
 _SUFFIX = re.compile(r"(\.\d+)?(\.et|\.json)?(\.gz)?$")
 steps_option = click.option(
@@ -181,8 +181,8 @@ def sample_cmd(
             jitter=jitter,
         )
         d = info.to_dict()
-    with steps(f"writing {len(w)} traces", None):
-        w.save(prefix, groups=w.groups or None)
+    with counts(f"writing {len(w)} traces", "ranks") as tick:
+        w.save(prefix, groups=w.groups or None, progress=tick)
     d |= {
         "output": prefix,
         "ranks": len(w),
