@@ -202,6 +202,7 @@ def predict(
     use_cache: bool = True,
     refresh: bool = False,
     say=None,
+    progress=None,
 ) -> Prediction:
     """Step time (ms) of `job` on the calibrated system, with the band of the measurements.
 
@@ -210,7 +211,8 @@ def predict(
     `replay.job.max_ranks()` replay at the recorded count); "model" the profile's compute
     model; "recorded" the recorded durations; "auto" is "replay" for a recording that can be
     replayed (`replayable`, no ``batch``) and "model" otherwise. ``replay_budget_s``: seconds
-    of timed passes per replay; ``use_cache``/``refresh``: read the kept timing / replay again."""
+    of timed passes per replay; ``use_cache``/``refresh``: read the kept timing / replay again;
+    ``progress(n)``: the replay's timed passes so far (rank 0's)."""
     if compute not in COMPUTE_MODES or comm not in COMM_MODES:
         raise ChakraError(f"predict: compute is one of {COMPUTE_MODES}, comm one of {COMM_MODES}")
     if not isinstance(profile, SystemProfile):
@@ -235,7 +237,9 @@ def predict(
     rel = {r: (1.0, 1.0) for r in wl.traces}
     if compute == "replay":
         world = n if n <= max_ranks() else len(base)
-        timings = replay_times(job, world, budget_s=replay_budget_s, use_cache=use_cache, refresh=refresh, say=say)
+        timings = replay_times(
+            job, world, budget_s=replay_budget_s, use_cache=use_cache, refresh=refresh, say=say, progress=progress
+        )
         replayed = {}
         per_rank = []
         for r, t in wl.traces.items():

@@ -43,7 +43,7 @@ from ..replay.job import (
     max_ranks,
     memory_estimates,
 )
-from ..replay.launch import run_ranks, stop_together
+from ..replay.launch import progress_reporter, run_ranks, stop_together
 from ..replay.measure import Measurement
 from ..replay.memory import check as check_memory
 from ..replay.operators import HostReplay
@@ -227,13 +227,15 @@ def replay_times(
     refresh: bool = False,
     timeout_s: float = 900,
     say=None,
+    progress=None,
 ) -> dict[int, RankTiming]:
     """{rank: RankTiming} of the job's host traces (a `chakra collect` folder, or host trace
     files) replayed on `world_size` ranks here (default: its recorded ranks; rank r replays
     trace r mod the traces, as `chakra replay` does): timed passes for about `budget_s` after the
     warm-up and the host-time calibration. Kept in the user's cache (see the module
     docstring) unless ``use_cache`` is False or `CHAKRA_TRACE_CACHE=0`; ``refresh``: replay
-    again even when kept (and keep the new timing)."""
+    again even when kept (and keep the new timing). ``progress(n)``: rank 0's timed passes so far.
+    """
 
     traces = host_traces(source)
     paths = [traces[r] for r in sorted(traces)]
@@ -279,6 +281,7 @@ def replay_times(
         device="cpu",
         timeout_s=timeout_s,
         env={"OMP_NUM_THREADS": str(threads)},
+        progress=progress,
     )
     got = {
         r: timing_of(
@@ -324,6 +327,7 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
     ctl = control_group(rep, rank, world_size)  # (as `chakra replay`)
     multi = ctl is not None
     decide = stop_together(ctl, device="cpu")
+    report = progress_reporter() if rank == 0 else None  # (rank 0's passes: `replay_times`' progress)
 
     def sync() -> None:
         if multi:
@@ -366,6 +370,8 @@ def rank_main(rank: int, world_size: int, paths: list[str], opts: dict) -> dict:
         op_waits.append((blocked * 1e9).tolist())
         waits.append((t1 - t0 - row.sum()) * 1e9)
         n = len(own)
+        if report is not None:
+            report(n)
         late = time.perf_counter() > budget.hard
         if decide(
             late or n >= int(opts["max_passes"]) or (n >= int(opts["min_passes"]) and time.perf_counter() > t_end)

@@ -164,6 +164,19 @@ def steps(label: str, total: int | None) -> Iterator[Callable[..., None] | None]
 
 
 @contextmanager
+def counts(label: str, unit: str = "") -> Iterator[Callable[[int, int | None], None] | None]:
+    """Yield a callback(done, total) that drives a rich bar on a terminal, None in pipes: what a
+    library function's `progress=` takes (`simulate`'s nodes, `parallelize`'s ranks, ...)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    cols = [_label(), BarColumn(), MofNCompleteColumn(), TextColumn(unit), TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*cols, transient=True, console=SafeConsole(stderr=True)) as p:
+        task = p.add_task(label, total=None)
+        yield lambda done, total: p.update(task, completed=done, total=total)
+
+
+@contextmanager
 def progress(label: str, path: str | os.PathLike | None = None) -> Iterator[Callable[[int], None] | None]:
     """Yield a callback(bytes_done) that drives a rich progress bar on a terminal, None in pipes."""
     if not sys.stderr.isatty():

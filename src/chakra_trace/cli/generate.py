@@ -26,7 +26,7 @@ from ..synthesize.generate import (
     write_model,
 )
 from ..table import Column, Table
-from .common import console, json_option, open_workload, print_json, show, steps
+from .common import console, counts, json_option, open_workload, print_json, show, steps
 
 _SUFFIX = re.compile(r"(\.\d+)?(\.et|\.json)?(\.gz)?$")
 steps_option = click.option(
@@ -101,7 +101,6 @@ def fit_cmd(jobs, output, step_mode, max_period, as_json) -> None:
         corpus = open_jobs(jobs, step_mode)
     with steps(f"fitting on {len(corpus)} job(s)", None):
         model = fit(corpus, max_period=max_period)
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
     write_model(model, output)
     d = model.summary() | {
         "output": output,
@@ -163,7 +162,8 @@ def fit_cmd(jobs, output, step_mode, max_period, as_json) -> None:
 def sample_cmd(
     model_file, prefix, like, layers_scale, layers, batch_scale, ranks, seed, jitter, baseline, as_json
 ) -> None:
-    """Sample a new job from MODEL and write its traces."""
+    """Sample a new job from MODEL and write its traces, once it validates across ranks (else
+    nothing is written: one line naming the failed check, exit 2)."""
     t0 = time.perf_counter()
     model = read_model(model_file)
     if baseline:
@@ -181,9 +181,8 @@ def sample_cmd(
             jitter=jitter,
         )
         d = info.to_dict()
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    with steps(f"writing {len(w)} traces", None):
-        w.save(prefix, groups=w.groups or None)
+    with counts(f"writing {len(w)} traces", "ranks") as tick:
+        w.save(prefix, groups=w.groups or None, progress=tick)
     d |= {
         "output": prefix,
         "ranks": len(w),
@@ -196,8 +195,13 @@ def sample_cmd(
         return
     console().print(
         f"{d['generator']} sample like {d['like']}: {d['ranks']} ranks, {d['nodes_per_rank']:,} nodes per rank, "
-        f"{d['groups']} groups -> {prefix}.<rank>.et"
+        f"{d['groups']} groups -> {prefix}.<rank>.et (validated across ranks)"
     )
+    if d.get("shared"):
+        console().print(
+            f"note: rank(s) {', '.join(map(str, d['shared']))} of {d['like']} run the sampled structure of their "
+            f"communicator's first member: their own programs would issue other collectives at {d['layers']} layers"
+        )
 
 
 @generate.command("eval")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import secrets
 import warnings
-from pathlib import Path
 
 import click
 
@@ -89,7 +88,6 @@ def obfuscate(
         warnings.simplefilter("always")
         w = open_workload(workload, comm_groups)
         res = obfuscate_job(w, level, secret, names=names, bucket=bucket, jitter=jitter, dummies=dummies)
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     files = res.workload.save(prefix, groups=res.workload.groups or None)
     if res.workload.groups:
         files.append(comm_groups_path(prefix))

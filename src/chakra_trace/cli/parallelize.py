@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import click
 
 from ..io.et import read_trace
 from ..synthesize.parallel import CP_COMM, RECOMPUTE, SCHEDULES, ParallelizeError, Plan, parallelize_detailed
 from ..table import Column, Table
-from .common import console, json_option, print_json, show, steps
+from .common import console, counts, json_option, print_json, progress, show
 
 
 @click.command()
@@ -154,18 +153,17 @@ def parallelize(
         p2p_blocking=p2p_blocking,
         scatter_gather=scatter_gather,
     )
-    with steps("reading the master trace", None):
-        trace = read_trace(master)
-    with steps(f"parallelizing ({plan.describe()})", None):
+    with progress("reading the master trace", master) as cb:
+        trace = read_trace(master, progress=cb)
+    with counts(f"parallelizing ({plan.describe()})", "stages + ranks") as tick:
         try:
-            result = parallelize_detailed(trace, plan)
+            result = parallelize_detailed(trace, plan, progress=tick)
         except ParallelizeError as e:  # (about the master trace's content: say which file)
             raise ParallelizeError(f"{master}: {e}") from None
     d = result.to_dict()
     if prefix:
-        with steps(f"writing {plan.ranks} traces", None):
-            Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-            result.workload.save(prefix, groups=result.workload.groups)
+        with counts(f"writing {plan.ranks} traces", "ranks") as tick:
+            result.workload.save(prefix, groups=result.workload.groups, progress=tick)
         d["output"] = prefix
     d["wall_s"] = round(time.perf_counter() - t0, 3)
     if as_json:

@@ -6,7 +6,7 @@ import click
 
 from ..calibrate import predict as run
 from ..calibrate.predict import COMM_MODES, COMPUTE_MODES
-from .common import console, json_option, print_json
+from .common import console, counts, json_option, print_json
 
 
 @click.command()
@@ -36,17 +36,19 @@ def predict(job, profile, ranks, batch, compute, comm, replay_s, fresh, as_json)
       chakra predict tests/data/corpus/ddp --profile profile.json --ranks 4 --json
     """
     say = None if as_json else (lambda m: console().print(f"[dim]{m}[/dim]"))
-    p = run(
-        job,
-        profile,
-        ranks=ranks,
-        batch=batch,
-        compute=compute,
-        comm=comm,
-        replay_budget_s=replay_s,
-        refresh=fresh,
-        say=say,
-    )
+    with counts(f"predicting {job}", "replay passes") as tick:
+        p = run(
+            job,
+            profile,
+            ranks=ranks,
+            batch=batch,
+            compute=compute,
+            comm=comm,
+            replay_budget_s=replay_s,
+            refresh=fresh,
+            say=say,
+            progress=None if tick is None else lambda n: tick(n, None),
+        )
     if as_json:
         print_json(p.to_dict())
         return

@@ -17,7 +17,7 @@ from ..simulate.result import PER_NPU
 from ..table import Column, Table
 from ..visualize.timeline import timeline as build_timeline
 from ..visualize.timeline import write_timeline
-from .common import comm_groups_option, console, echo_warning, json_option, open_workload, print_json, show, steps
+from .common import comm_groups_option, console, counts, echo_warning, json_option, open_workload, print_json, show
 from .systems import SYSTEM_HELP, preset_names
 
 
@@ -169,9 +169,9 @@ def simulate(
         label += f" with {device_name}" + (f" at {efficiency:g} of its roofline" if efficiency != 1 else "")
         dc = preset.system.device_compute
         label += " (kernel model)" if dc is not None and dc.kernels is not None else ""
-    with warnings.catch_warnings(), steps(f"simulating on {label}", None):
+    with warnings.catch_warnings(), counts(f"simulating on {label}", "nodes") as tick:
         warnings.simplefilter("ignore", SimulationWarning)  # listed once at the end (result.warnings)
-        res = simulate_on(wl, preset, **kw)
+        res = simulate_on(wl, preset, progress=tick, **kw)
     if timeline:
         write_timeline(build_timeline(None, res), timeline)
     report = step_energy(res, device_name or default_device(wl), preset.network) if energy_on else None

@@ -92,7 +92,6 @@ def transform(
     w = open_workload(workload, comm_groups)
     before = sum(len(t) for t in {id(t): t for t in w.traces.values()}.values())
     w = tf.apply(w, [fn for _, fn in steps])
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     files = _save(w, prefix)
     groups = str(comm_groups_path(prefix)) if w.groups else None
     after = sum(len(t) for t in {id(t): t for t in w.traces.values()}.values())

@@ -165,8 +165,6 @@ def to_astra_sim(
     dropped = {rank: done[id(t)][1] for rank, t in workload.traces.items()}
     repairs = {rank: done[id(t)][2] for rank, t in workload.traces.items() if done[id(t)][2]}
     prefix = Path(prefix)
-    if prefix.parent and not prefix.parent.exists():
-        raise ChakraError(f"{prefix.parent}: no such folder for the exported files")
     files = Workload(out).save(prefix, compress=compress, groups=members or None)
     groups_file = comm_groups_path(prefix) if members else None
     return AstraExport(

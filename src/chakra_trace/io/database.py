@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ChakraError
+from .et import output_folder
 
 #: The settings of every connection (DuckDB's names). External access off also turns off Python
 #: replacement scans (a query naming a Python variable) and persistent secrets.
@@ -37,6 +38,8 @@ def connect(path: str = ":memory:", *, read_only: bool = False, what: str = "dat
         import duckdb
     except ImportError:
         raise ChakraError("DuckDB is needed here: pip install 'chakra-trace[db]'") from None
+    if not read_only and path != ":memory:":  # a new database file: its folder made, as every writer does
+        output_folder(path)
     try:
         return duckdb.connect(path, read_only=read_only, config={**settings, **LOCKED})
     except duckdb.Error as e:

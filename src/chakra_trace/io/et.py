@@ -236,6 +236,17 @@ def _release_signals(mask) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+def output_folder(path: str | os.PathLike) -> Path:
+    """Make the folder an output `path` goes into (and its parents), as every writer does: the one
+    place outputs get their folder (`atomic_output`, `io.outputs.file_set`, output folders)."""
+    folder = Path(path).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # (a file where a folder is to be, no permission: named, one line)
+        raise type(e)(e.errno, f"cannot make the folder for {Path(path).name} ({e.strerror})", str(folder)) from None
+    return folder
+
+
 @contextmanager
 def atomic_output(
     path: str | os.PathLike,
@@ -249,10 +260,12 @@ def atomic_output(
     `compress=None` gzips when the name ends in `.gz`. The content goes to `.<name>.<pid>.<random>.tmp`
     beside `path` first; with `leftovers`, such files that a killed run (SIGKILL, power loss) left
     for the same name are removed first (`remove_leftovers`; a fresh temporary folder needs no look).
+    The folder is made if missing (`output_folder`).
     """
     path = Path(path)
     if compress is None:
         compress = path.suffix == ".gz"
+    output_folder(path)
     if leftovers:
         remove_leftovers(path)
     # SIGTERM / Ctrl-C held off until the file is one the cleanup below removes: a signal that

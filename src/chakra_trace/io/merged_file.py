@@ -89,7 +89,6 @@ def split_job(
     with progress("merged job", Path(path)) if progress else nullcontext() as cb:
         trace = read_trace(path, progress=cb)
     w = split(trace, path=path)
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
     files = [str(p) for p in w.save(prefix, compress=compress, groups=w.groups or None)]
     groups_file = str(comm_groups_path(prefix)) if w.groups else None
     return SplitSummary(files=files, comm_groups_file=groups_file, ranks=len(w), nodes=len(trace))

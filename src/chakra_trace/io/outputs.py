@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import ChakraError
-from .et import ACTIVE, _temporary, remove_leftovers
+from .et import ACTIVE, _temporary, output_folder, remove_leftovers
 
 COMM_GROUPS_SUFFIX = ".comm_groups.json"
 _RANK_SUFFIX = re.compile(r"^\.[0-9]+\.et(?:\.gz)?$")
@@ -77,11 +77,12 @@ class FileSet:
 def file_set(prefix: str | os.PathLike) -> Iterator[FileSet]:
     """Write the files of `prefix`'s set (see the module docstring) into `FileSet.path(...)`s; they
     replace the prefix's set when the block finishes without error (stale rank files and groups
-    file of the prefix removed), and nothing changes otherwise."""
+    file of the prefix removed), and nothing changes otherwise. The prefix's folder is made if
+    missing (`et.output_folder`)."""
     if not os.path.basename(os.fspath(prefix)):
         raise ChakraError(f"{os.fspath(prefix)}: a folder; expected an output prefix (e.g. {Path(prefix) / 'job'})")
     prefix = Path(prefix)
-    folder = prefix.parent
+    folder = output_folder(prefix)
     remove_leftovers(prefix)
     try:
         staging = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.{os.getpid()}.", suffix=".set.tmp", dir=folder))

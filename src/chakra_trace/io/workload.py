@@ -136,19 +136,26 @@ class Workload:
         return cls(traces, groups, files, groups_file)
 
     def save(
-        self, prefix: str | os.PathLike, *, compress: bool = False, groups: dict[str, list[int]] | None = None
+        self,
+        prefix: str | os.PathLike,
+        *,
+        compress: bool = False,
+        groups: dict[str, list[int]] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> list[Path]:
         """Write `<prefix>.<rank>.et` (`.et.gz` with compress) for every rank, and `groups`, when
         given, as `<prefix>.comm_groups.json`: as one set (`io.outputs.file_set`: an
         interruption leaves the old set, and rank files of the prefix the job lacks are removed).
-        Returns the rank files written."""
+        `progress(ranks written, ranks)` after each rank. Returns the rank files written."""
         out = []
         name = Path(prefix).name
         with file_set(prefix) as fs:
-            for r, t in self.traces.items():
+            for i, (r, t) in enumerate(self.traces.items()):
                 file = f"{name}.{r}.et" + (".gz" if compress else "")
                 write_trace(t, fs.path(file), compress=compress, leftovers=False)
                 out.append(fs.final(file))
+                if progress is not None:
+                    progress(i + 1, len(self.traces))
             if groups is not None:
                 write_comm_groups(groups, fs.path(comm_groups_path(name).name), leftovers=False)
         return out

@@ -12,6 +12,8 @@ from typing import Any
 from ..errors import ChakraError
 from .config.values import MAX_NS
 
+TICK_EVENTS = 1 << 15  # events between progress ticks (a few ms of simulation)
+
 
 class Engine:
     def __init__(self) -> None:
@@ -84,11 +86,20 @@ class Engine:
 
         self.at(self.now, when_settled)
 
-    def run(self) -> int:
-        """Run until no event is left; returns the time of the last one."""
+    def run(self, tick: Callable[[], Any] | None = None, every: int = TICK_EVENTS) -> int:
+        """Run until no event is left; returns the time of the last one. `tick()`: called every
+        `every` events (a progress display; the loop without it is the one that runs without)."""
         queue, pop = self._queue, heapq.heappop
+        if tick is None:
+            while queue:
+                self.now, _, callback, args = pop(queue)
+                self.events += 1
+                callback(*args)
+            return self.now
         while queue:
             self.now, _, callback, args = pop(queue)
             self.events += 1
             callback(*args)
+            if not self.events % every:
+                tick()
         return self.now

@@ -6,6 +6,7 @@ import gc
 import os
 import time
 import warnings
+from collections.abc import Callable
 from typing import cast
 
 import numpy as np
@@ -114,7 +115,9 @@ class Simulator:
         validate: bool = True,
         shortcuts: bool = True,
         cluster: Cluster | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ):
+        self.progress = progress  # progress(nodes done, nodes to do) now and then (`Engine.run`'s tick)
         if comm not in COMM_MODELS:
             raise ChakraError(f"unknown communication model {comm!r}; one of {', '.join(COMM_MODELS)}")
         if compat and rules is not None:
@@ -631,7 +634,15 @@ class Simulator:
     def _events(self) -> None:
         for npu in self.npus_state:
             npu.issue()
-        self.engine.run()
+        tick = None
+        if self.progress is not None:
+            report, state = self.progress, self.npus_state
+            total = sum(len(npu.t) for npu in state)  # (the NPUs simulated: one per class with the shortcut)
+            tick = lambda: report(sum(npu.done for npu in state), total)  # noqa: E731
+            tick()
+        self.engine.run(tick)
+        if tick is not None:
+            tick()
 
     def _result(self, wall: float) -> SimResult:
         n = self.npus
@@ -753,6 +764,7 @@ def simulate(
     validate: bool = True,
     shortcuts: bool = True,
     cluster: Cluster | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Simulate a workload (a `Workload`, a trace, or any path `Workload.open` takes) on a network (a
     `config.Network` or an ASTRA-sim network YAML) with a system config (`config.SystemConfig`
@@ -767,7 +779,8 @@ def simulate(
     ``shortcuts`` (exact ones, listed in `SimResult.shortcuts` when used): one NPU simulated for
     all when every NPU runs one trace and every collective spans the machine and ends at one
     time on all; repeated algorithm steps added in closed form when every member starts and ends
-    them together. False: event by event for every NPU and every step."""
+    them together. False: event by event for every NPU and every step. ``progress(done, total)``:
+    called now and then with the nodes simulated so far and to simulate (a progress display)."""
 
     if isinstance(workload, (str, os.PathLike)):
         workload = Workload.open(workload)
@@ -799,6 +812,7 @@ def simulate(
             validate=validate,
             shortcuts=shortcuts,
             cluster=cluster,
+            progress=progress,
         ).run()
     finally:
         if enabled:

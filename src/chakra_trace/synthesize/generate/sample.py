@@ -8,7 +8,10 @@ layers, ranks and steps it was seen in), independently per rank. Sizes, FLOPs, b
 send/receive peers and tags are those of the template instance an op maps to (the same layer, or
 the layer at the same relative depth when layers were added). Ranks that ran one program run
 one sampled structure, so their collectives match: the same types and sizes, in the same order
-per communicator (written as `comm_seq`), each rank naming its own communicators.
+per communicator (written as `comm_seq`), each rank naming its own communicators. Ranks that ran
+different programs whose collectives on a communicator would differ at the layers asked for run
+its first member's structure (`agree`), and every sample is validated across ranks before it is
+returned (`agree.refuse_invalid`: a ChakraError naming the failed check).
 
 Conditioning:
 
@@ -33,7 +36,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +48,7 @@ from ...schema.resources import COMM, CPU
 from ...schema.trace import Trace
 from ..scale import data_parallel
 from . import grammar, relations
+from .agree import refuse_invalid, shared_programs
 from .budget import baseline_nodes, layer_target, plan_sample
 from .model import GeneratorModel, Job, Program
 from .program import LANE_STREAM, LANE_TID, P2P, PHASES
@@ -319,6 +323,8 @@ class SampleInfo:
     seed: int
     dropped_deps: int
     generator: str = "hierarchical"
+    shared: list[int] = field(default_factory=list)  # ranks running another rank's structure (`agree`)
+    rank_program: list[int] = field(default_factory=list)  # the program each rank runs
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -377,7 +383,6 @@ def sample_detailed(
     about = {"generator": "hierarchical", "like": job.name, "layers": target, "batch_scale": batch_scale, "seed": seed}
     meta = global_metadata({"generator": json.dumps(about, sort_keys=True)})
     built: dict[int, tuple[Program, _Structure, dict, Trace]] = {}
-    traces: dict[int, Trace] = {}
     for r in range(job.ranks):
         k = job.rank_program[r]
         if k not in built:  # one expansion and one set of columns per program: ranks differ in durations
@@ -388,13 +393,27 @@ def sample_detailed(
             zero = np.zeros(s.slot.size, np.uint64)
             base = _build(model, p, s, job.rank_roles[r], zero, batch_scale, p.layers * (e.factor - 1), meta)
             built[k] = (p, s, _token_columns(model, s.token), base)
-        p, s, cols, base = built[k]
+    shaped: dict[tuple[int, int], Trace] = {}
+
+    def shape(k: int, r: int) -> Trace:
+        if (k, r) not in shaped:
+            base = built[k][3]
+            shaped[k, r] = _rank_trace(base, base.duration, job.rank_roles[r])
+        return shaped[k, r]
+
+    use = shared_programs(job, shape)
+    info.shared = [r for r in range(job.ranks) if use[r] != job.rank_program[r]]
+    info.rank_program = list(use)
+    traces: dict[int, Trace] = {}
+    for r in range(job.ranks):
+        p, s, cols, base = built[use[r]]
         rng = np.random.default_rng([seed, r])
         dur = _scaled_durations(model, p, s, cols, rng, batch_scale, jitter)
         traces[r] = _rank_trace(base, dur, job.rank_roles[r])
     w = Workload(traces, {g: list(m) for g, m in job.groups.items()})
     if ranks is not None and ranks != job.ranks:
         w = data_parallel(w, ranks)
+    refuse_invalid(w, f"{model.source + ': ' if model.source else ''}a sample like {job.name!r} at {target} layers")
     return w, info
 
 
@@ -510,4 +529,7 @@ def sample_baseline(
     w = Workload(traces, {})
     if ranks is not None and ranks != job.ranks:
         w = data_parallel(w, ranks)
+    refuse_invalid(
+        w, f"{model.source + ': ' if model.source else ''}a {kind} sample like {job.name!r} at {target} layers"
+    )
     return w

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from ...io.workload import Workload
@@ -112,17 +113,19 @@ def parallelize(master: Trace, plan: Plan) -> Workload:
     return parallelize_detailed(master, plan).workload
 
 
-def parallelize_detailed(master: Trace, plan: Plan) -> Parallelized:
+def parallelize_detailed(master: Trace, plan: Plan, progress: Callable[[int, int], None] | None = None) -> Parallelized:
+    """`parallelize`, with what was made (per stage, FLOPs). `progress(done, total)`: after each
+    pipeline stage is built and each rank's trace made (stages + ranks in all)."""
     enabled = gc.isenabled()
     gc.disable()  # millions of node objects, none in a cycle: collections would only rescan them (half the time)
     try:
-        return _parallelize(master, plan)
+        return _parallelize(master, plan, progress or (lambda done, total: None))
     finally:
         if enabled:
             gc.enable()
 
 
-def _parallelize(master: Trace, plan: Plan) -> Parallelized:
+def _parallelize(master: Trace, plan: Plan, progress: Callable[[int, int], None]) -> Parallelized:
     m = read_master(master)
     if plan.dp_cp > 1 and not m.params:
         raise ParallelizeError(
@@ -142,6 +145,7 @@ def _parallelize(master: Trace, plan: Plan) -> Parallelized:
         sb = StageBuilder(lay, p, {**about, "stage": p})
         templates.append(sb.build())
         stats.append(sb.stats)
+        progress(p + 1, plan.pp + plan.ranks)
     traces: dict[int, Trace] = {}
     for d in range(plan.dp):
         for p in range(plan.pp):
@@ -158,6 +162,7 @@ def _parallelize(master: Trace, plan: Plan) -> Parallelized:
                     else:
                         names[CP] = plan.cp_group(t, p, d)
                         traces[plan.rank(t, p, d, c)] = cp_rank_trace(templates[p], names, plan, t, p, d, c)
+                    progress(plan.pp + len(traces), plan.pp + plan.ranks)
     by_phase = {"forward": 0, "backward": 0, "optimizer": 0}
     expert_opt = 0
     for ph, v, ex in zip(m.phase.tolist(), m.num_ops, lay.expert.tolist()):
