@@ -434,14 +434,19 @@ def test_cli_ddp_torchrun_two_ranks(tmp_path, cli, capfd):
         assert colls.count("ALL_REDUCE") >= 4  # 2 recorded steps: DDP bucket(s) + the logging all-reduce
         assert reports[r].collectives == reports[0].collectives
         span = reports[r].span_us
-        assert abs(critical_path(w[r]).length_us - span) <= 0.02 * span
+        # a rank's own chain is its work: time blocked in a collective waiting for the peer is a
+        # dependency across ranks (the job's path below), not host work, so it may fall short
+        assert critical_path(w[r]).length_us <= 1.02 * span
+        assert critical_path(w[r]).length_us + reports[r].waits.collective_us >= 0.98 * span
     # the simulator replays the recording (`recorded`) within 1%, and free communication is never slower
     import warnings
 
     from chakra_trace.analyze.critical_path import job_critical_path
     from chakra_trace.simulate.presets import simulate_on
 
-    step = job_critical_path(w).step_ns
+    path = job_critical_path(w)
+    step = path.step_ns
+    assert path.accounted_ns == step  # the job's path, start skew and lead gap account for the recording
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         replayed, ideal = simulate_on(w, "recorded").step_ns, simulate_on(w, "ideal").step_ns

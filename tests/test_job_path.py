@@ -85,8 +85,9 @@ def test_ddp_pair_recorded_and_simulated(ddp_pair):
     offsets = rank_offsets_ns(ddp_pair)
     assert offsets[0] == 0 and 0 < offsets[1] < 10_000
     rec = job_critical_path(ddp_pair)
-    assert rec.step_ns == 17_228_000 and rec.length_ns == rec.step_ns - offsets[1]  # starts on rank 1
-    assert rec.wait_ns <= 0.005 * rec.length_ns  # only µs rounding is unexplained
+    assert rec.step_ns == 17_228_000 and rec.accounted_ns == rec.step_ns  # path + start skew + lead gap
+    assert rec.step_ns - offsets[1] <= rec.length_ns <= rec.step_ns
+    assert rec.wait_ns <= 0.02 * rec.length_ns  # µs rounding, and a thread waking after the collective it waited on
     assert set(rec.by_rank()) == {0, 1} and rec.by_rank()[1] > rec.by_rank()[0]
     res = simulate(ddp_pair, Network.simple("Ring", 2, 50, 500), _system())
     sim = job_critical_path(ddp_pair, res)
