@@ -31,6 +31,7 @@ LAYERS: list[set[str]] = [
     {"sweep", "catalog"},  # at scale: many simulations (design-space sweeps), many jobs (a fleet database)
     {"visualize", "replay"},  # views over analyses; benchmarks on real hardware
     {"calibrate"},  # this machine measured once (replay's harness), jobs predicted on it (the simulator)
+    {"suite"},  # the benchmark suite: fixed workloads, run rules, scores, verifiable results
     {"cli"},  # the `chakra` command
 ]
 LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -50,6 +50,7 @@ COMMANDS = {
     "catalog": ("catalog:catalog", "A fleet of traces in one DuckDB file."),
     "calibrate": ("calibrate:calibrate", "Measure this machine into a system profile."),
     "predict": ("predict:predict", "Predict a job's step time on a profiled system."),
+    "suite": ("suite:suite", "The Chakra trace benchmark suite: run, check, report, add."),
 }
 
 
