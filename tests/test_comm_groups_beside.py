@@ -56,16 +56,16 @@ def test_every_command_that_opens_the_job_honours_the_file(job, tmp_path, capsys
     # simulate: the same answer as with the groups given, another than without them
     beside = _sim(prefix, capsys=capsys)
     given = _sim(prefix, "--comm-groups", elsewhere, capsys=capsys)
-    assert beside["step_ns"] == given["step_ns"] and beside["assumed_symmetric_ranks"] == {"4": 0, "5": 1}
+    assert beside["recording_ns"] == given["recording_ns"] and beside["assumed_symmetric_ranks"] == {"4": 0, "5": 1}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bare = simulate_on(Workload.open(prefix, {"g0": [0, 1], "g1": [2, 3]}), "switch")
-    assert bare.step_ns != beside["step_ns"] and not bare.assumed_symmetric_ranks
+    assert bare.step_ns != beside["recording_ns"] and not bare.assumed_symmetric_ranks
     # the whole 6-rank job (4 and 5 running copies of 0 and 2) takes the step the file's reading does
     whole = Workload({**{r: _rank(r) for r in range(4)}, 4: _rank(0), 5: _rank(2)}, GROUPS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert simulate_on(whole, "switch").step_ns == beside["step_ns"]
+        assert simulate_on(whole, "switch").step_ns == beside["recording_ns"]
     # validate: the file's absent members
     rc, out, err = run_cli(["validate", prefix, "--json"], capsys)
     assert rc == 0, err

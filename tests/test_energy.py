@@ -138,7 +138,7 @@ def test_cli_simulate_energy(capsys):
     e = d["energy"]
     # a CPU-only job named no device: this machine's CPU prices it (a GPU job must name its device)
     assert e["total_j"] == pytest.approx(sum(e["by_category_j"].values())) and e["device"] == host_cpu().name
-    assert e["step_s"] == pytest.approx(d["step_ns"] / 1e9)
+    assert e["recording_s"] == pytest.approx(d["recording_ns"] / 1e9)
 
 
 # ------------------------------------------------------------------------------- replay counters

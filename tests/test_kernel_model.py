@@ -174,7 +174,7 @@ def test_cli_compute_model(job, tmp_path, capsys):
     for model in ("roofline", "kernels"):
         args = ["simulate", str(prefix), "--system", "switch", "--device", "a100", "--compute-model", model, "--json"]
         assert main(args) == 0
-        steps[model] = json.loads(capsys.readouterr().out)["step_ns"]
+        steps[model] = json.loads(capsys.readouterr().out)["recording_ns"]
     assert math.isfinite(steps["kernels"]) and steps["kernels"] > steps["roofline"]
     assert main(["simulate", str(prefix), "--system", "switch", "--compute-model", "kernels"]) == 2
     assert "give --device too" in capsys.readouterr().err

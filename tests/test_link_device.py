@@ -81,13 +81,13 @@ def test_cli_simulate_device(resnet_host_only, tmp_path, capsys):
     write_trace(resnet_host_only, tmp_path / "r.0.et")
     assert main(["simulate", str(tmp_path / "r.0.et"), "--device", "h100", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["step_ns"] == _step(resnet_host_only, "h100") > 0
+    assert out["recording_ns"] == _step(resnet_host_only, "h100") > 0
     # at half the roofs a step is slower, about twice (a one-rank compute step; each op rounded to a ns)
     assert main(["simulate", str(tmp_path / "r.0.et"), "--device", "h100", "--efficiency", "0.5", "--json"]) == 0
-    half = json.loads(capsys.readouterr().out)["step_ns"]
-    assert out["step_ns"] < half and half == pytest.approx(2 * out["step_ns"], rel=1e-4)
+    half = json.loads(capsys.readouterr().out)["recording_ns"]
+    assert out["recording_ns"] < half and half == pytest.approx(2 * out["recording_ns"], rel=1e-4)
     assert main(["simulate", str(tmp_path / "r.0.et"), "--efficiency", "0.5"]) == 2
     capsys.readouterr()
     assert main(["simulate", str(tmp_path / "r.0.et"), "--device", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown device")
-    assert np.isfinite(out["step_ns"])
+    assert np.isfinite(out["recording_ns"])

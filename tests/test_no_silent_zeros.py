@@ -127,7 +127,7 @@ def test_the_cli_json_carries_the_notes(ddp_host, tmp_path, capsys):
     rc, out, _ = run_cli(["simulate", str(prefix), "--device", "h100", "--json"], capsys)
     assert rc == 0
     doc = json.loads(out)
-    assert doc["step_ns"] > 0 and any("costed from their sizes" in w for w in doc["warnings"])
+    assert doc["recording_ns"] > 0 and any("costed from their sizes" in w for w in doc["warnings"])
 
 
 # (c) ------------------------------------------------------------------ dtype-aware roofline

@@ -502,7 +502,7 @@ def test_cli_writes_ranks_and_groups(tiny, tmp_path, capsys):
     rc = main(["simulate", str(prefix), "--system", "ring-8", "--device", "h100", "--json"])
     assert rc == 0
     sim = json.loads(capsys.readouterr().out)
-    assert sim["step_ns"] > 0
+    assert sim["recording_ns"] > 0
 
 
 # --------------------------------------------------------------------------- DDP against a recording

@@ -48,3 +48,49 @@ def test_report_step_chart_adds_up_per_rank(job):
     for s in chart["series"]:
         *steps, whole = s["values"]
         assert sum(steps) == pytest.approx(whole, rel=1e-9, abs=1e-6), s["name"]
+
+
+def _keys(obj, prefix=""):
+    """Every key of a JSON document, nested, as dotted paths."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield f"{prefix}{k}"
+            yield from _keys(v, f"{prefix}{k}.")
+    elif isinstance(obj, list):
+        for v in obj[:3]:
+            yield from _keys(v, prefix)
+
+
+def test_no_output_calls_a_recording_a_step(capsys):
+    """A key that says step is one training step: simulate, energy, the critical path and top ops
+    name the whole recording ``recording_*``; the sweep's step columns are per step."""
+    job = str(CORPUS / "ddp")
+    outs = []
+    for argv in (
+        ["simulate", job, "--system", "switch", "--json", "--energy", "--device", "h100"],
+        ["analyze", "critical-path", job, "--json"],
+        ["analyze", "top-ops", job, "--json"],
+    ):
+        rc, out, err = run_cli(argv, capsys)
+        assert rc == 0, (argv, err)
+        outs.append(json.loads(out))
+    for doc in outs:
+        keys = set(_keys(doc))
+        assert not {k for k in keys if k.split(".")[-1] in ("step_ns", "step_s", "step_us")}, keys
+    sim, path, top = outs
+    assert path["recording_ns"] > 0 and top["recording_us"] > 0 and sim["steps"] == 2
+    energy = sim["energy"]
+    assert energy["j_per_step"] == pytest.approx(energy["total_j"] / 2)
+
+
+def test_sweep_step_is_one_training_step(tmp_path):
+    pytest.importorskip("pyarrow")
+    from chakra_trace.sweep import run_sweep
+    from chakra_trace.sweep.results import load_results
+
+    spec = {"name": "s", "workloads": {"ddp": str(CORPUS / "ddp")}, "axes": {"system": ["switch"]}}
+    run_sweep(spec, tmp_path / "r", workers=1)
+    (row,) = load_results(tmp_path / "r").to_dict("records")
+    assert row["steps"] == 2 and row["step_ns"] == round(row["recording_ns"] / 2)
+    assert row["npu_s"] == pytest.approx(row["sim_npus"] * row["step_s"])
+    assert row["compute_s"] <= row["step_s"] * 1.000001

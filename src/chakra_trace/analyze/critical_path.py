@@ -98,7 +98,7 @@ class JobCriticalPath(Tabular):
     for the first). ``length_ns`` = the sum of both times = last end − first start.
     ``segments`` gives the same as one dict per operation.
 
-    The rest of the step is named, so that length + start skew + lead gap = ``step_ns``:
+    The rest of the recording is named, so that length + start skew + lead gap = ``recording_ns``:
     ``start_skew_ns``, how much later the path's first rank started than the job's first
     rank (``first_rank``: ranks whose clocks or launches differ); ``lead_gap_ns``, the time
     on the path's first rank before its first operation (nothing recorded explains it). On a
@@ -107,7 +107,7 @@ class JobCriticalPath(Tabular):
 
     source: str  # "recorded" or "simulated"
     length_ns: int
-    step_ns: int  # the job's span: latest end minus earliest start over every rank
+    recording_ns: int  # the job's span: latest end minus earliest start over every rank (the whole recording)
     last_rank: int  # the rank whose operation ends last
     columns: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     start_skew_ns: int = 0
@@ -116,8 +116,13 @@ class JobCriticalPath(Tabular):
     start_rank: int = -1  # the rank the path starts on
 
     @property
+    def step_ns(self) -> int:
+        """Deprecated alias of `recording_ns` (the whole recording, however many steps it holds)."""
+        return self.recording_ns
+
+    @property
     def accounted_ns(self) -> int:
-        """Length + start skew + lead gap: the whole step (`step_ns`)."""
+        """Length + start skew + lead gap: the whole recording (`recording_ns`)."""
         return self.length_ns + self.start_skew_ns + self.lead_gap_ns
 
     def start_line(self) -> str:
@@ -174,7 +179,7 @@ class JobCriticalPath(Tabular):
         return {
             "source": self.source,
             "length_ns": self.length_ns,
-            "step_ns": self.step_ns,
+            "recording_ns": self.recording_ns,
             "last_rank": self.last_rank,
             "wait_ns": self.wait_ns,
             "start_skew_ns": self.start_skew_ns,

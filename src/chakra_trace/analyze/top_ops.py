@@ -29,10 +29,15 @@ class TopOps(Tabular):
     rows: list[dict] = field(default_factory=list)
     by: str = "total"
     source: str = "recorded"
-    step_us: float = 0.0
+    recording_us: float = 0.0  # the job's span (the whole recording), what exposed shares divide
+
+    @property
+    def step_us(self) -> float:
+        """Deprecated alias of `recording_us`."""
+        return self.recording_us
 
     def to_dict(self) -> dict:
-        return {"by": self.by, "source": self.source, "step_us": self.step_us, "ops": self.rows}
+        return {"by": self.by, "source": self.source, "recording_us": self.recording_us, "ops": self.rows}
 
     def to_table(self) -> Table:
         """One row per (op name, node type), in the order ranked."""

@@ -49,7 +49,7 @@ def simulated_ns(kind: str, ranks: int, nbytes: int, latency_ns: float, bandwidt
     """The simulator's time for one collective on a Switch of `ranks` with these links."""
     net = Network.simple("Switch", ranks, bandwidth_gbps, latency_ns)
     res = simulate(collective(ranks, CHAKRA_NAME[kind], int(nbytes)), net, SystemConfig.from_dict(system_config()))
-    return int(res.step_ns)
+    return int(res.recording_ns)
 
 
 def probe(kind: str, ranks: int, nbytes: int) -> tuple[float, float, float]:

@@ -279,7 +279,7 @@ def predict(
             res = simulate(costed, profile.network(n), profile.system(), comm="ideal")
         else:
             res = simulate(costed, profile.network(n), profile.system(), comm="recorded")
-        got[name] = res.step_ns / steps / 1e6
+        got[name] = res.recording_ns / steps / 1e6
         if name == "point":
             detail["compute_ms"] = [float(x) / 1e6 for x in res.compute_ns]
             detail["node_compute_ms"] = [

@@ -294,7 +294,7 @@ def critical_path_cmd(workload: str, comm_groups, rank, system, top: int, as_jso
     con = console()
     con.print(
         f"[bold]job critical path[/bold] ({p.source}): {p.length_ns / 1000:,.1f} µs of a "
-        f"{p.step_ns / 1000:,.1f} µs recording (the whole job: every step it holds); {len(p)} operations; unexplained waits "
+        f"{p.recording_ns / 1000:,.1f} µs recording (the whole job: every step it holds); {len(p)} operations; unexplained waits "
         f"{p.wait_ns / 1000:,.1f} µs; the last operation ends on rank {p.last_rank}"
     )
     if p.start_line():  # the rest of the step, named: path + start skew + gap = step

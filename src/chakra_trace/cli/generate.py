@@ -67,7 +67,7 @@ def simulated_step_ns(workload: Workload, system: str) -> float:
     jobs as much as the samples, and would repeat for every generator: not shown here."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SimulationWarning)
-        return float(simulate_on(workload, system).step_ns)
+        return float(simulate_on(workload, system).recording_ns)
 
 
 @click.group()

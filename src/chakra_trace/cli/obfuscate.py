@@ -168,11 +168,11 @@ def checked(original, obfuscated, systems, workload: str) -> tuple[list[dict], l
     for spec in systems:
         with warnings.catch_warnings(record=True) as after:
             warnings.simplefilter("always")
-            b = int(simulate_on(obfuscated, spec).step_ns)
+            b = int(simulate_on(obfuscated, spec).recording_ns)
         with warnings.catch_warnings(record=True) as before:
             warnings.simplefilter("always")
             try:
-                a = int(simulate_on(original, spec).step_ns)
+                a = int(simulate_on(original, spec).recording_ns)
             except ChakraError:
                 raise ChakraError(
                     f"--check {spec}: the original job does not simulate (not shown: the error names its ops and "

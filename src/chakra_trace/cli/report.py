@@ -59,7 +59,7 @@ def report(
     for label, res in sims.items():
         console().print(
             f"simulated on {label}{f' with {dev.name} compute' if dev is not None else ''}: "
-            f"{res.step_ns / 1e6:,.3f} ms (the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)",
+            f"{res.recording_ns / 1e6:,.3f} ms (the whole recording) on {res.finish_ns.size} NPUs ({res.wall_s:.2f} s)",
             markup=False,
         )
     with steps("report", report_parts(job, sims, failed, sweep)) as advance:

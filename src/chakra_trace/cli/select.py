@@ -119,7 +119,7 @@ def _simulate(w, preset, name: str) -> tuple[float, int]:
             res = simulate_on(w, preset)
     except ChakraError as e:
         raise ChakraError(f"{name}: cannot simulate on {preset.name}: {e}") from None
-    return res.step_ns / 1e6, len(res.warnings)
+    return res.recording_ns / 1e6, len(res.warnings)
 
 
 def _print(out: dict, presets) -> None:

@@ -60,15 +60,16 @@ def link_levels(dims: int) -> list[str]:
 
 @dataclass
 class EnergyReport(Tabular):
-    """Joules of one simulated step, per NPU and by category (``compute``: above-idle power while
-    computing; ``communication``: bits moved x pJ/bit + link static power; ``idle``: idle power over
-    the step), with the figures that made them. ``flops``: the step's FLOPs where the traces carry
-    them (None otherwise)."""
+    """Joules of one simulated recording (``recording_s`` long, ``steps`` training steps where the
+    job says), per NPU and by category (``compute``: above-idle power while computing;
+    ``communication``: bits moved x pJ/bit + link static power; ``idle``: idle power over the
+    recording), with the figures that made them. ``flops``: the recording's FLOPs where the traces
+    carry them (None otherwise)."""
 
     device: str
     active_w: float
     idle_w: float
-    step_s: float
+    recording_s: float
     compute_j: np.ndarray  # per NPU
     comm_j: np.ndarray
     idle_j: np.ndarray
@@ -77,6 +78,17 @@ class EnergyReport(Tabular):
     static_w: list[float] = field(default_factory=list)
     bytes_per_dim: list[float] = field(default_factory=list)  # summed over NPUs
     flops: float | None = None
+    steps: int | None = None  # training steps in the recording (None: unknown)
+
+    @property
+    def step_s(self) -> float:
+        """Deprecated alias of `recording_s` (the whole recording)."""
+        return self.recording_s
+
+    @property
+    def j_per_step(self) -> float | None:
+        """Joules of one training step (the recording's over its steps), None when unknown."""
+        return self.total_j / self.steps if self.steps else None
 
     @property
     def npus(self) -> int:
@@ -100,13 +112,14 @@ class EnergyReport(Tabular):
 
     @property
     def avg_power_w(self) -> float | None:
-        """Mean power of the whole system over the step (W); None for an empty step."""
-        return self.total_j / self.step_s if self.step_s > 0 else None
+        """Mean power of the whole system over the recording (W); None for an empty one."""
+        return self.total_j / self.recording_s if self.recording_s > 0 else None
 
     @property
     def steps_per_j(self) -> float | None:
-        """Performance per watt: (steps / s) / W = steps per joule."""
-        return 1.0 / self.total_j if self.total_j > 0 else None
+        """Performance per watt: (steps / s) / W = steps per joule (a recording of unknown steps
+        counts as one)."""
+        return (self.steps or 1) / self.total_j if self.total_j > 0 else None
 
     @property
     def flop_per_j(self) -> float | None:
@@ -119,8 +132,10 @@ class EnergyReport(Tabular):
             "active_w": self.active_w,
             "idle_w": self.idle_w,
             "npus": self.npus,
-            "step_s": self.step_s,
+            "recording_s": self.recording_s,
+            "steps": self.steps,
             "total_j": self.total_j,
+            "j_per_step": self.j_per_step,
             "per_npu_j_mean": float(per.mean()) if per.size else 0.0,
             "per_npu_j_max": float(per.max()) if per.size else 0.0,
             "by_category_j": self.by_category,
@@ -142,12 +157,17 @@ class EnergyReport(Tabular):
             {"npu": np.arange(self.npus), **cols}, title="energy per NPU", index="npu", spec=dict.fromkeys(cols, joules)
         )
 
+    def _per_step(self) -> str:
+        per = self.j_per_step
+        return f" ({self.steps} steps: {per:,.4g} J per step)" if per is not None else " (steps unknown)"
+
     def summary(self) -> str:
         c = self.by_category
         t = self.total_j or 1.0
         power = f"{self.avg_power_w:,.0f} W" if self.avg_power_w is not None else "-"
         line = (
-            f"energy {self.total_j:,.4g} J per step ({self.total_j / max(self.npus, 1):,.4g} J per NPU), "
+            f"energy {self.total_j:,.4g} J per recording{self._per_step()} "
+            f"({self.total_j / max(self.npus, 1):,.4g} J per NPU), "
             f"average {power} on {self.npus} x {self.device}: compute {c['compute'] / t:.0%}, "
             f"communication {c['communication'] / t:.0%}, idle {c['idle'] / t:.0%}"
         )
@@ -237,7 +257,7 @@ def energy(
     levels = link_levels(len(shape))
     pj = _per_dim("pj_per_bit", pj_per_bit, [LINK_PJ_PER_BIT[lv] for lv in levels])
     static = _per_dim("static_w", static_w, [0.0] * len(shape))
-    step_s = result.step_ns / 1e9
+    step_s = result.recording_ns / 1e9  # (the whole recording)
     coll, p2p = traffic(result, shape)
     e_bit = np.asarray(pj) * 8 * _PJ  # J per byte, per dimension
     comm_ns = np.asarray(result.comm_ns, float)
@@ -247,7 +267,8 @@ def energy(
         device=dev.name,
         active_w=float(active),
         idle_w=float(idle),
-        step_s=step_s,
+        recording_s=step_s,
+        steps=result.steps,
         compute_j=(active - idle) * np.asarray(result.compute_ns, float) / 1e9,
         comm_j=np.asarray(comm_j, float).reshape(npus),
         idle_j=np.full(npus, idle * step_s),

@@ -182,7 +182,7 @@ def step_changes(original, changed, systems=("recorded", "switch"), **kw) -> lis
     system: [{"system", "original_ns", "changed_ns", "change"}], change relative."""
     out = []
     for spec in systems:
-        a, b = (int(simulate_on(w, spec, **kw).step_ns) for w in (original, changed))
+        a, b = (int(simulate_on(w, spec, **kw).recording_ns) for w in (original, changed))
         out.append({"system": resolve(spec).name, "original_ns": a, "changed_ns": b, "change": b / a - 1 if a else 0.0})
     return out
 

@@ -193,7 +193,6 @@ class SimResult(Tabular):
             recording_ns=self.recording_ns,
             steps=self.steps,
             per_step_ns=None if per is None else round(per, 3),
-            step_ns=self.recording_ns,  # deprecated: the recording (recording_ns); per step: per_step_ns
             mode=self.mode,
             events=self.events,
             wall_s=round(self.wall_s, 4),

@@ -68,7 +68,7 @@ class SimulationBlocked(ChakraError):
             for items, npus in list(same.items())[:8]
         ]
         more = f"; ... and {len(same) - 8} more" if len(same) > 8 else ""
-        super().__init__(f"simulation blocked at {result.step_ns} ns: " + " | ".join(lines) + more)
+        super().__init__(f"simulation blocked at {result.recording_ns} ns: " + " | ".join(lines) + more)
 
 
 NPU_BYTES = 4096  # an NPU's scheduler state (measured ~2.3 KB on one-trace scale-outs), with room

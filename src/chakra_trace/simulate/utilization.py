@@ -48,7 +48,7 @@ def dimension_utilization(result, network) -> list[dict]:
     for rec in result.collectives:
         for dim, b in phase_bytes(rec, shape).items():
             sent[dim] += b * rec.npus / total
-    step_s = max(result.step_ns, 1) / 1e9
+    step_s = max(result.recording_ns, 1) / 1e9
     return [
         {
             "dim": i,

@@ -1,8 +1,10 @@
 """One point simulated into one flat row: what every executor runs in its workers.
 
 A row holds the point's inputs (each parameter as given: a list as its JSON text), the network
-it resolved to, and what the simulation says: the step, mean compute / communication / exposed
-communication per NPU, link utilization per dimension, collective time by type, the cost
+it resolved to, and what the simulation says, per training step (``step_s``: the simulated
+recording, ``recording_ns``, over the ``steps`` it holds; a capture or a pattern is one step, a
+recorded job whose steps are unknown counts as one): the step, mean compute / communication /
+exposed communication per NPU, link utilization per dimension, collective time by type, the cost
 (NPU-seconds per step, USD where the spec has prices), the energy of the step
 (`simulate.energy`: joules by category, average power, perf/W, at the point's ``device``'s power,
 `ENERGY_DEVICE` when it has none), wall times and versions. A point whose
@@ -165,7 +167,12 @@ def evaluate(ctx: dict, point: dict) -> dict:
 
 def _measures(res, system, price: float | None) -> dict[str, Any]:
     npus = int(res.finish_ns.size)
-    step_s = res.step_ns / 1e9
+    # one training step: the recording over its steps where the job says how many it holds (a
+    # capture or a pattern is one step; a recorded job of unknown steps counts as one)
+    per = res.per_step_ns
+    step_ns = float(per) if per is not None else float(res.recording_ns)
+    step_s = step_ns / 1e9
+    k = 1e9 * (res.steps or 1)  # ns of the recording -> s per step
     out: dict[str, Any] = {"sim_npus": npus, "sim_mode": res.mode}
     net = system.network
     if net is not None:
@@ -177,13 +184,15 @@ def _measures(res, system, price: float | None) -> dict[str, Any]:
             net_algorithms=list(system.system.all_reduce),
         )
     out.update(
-        step_ns=int(res.step_ns),
+        step_ns=int(round(step_ns)),
         step_s=step_s,
-        compute_s=float(np.mean(res.compute_ns)) / 1e9 if npus else 0.0,
-        comm_s=float(np.mean(res.comm_ns)) / 1e9 if npus else 0.0,
-        exposed_comm_s=float(np.mean(res.exposed_comm_ns)) / 1e9 if npus else 0.0,
-        overlap_s=float(np.mean(res.overlap_ns)) / 1e9 if npus else 0.0,
-        idle_s=float(np.mean(res.idle_ns)) / 1e9 if npus else 0.0,
+        recording_ns=int(res.recording_ns),
+        steps=res.steps,
+        compute_s=float(np.mean(res.compute_ns)) / k if npus else 0.0,
+        comm_s=float(np.mean(res.comm_ns)) / k if npus else 0.0,
+        exposed_comm_s=float(np.mean(res.exposed_comm_ns)) / k if npus else 0.0,
+        overlap_s=float(np.mean(res.overlap_ns)) / k if npus else 0.0,
+        idle_s=float(np.mean(res.idle_ns)) / k if npus else 0.0,
     )
     util = [u["utilization"] for u in dimension_utilization(res, net)] if net is not None else []
     out["dim_utilization"] = util
@@ -199,7 +208,7 @@ def _measures(res, system, price: float | None) -> dict[str, Any]:
         else:
             other += c.end_ns - c.start_ns
     out["collectives"] = len(res.collectives)
-    out.update({f"coll_{t}_s": v / 1e9 for t, v in by_type.items()}, coll_other_s=other / 1e9)
+    out.update({f"coll_{t}_s": v / k for t, v in by_type.items()}, coll_other_s=other / k)
     npu_s = npus * step_s
     out.update(
         npu_s=npu_s,
@@ -231,11 +240,12 @@ def _energy(res, system, device: str | None, workload: Workload) -> dict[str, An
     except ChakraError:  # (no power figure for this device)
         return out
     cat = e.by_category
+    per = 1 / e.steps if e.steps else 1.0  # (per training step, as step_s)
     out.update(
-        energy_j=e.total_j,
-        energy_compute_j=cat["compute"],
-        energy_comm_j=cat["communication"],
-        energy_idle_j=cat["idle"],
+        energy_j=e.total_j * per,
+        energy_compute_j=cat["compute"] * per,
+        energy_comm_j=cat["communication"] * per,
+        energy_idle_j=cat["idle"] * per,
         avg_power_w=e.avg_power_w,
         perf_per_w=e.steps_per_j,
         flop_per_j=e.flop_per_j,

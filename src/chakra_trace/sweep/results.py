@@ -46,6 +46,8 @@ _TYPES = {
     "net_latency": "list<double>",
     "net_algorithms": "list<string>",
     "step_ns": "int64",
+    "recording_ns": "int64",
+    "steps": "int64",
     "dim_utilization": "list<double>",
     "collectives": "int64",
     "events": "int64",

@@ -175,9 +175,9 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
         items.append(["critical path", f"not computed: {e}"])
     if path is not None:
         n = rec.steps().steps
-        items.append([f"recorded time ({n} step{'s' * (n != 1)}, whole job)", _us(path.step_ns / 1000)])
+        items.append([f"recorded time ({n} step{'s' * (n != 1)}, whole job)", _us(path.recording_ns / 1000)])
         if n > 1:  # (the whole job's span over its steps: the ranks' start skew is in it)
-            items.append(["recorded time per step (whole job / steps)", _us(path.step_ns / 1000 / n)])
+            items.append(["recorded time per step (whole job / steps)", _us(path.recording_ns / 1000 / n)])
         top = next(iter(path.by_rank().items()), None)
         if top:
             items.append(["rank most on the critical path", f"{top[0]} ({top[1] / max(path.length_ns, 1):.0%})"])
@@ -186,7 +186,7 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
     blocks.append({"type": "kv", "items": items})
     if sims:
         rows = []
-        base = path.step_ns if path is not None else None
+        base = path.recording_ns if path is not None else None
         for label, res in sims.items():
             b = np.asarray(res.exposed_comm_ns)
             worst = int(np.argmax(b)) if b.size else 0  # (the NPU with most exposed comm: its split)
@@ -194,8 +194,8 @@ def _summary(rec: Analysis, timed: bool, sims: dict) -> dict:
                 {
                     "system": label,
                     "npus": int(res.finish_ns.size),
-                    "step_us": res.step_ns / 1000,
-                    "vs_recorded": res.step_ns / base if base else None,
+                    "step_us": res.recording_ns / 1000,
+                    "vs_recorded": res.recording_ns / base if base else None,
                     "exposed_comm_us": float(b.max()) / 1000 if b.size else 0.0,
                     "exposed_transfer_us": float(res.exposed_transfer_ns[worst]) / 1000 if b.size else 0.0,
                     "exposed_peer_wait_us": float(res.exposed_peer_wait_ns[worst]) / 1000 if b.size else 0.0,
@@ -301,7 +301,7 @@ def _path_section(sid: str, title: str, a: Analysis) -> dict:
     by_rank = path.by_rank()
     items = [
         ["length", _us(path.length_ns / 1000)],
-        ["job span (whole recording)", _us(path.step_ns / 1000)],
+        ["job span (whole recording)", _us(path.recording_ns / 1000)],
         ["unexplained waits", _us(path.wait_ns / 1000)],
         [
             "before the path: start skew",

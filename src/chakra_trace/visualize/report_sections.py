@@ -246,7 +246,7 @@ def systems_section(rec: Analysis, sims: dict, presets: dict, timed: bool) -> di
             )
     n_steps = rec.steps().steps if timed else 0
     try:
-        base_step = rec.critical_path().step_ns / 1000 if timed else None
+        base_step = rec.critical_path().recording_ns / 1000 if timed else None
     except ChakraError as e:
         base_step = None
         blocks.append({"type": "text", "text": f"No recorded baseline step: {e}."})
@@ -254,7 +254,7 @@ def systems_section(rec: Analysis, sims: dict, presets: dict, timed: bool) -> di
     if timed:
         rows.append(_step_row("recorded", base_step, n_steps, None))
     for label, res in sims.items():
-        rows.append(_step_row(label, res.step_ns / 1000, n_steps, base_step))
+        rows.append(_step_row(label, res.recording_ns / 1000, n_steps, base_step))
     blocks.append(
         table(
             "step: recorded and simulated",
