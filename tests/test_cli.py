@@ -165,6 +165,7 @@ SECOND_OUTPUTS = {"--timeline", "--export", "--fix"}
 
 #: Commands whose only result is a file they write (the command says where, in one line).
 WRITES_ONLY = {
+    "suite report",
     "plot breakdown",
     "plot imbalance",
     "plot matrix",
@@ -303,7 +304,10 @@ def test_bad_values_name_what_is_wrong(demo_job, tmp_path, capsys):
     cases = [
         (["analyze", "critical-path", str(demo_job), "--rank", "7"], "no rank 7; the job has ranks [0, 1]"),
         (["analyze", "imbalance", str(demo_job), "--tolerance", "-1"], "'--tolerance': -1.0 is not in the range"),
-        (["to-json", f"{demo_job}.0.et", str(tmp_path / "file" / "x.json")], f"{tmp_path / 'file'}"),  # a file in the way
+        (
+            ["to-json", f"{demo_job}.0.et", str(tmp_path / "file" / "x.json")],
+            f"{tmp_path / 'file'}",
+        ),  # a file in the way
         (["simulate", str(demo_job), "--system", "ring-8", "--network", "x"], "'--network'"),
     ]
     (tmp_path / "file").write_text("")  # every writer makes its folder, unless a file stands there

@@ -69,7 +69,7 @@ def test_no_output_calls_a_recording_a_step(capsys):
     for argv in (
         ["simulate", job, "--system", "switch", "--json", "--energy", "--device", "h100"],
         ["analyze", "critical-path", job, "--json"],
-        ["analyze", "top-ops", job, "--json"],
+        ["analyze", "top", job, "--json"],
     ):
         rc, out, err = run_cli(argv, capsys)
         assert rc == 0, (argv, err)

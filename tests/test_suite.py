@@ -95,7 +95,7 @@ def test_run_measures_and_check_passes(small_run):
     assert d["suite_sha256"] == load_suite().sha256 and d["versions"]["chakra-trace"]
     for w in d["workloads"]:
         assert w["valid"], w["why"]
-        assert math.isclose(w["step_s"] * w["steps"], w["raw"]["step_ns"] / 1e9)
+        assert math.isclose(w["step_s"] * w["steps"], w["raw"]["recording_ns"] / 1e9)
         assert math.isclose(w["speedup"], w["reference_step_s"] / w["step_s"])
     captured = d["workloads"][2]
     assert captured["speedup"] > 1  # an H100 cluster outruns an A100 one on a captured LLM

@@ -14,6 +14,7 @@ from .obfuscate import _trimmed, read_secret
 SUITE_OPTION = click.option(
     "--suite", "suite_dir", default=None, help="A suite folder (holding suite.json) [default: the bundled v0.1]."
 )
+SUITE_ARGUMENT = click.argument("suite_dir", metavar="[SUITE]", required=False, default=None)
 
 
 @click.group()
@@ -22,18 +23,19 @@ def suite() -> None:
     (rules: suites/v0.1/RULES.md).
 
     \b
-      chakra suite list
-      chakra suite run --system dgx-h100 -o out/suite/dgx-h100
+      chakra suite list [SUITE]
+      chakra suite run [SUITE] --system dgx-h100 -o out/suite/dgx-h100
       chakra suite check out/suite/dgx-h100
       chakra suite report out/suite/* -o board.html
     """
 
 
 @suite.command("list")
-@SUITE_OPTION
+@SUITE_ARGUMENT
 @json_option
 def list_cmd(suite_dir, as_json) -> None:
-    """The suite's workloads: kind, NPUs, what each is, its content hash."""
+    """The workloads of SUITE (a folder holding suite.json; default the bundled v0.1): kind, NPUs,
+    what each is, its content hash."""
     s = load_suite(suite_dir)
     items = [
         {k: e.to_dict()[k] for k in ("name", "kind", "npus", "description", "steps", "sha256")} for e in s.workloads
@@ -69,10 +71,11 @@ def list_cmd(suite_dir, as_json) -> None:
 @click.option("--only", multiple=True, help="Run only these workloads (the result then has no score).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Local worker processes [default: CPUs].")
 @click.option("--ray", default=None, help="Run on Ray: 'auto' (a local runtime) or a cluster address.")
-@SUITE_OPTION
+@SUITE_ARGUMENT
 @json_option
 def run_cmd(system, out, division, changes, only, workers, ray, suite_dir, as_json) -> None:
-    """Run every workload of the suite on SYSTEM and on the reference system; write the result."""
+    """Run every workload of SUITE (default the bundled v0.1) on SYSTEM and on the reference
+    system; write the result."""
     s = load_suite(suite_dir)
     n = len(only or s.workloads)
     with steps(f"{s.label} on {system}", n * 3) as tick:

@@ -59,18 +59,18 @@ def add_trace(
     """Register the recorded job ``trace`` (any `Workload.open` source) as workload ``name`` of the
     suite in folder ``suite`` (made, with a new manifest, when it has none). Returns the entry."""
     folder = Path(suite)
-    if not manifest_path(folder).is_file():
-        _new_suite(folder)
-    s = load_suite(folder)
-    if name in s.names:
-        raise SuiteError(f"{folder / MANIFEST}: a workload named {name!r} is registered already")
     if obfuscate_level is not None and obfuscate_level not in LEVELS:
         raise SuiteError(f"obfuscation level {obfuscate_level!r}: expected one of {', '.join(LEVELS)}")
-    w = Workload.open(trace, comm_groups)
+    if manifest_path(folder).is_file() and name in load_suite(folder).names:
+        raise SuiteError(f"{folder / MANIFEST}: a workload named {name!r} is registered already")
+    w = Workload.open(trace, comm_groups)  # (the job is read and checked before the suite is touched)
     report = validate_workload(w)
     errors = report.errors
     if errors:
         raise SuiteError(f"{trace}: does not validate ({len(errors)} errors; first: {errors[0]}): not registered")
+    if not manifest_path(folder).is_file():
+        _new_suite(folder)
+    s = load_suite(folder)
     out = w
     obf = None
     if obfuscate_level is not None:

@@ -34,7 +34,10 @@ RESULT_FILE = "result.json"
 DIVISIONS = ("closed", "open")
 SYSTEM_KEYS = (*NETWORK_KEYS, "device", "efficiency", "mode")
 #: what a point's simulation gives (its row, `sweep.evaluate`) that a result keeps and a check compares
-RAW = ("step_ns", "sim_npus", "compute_s", "comm_s", "exposed_comm_s", "idle_s", "energy_j", "avg_power_w", "events")
+RAW = (
+    "recording_ns", "steps", "sim_npus", "compute_s", "comm_s", "exposed_comm_s", "idle_s", "energy_j", "avg_power_w",
+    "events",
+)  # fmt: skip
 
 
 def system_params(system: str | os.PathLike | dict) -> dict:
@@ -205,14 +208,16 @@ def derive(e: Entry, raw: dict, ref: dict, division: str, changed: bool) -> dict
         why = "changed: a closed result simulates the suite's traces as given"
     out["valid"] = why is None
     out["why"] = why
-    step = raw["step_ns"] / 1e9 / e.steps if raw["status"] == "ok" else None
-    ref_step = ref["step_ns"] / 1e9 / e.steps if ref.get("status") == "ok" else None
-    out["recording_s"] = raw["step_ns"] / 1e9 if raw["status"] == "ok" else None
+    # the suite's own count of steps per trace divides the simulated recording (the sweep's
+    # per-step columns divide by what the job says, which a trace may not say)
+    step = raw["recording_ns"] / 1e9 / e.steps if raw["status"] == "ok" else None
+    ref_step = ref["recording_ns"] / 1e9 / e.steps if ref.get("status") == "ok" else None
+    out["recording_s"] = raw["recording_ns"] / 1e9 if raw["status"] == "ok" else None
     out["step_s"] = step
     out["per_token_s"] = step / e.tokens_per_step if step and e.tokens_per_step else None
     out["per_sample_s"] = step / e.samples_per_step if step and e.samples_per_step else None
-    energy = raw.get("energy_j") if raw["status"] == "ok" else None
-    out["energy_j_per_step"] = energy / e.steps if energy is not None else None
+    energy = raw.get("energy_j") if raw["status"] == "ok" else None  # (per the job's own step, or recording)
+    out["energy_j_per_step"] = energy * (raw.get("steps") or 1) / e.steps if energy is not None else None
     out["reference_step_s"] = ref_step
     out["speedup"] = speedup(ref_step, step) if why is None else None
     return out
