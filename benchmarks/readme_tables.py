@@ -168,6 +168,33 @@ def sweep_table(r: dict) -> str:
     )
 
 
+def suite_table(r: dict) -> str:
+    systems = list(r["runs"])
+    first = r["runs"][systems[0]]["workloads"]
+    rows = []
+    for i, w in enumerate(first):
+        cells = [w["name"], w["kind"], f"{w['npus']:,}", f"{w['reference_step_s']:.4g} s"]
+        for s in systems:
+            x = r["runs"][s]["workloads"][i]
+            cells.append(f"{x['step_s']:.4g} s ({x['speedup']:.2f}x)" if x["speedup"] else f"invalid: {x['why']}")
+        rows.append(cells)
+    score = ["**score** (geometric mean of speedups)", "", "", "1 (reference)"]
+    score += [f"**{r['runs'][s]['score']['score']:.3f}**" for s in systems]
+    wall = ["wall time, this 2-core machine", "", "", ""]
+    wall += [
+        f"{r['runs'][s]['wall_s']:.0f} s" + (" (captures included)" if r["runs"][s]["captured_recipes"] else "")
+        for s in systems
+    ]
+    head = [
+        "workload",
+        "kind",
+        "NPUs",
+        "selene (reference), s per step",
+        *(f"{s}: s per step (speedup)" for s in systems),
+    ]
+    return table(head, "llrr" + "r" * len(systems), rows + [score, wall])
+
+
 def catalog_table(r: dict) -> str:
     q = r["queries"]
     rows = [
@@ -523,6 +550,15 @@ GENERATED = {
         ),
     ),
     "catalog": ("catalog", catalog_table),
+    "suite": ("suite", suite_table),
+    "suite_check": (
+        "suite",
+        lambda r: (
+            f"`suite check` re-derived every number of the {r['check']['system']} result in "
+            f"{r['check']['wall_s']:.0f} s ({'OK' if r['check']['ok'] else 'FAILED'}); a copy with "
+            f"{r['tampered']['edit']} failed it: {r['tampered']['problems'][0] if r['tampered']['problems'] else '-'}"
+        ),
+    ),
     "device_sets": ("device_bench", device_sets),
     "device_figures": ("device_bench", device_figures),
     "predict": ("predict_bench", predict_table),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The bundled benchmark suite run end to end: closed division on several systems, verified.
 
-    python benchmarks/suite_bench.py [--system dgx-h100 --system dgx-b200 --system h100-roce]
+    python benchmarks/suite_bench.py [--system dgx-h100 --system dgx-b200 --system suites/v0.1/systems/dgx-h200.json]
         [--workers 2] [--out out/suite] [--json benchmarks/results/suite.json]
 
 The first system runs from an empty suite cache (its wall time includes capturing every
@@ -35,16 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "suite")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    systems = args.system or ["dgx-h100", "dgx-b200", "h100-roce"]
+    systems = args.system or ["dgx-h100", "dgx-b200", str(ROOT / "suites" / "v0.1" / "systems" / "dgx-h200.json")]
     cache = Path(tempfile.mkdtemp(prefix="chakra-suite-cache-"))
     os.environ["CHAKRA_SUITE_CACHE"] = str(cache)  # the first run captures every recipe
     out: dict = {"workers": args.workers, "cpus": os.cpu_count(), "runs": {}}
     try:
         for i, system in enumerate(systems):
             t0 = time.perf_counter()
-            res = run_suite(system, args.out / system, workers=args.workers)
+            res = run_suite(system, args.out / Path(system).stem, workers=args.workers)
             wall = time.perf_counter() - t0
-            out["runs"][system] = {
+            out["runs"][res.system["name"]] = {
                 "wall_s": wall,
                 "captured_recipes": i == 0,
                 "score": res.score,
@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                 ],
                 "scaling": res.scaling,
             }
-            print(f"{system}: score {res.score['score']}, {wall:.1f} s", flush=True)
-        first = args.out / systems[0]
+            print(f"{res.system['name']}: score {res.score['score']}, {wall:.1f} s", flush=True)
+        first = args.out / Path(systems[0]).stem
         t0 = time.perf_counter()
         rep = check_result(first, workers=args.workers)
         out["check"] = {
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             "problems": rep_bad.problems,
         }
         shutil.rmtree(bad)
-        board = write_leaderboard([args.out / s for s in systems], args.out / "board.html")
+        board = write_leaderboard([args.out / Path(s).stem for s in systems], args.out / "board.html")
         out["board"] = str(board)
         print(f"check: {'OK' if rep.ok else rep.problems}; edited copy: {'caught' if not rep_bad.ok else 'NOT caught'}")
     finally:

@@ -72,6 +72,21 @@ def test_parallelize_reports_stages_and_ranks():
     assert calls[-1] == (plan.pp + plan.ranks, plan.pp + plan.ranks) == (2 + len(res.workload), 6)
 
 
+def test_capture_reports_its_phases():
+    pytest.importorskip("torch")
+    from chakra_trace.capture import capture, load_build
+
+    build = load_build(f"{ROOT / 'examples' / 'models' / 'gpt.py'}:build")
+    for rules, phases in ((False, [0, 1, 2]), (True, [0, 1, 3, 4])):
+        calls: list = []
+
+        def record(done, total, calls=calls):
+            calls.append((done, total))
+
+        capture(build, {"preset": "tiny"}, batch=4, seq=16, shape_rules=rules, progress=record)
+        assert [d for d, _ in calls] == phases and {t for _, t in calls} == {phases[-1]}
+
+
 def test_piped_runs_print_no_progress(tmp_path, capsys):
     """Under pytest stdout and stderr are pipes: nothing but the answer; on a terminal the bar
     (transient, on stderr) is drawn."""

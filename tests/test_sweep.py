@@ -471,3 +471,16 @@ def test_a_device_costs_compute_on_every_system():
         plain, on = system_of({"system": name}), system_of({"system": name, "device": "h100", "efficiency": 0.5})
         assert not plain.system.roofline_enabled and on.system.roofline_enabled, name
         assert on.system.peak_perf == pytest.approx(system_of({"system": name, "device": "h100"}).system.peak_perf / 2)
+
+
+def test_a_device_on_a_real_machine_is_its_kernel_model():
+    """On a real machine's preset a sweep's ``device`` is costed as `chakra simulate --device`
+    costs it there: by the device's kernel model, not its roofline (`presets.choose_system`)."""
+    from chakra_trace.simulate.presets import choose_system
+    from chakra_trace.sweep.systems import system_of
+
+    swept = system_of({"system": "dgx-h100", "device": "h200"})
+    cli = choose_system("dgx-h100", device="h200")
+    assert swept.system.device_compute.kernels is not None
+    assert swept.system.device_compute == cli.system.device_compute
+    assert system_of({"system": "dgx-8x8", "device": "h200"}).system.device_compute.kernels is None

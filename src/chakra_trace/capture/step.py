@@ -174,13 +174,15 @@ def capture(
     dtype: str | None = None,
     fold_views: bool = False,
     shape_rules: bool = False,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> CaptureResult:
     """Capture one step of the model `build(**config)` makes (see the module docstring): forward
     and loss, backward, then the optimizer's step (none with ``optimizer=None``). `dtype` (e.g.
     "bfloat16") is the default dtype while the model and inputs are built; `fold_views` drops the
     ops that only make views (they cost nothing; no dependency passes through them);
     `shape_rules` also records how each op's shapes depend on the batch and sequence length
-    (`capture.rules`: the step is captured twice more), which `synthesize.rescale` needs."""
+    (`capture.rules`: the step is captured twice more), which `synthesize.rescale` needs.
+    ``progress(done, total)`` after each phase: the step, each shape-rule probe, the trace built."""
     if batch < 1 or seq < 1:
         raise CaptureError(f"batch and seq must be positive (got {batch}, {seq})")
     config = dict(config or {})
@@ -194,7 +196,11 @@ def capture(
         dtype=dtype,
         fold_views=fold_views,
     )
+    phases = 4 if shape_rules else 2
+    tick = progress or (lambda done, total: None)
+    tick(0, phases)
     ops, params_n, grads = record(batch, seq)
+    tick(1, phases)
     about = {
         "config": config,
         "batch": batch,
@@ -207,6 +213,7 @@ def capture(
     found: dict[int, str] | None = None
     if shape_rules:
         at_b, at_s = _probe_ops(record, batch, seq)
+        tick(3, phases)
         try:
             found = rules.derive(ops, at_b, at_s, batch, seq)
         except rules.ShapeRuleError as e:
@@ -215,6 +222,7 @@ def capture(
     trace = build_trace(
         ops, metadata={"schema": SCHEMA, "capture": json.dumps(about, sort_keys=True, default=str)}, rules=found
     )
+    tick(phases, phases)
     return CaptureResult(
         trace=trace,
         ops=ops,

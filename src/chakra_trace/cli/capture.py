@@ -11,7 +11,7 @@ from ..capture import load_build
 from ..errors import ChakraError
 from ..io.et import write_trace
 from ..table import Column, Table
-from .common import console, json_option, print_json, show
+from .common import console, counts, json_option, print_json, show
 
 
 def _json_dict(text: str | None, what: str) -> dict:
@@ -68,17 +68,19 @@ def capture(
     """
     build = load_build(model)
     try:
-        result = run_capture(
-            build,
-            _json_dict(config, "--config"),
-            batch=batch,
-            seq=seq,
-            optimizer=optimizer,
-            optimizer_options=_json_dict(optimizer_options, "--optimizer-options"),
-            dtype=dtype,
-            fold_views=fold_views,
-            shape_rules=shape_rules,
-        )
+        with counts(f"capturing {model}", "phases (step, shape-rule probes, trace)") as tick:
+            result = run_capture(
+                build,
+                _json_dict(config, "--config"),
+                batch=batch,
+                seq=seq,
+                optimizer=optimizer,
+                optimizer_options=_json_dict(optimizer_options, "--optimizer-options"),
+                dtype=dtype,
+                fold_views=fold_views,
+                shape_rules=shape_rules,
+                progress=tick,
+            )
     except (ValueError, AttributeError) as e:  # raised by the user's build function on a bad config
         raise ChakraError(f"{model}: {e}") from e
     if output:

@@ -17,10 +17,7 @@ from .manifest import SuiteError
 
 
 def _label(d: dict, seen: dict[str, int]) -> str:
-    base = f"{d['system'].get('name', '?')}"
-    dev = (d["system"].get("params") or {}).get("device")
-    if dev:
-        base += f" ({dev})"
+    base = f"{d['system'].get('name', '?')}"  # (names its device where it replaces the system's)
     seen[base] = seen.get(base, 0) + 1
     return base if seen[base] == 1 else f"{base} #{seen[base]}"
 

@@ -64,7 +64,8 @@ def system_params(system: str | os.PathLike | dict) -> dict:
 
 def describe_system(params: dict) -> dict:
     p = system_of(params)
-    return {"params": params, "name": p.name, "description": p.description, "npus": p.npus}
+    name = f"{p.name} ({params['device']})" if params.get("device") else p.name
+    return {"params": params, "name": name, "description": p.description, "npus": p.npus}
 
 
 def parse_change(text: str) -> dict:

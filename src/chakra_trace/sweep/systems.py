@@ -79,10 +79,12 @@ def system_of(params: dict) -> SystemPreset:
 
 
 def _device(p: SystemPreset, params: dict) -> SystemPreset:
-    """Compute costed at a device's roofline (``device``, ``efficiency``: `presets.with_compute`)."""
+    """Compute costed on ``device`` (`presets.with_compute`): by its kernel model on a real
+    machine's preset, at its roofline times ``efficiency`` elsewhere, as `chakra simulate
+    --device` reads it (`presets.choose_system`)."""
     if params.get("device") is None:
         return p
-    return with_compute(p, params["device"], float(params.get("efficiency", 1.0)))
+    return with_compute(p, params["device"], float(params.get("efficiency", 1.0)), kernels=p.cluster is not None)
 
 
 def mode_kwargs(mode: str | None) -> dict:
