@@ -51,7 +51,8 @@ def list_cmd(suite_dir, as_json) -> None:
             "description": [i["description"] for i in items],
             "sha256": [i["sha256"][:12] for i in items],
         },
-        title=f"{s.label}: {len(items)} workloads, reference system {s.reference_system}",
+        title=f"{s.label}: {len(items)} workloads, reference system "
+        + ", ".join(str(v) if k == "system" else f"{k} {v}" for k, v in s.reference_system.items()),
         spec={"NPUs": Column(format=",")},
     )
     show(t, limit=None)
