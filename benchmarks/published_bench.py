@@ -168,6 +168,7 @@ def resolve(row: Row, settings: dict) -> dict:
         "overlap_param_gather": bool(own.get("overlap_param_gather", False)),
         "p2p_blocking": bool(own.get("p2p_blocking", False)),
         "scatter_gather": bool(own.get("scatter_gather", False)),
+        "grad_accum": str(own.get("grad_accum", "fused")),
         "model": {**settings.get("model", {}), **own.get("model", {})},
         # the optimizer the framework ran: a torch.optim name or FILE.py:CLASS under the repository
         "optimizer": own.get("optimizer") or settings.get("optimizer") or "adamw",
@@ -285,6 +286,7 @@ def predict(row: Row, settings: dict) -> dict:
             overlap_param_gather=plan["overlap_param_gather"],
             p2p_blocking=plan["p2p_blocking"],
             scatter_gather=plan["scatter_gather"],
+            grad_accum=plan["grad_accum"],
             **({"bucket_mb": plan["bucket_mb"]} if plan["bucket_mb"] else {}),
         ),
     )

@@ -8,6 +8,7 @@ import click
 
 from ..io.et import read_trace
 from ..synthesize.parallel import CP_COMM, RECOMPUTE, SCHEDULES, ParallelizeError, Plan, parallelize_detailed
+from ..synthesize.parallel.plan import GRAD_ACCUM
 from ..table import Column, Table
 from .common import console, counts, json_option, print_json, progress, show
 
@@ -91,6 +92,15 @@ from .common import console, counts, json_option, print_json, progress, show
     "(Megatron-LM's scatter/gather optimization).",
 )
 @click.option(
+    "--grad-accum",
+    type=click.Choice(GRAD_ACCUM),
+    default="fused",
+    show_default=True,
+    help="How micro-batches' gradients add up: fused, inside the weight-gradient GEMM (Megatron-Core's gradient "
+    "accumulation fusion); add, an elementwise add per parameter chunk from the second micro-batch on (PyTorch "
+    "autograd, Megatron-LM before the fusion).",
+)
+@click.option(
     "--fp8",
     is_flag=True,
     help="The linear layers' matmuls in FP8 (Transformer Engine): a device costs them at its FP8 rate.",
@@ -115,6 +125,7 @@ def parallelize(
     overlap_param_gather,
     p2p_blocking,
     scatter_gather,
+    grad_accum,
     fp8,
     prefix,
     as_json,
@@ -152,6 +163,7 @@ def parallelize(
         overlap_param_gather=overlap_param_gather,
         p2p_blocking=p2p_blocking,
         scatter_gather=scatter_gather,
+        grad_accum=grad_accum,
     )
     with progress("reading the master trace", master) as cb:
         trace = read_trace(master, progress=cb)

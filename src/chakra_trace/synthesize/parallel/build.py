@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ...schema.builder import TraceBuilder
 from ...schema.enums import CollectiveType, NodeType
@@ -19,7 +20,7 @@ from ...schema.trace import Trace
 from ..scale import with_peers
 from .cp import CP
 from .cp import emit as cp_emit
-from .dp import Bucket, buckets, fsdp_units
+from .dp import Bucket, buckets, fsdp_units, stage_params
 from .gemm import rank_dims
 from .layout import Layout
 from .master import BWD, FWD, OPT
@@ -346,6 +347,8 @@ class StageBuilder:
             b.add("process_groups", NodeType.METADATA_NODE, pg_config=json.dumps(config, separators=(",", ":")))
         prev_tail: int | None = None
         self.param_gather = self._early_param_gathers()
+        accum = self._accum_bytes() if plan.grad_accum == "add" and M > 1 else {}
+        accum_last: dict[int, int] = {}  # chunk -> its accumulation add of the last micro-batch
         P, last_v = plan.pp, plan.pp * plan.virtual_stages - 1
         sent: list[int] = []  # with blocking sends: the step's sends the next step waits for
         for ph, mb, chunk in self.order:
@@ -357,6 +360,20 @@ class StageBuilder:
             if ph == BWD and v < last_v:
                 head.append(self._recv(v + 1, mb, chunk, BWD, "pp_recv_gradient"))
             tail, last_id = self.block(ph, mb, head, chunk=chunk)
+            if ph == BWD and mb > 0 and accum.get(chunk):  # its gradients added to the earlier micro-batches'
+                deps = [x for x in (tail, last_id) if x is not None][:1]
+                last_id = b.add(
+                    "grad_accumulate",
+                    NodeType.COMP_NODE,
+                    data_deps=dict.fromkeys(deps),
+                    is_cpu_op=False,
+                    tensor_size=3 * accum[chunk],
+                    duration_unknown=True,
+                    op="aten::add_",
+                    phase="backward",
+                    micro_batch=mb,
+                )
+                accum_last[chunk] = last_id
             end = tail if tail is not None else last_id
             out = [] if end is None else [end]
             if ph == FWD and v < last_v:
@@ -378,6 +395,7 @@ class StageBuilder:
                 kind, name = AR, f"{'edp' if infix else 'dp'}_bucket_all_reduce"
             for i, bk in enumerate(bks):
                 deps = [last_bwd[p] for p in bk.producers if p in last_bwd]
+                deps += sorted({accum_last[c] for p in bk.producers if (c := self.bwd_chunk.get(p)) in accum_last})
                 ar = self.coll(kind, bk.nbytes, group, name, deps, bucket=i)
                 for mod in bk.modules:
                     self.bucket_of_module.setdefault(mod, []).append(ar)
@@ -392,6 +410,23 @@ class StageBuilder:
         trace = b.build()
         self.stats.nodes = len(trace)
         return trace
+
+    @cached_property
+    def bwd_chunk(self) -> dict[int, int]:
+        """Backward row -> the chunk of the stage's layers it runs in."""
+        return {r: c for (ph, c), rows in self.chunk_rows.items() if ph == BWD for r in rows}
+
+    def _accum_bytes(self) -> dict[int, int]:
+        """Per chunk, the bytes of this rank's gradients its backward writes (parameters split as
+        the plan splits them): what each later micro-batch's accumulation adds."""
+        lay, plan, chunk_of = self.lay, self.plan, self.bwd_chunk
+        out: dict[int, int] = {}
+        for p in stage_params(lay, self.stage):
+            c = chunk_of.get(p.producer)
+            if c is not None:
+                ep = plan.ep if lay.is_expert_param(p) else 1
+                out[c] = out.get(c, 0) + p.nbytes // lay.param_div.get(p.name, 1) // ep
+        return out
 
     def _early_param_gathers(self) -> dict[str, int]:
         """With ZeRO 1/2 and `Plan.overlap_param_gather` (Megatron-Core's --overlap-param-gather):

@@ -37,6 +37,7 @@ from .master import ParallelizeError
 SCHEDULES = ("1f1b", "gpipe")
 RECOMPUTE = ("none", "full", "selective")
 CP_COMM = ("p2p", "all-gather")  # Transformer Engine's cp_comm_type "p2p" and "all_gather"
+GRAD_ACCUM = ("fused", "add")
 DDP_FIRST_BUCKET_MB = 1.0  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (1 MiB), with the default cap
 DDP_BUCKET_MB = 25.0  # DistributedDataParallel's default bucket_cap_mb
 
@@ -70,7 +71,12 @@ class Plan:
     pipeline sends to complete before the next one starts (Megatron-LM until 2023: its
     `_communicate` waits on every request of a `batch_isend_irecv`); `scatter_gather` (TP without
     SP): each TP rank sends 1/tp of a pipeline message and the receivers all-gather it over the TP
-    group (Narayanan et al. 2021, section 4.1)."""
+    group (Narayanan et al. 2021, section 4.1); `grad_accum`: how the gradients of a replica's
+    micro-batches add up: "fused" (inside the weight-gradient GEMM, which accumulates into the
+    gradient buffer: Megatron-Core's gradient accumulation fusion; no kernel of its own) or "add"
+    (PyTorch autograd's accumulation, and Megatron-LM's before gradient accumulation fusion: from the
+    second micro-batch on, an elementwise add of each parameter's new gradient into the accumulated
+    one after its chunk's backward: read both, write one)."""
 
     tp: int = 1
     pp: int = 1
@@ -90,6 +96,7 @@ class Plan:
     overlap_param_gather: bool = False
     p2p_blocking: bool = False
     scatter_gather: bool = False
+    grad_accum: str = "fused"
 
     def __post_init__(self) -> None:
         for k in ("tp", "pp", "dp", "ep", "cp"):
@@ -122,6 +129,8 @@ class Plan:
             raise ParallelizeError("expert parallelism with FSDP (zero 3) is not modelled: use zero 0, 1 or 2")
         if self.cp_comm not in CP_COMM:
             raise ParallelizeError(f"cp_comm {self.cp_comm!r}: expected one of {', '.join(CP_COMM)}")
+        if self.grad_accum not in GRAD_ACCUM:
+            raise ParallelizeError(f"grad_accum {self.grad_accum!r}: expected one of {', '.join(GRAD_ACCUM)}")
         if self.cp > 1 and self.ep > 1:
             raise ParallelizeError("context parallelism with expert parallelism is not modelled: use ep 1 with cp > 1")
 
@@ -146,6 +155,8 @@ class Plan:
         for k in ("overlap_param_gather", "p2p_blocking", "scatter_gather"):
             if not d[k]:
                 del d[k]
+        if self.grad_accum == "fused":
+            del d["grad_accum"]
         return d
 
     @property
@@ -249,6 +260,8 @@ class Plan:
             parts.append("blocking pipeline sends")
         if self.scatter_gather and self.tp > 1 and not self.sp:
             parts.append("scatter/gather pipeline messages")
+        if self.grad_accum == "add" and self.m > 1:
+            parts.append("gradients accumulated by separate adds")
         parts.append(
             "FSDP"
             if self.zero == 3
@@ -257,4 +270,4 @@ class Plan:
         return ", ".join(parts)
 
 
-__all__ = ["Plan", "SCHEDULES", "RECOMPUTE", "CP_COMM"]
+__all__ = ["Plan", "SCHEDULES", "RECOMPUTE", "CP_COMM", "GRAD_ACCUM"]
