@@ -717,3 +717,39 @@ def test_blocking_scatter_gather_pipeline_messages(tiny):
     system = with_device(resolve("switch").system, "a100")
     blocking = parallelize(tiny.trace, dataclasses.replace(base, p2p_blocking=True))
     assert simulate(blocking, net, system).step_ns >= simulate(plain, net, system).step_ns
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        dict(pp=2, dp=2, micro_batches=4),
+        dict(pp=2, dp=2, micro_batches=4, virtual_stages=2),
+        dict(tp=2, dp=2, micro_batches=4),
+    ],
+)
+def test_gradient_accumulation_adds(tiny4, plan):
+    """`grad_accum="add"`: from the second micro-batch on, one add per chunk, over the micro-batch
+    the rank's gradient bytes three times (read both, write one: the DP buckets hold those
+    gradients), which the buckets' all-reduces wait for; the FLOPs are the fused plan's, the job
+    validates, and it is never faster."""
+    fused = parallelize_detailed(tiny4.trace, Plan(**plan))
+    added = parallelize_detailed(tiny4.trace, Plan(grad_accum="add", **plan))
+    p = added.plan
+    assert added.total_flops == fused.total_flops and not validate_workload(added.workload).issues
+    for rank in (0, p.ranks - 1):
+        t = added.workload.traces[rank]
+        names = t.name_array
+        rows = np.flatnonzero(names == "grad_accumulate")
+        assert rows.size == (p.m - 1) * p.virtual_stages
+        grads = int(t.comm_size[names == "dp_bucket_all_reduce"].sum())
+        assert grads > 0 and int(t.tensor_size[rows].sum()) == 3 * grads * (p.m - 1)
+        accum_ids = set(t.ids[rows].tolist())
+        for r in np.flatnonzero(names == "dp_bucket_all_reduce"):
+            deps = set(t.data[t.data_indptr[r] : t.data_indptr[r + 1]].tolist())
+            assert deps & accum_ids, "a bucket's all-reduce waits for its gradients' last accumulation"
+    system = resolve("dgx-b200")
+    a, f = (simulate_on(x.workload, system).recording_ns for x in (added, fused))
+    assert a > f
+    assert Plan(grad_accum="add", **plan).fields()["grad_accum"] == "add" and "grad_accum" not in Plan(**plan).fields()
+    with pytest.raises(ParallelizeError, match="grad_accum"):
+        Plan(grad_accum="sum")
