@@ -120,8 +120,10 @@ def test_real_gloo_calibration_is_monotone():
 
     sizes = [4096, 1 << 20, 1 << 23]
     points = measure_collectives(["all_reduce"], sizes, (2,), repeats=8, warmup=2, backend="gloo")
-    med = [p.measurement.median for p in sorted(points, key=lambda p: p.nbytes)]
-    assert med[0] < med[1] < med[2]  # 4 KiB < 1 MiB < 8 MiB
+    # the fastest of each size's samples: a busy machine only ever adds time, so the minimum is
+    # what the size costs (a median of 8 can carry a burst of load: 4 KiB once measured 3.3 ms here)
+    low = [p.measurement.min for p in sorted(points, key=lambda p: p.nbytes)]
+    assert low[0] < low[1] < low[2]  # 4 KiB < 1 MiB < 8 MiB
     prof = profile_from_points(points, CM(1000.0))
     f = prof.fits[0]
     assert f.alpha_ns > 0 and f.beta_ns_per_byte > 0
