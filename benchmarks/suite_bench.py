@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         shutil.rmtree(bad)
         board = write_leaderboard([args.out / Path(s).stem for s in systems], args.out / "board.html")
-        out["board"] = str(board)
+        out["board"] = os.path.relpath(board, ROOT)  # (no machine's path in the committed results)
         print(f"check: {'OK' if rep.ok else rep.problems}; edited copy: {'caught' if not rep_bad.ok else 'NOT caught'}")
     finally:
         shutil.rmtree(cache, ignore_errors=True)

@@ -131,11 +131,7 @@ def check_result(
         _diff(f"workload {e.name!r}", stored[e.name], new, rep.problems)
     names = [w["name"] for w in d["workloads"]]
     if len(derived_rows) == len(names):
-        score = division_score([r["speedup"] for r in derived_rows], names)
-        if len(names) < len(s.workloads):
-            score["missing"] = sorted(set(s.names) - set(names)) + score["missing"]
-            score["score"] = None
-            score["workloads"] = len(s.workloads)
+        score = division_score([r["speedup"] for r in derived_rows], names, s.names)
         _diff("score", d["score"], score, rep.problems)
         stored_scaling = {(x.get("from"), x.get("to")): x for x in d.get("scaling") or [] if isinstance(x, dict)}
         for x in scaling(entries, derived_rows):

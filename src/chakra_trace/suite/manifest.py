@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import ChakraError
 from ..io.documents import read_json
+from ..sweep.points import files_of
 from ..synthesize.parallel import Plan
 
 SCHEMA = "chakra-suite/1"
@@ -256,13 +257,7 @@ def content_sha256(path: Path) -> str:
     name order, each as its relative name, a NUL, its bytes, a NUL (so moving bytes between files
     shows)."""
     path = Path(path)
-    files = (
-        [path]
-        if path.is_file()
-        else sorted(
-            p for p in path.rglob("*") if p.is_file() and not any(x.startswith(".") for x in p.relative_to(path).parts)
-        )
-    )
+    files = files_of(path) if path.exists() else []
     if not files:
         raise SuiteError(f"{path}: no files")
     h = hashlib.sha256()

@@ -284,11 +284,7 @@ def run_suite(
         raw = raw_of(rows.get((e.name, "system")))
         ref = raw_of(rows.get((e.name, "reference" if "reference" in systems else "system")))
         results.append(derive(e, raw, ref, division, any(c["workload"] == e.name for c in ch)))
-    score = division_score([r["speedup"] for r in results], [e.name for e in entries])
-    if only and len(entries) < len(s.workloads):
-        score["missing"] = sorted(set(s.names) - {e.name for e in entries}) + score["missing"]
-        score["score"] = None
-        score["workloads"] = len(s.workloads)
+    score = division_score([r["speedup"] for r in results], [e.name for e in entries], s.names)
     res = SuiteResult(
         suite=s.name,
         version=s.version,

@@ -25,15 +25,19 @@ def geomean(values: Iterable[float]) -> float | None:
     return math.exp(math.fsum(math.log(x) for x in v) / len(v))
 
 
-def division_score(speedups: Sequence[float | None], names: Sequence[str]) -> dict:
+def division_score(
+    speedups: Sequence[float | None], names: Sequence[str], suite_names: Sequence[str] | None = None
+) -> dict:
     """{"score", "partial_score", "valid", "workloads", "missing"}: ``score`` only when every
-    workload has a speedup."""
+    workload of the suite (``suite_names``, default ``names``) has a speedup; those not run are
+    missing first, then those without a speedup."""
+    everyone = list(suite_names) if suite_names is not None else list(names)
     ok = [s for s in speedups if s is not None]
-    missing = [n for n, s in zip(names, speedups) if s is None]
+    missing = sorted(set(everyone) - set(names)) + [n for n, s in zip(names, speedups) if s is None]
     return {
         "score": geomean(ok) if not missing else None,
         "partial_score": geomean(ok),
         "valid": len(ok),
-        "workloads": len(names),
+        "workloads": len(everyone),
         "missing": missing,
     }

@@ -63,7 +63,7 @@ def _digest(*parts: bytes | str) -> str:
     return h.hexdigest()
 
 
-def _files_of(path: Path) -> list[Path]:
+def files_of(path: Path) -> list[Path]:
     """Every file a path names: itself, a folder's files (not hidden ones: `.chakra-cache` holds
     converted copies written when the job is opened), or a prefix's ``<prefix>.*`` files."""
     if path.is_file():
@@ -91,7 +91,7 @@ def workload_identity(definition: dict) -> str:
         if k in definition:
             p = Path(definition[k])
             root = p if p.is_dir() else p.parent
-            parts += [k] + [_file_digest(f, root) for f in _files_of(p)]
+            parts += [k] + [_file_digest(f, root) for f in files_of(p)]
     return _digest(*parts)[:24]
 
 

@@ -20,7 +20,7 @@ from ...schema.trace import Trace
 from ..scale import with_peers
 from .cp import CP
 from .cp import emit as cp_emit
-from .dp import Bucket, buckets, fsdp_units, stage_params
+from .dp import Bucket, buckets, fsdp_units, rank_grad_bytes, stage_params
 from .gemm import rank_dims
 from .layout import Layout
 from .master import BWD, FWD, OPT
@@ -419,13 +419,12 @@ class StageBuilder:
     def _accum_bytes(self) -> dict[int, int]:
         """Per chunk, the bytes of this rank's gradients its backward writes (parameters split as
         the plan splits them): what each later micro-batch's accumulation adds."""
-        lay, plan, chunk_of = self.lay, self.plan, self.bwd_chunk
+        chunk_of = self.bwd_chunk
         out: dict[int, int] = {}
-        for p in stage_params(lay, self.stage):
+        for p in stage_params(self.lay, self.stage):
             c = chunk_of.get(p.producer)
             if c is not None:
-                ep = plan.ep if lay.is_expert_param(p) else 1
-                out[c] = out.get(c, 0) + p.nbytes // lay.param_div.get(p.name, 1) // ep
+                out[c] = out.get(c, 0) + rank_grad_bytes(self.lay, p)
         return out
 
     def _early_param_gathers(self) -> dict[str, int]:

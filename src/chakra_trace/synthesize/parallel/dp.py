@@ -49,11 +49,15 @@ def stage_params(lay: Layout, stage: int):
     return [p for p in lay.master.params if p.producer >= 0 and lay.stage_of_param(p) == stage]
 
 
+def rank_grad_bytes(lay: Layout, p) -> int:
+    """Bytes of parameter ``p``'s gradient on one rank: split as TP splits it, experts over ep."""
+    return p.nbytes // lay.param_div.get(p.name, 1) // (lay.plan.ep if lay.is_expert_param(p) else 1)
+
+
 def buckets(lay: Layout, stage: int, experts: bool = False) -> list[Bucket]:
     """The stage's DDP buckets of its experts' parameters or of the others, in all-reduce order
     (see the module docstring)."""
     plan = lay.plan
-    ep = plan.ep if experts else 1
     params = sorted(
         (p for p in stage_params(lay, stage) if lay.is_expert_param(p) == experts), key=lambda p: (p.ready, p.producer)
     )
@@ -63,7 +67,7 @@ def buckets(lay: Layout, stage: int, experts: bool = False) -> list[Bucket]:
     done: list[Bucket] = []
     for p in params:
         b = open_.setdefault(p.itemsize, Bucket())
-        b.nbytes += p.nbytes // lay.param_div.get(p.name, 1) // ep
+        b.nbytes += rank_grad_bytes(lay, p)
         b.producers.append(p.producer)
         b.modules.add(p.module)
         b.params.append(p.name)
