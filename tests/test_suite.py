@@ -233,6 +233,21 @@ def test_leaderboard_renders_in_headless_chromium(small_run, tmp_path):
     assert other.workloads[2]["speedup"] > 1
 
 
+def test_add_counts_the_npus_a_rank_of_a_bigger_job_runs_on(tmp_path):
+    """One rank of a multi-rank NCCL job (a public trace): the suite entry names the NPUs its
+    groups span, so a closed run on a real-machine preset is valid."""
+    from chakra_trace.cli import main
+    from conftest import SHARED
+
+    src = SHARED / "gpu-wild" / "hta_nccl_parser.json.gz"
+    if not src.exists():
+        pytest.skip(f"{src} is absent")
+    assert main(["convert", "kineto", str(src), "-o", str(tmp_path / "job" / "job")]) in (0, None)
+    e = add_trace(tmp_path / "job", "nccl", tmp_path / "suite")
+    res = run_suite("dgx-h100", suite=tmp_path / "suite", workers=1)
+    assert e.npus > 1 and res.workloads[0]["valid"], res.workloads[0]["why"]
+
+
 @pytest.mark.slow
 def test_every_recipe_captures_its_pinned_master_trace(tmp_path, monkeypatch):
     """The pre-execution traces are reproducible: each recipe, captured afresh, hashes to the manifest."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..io.et import atomic_output
 from ..io.workload import Workload
+from ..simulate.peers import job_groups, job_npus
 from ..synthesize.leaks import leak_scan
 from ..synthesize.obfuscate import LEVELS, check_secret, obfuscate
 from ..validate import validate_workload
@@ -92,7 +93,7 @@ def add_trace(
         entry = Entry(
             name=name,
             kind="post-execution",
-            npus=len(out.ranks),
+            npus=job_npus(out.traces, job_groups(out)),  # (a rank of a bigger job: the NPUs its groups name)
             description=description or f"contributed recorded job ({len(out.ranks)} ranks)",
             sha256=content_sha256(dest),
             steps=steps,
